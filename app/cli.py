@@ -1,0 +1,48 @@
+"""Command line: ``python -m app {demo,bench,plot}`` (contract in design.md).
+
+Each subcommand lives in its own module exposing ``add_arguments(parser)`` and
+``run(args) -> int``; modules load only when their subcommand runs, so ``plot`` never
+compiles an index and ``bench`` never opens OpenGL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("app.viewer.cli", "open the viewer (or render headless with --headless)"),
+    "bench": ("app.bench.cli", "run the benchmarks (index, paper)"),
+    "plot": ("app.plot", "plot one or more frame logs"),
+}
+
+
+def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
+    """The full parser; only the selected subcommand's module is imported."""
+    parser = argparse.ArgumentParser(
+        prog="python -m app",
+        description="Real-time visibility-culling viewer and spatial-index benchmarks.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == selected:
+            importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen subcommand; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    selected = next((a for a in argv if a in SUBCOMMANDS), None)
+    parser = build_parser(selected)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    module = importlib.import_module(SUBCOMMANDS[args.command][0])
+    try:
+        return int(module.run(args) or 0)
+    except KeyboardInterrupt:
+        return 130

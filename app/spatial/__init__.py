@@ -1,0 +1,73 @@
+"""Spatial indexes behind one contract (design.md): ``create_index(name, ...)``.
+
+No OpenGL here: every index is testable and benchmarkable alone.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Any
+
+from app.spatial.base import QueryResult, SpatialIndex
+
+# name -> (module, class, fixed keyword arguments). Modules load lazily so that importing
+# app.spatial does not compile every index's kernels.
+_REGISTRY: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "brute": ("app.spatial.brute", "BruteIndex", {}),
+}
+
+
+def register(name: str, module: str, cls: str, **fixed: Any) -> None:
+    """Make an index selectable by name (indexes register themselves in this file)."""
+    _REGISTRY[name] = (module, cls, fixed)
+
+
+def _available() -> list[str]:
+    names = []
+    for name, (module, _cls, _fixed) in _REGISTRY.items():
+        if importlib.util.find_spec(module) is not None:
+            names.append(name)
+    return names
+
+
+# Indexes added by their own modules; each line is a selectable name.
+register("kd", "app.spatial.aabbtree", "AABBTree", heuristic="kd")
+register("ternary", "app.spatial.aabbtree", "AABBTree", heuristic="ternary")
+register("octree", "app.spatial.aabbtree", "AABBTree", heuristic="octree")
+register("icoseptree", "app.spatial.aabbtree", "AABBTree", heuristic="icoseptree")
+register("fixed-octree", "app.spatial.fixed_octree", "FixedOctree")
+register("grid", "app.spatial.hashgrid", "HashedGrid")
+register("viewdist", "app.spatial.viewdist_tree", "ViewDistanceTree")
+
+INDEX_NAMES: tuple[str, ...] = tuple(_available())
+
+
+def create_index(name: str, **kwargs: Any) -> SpatialIndex:
+    """Build an empty index by name; keyword arguments go to the index (leafy, split_threshold...)."""
+    if name not in INDEX_NAMES:
+        raise ValueError(f"unknown index {name!r}; choose one of {', '.join(INDEX_NAMES)}")
+    module, cls, fixed = _REGISTRY[name]
+    klass = getattr(importlib.import_module(module), cls)
+    return klass(**fixed, **kwargs)
+
+
+__all__ = ["INDEX_NAMES", "QueryResult", "SpatialIndex", "create_index", "register"]
+
+
+TREE_HEURISTICS: tuple[str, ...] = ("kd", "ternary", "octree", "icoseptree")
+
+
+def index_variants() -> list[tuple[str, str, dict[str, Any]]]:
+    """Every selectable (label, name, kwargs): the trees once leafy and once non-leafy."""
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    for name in INDEX_NAMES:
+        if name in TREE_HEURISTICS:
+            out.append((f"{name}/leafy", name, {"leafy": True}))
+            out.append((f"{name}/non-leafy", name, {"leafy": False}))
+        else:
+            out.append((name, name, {}))
+    return out
+
+
+__all__ += ["TREE_HEURISTICS", "index_variants"]

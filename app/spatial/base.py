@@ -1,0 +1,374 @@
+"""The spatial index contract (design.md): input checking, the object store, the id map.
+
+Every index derives from :class:`SpatialIndex`. The base class owns everything that is the
+same for all of them, so that each index file holds only its structure:
+
+* validation of every batch *before* anything changes (bad input raises ``ValueError`` naming
+  the offending ids and leaves the index exactly as it was);
+* the object store, a structure of arrays indexed by *slot* (centers, radii, view distances,
+  ids), with a free list of slots;
+* the id -> slot map (compiled hash table).
+
+Subclasses implement the ``_on_*`` hooks and the ``_query_*`` methods on slots; they never see
+caller ids. Hooks are called with the store already holding the new values (insert, update) or
+still holding the old ones (remove).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.culling.occlusion import ZPyramid
+from app.spatial.idmap import IdMap
+
+_MAX_NAMED = 8  # how many offending ids an error message lists
+
+
+@dataclass
+class QueryResult:
+    """Result of :meth:`SpatialIndex.query_frustum`."""
+
+    visible: np.ndarray
+    working_set: int
+    nodes_visited: int
+    occluded_nodes: int = 0
+    occluded_objects: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _name_ids(ids: np.ndarray) -> str:
+    ids = np.unique(np.asarray(ids))
+    shown = ", ".join(str(int(i)) for i in ids[:_MAX_NAMED])
+    more = f" and {len(ids) - _MAX_NAMED} more" if len(ids) > _MAX_NAMED else ""
+    return f"[{shown}{more}]"
+
+
+class SpatialIndex:
+    """Base class: a set of spheres keyed by caller-chosen int ids. See design.md."""
+
+    name: str = "base"
+
+    def __init__(self, capacity: int = 1024) -> None:
+        capacity = max(int(capacity), 16)
+        self._ids = np.full(capacity, -1, dtype=np.int64)
+        self._centers = np.zeros((capacity, 3), dtype=np.float64)
+        self._radii = np.zeros(capacity, dtype=np.float64)
+        self._vdist = np.full(capacity, np.inf, dtype=np.float64)
+        self._alive = np.zeros(capacity, dtype=np.bool_)
+        # Free slots as a stack; the top is at the end so popping a batch is a slice.
+        self._free = np.arange(capacity - 1, -1, -1, dtype=np.int64)
+        self._nfree = capacity
+        self._idmap = IdMap(capacity)
+        self._count = 0
+
+    # ------------------------------------------------------------------ public API
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def capacity(self) -> int:
+        """Number of object slots currently allocated."""
+        return self._ids.shape[0]
+
+    def describe(self) -> str:
+        """One-line human description (index name and parameters) for HUDs and logs."""
+        return self.name
+
+    def insert(
+        self,
+        ids: np.ndarray,
+        centers: np.ndarray,
+        radii: np.ndarray,
+        view_distances: np.ndarray | None = None,
+    ) -> None:
+        """Add objects. ``ids`` must be new and unique; view distance defaults to infinity."""
+        ids, centers, radii, vd = self._check_batch(ids, centers, radii, view_distances)
+        if ids.shape[0] == 0:
+            return
+        uniq, counts = np.unique(ids, return_counts=True)
+        if uniq.shape[0] != ids.shape[0]:
+            raise ValueError(f"insert: ids given more than once in the batch: {_name_ids(uniq[counts > 1])}")
+        known = self._idmap.lookup(ids) >= 0
+        if known.any():
+            raise ValueError(f"insert: ids already in the index: {_name_ids(ids[known])}")
+        if vd is None:
+            vd = np.full(ids.shape[0], np.inf)
+        slots = self._alloc_slots(ids.shape[0])
+        self._ids[slots] = ids
+        self._centers[slots] = centers
+        self._radii[slots] = radii
+        self._vdist[slots] = vd
+        self._alive[slots] = True
+        self._idmap.insert(ids, slots)
+        self._count += ids.shape[0]
+        self._on_insert(slots)
+
+    def update(
+        self,
+        ids: np.ndarray,
+        centers: np.ndarray,
+        radii: np.ndarray | None = None,
+        view_distances: np.ndarray | None = None,
+    ) -> None:
+        """Move objects (and optionally change their radius or view distance)."""
+        ids, centers, radii, vd = self._check_batch(ids, centers, radii, view_distances,
+                                                    radii_optional=True)
+        if ids.shape[0] == 0:
+            return
+        uniq, counts = np.unique(ids, return_counts=True)
+        if uniq.shape[0] != ids.shape[0]:
+            raise ValueError(f"update: ids given more than once in the batch: {_name_ids(uniq[counts > 1])}")
+        slots = self._idmap.lookup(ids)
+        if (slots < 0).any():
+            raise ValueError(f"update: unknown ids: {_name_ids(ids[slots < 0])}")
+        old_c = self._centers[slots].copy()
+        old_r = self._radii[slots].copy()
+        old_v = self._vdist[slots].copy()
+        self._centers[slots] = centers
+        if radii is not None:
+            self._radii[slots] = radii
+        if vd is not None:
+            self._vdist[slots] = vd
+        self._on_update(slots, old_c, old_r, old_v)
+
+    def remove(self, ids: np.ndarray) -> None:
+        """Remove objects by id."""
+        ids = self._check_ids(ids)
+        if ids.shape[0] == 0:
+            return
+        uniq, counts = np.unique(ids, return_counts=True)
+        if uniq.shape[0] != ids.shape[0]:
+            raise ValueError(f"remove: ids given more than once in the batch: {_name_ids(uniq[counts > 1])}")
+        slots = self._idmap.lookup(ids)
+        if (slots < 0).any():
+            raise ValueError(f"remove: unknown ids: {_name_ids(ids[slots < 0])}")
+        self._on_remove(slots)
+        self._idmap.delete(ids)
+        self._alive[slots] = False
+        self._ids[slots] = -1
+        self._free_slots(slots)
+        self._count -= ids.shape[0]
+
+    def contains(self, ids: np.ndarray) -> np.ndarray:
+        """Boolean mask: which of ``ids`` are in the index."""
+        return self._idmap.lookup(self._check_ids(ids)) >= 0
+
+    def get(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(centers, radii, view_distances) of known ids."""
+        ids = self._check_ids(ids)
+        slots = self._idmap.lookup(ids)
+        if (slots < 0).any():
+            raise ValueError(f"get: unknown ids: {_name_ids(ids[slots < 0])}")
+        return self._centers[slots].copy(), self._radii[slots].copy(), self._vdist[slots].copy()
+
+    def all_ids(self) -> np.ndarray:
+        """Every live id (any order)."""
+        return self._ids[self._alive].copy()
+
+    def query_frustum(
+        self,
+        planes: np.ndarray,
+        eye: np.ndarray | None = None,
+        use_view_distance: bool = False,
+        occlusion: ZPyramid | None = None,
+    ) -> QueryResult:
+        """Ids of objects whose sphere is not outside any plane (and within view distance)."""
+        planes = np.ascontiguousarray(planes, dtype=np.float64)
+        if planes.ndim != 2 or planes.shape[1] != 4 or not np.isfinite(planes).all():
+            raise ValueError(f"query_frustum: planes must be a finite (K, 4) array, got {planes.shape}")
+        if use_view_distance:
+            if eye is None:
+                raise ValueError("query_frustum: use_view_distance=True needs an eye position")
+        if eye is None:
+            eye_arr = np.zeros(3)
+        else:
+            eye_arr = self._check_point(eye, "eye")
+        res = self._query_frustum(planes, eye_arr, bool(use_view_distance), occlusion)
+        res.visible = self._ids[res.visible]
+        return res
+
+    def query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Ids whose sphere's bounding box overlaps the closed box [lo, hi]."""
+        lo = self._check_point(lo, "lo")
+        hi = self._check_point(hi, "hi")
+        if (lo > hi).any():
+            raise ValueError(f"query_box: lo {lo} exceeds hi {hi}")
+        return self._ids[self._query_box(lo, hi)]
+
+    def query_sphere(self, center: np.ndarray, radius: float) -> np.ndarray:
+        """Ids with ``|c - center| <= r + radius``."""
+        center = self._check_point(center, "center")
+        radius = float(radius)
+        if not np.isfinite(radius) or radius < 0:
+            raise ValueError(f"query_sphere: radius must be finite and >= 0, got {radius}")
+        return self._ids[self._query_sphere(center, radius)]
+
+    def query_ray(self, origin: np.ndarray, direction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, t) of spheres the ray hits, nearest first; t is the entry distance (0 inside)."""
+        origin = self._check_point(origin, "origin")
+        direction = self._check_point(direction, "direction")
+        n = float(np.linalg.norm(direction))
+        if n == 0.0:
+            raise ValueError("query_ray: direction must be non-zero")
+        slots, t = self._query_ray(origin, direction / n)
+        ids = self._ids[slots]
+        order = np.lexsort((ids, t))
+        return ids[order], t[order]
+
+    def node_boxes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lo (K,3), hi (K,3), depth (K,)) of the current nodes; empty for ``brute``."""
+        return np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0, dtype=np.int64)
+
+    def node_outcomes(self) -> np.ndarray:
+        """Outcome of each node of :meth:`node_boxes` in the last frustum query.
+
+        Codes are ``app.spatial.geometry.NODE_*`` (not visited, inside, partial, rejected by
+        frustum, by view distance, by occlusion).
+        """
+        return np.zeros(self.node_boxes()[2].shape[0], dtype=np.int8)
+
+    def validate(self) -> None:
+        """Raise AssertionError on any broken invariant of the store or the structure."""
+        alive = np.flatnonzero(self._alive)
+        if alive.shape[0] != self._count:
+            raise AssertionError(f"{self._count} objects counted but {alive.shape[0]} slots alive")
+        if len(self._idmap) != self._count:
+            raise AssertionError("id map size differs from object count")
+        if self._count:
+            found = self._idmap.lookup(self._ids[alive])
+            if not np.array_equal(found, alive):
+                raise AssertionError("id map does not point back at the live slots")
+        free = self._free[: self._nfree]
+        if np.intersect1d(free, alive).shape[0]:
+            raise AssertionError("a live slot is on the free list")
+        if free.shape[0] + alive.shape[0] != self.capacity:
+            raise AssertionError("slots leaked: free + alive != capacity")
+        self._validate()
+
+    def stats(self) -> dict[str, Any]:
+        """Size and shape figures; indexes add their own (nodes, max_depth, per-level counts)."""
+        return {"objects": self._count, "nodes": 0, "max_depth": 0}
+
+    # ------------------------------------------------------------------ hooks
+
+    def _on_insert(self, slots: np.ndarray) -> None:
+        """New objects are in the store at ``slots``."""
+
+    def _on_update(self, slots: np.ndarray, old_centers: np.ndarray, old_radii: np.ndarray,
+                   old_vdist: np.ndarray) -> None:
+        """Objects at ``slots`` changed; the store holds the new values."""
+
+    def _on_remove(self, slots: np.ndarray) -> None:
+        """Objects at ``slots`` are about to be freed; the store still holds them."""
+
+    def _grow(self, new_capacity: int) -> None:
+        """Per-slot arrays of the subclass must grow to ``new_capacity``."""
+
+    def _validate(self) -> None:
+        """Structure-specific invariants."""
+
+    def _query_frustum(self, planes: np.ndarray, eye: np.ndarray, use_vd: bool,
+                       occlusion: ZPyramid | None) -> QueryResult:
+        raise NotImplementedError
+
+    def _query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _query_sphere(self, center: np.ndarray, radius: float) -> np.ndarray:
+        raise NotImplementedError
+
+    def _query_ray(self, origin: np.ndarray, direction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ internals
+
+    def _alloc_slots(self, n: int) -> np.ndarray:
+        if n > self._nfree:
+            self._grow_store(max(2 * self.capacity, self._count + n))
+        slots = self._free[self._nfree - n : self._nfree][::-1].copy()
+        self._nfree -= n
+        return slots
+
+    def _free_slots(self, slots: np.ndarray) -> None:
+        n = slots.shape[0]
+        self._free[self._nfree : self._nfree + n] = slots
+        self._nfree += n
+
+    def _grow_store(self, new_cap: int) -> None:
+        old = self.capacity
+
+        def grown(a: np.ndarray, fill: Any) -> np.ndarray:
+            out = np.full((new_cap,) + a.shape[1:], fill, dtype=a.dtype)
+            out[:old] = a
+            return out
+
+        self._ids = grown(self._ids, -1)
+        self._centers = grown(self._centers, 0.0)
+        self._radii = grown(self._radii, 0.0)
+        self._vdist = grown(self._vdist, np.inf)
+        self._alive = grown(self._alive, False)
+        free = np.empty(new_cap, dtype=np.int64)
+        # New slots go below the existing free ones so that low slots are reused first.
+        extra = np.arange(new_cap - 1, old - 1, -1, dtype=np.int64)
+        free[: extra.shape[0]] = extra
+        free[extra.shape[0] : extra.shape[0] + self._nfree] = self._free[: self._nfree]
+        self._nfree += extra.shape[0]
+        self._free = free
+        self._grow(new_cap)
+
+    @staticmethod
+    def _check_ids(ids: np.ndarray) -> np.ndarray:
+        arr = np.asarray(ids)
+        if arr.ndim == 0:
+            arr = arr.reshape(1)
+        if arr.ndim != 1:
+            raise ValueError(f"ids must be a 1-D array, got shape {arr.shape}")
+        if arr.shape[0] and not np.issubdtype(arr.dtype, np.integer):
+            raise ValueError(f"ids must be integers, got dtype {arr.dtype}")
+        return np.ascontiguousarray(arr, dtype=np.int64)
+
+    @staticmethod
+    def _check_point(p: np.ndarray, what: str) -> np.ndarray:
+        arr = np.asarray(p, dtype=np.float64).reshape(-1)
+        if arr.shape != (3,) or not np.isfinite(arr).all():
+            raise ValueError(f"{what} must be 3 finite numbers, got {p!r}")
+        return arr
+
+    def _check_batch(self, ids, centers, radii, view_distances, radii_optional=False):
+        ids = self._check_ids(ids)
+        n = ids.shape[0]
+        centers = np.ascontiguousarray(np.asarray(centers, dtype=np.float64))
+        if centers.ndim == 1 and centers.shape[0] == 3 and n == 1:
+            centers = centers.reshape(1, 3)
+        if centers.shape != (n, 3):
+            raise ValueError(f"centers must have shape ({n}, 3) to match {n} ids, got {centers.shape}")
+        bad = ~np.isfinite(centers).all(axis=1)
+        if bad.any():
+            raise ValueError(f"non-finite (NaN or infinite) centers for ids {_name_ids(ids[bad])}")
+        if radii is None:
+            if not radii_optional:
+                raise ValueError("radii are required")
+        else:
+            radii = np.ascontiguousarray(np.broadcast_to(np.asarray(radii, dtype=np.float64), (n,))
+                                         if np.ndim(radii) == 0 else np.asarray(radii, np.float64))
+            if radii.shape != (n,):
+                raise ValueError(f"radii must have shape ({n},) to match {n} ids, got {radii.shape}")
+            bad = ~np.isfinite(radii) | (radii < 0)
+            if bad.any():
+                raise ValueError(f"radii must be finite and >= 0; bad for ids {_name_ids(ids[bad])}")
+        if view_distances is not None:
+            vd = np.asarray(view_distances, dtype=np.float64)
+            if vd.ndim == 0:
+                vd = np.full(n, float(vd))
+            vd = np.ascontiguousarray(vd)
+            if vd.shape != (n,):
+                raise ValueError(f"view_distances must have shape ({n},) to match {n} ids, got {vd.shape}")
+            bad = np.isnan(vd) | (vd < 0)
+            if bad.any():
+                raise ValueError(f"view distances must be >= 0 (inf allowed); bad for ids {_name_ids(ids[bad])}")
+            view_distances = vd
+        return ids, centers, radii, view_distances

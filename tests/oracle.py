@@ -1,0 +1,75 @@
+"""Brute-force numpy oracle: the contract's definitions, written as plainly as possible."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Oracle:
+    """A dict-of-objects model of an index; every query is a numpy scan."""
+
+    def __init__(self) -> None:
+        self.objs: dict[int, tuple[np.ndarray, float, float]] = {}
+
+    def insert(self, ids, centers, radii, vd=None):
+        for k, i in enumerate(ids):
+            v = np.inf if vd is None else float(vd[k])
+            self.objs[int(i)] = (np.array(centers[k], float), float(radii[k]), v)
+
+    def update(self, ids, centers, radii=None, vd=None):
+        for k, i in enumerate(ids):
+            c, r, v = self.objs[int(i)]
+            self.objs[int(i)] = (
+                np.array(centers[k], float),
+                r if radii is None else float(radii[k]),
+                v if vd is None else float(vd[k]),
+            )
+
+    def remove(self, ids):
+        for i in ids:
+            del self.objs[int(i)]
+
+    def arrays(self):
+        ids = np.array(sorted(self.objs), dtype=np.int64)
+        if len(ids) == 0:
+            return ids, np.zeros((0, 3)), np.zeros(0), np.zeros(0)
+        c = np.array([self.objs[i][0] for i in ids])
+        r = np.array([self.objs[i][1] for i in ids])
+        v = np.array([self.objs[i][2] for i in ids])
+        return ids, c, r, v
+
+    def frustum(self, planes, eye=None, use_vd=False):
+        ids, c, r, v = self.arrays()
+        if len(ids) == 0:
+            return ids
+        d = c @ planes[:, :3].T + planes[:, 3]
+        ok = (d >= -r[:, None]).all(axis=1)
+        if use_vd:
+            dist = np.sqrt(((c - np.asarray(eye)) ** 2).sum(axis=1))
+            ok &= dist <= v
+        return ids[ok]
+
+    def box(self, lo, hi):
+        ids, c, r, _ = self.arrays()
+        ok = ((c - r[:, None]) <= hi).all(axis=1) & ((c + r[:, None]) >= lo).all(axis=1)
+        return ids[ok]
+
+    def sphere(self, q, qr):
+        ids, c, r, _ = self.arrays()
+        ok = np.sqrt(((c - q) ** 2).sum(axis=1)) <= r + qr
+        return ids[ok]
+
+    def ray(self, o, d):
+        """(ids, t) sorted by (t, id); d need not be unit."""
+        ids, c, r, _ = self.arrays()
+        d = np.asarray(d, float) / np.linalg.norm(d)
+        m = c - o
+        m2 = (m**2).sum(axis=1)
+        tca = m @ d
+        d2 = m2 - tca**2
+        inside = m2 <= r**2
+        hit = inside | ((tca >= 0) & (d2 <= r**2))
+        t = np.where(inside, 0.0, np.maximum(tca - np.sqrt(np.maximum(r**2 - d2, 0)), 0.0))
+        ids, t = ids[hit], t[hit]
+        order = np.lexsort((ids, t))
+        return ids[order], t[order]

@@ -1,0 +1,222 @@
+"""Every index and variant against the brute-force oracle (design.md's index contract).
+
+Random operation sequences (inserts, small moves, long jumps, resizes, removals,
+re-inserts) are checked after every step: all four queries must equal the oracle exactly and
+``validate()`` must pass. Small split thresholds force deep structures on small data.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app.culling.frustum import camera_planes
+from app.spatial import TREE_HEURISTICS, create_index, index_variants
+from tests.oracle import Oracle
+
+VARIANTS = index_variants()
+IDS = [label for label, _, _ in VARIANTS]
+
+
+def make(name: str, kwargs: dict, small: bool = True):
+    kw = dict(kwargs)
+    if small and name in TREE_HEURISTICS:
+        kw["split_threshold"] = 3
+    return create_index(name, **kw)
+
+
+def random_camera(rng: np.random.Generator, spread: float):
+    eye = rng.uniform(-spread, spread, 3)
+    target = eye + rng.normal(size=3)
+    far = rng.uniform(0.5, 2.0) * spread * 2
+    return eye, camera_planes(eye, target, fovy_deg=rng.uniform(30, 90),
+                              aspect=rng.uniform(0.5, 2), near=0.1, far=far)
+
+
+def check_all(idx, oracle: Oracle, rng: np.random.Generator, spread: float) -> None:
+    idx.validate()
+    assert len(idx) == len(oracle.objs)
+    for _ in range(3):
+        eye, planes = random_camera(rng, spread)
+        for use_vd in (False, True):
+            res = idx.query_frustum(planes, eye=eye, use_view_distance=use_vd)
+            got = np.sort(res.visible)
+            want = oracle.frustum(planes, eye, use_vd)
+            assert np.array_equal(got, want), (
+                f"frustum use_vd={use_vd}: extra {np.setdiff1d(got, want)[:10]}, "
+                f"missing {np.setdiff1d(want, got)[:10]}")
+            assert res.working_set >= len(res.visible) or use_vd
+        lo = rng.uniform(-spread, spread, 3)
+        hi = lo + rng.uniform(0, spread, 3)
+        assert np.array_equal(np.sort(idx.query_box(lo, hi)), oracle.box(lo, hi))
+        q = rng.uniform(-spread, spread, 3)
+        qr = rng.uniform(0, spread / 2)
+        assert np.array_equal(np.sort(idx.query_sphere(q, qr)), oracle.sphere(q, qr))
+        o = rng.uniform(-spread, spread, 3)
+        d = rng.normal(size=3)
+        gi, gt = idx.query_ray(o, d)
+        wi, wt = oracle.ray(o, d)
+        assert np.array_equal(np.sort(gi), np.sort(wi))
+        assert np.all(np.diff(gt) >= 0), "ray hits must come nearest first"
+        np.testing.assert_allclose(np.sort(gt), np.sort(wt), rtol=1e-9, atol=1e-9)
+
+
+ops = st.lists(
+    st.tuples(st.sampled_from(["insert", "small", "jump", "resize", "remove", "reinsert", "vd"]),
+              st.integers(1, 40)),
+    min_size=1, max_size=10,
+)
+
+
+@pytest.mark.parametrize(("label", "name", "kwargs"), VARIANTS, ids=IDS)
+@given(seq=ops, seed=st.integers(0, 2**31 - 1))
+def test_random_operations_match_oracle(label, name, kwargs, seq, seed):
+    rng = np.random.default_rng(seed)
+    spread = 50.0
+    idx = make(name, kwargs)
+    oracle = Oracle()
+    next_id = 0
+    removed: list[int] = []
+    for op, n in seq:
+        live = np.array(sorted(oracle.objs), dtype=np.int64)
+        if op == "insert" or (len(live) == 0 and op != "reinsert"):
+            ids = np.arange(next_id, next_id + n, dtype=np.int64) * 7 + 3  # sparse ids
+            next_id += n
+            c = rng.uniform(-spread, spread, (n, 3))
+            r = rng.uniform(0, 3, n)
+            vd = np.where(rng.random(n) < 0.2, np.inf, rng.uniform(0, 80, n))
+            idx.insert(ids, c, r, vd)
+            oracle.insert(ids, c, r, vd)
+        elif op in ("small", "jump", "resize", "vd"):
+            ids = rng.choice(live, size=min(n, len(live)), replace=False)
+            c0 = np.array([oracle.objs[int(i)][0] for i in ids])
+            if op == "small":
+                c = c0 + rng.normal(scale=0.5, size=c0.shape)
+                idx.update(ids, c)
+                oracle.update(ids, c)
+            elif op == "jump":
+                c = rng.uniform(-3 * spread, 3 * spread, c0.shape)
+                idx.update(ids, c)
+                oracle.update(ids, c)
+            elif op == "resize":
+                r = rng.uniform(0, 10, len(ids))
+                idx.update(ids, c0, radii=r)
+                oracle.update(ids, c0, radii=r)
+            else:
+                v = rng.uniform(0, 100, len(ids))
+                idx.update(ids, c0, view_distances=v)
+                oracle.update(ids, c0, vd=v)
+        elif op == "remove":
+            ids = rng.choice(live, size=min(n, len(live)), replace=False)
+            idx.remove(ids)
+            oracle.remove(ids)
+            removed.extend(int(i) for i in ids)
+        elif op == "reinsert" and removed:
+            ids = np.array(removed[:n], dtype=np.int64)
+            del removed[:n]
+            c = rng.uniform(-spread, spread, (len(ids), 3))
+            r = rng.uniform(0, 3, len(ids))
+            idx.insert(ids, c, r)
+            oracle.insert(ids, c, r)
+        check_all(idx, oracle, rng, spread)
+
+
+def awkward_sets():
+    rng = np.random.default_rng(7)
+    n = 300
+    sets = {
+        "one-point": (np.zeros((n, 3)) + 5.0, np.full(n, 1.0)),
+        "line": (np.outer(rng.uniform(-100, 100, n), [1.0, 2.0, -0.5]), rng.uniform(0.1, 2, n)),
+        "plane": (np.c_[rng.uniform(-100, 100, (n, 2)), np.zeros(n)], rng.uniform(0.1, 2, n)),
+        "radii-5-orders": (rng.uniform(-100, 100, (n, 3)), 10 ** rng.uniform(-3, 2, n)),
+        "far-outliers": (np.r_[rng.uniform(-50, 50, (n - 3, 3)), [[1e6, 0, 0], [0, -1e6, 0],
+                                                                  [1e6, 1e6, 1e6]]],
+                         rng.uniform(0.1, 2, n)),
+        "zero-radius": (rng.uniform(-50, 50, (n, 3)), np.zeros(n)),
+        "one-object": (np.array([[1.0, 2.0, 3.0]]), np.array([0.5])),
+        "empty": (np.zeros((0, 3)), np.zeros(0)),
+    }
+    return sets
+
+
+@pytest.mark.parametrize("data", list(awkward_sets()))
+@pytest.mark.parametrize(("label", "name", "kwargs"), VARIANTS, ids=IDS)
+def test_awkward_data(label, name, kwargs, data):
+    centers, radii = awkward_sets()[data]
+    rng = np.random.default_rng(11)
+    for small in (True, False):
+        idx = make(name, kwargs, small=small)
+        oracle = Oracle()
+        ids = np.arange(len(radii), dtype=np.int64)
+        vd = rng.uniform(0, 200, len(radii))
+        idx.insert(ids, centers, radii, vd)
+        oracle.insert(ids, centers, radii, vd)
+        spread = 120.0
+        check_all(idx, oracle, rng, spread)
+        if len(ids):
+            # everything moves a little, then half of it jumps, then a third is removed
+            c2 = centers + rng.normal(scale=0.3, size=centers.shape)
+            idx.update(ids, c2)
+            oracle.update(ids, c2)
+            check_all(idx, oracle, rng, spread)
+            half = ids[::2]
+            c3 = rng.uniform(-100, 100, (len(half), 3))
+            idx.update(half, c3)
+            oracle.update(half, c3)
+            idx.remove(ids[::3])
+            oracle.remove(ids[::3])
+            check_all(idx, oracle, rng, spread)
+
+
+def snapshot(idx):
+    ids = np.sort(idx.all_ids())
+    c, r, v = idx.get(ids) if len(ids) else (None, None, None)
+    planes = camera_planes([0, 0, 0], [1, 0, 0], far=500)
+    vis = np.sort(idx.query_frustum(planes).visible)
+    return ids, c, r, v, vis
+
+
+def assert_same(a, b):
+    for x, y in zip(a, b, strict=True):
+        if x is None:
+            assert y is None
+        else:
+            assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize(("label", "name", "kwargs"), VARIANTS, ids=IDS)
+def test_bad_input_raises_and_changes_nothing(label, name, kwargs):
+    rng = np.random.default_rng(3)
+    idx = make(name, kwargs)
+    ids = np.arange(100, dtype=np.int64)
+    idx.insert(ids, rng.uniform(-50, 50, (100, 3)), rng.uniform(0, 2, 100))
+    before = snapshot(idx)
+    good_c = rng.uniform(-50, 50, (3, 3))
+    nan_c = good_c.copy()
+    nan_c[1, 2] = np.nan
+    inf_c = good_c.copy()
+    inf_c[2, 0] = np.inf
+    cases = [
+        ("NaN", lambda: idx.insert(np.array([500, 501, 502]), nan_c, np.ones(3)), "501"),
+        ("inf", lambda: idx.insert(np.array([500, 501, 502]), inf_c, np.ones(3)), "502"),
+        ("neg radius", lambda: idx.insert(np.array([500, 501, 502]), good_c,
+                                          np.array([1, -1, 1.0])), "501"),
+        ("dup existing", lambda: idx.insert(np.array([500, 7, 502]), good_c, np.ones(3)), "7"),
+        ("dup in batch", lambda: idx.insert(np.array([500, 500, 502]), good_c, np.ones(3)), "500"),
+        ("length", lambda: idx.insert(np.array([500, 501]), good_c, np.ones(3)), "3"),
+        ("update unknown", lambda: idx.update(np.array([1, 999, 2]), good_c), "999"),
+        ("update NaN", lambda: idx.update(np.array([1, 2, 3]), nan_c), "2"),
+        ("update neg radius", lambda: idx.update(np.array([1, 2, 3]), good_c,
+                                                 radii=np.array([1, 1, -2.0])), "3"),
+        ("remove unknown", lambda: idx.remove(np.array([4, 5, 12345])), "12345"),
+        ("remove dup", lambda: idx.remove(np.array([4, 4])), "4"),
+        ("vd NaN", lambda: idx.insert(np.array([500, 501, 502]), good_c, np.ones(3),
+                                      np.array([1, np.nan, 1])), "501"),
+    ]
+    for what, fn, named in cases:
+        with pytest.raises(ValueError, match=named):
+            fn()
+        assert_same(before, snapshot(idx)), what
+        idx.validate()
