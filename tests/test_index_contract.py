@@ -218,5 +218,8 @@ def test_bad_input_raises_and_changes_nothing(label, name, kwargs):
     for what, fn, named in cases:
         with pytest.raises(ValueError, match=named):
             fn()
-        assert_same(before, snapshot(idx)), what
+        try:
+            assert_same(before, snapshot(idx))
+        except AssertionError as exc:
+            raise AssertionError(f"{what}: a rejected batch changed the index") from exc
         idx.validate()

@@ -31,8 +31,9 @@ def perspective(fovy_deg: float, aspect: float, near: float, far: float) -> np.n
 
 def look_at(eye: np.ndarray, target: np.ndarray, up: np.ndarray = (0.0, 1.0, 0.0)) -> np.ndarray:
     """View matrix (column-vector convention) of a camera at ``eye`` looking at ``target``."""
-    return np.asarray(pyrr.matrix44.create_look_at(np.asarray(eye, float), np.asarray(target, float),
-                                                   np.asarray(up, float)), dtype=np.float64).T
+    m = pyrr.matrix44.create_look_at(
+        np.asarray(eye, float), np.asarray(target, float), np.asarray(up, float))
+    return np.asarray(m, dtype=np.float64).T
 
 
 def camera_planes(eye: np.ndarray, target: np.ndarray, fovy_deg: float = 60.0,

@@ -44,7 +44,7 @@ INDEX_NAMES: tuple[str, ...] = tuple(_available())
 
 
 def create_index(name: str, **kwargs: Any) -> SpatialIndex:
-    """Build an empty index by name; keyword arguments go to the index (leafy, split_threshold...)."""
+    """Build an empty index by name; keyword arguments (leafy, split_threshold...) go to it."""
     if name not in INDEX_NAMES:
         raise ValueError(f"unknown index {name!r}; choose one of {', '.join(INDEX_NAMES)}")
     module, cls, fixed = _REGISTRY[name]

@@ -39,6 +39,13 @@ class QueryResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _reject_repeats(op: str, ids: np.ndarray) -> None:
+    uniq, counts = np.unique(ids, return_counts=True)
+    if uniq.shape[0] != ids.shape[0]:
+        repeated = _name_ids(uniq[counts > 1])
+        raise ValueError(f"{op}: ids given more than once in the batch: {repeated}")
+
+
 def _name_ids(ids: np.ndarray) -> str:
     ids = np.unique(np.asarray(ids))
     shown = ", ".join(str(int(i)) for i in ids[:_MAX_NAMED])
@@ -89,9 +96,7 @@ class SpatialIndex:
         ids, centers, radii, vd = self._check_batch(ids, centers, radii, view_distances)
         if ids.shape[0] == 0:
             return
-        uniq, counts = np.unique(ids, return_counts=True)
-        if uniq.shape[0] != ids.shape[0]:
-            raise ValueError(f"insert: ids given more than once in the batch: {_name_ids(uniq[counts > 1])}")
+        _reject_repeats("insert", ids)
         known = self._idmap.lookup(ids) >= 0
         if known.any():
             raise ValueError(f"insert: ids already in the index: {_name_ids(ids[known])}")
@@ -119,9 +124,7 @@ class SpatialIndex:
                                                     radii_optional=True)
         if ids.shape[0] == 0:
             return
-        uniq, counts = np.unique(ids, return_counts=True)
-        if uniq.shape[0] != ids.shape[0]:
-            raise ValueError(f"update: ids given more than once in the batch: {_name_ids(uniq[counts > 1])}")
+        _reject_repeats("update", ids)
         slots = self._idmap.lookup(ids)
         if (slots < 0).any():
             raise ValueError(f"update: unknown ids: {_name_ids(ids[slots < 0])}")
@@ -140,9 +143,7 @@ class SpatialIndex:
         ids = self._check_ids(ids)
         if ids.shape[0] == 0:
             return
-        uniq, counts = np.unique(ids, return_counts=True)
-        if uniq.shape[0] != ids.shape[0]:
-            raise ValueError(f"remove: ids given more than once in the batch: {_name_ids(uniq[counts > 1])}")
+        _reject_repeats("remove", ids)
         slots = self._idmap.lookup(ids)
         if (slots < 0).any():
             raise ValueError(f"remove: unknown ids: {_name_ids(ids[slots < 0])}")
@@ -179,14 +180,11 @@ class SpatialIndex:
         """Ids of objects whose sphere is not outside any plane (and within view distance)."""
         planes = np.ascontiguousarray(planes, dtype=np.float64)
         if planes.ndim != 2 or planes.shape[1] != 4 or not np.isfinite(planes).all():
-            raise ValueError(f"query_frustum: planes must be a finite (K, 4) array, got {planes.shape}")
-        if use_view_distance:
-            if eye is None:
-                raise ValueError("query_frustum: use_view_distance=True needs an eye position")
-        if eye is None:
-            eye_arr = np.zeros(3)
-        else:
-            eye_arr = self._check_point(eye, "eye")
+            raise ValueError(
+                f"query_frustum: planes must be a finite (K, 4) array, got {planes.shape}")
+        if use_view_distance and eye is None:
+            raise ValueError("query_frustum: use_view_distance=True needs an eye position")
+        eye_arr = np.zeros(3) if eye is None else self._check_point(eye, "eye")
         res = self._query_frustum(planes, eye_arr, bool(use_view_distance), occlusion)
         res.visible = self._ids[res.visible]
         return res
@@ -281,7 +279,8 @@ class SpatialIndex:
     def _query_sphere(self, center: np.ndarray, radius: float) -> np.ndarray:
         raise NotImplementedError
 
-    def _query_ray(self, origin: np.ndarray, direction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _query_ray(self, origin: np.ndarray,
+                   direction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ internals
@@ -345,7 +344,8 @@ class SpatialIndex:
         if centers.ndim == 1 and centers.shape[0] == 3 and n == 1:
             centers = centers.reshape(1, 3)
         if centers.shape != (n, 3):
-            raise ValueError(f"centers must have shape ({n}, 3) to match {n} ids, got {centers.shape}")
+            raise ValueError(
+                f"centers must have shape ({n}, 3) to match {n} ids, got {centers.shape}")
         bad = ~np.isfinite(centers).all(axis=1)
         if bad.any():
             raise ValueError(f"non-finite (NaN or infinite) centers for ids {_name_ids(ids[bad])}")
@@ -356,19 +356,23 @@ class SpatialIndex:
             radii = np.ascontiguousarray(np.broadcast_to(np.asarray(radii, dtype=np.float64), (n,))
                                          if np.ndim(radii) == 0 else np.asarray(radii, np.float64))
             if radii.shape != (n,):
-                raise ValueError(f"radii must have shape ({n},) to match {n} ids, got {radii.shape}")
+                raise ValueError(
+                    f"radii must have shape ({n},) to match {n} ids, got {radii.shape}")
             bad = ~np.isfinite(radii) | (radii < 0)
             if bad.any():
-                raise ValueError(f"radii must be finite and >= 0; bad for ids {_name_ids(ids[bad])}")
+                raise ValueError(
+                    f"radii must be finite and >= 0; bad for ids {_name_ids(ids[bad])}")
         if view_distances is not None:
             vd = np.asarray(view_distances, dtype=np.float64)
             if vd.ndim == 0:
                 vd = np.full(n, float(vd))
             vd = np.ascontiguousarray(vd)
             if vd.shape != (n,):
-                raise ValueError(f"view_distances must have shape ({n},) to match {n} ids, got {vd.shape}")
+                raise ValueError(
+                    f"view_distances must have shape ({n},) to match {n} ids, got {vd.shape}")
             bad = np.isnan(vd) | (vd < 0)
             if bad.any():
-                raise ValueError(f"view distances must be >= 0 (inf allowed); bad for ids {_name_ids(ids[bad])}")
+                raise ValueError(
+                    f"view distances must be >= 0 (inf allowed); bad for ids {_name_ids(ids[bad])}")
             view_distances = vd
         return ids, centers, radii, view_distances
