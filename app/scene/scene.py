@@ -1,0 +1,263 @@
+"""Scenes: objects built from a validated scene file, their motion, and the camera path."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from app.scene import distributions as dist
+from app.scene import motion as mo
+from app.scene.camera import CameraPath, CameraSpec
+from app.scene.schema import (
+    KNOWN_INDEXES,
+    TREE_HEURISTICS,
+    GroupSpec,
+    SceneError,
+    SceneSpec,
+    parse_scene,
+    read_toml,
+)
+
+SCENES_DIR = Path(__file__).resolve().parents[2] / "scenes"
+
+
+@dataclass
+class ObjectSet:
+    """Structure of arrays; row i is the object with id ids[i], and ids are 0..N-1."""
+
+    ids: np.ndarray  # (N,) int64
+    centers: np.ndarray  # (N, 3) float64
+    radii: np.ndarray  # (N,) float64
+    view_distances: np.ndarray  # (N,) float64, inf when none
+    colors: np.ndarray  # (N, 3) float32 in [0, 1]
+    mesh: np.ndarray  # (N,) int8 index into Scene.meshes
+    static: np.ndarray  # (N,) bool
+    group: np.ndarray  # (N,) int16 index into Scene.groups
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+
+class Scene:
+    """A loaded scene: objects, motion, start camera and its looping path."""
+
+    def __init__(self, spec: SceneSpec, counts: list[int], seed: int) -> None:
+        self.name: str = spec.name
+        self.path: Path = spec.path
+        self.description: str = spec.description
+        self.seed: int = seed
+        self.groups: list[GroupSpec] = spec.groups
+        self.default_index: str = spec.default_index
+        # Only the trees take a heuristic; other indexes reject leafy/split_threshold.
+        self.default_index_options: dict = (
+            {"leafy": spec.leafy, "split_threshold": spec.split_threshold}
+            if spec.default_index in TREE_HEURISTICS else {}
+        )
+        self.use_view_distance: bool = spec.use_view_distance
+        self.meshes: list[str] = list(dict.fromkeys(g.mesh for g in spec.groups))
+        self.camera = CameraSpec(spec.position, spec.target, spec.fov, spec.near, spec.far)
+        self.duration: float = spec.duration
+        self._path = CameraPath(spec.key_times, spec.key_positions, spec.key_targets,
+                                spec.duration, spec.interpolation)
+        self.time: float = 0.0
+        self._rng = np.random.default_rng(seed)
+        self.objects, self._motions = self._build(spec, counts)
+        r = self.objects.radii[:, None]
+        c = self.objects.centers
+        if len(self.objects):
+            self.world_lo = (c - r).min(axis=0)
+            self.world_hi = (c + r).max(axis=0)
+        else:
+            self.world_lo = self.world_hi = np.zeros(3)
+        self.extent_lo, self.extent_hi = self._extent()
+        moving = [m.rows for m in self._motions]
+        self._moving = np.concatenate(moving) if moving else np.zeros(0, np.int64)
+
+    def __repr__(self) -> str:
+        return f"Scene({self.name!r}, objects={len(self.objects)}, path={str(self.path)!r})"
+
+    # ------------------------------------------------------------------ building
+
+    def _build(self, spec: SceneSpec, counts: list[int]):
+        rng = self._rng
+        parts: list[tuple] = []
+        motions: list[mo.Motion] = []
+        start = 0
+        for gi, (g, n) in enumerate(zip(spec.groups, counts, strict=True)):
+            centers, params = self._place(g, n, rng)
+            radii = rng.uniform(g.radius[0], g.radius[1], n)
+            if g.view_distance == "constant":
+                vd = np.full(n, g.view_distance_value)
+            elif g.view_distance == "factor":
+                vd = radii * g.view_distance_value
+            else:
+                vd = np.full(n, math.inf)
+            t = rng.random(n)[:, None]
+            colors = ((1 - t) * g.color[0] + t * g.color[1]).astype(np.float32)
+            static = np.ones(n, dtype=bool)
+            if g.motion != "static" and n:
+                moving = (rng.random(n) < g.moving_fraction if g.moving_fraction < 1.0
+                          else np.ones(n, dtype=bool))
+                static = ~moving
+                local = np.flatnonzero(moving)
+                motions.append(self._motion(g, start + local, rng,
+                                            None if params is None else params[local]))
+            mesh = np.full(n, self.meshes.index(g.mesh), dtype=np.int8)
+            parts.append((centers, radii, vd, colors, mesh, static, np.full(n, gi, np.int16)))
+            start += n
+        cols = list(zip(*parts, strict=True))
+        objs = ObjectSet(
+            ids=np.arange(start, dtype=np.int64),
+            centers=np.ascontiguousarray(np.concatenate(cols[0]).reshape(-1, 3), np.float64),
+            radii=np.concatenate(cols[1]).astype(np.float64),
+            view_distances=np.concatenate(cols[2]).astype(np.float64),
+            colors=np.concatenate(cols[3]).reshape(-1, 3).astype(np.float32),
+            mesh=np.concatenate(cols[4]).astype(np.int8),
+            static=np.concatenate(cols[5]).astype(bool),
+            group=np.concatenate(cols[6]).astype(np.int16),
+        )
+        return objs, motions
+
+    @staticmethod
+    def _place(g: GroupSpec, n: int, rng: np.random.Generator):
+        """Centers of a group's objects, plus Lissajous curve parameters when relevant."""
+        if g.distribution == "uniform":
+            return dist.in_box(dist.unit_uniform(n, rng), g.lo, g.hi), None
+        if g.distribution == "clustered":
+            return dist.in_box(dist.unit_clustered(n, rng), g.lo, g.hi), None
+        if g.distribution == "lissajous":
+            params = dist.unit_lissajous_params(n, rng)
+            return dist.in_box(dist.lissajous_curve(params), g.lo, g.hi), params
+        if g.distribution == "sphere":
+            return dist.in_box(dist.unit_sphere(n, rng), g.lo, g.hi), None
+        if g.distribution == "grid":
+            return dist.grid(n, g.lo, g.hi, g.dims), None
+        if g.distribution == "lanes":
+            across = 2 if g.lane_axis == 0 else 0
+            return dist.lanes(n, g.lo, g.hi, g.lane_axis, across, g.lane_count, g.lane_jitter,
+                              rng), None
+        return g.centers.copy(), None  # box_list
+
+    @staticmethod
+    def _motion(g: GroupSpec, rows: np.ndarray, rng: np.random.Generator, params):
+        rows = rows.astype(np.int64)
+        speeds = rng.uniform(g.speed[0], g.speed[1], len(rows))
+        if g.motion == "random_walk":
+            return mo.RandomWalk(rows, speeds, g.lo, g.hi, rng, g.turn)
+        if g.motion == "linear_bounce":
+            return mo.LinearBounce(rows, speeds, g.lo, g.hi, rng)
+        if g.motion == "linear_wrap":
+            return mo.LinearWrap(rows, speeds, g.lo, g.hi, rng, g.direction)
+        if g.motion == "orbit":
+            # Rigid spin: speed is the tangential speed at the box's half-width.
+            half = max(0.5 * float(max(g.hi[0] - g.lo[0], g.hi[2] - g.lo[2])), 1e-9)
+            return mo.Orbit(rows, 0.5 * (g.speed[0] + g.speed[1]) / half, 0.5 * (g.lo + g.hi))
+        # lissajous_drift: speed in world units per second, roughly, along the loop.
+        half = max(0.5 * float(np.max(g.hi - g.lo)), 1e-9)
+        return mo.LissajousDrift(rows, params, speeds / half, g.lo, g.hi)
+
+    def _extent(self) -> tuple[np.ndarray, np.ndarray]:
+        """A box every object stays inside forever (motion bounds plus radii)."""
+        lo, hi = self.world_lo.copy(), self.world_hi.copy()
+        for gi, g in enumerate(self.groups):
+            rows = self.objects.group == gi
+            if g.motion == "static" or not rows.any():
+                continue
+            rmax = float(self.objects.radii[rows].max())
+            glo, ghi = g.lo.copy(), g.hi.copy()
+            if g.motion == "orbit":
+                mid = 0.5 * (glo + ghi)
+                c = self.objects.centers[rows]
+                reach = float(np.hypot(c[:, 0] - mid[0], c[:, 2] - mid[2]).max())
+                glo[[0, 2]], ghi[[0, 2]] = mid[[0, 2]] - reach, mid[[0, 2]] + reach
+            lo = np.minimum(lo, glo - rmax)
+            hi = np.maximum(hi, ghi + rmax)
+        return lo, hi
+
+    # ------------------------------------------------------------------ per frame
+
+    def step(self, dt: float) -> np.ndarray:
+        """Advance motion by dt seconds, in place; return the ids that moved (int64)."""
+        dt = float(dt)
+        if not math.isfinite(dt) or dt < 0:
+            raise ValueError(f"step: dt must be a finite number >= 0, got {dt!r}")
+        self.time += dt
+        if dt == 0 or not len(self._moving):
+            return np.zeros(0, dtype=np.int64)
+        for m in self._motions:
+            m.step(self.objects.centers, dt, self._rng)
+        return self.objects.ids[self._moving]
+
+    def camera_at(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """(eye, target) on the looping camera path at time t seconds."""
+        return self._path.at(t)
+
+
+def _scaled_counts(path: Path, spec: SceneSpec, objects: int | None) -> list[int]:
+    counts = [g.count for g in spec.groups]
+    if objects is None:
+        return counts
+    if isinstance(objects, bool) or not isinstance(objects, int | np.integer) or objects < 0:
+        raise SceneError(f"{path}: objects override: expected an integer >= 0, got {objects!r}")
+    fixed = sum(c for g, c in zip(spec.groups, counts, strict=True) if g.fixed)
+    free = [i for i, g in enumerate(spec.groups) if not g.fixed]
+    free_total = sum(counts[i] for i in free)
+    want = int(objects) - fixed
+    if want < 0 or (not free and want):
+        raise SceneError(
+            f"{path}: objects override: expected at least {fixed} objects (the fixed groups), "
+            f"got {objects}" if want < 0 else
+            f"{path}: objects override: every group is fixed, so the count must be {fixed}, "
+            f"got {objects}")
+    if free:
+        # Largest-remainder rounding keeps the proportions and hits the total exactly.
+        weights = (np.array([counts[i] for i in free], float) / free_total if free_total
+                   else np.full(len(free), 1.0 / len(free)))
+        exact = weights * want
+        base = np.floor(exact).astype(int)
+        order = np.argsort(-(exact - base), kind="stable")
+        base[order[: want - base.sum()]] += 1
+        for i, c in zip(free, base, strict=True):
+            counts[i] = int(c)
+    return counts
+
+
+def _known_indexes() -> tuple[str, ...]:
+    try:
+        from app.spatial import INDEX_NAMES
+    except Exception:  # noqa: BLE001 - the scene loader must not depend on index builds
+        return KNOWN_INDEXES
+    return tuple(dict.fromkeys((*KNOWN_INDEXES, *INDEX_NAMES)))
+
+
+def resolve(name_or_path: str | Path) -> Path:
+    """The scene file for a name in scenes/ or a path; SceneError when there is none."""
+    text = str(name_or_path)
+    p = Path(text)
+    if p.suffix == ".toml" or p.exists() or "/" in text or "\\" in text:
+        return p
+    candidate = SCENES_DIR / f"{text}.toml"
+    if candidate.exists():
+        return candidate
+    raise SceneError(f"{candidate}: no scene named {text!r}; available: "
+                     f"{', '.join(list_scenes()) or '(none)'}")
+
+
+def list_scenes() -> list[str]:
+    """Names of the scene files in the repository's scenes/ folder."""
+    return sorted(p.stem for p in SCENES_DIR.glob("*.toml"))
+
+
+def load_scene(name_or_path: str | Path, objects: int | None = None,
+               seed: int | None = None) -> Scene:
+    """Load, validate and build a scene; ``objects`` rescales the non-fixed groups."""
+    path = resolve(name_or_path)
+    spec = parse_scene(path, read_toml(path), _known_indexes())
+    counts = _scaled_counts(path, spec, objects)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer)
+                             or seed < 0):
+        raise SceneError(f"{path}: seed override: expected an integer >= 0, got {seed!r}")
+    return Scene(spec, counts, spec.seed if seed is None else int(seed))

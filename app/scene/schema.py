@@ -1,0 +1,374 @@
+"""Parse and validate a scene TOML file into plain specs; every problem is one SceneError.
+
+The error message names the file, the field (``group[2].radius``) and what was expected, so a
+scene author can fix the file without reading this code.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.scene.motion import AXES, MOTIONS
+
+DISTRIBUTIONS = ("uniform", "clustered", "lissajous", "sphere", "grid", "lanes", "box_list")
+MESH_KINDS = ("cube", "icosphere")
+VIEW_DISTANCE_RULES = ("none", "constant", "factor")
+INTERPOLATIONS = ("catmull_rom", "linear")
+TREE_HEURISTICS = ("kd", "ternary", "octree", "icoseptree")
+# Every index name the project defines (design.md), available or not yet built.
+KNOWN_INDEXES = ("brute", "kd", "ternary", "octree", "icoseptree", "fixed-octree", "grid",
+                 "viewdist")
+
+SCENE_KEYS = {"name", "description", "default_index", "leafy", "split_threshold",
+              "use_view_distance", "seed"}
+CAMERA_KEYS = {"position", "target", "fov", "near", "far", "interpolation", "duration", "path"}
+KEY_KEYS = {"t", "position", "target"}
+GROUP_KEYS = {"name", "count", "fixed", "distribution", "bounds", "center", "size", "radius",
+              "view_distance", "view_distance_value", "view_distance_factor", "motion", "speed",
+              "turn", "direction", "moving_fraction", "mesh", "color", "dims", "centers",
+              "lane_axis", "lane_count", "lane_jitter"}
+TOP_KEYS = {"scene", "camera", "group"}
+
+
+class SceneError(ValueError):
+    """A scene file is missing, unreadable or malformed; the message says where and why."""
+
+
+@dataclass
+class GroupSpec:
+    """One validated [[group]] table."""
+
+    name: str
+    count: int
+    fixed: bool
+    distribution: str
+    lo: np.ndarray
+    hi: np.ndarray
+    radius: tuple[float, float]
+    view_distance: str
+    view_distance_value: float
+    motion: str
+    speed: tuple[float, float]
+    turn: float
+    direction: int
+    moving_fraction: float
+    mesh: str
+    color: tuple[np.ndarray, np.ndarray]
+    dims: np.ndarray | None
+    centers: np.ndarray | None
+    lane_axis: int
+    lane_count: int
+    lane_jitter: float
+
+
+@dataclass
+class SceneSpec:
+    """A validated scene file."""
+
+    path: Path
+    name: str
+    description: str
+    default_index: str
+    leafy: bool
+    split_threshold: int | None
+    use_view_distance: bool
+    seed: int
+    position: np.ndarray
+    target: np.ndarray
+    fov: float
+    near: float
+    far: float
+    interpolation: str
+    duration: float
+    key_times: np.ndarray
+    key_positions: np.ndarray
+    key_targets: np.ndarray
+    groups: list[GroupSpec]
+
+
+class _Checker:
+    """Typed field access on one TOML table, raising SceneError with file and field."""
+
+    def __init__(self, path: Path, where: str, table: Any, allowed: set[str]) -> None:
+        self.path, self.where = path, where
+        if not isinstance(table, dict):
+            self.fail("", f"a table, got {type(table).__name__}")
+        unknown = sorted(set(table) - allowed)
+        if unknown:
+            self.fail(unknown[0], f"one of the known keys ({', '.join(sorted(allowed))})",
+                      prefix="unknown key")
+        self.table = table
+
+    def field(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where and key else (self.where or key)
+
+    def fail(self, key: str, expected: str, got: Any = None, prefix: str = "") -> None:
+        head = f"{prefix} " if prefix else ""
+        tail = f", got {got!r}" if got is not None else ""
+        raise SceneError(f"{self.path}: {head}{self.field(key)}: expected {expected}{tail}")
+
+    def has(self, key: str) -> bool:
+        return key in self.table
+
+    def get(self, key: str, default: Any = ...) -> Any:
+        if key not in self.table:
+            if default is ...:
+                self.fail(key, "this required field")
+            return default
+        return self.table[key]
+
+    def string(self, key: str, default: Any = ..., choices: tuple[str, ...] | None = None) -> str:
+        v = self.get(key, default)
+        if not isinstance(v, str):
+            self.fail(key, "a string", v)
+        if choices is not None and v not in choices:
+            self.fail(key, f"one of {', '.join(choices)}", v)
+        return v
+
+    def boolean(self, key: str, default: Any = ...) -> bool:
+        v = self.get(key, default)
+        if not isinstance(v, bool):
+            self.fail(key, "true or false", v)
+        return v
+
+    def integer(self, key: str, default: Any = ..., lo: int = 0) -> int:
+        v = self.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            self.fail(key, f"an integer >= {lo}", v)
+        return v
+
+    def number(self, key: str, default: Any = ..., lo: float = -math.inf,
+               hi: float = math.inf, open_lo: bool = False) -> float:
+        v = self.get(key, default)
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        if ok:
+            ok = (v > lo if open_lo else v >= lo) and v <= hi
+        if not ok:
+            rng = f" {'>' if open_lo else '>='} {lo}" if lo > -math.inf else ""
+            rng += f" and <= {hi}" if hi < math.inf else ""
+            self.fail(key, f"a finite number{rng}", v)
+        return float(v)
+
+    def vec3(self, key: str, default: Any = ..., value: Any = ...) -> np.ndarray:
+        v = self.get(key, default) if value is ... else value
+        if (not isinstance(v, list) or len(v) != 3
+                or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in v)
+                or not all(math.isfinite(x) for x in v)):
+            self.fail(key, "a list of 3 finite numbers", v)
+        return np.array(v, dtype=np.float64)
+
+    def range_(self, key: str, default: Any = ..., lo: float = 0.0) -> tuple[float, float]:
+        """A number or [min, max] with lo <= min <= max."""
+        v = self.get(key, default)
+        pair = v if isinstance(v, list) else [v, v]
+        if (len(pair) != 2 or not all(isinstance(x, int | float) and not isinstance(x, bool)
+                                      for x in pair)
+                or not all(math.isfinite(x) for x in pair)):
+            self.fail(key, "a number or [min, max]", v)
+        a, b = float(pair[0]), float(pair[1])
+        if a < lo:
+            self.fail(key, f"values >= {lo}", v)
+        if a > b:
+            self.fail(key, "min <= max", v)
+        return a, b
+
+
+def read_toml(path: Path) -> dict:
+    """The parsed file, or a SceneError naming it."""
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise SceneError(f"{path}: no such scene file") from None
+    except OSError as exc:
+        raise SceneError(f"{path}: cannot read scene file: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SceneError(f"{path}: not valid TOML: {exc}") from None
+
+
+def parse_scene(path: Path, data: dict, known_indexes: tuple[str, ...]) -> SceneSpec:
+    """Validate a parsed TOML document."""
+    top = _Checker(path, "", data, TOP_KEYS)
+    sc = _Checker(path, "scene", top.get("scene", {}), SCENE_KEYS)
+    default_index = sc.string("default_index", "icoseptree", choices=known_indexes)
+    split = sc.integer("split_threshold", None, lo=1) if sc.has("split_threshold") else None
+    cam = _Checker(path, "camera", top.get("camera"), CAMERA_KEYS)
+    near = cam.number("near", 0.1, lo=0.0, open_lo=True)
+    far = cam.number("far", 1000.0, lo=near, open_lo=True)
+    position, target = cam.vec3("position"), cam.vec3("target")
+    if np.allclose(position, target):
+        cam.fail("target", "a point different from camera.position", target.tolist())
+    times, eyes, targets = _keyframes(path, cam, position, target)
+    duration = cam.number("duration", float(times[-1]), lo=float(times[-1]))
+    groups_raw = top.get("group", [])
+    if not isinstance(groups_raw, list) or not groups_raw:
+        top.fail("group", "at least one [[group]] table", groups_raw if groups_raw else None)
+    groups = [_group(path, i, g) for i, g in enumerate(groups_raw)]
+    names = [g.name for g in groups]
+    for i, n in enumerate(names):
+        if names.index(n) != i:
+            raise SceneError(f"{path}: group[{i}].name: expected a unique name, got {n!r} twice")
+    return SceneSpec(
+        path=path,
+        name=sc.string("name", path.stem),
+        description=sc.string("description", ""),
+        default_index=default_index,
+        leafy=sc.boolean("leafy", False),
+        split_threshold=split,
+        use_view_distance=sc.boolean("use_view_distance", False),
+        seed=sc.integer("seed", 0),
+        position=position,
+        target=target,
+        fov=cam.number("fov", 60.0, lo=0.0, hi=179.0, open_lo=True),
+        near=near,
+        far=far,
+        interpolation=cam.string("interpolation", "catmull_rom", choices=INTERPOLATIONS),
+        duration=duration,
+        key_times=times,
+        key_positions=eyes,
+        key_targets=targets,
+        groups=groups,
+    )
+
+
+def _keyframes(path: Path, cam: _Checker, position: np.ndarray, target: np.ndarray):
+    keys = cam.get("path", [])
+    if not isinstance(keys, list):
+        cam.fail("path", "an array of [[camera.path]] tables", keys)
+    if not keys:
+        return np.zeros(1), position[None].copy(), target[None].copy()
+    times, eyes, targets = [], [], []
+    for i, raw in enumerate(keys):
+        k = _Checker(path, f"camera.path[{i}]", raw, KEY_KEYS)
+        t = k.number("t", lo=0.0)
+        if i == 0 and t != 0.0:
+            k.fail("t", "0 for the first keyframe", t)
+        if times and t <= times[-1]:
+            k.fail("t", f"a time greater than the previous keyframe's {times[-1]}", t)
+        times.append(t)
+        eyes.append(k.vec3("position"))
+        targets.append(k.vec3("target"))
+        if np.allclose(eyes[-1], targets[-1]):
+            k.fail("target", "a point different from position", targets[-1].tolist())
+    return np.array(times), np.array(eyes), np.array(targets)
+
+
+def _group(path: Path, i: int, raw: Any) -> GroupSpec:
+    g = _Checker(path, f"group[{i}]", raw, GROUP_KEYS)
+    dist = g.string("distribution", choices=DISTRIBUTIONS)
+    lo, hi = _bounds(g)
+    centers = None
+    if dist == "box_list":
+        c = g.get("centers")
+        if not isinstance(c, list) or not c:
+            g.fail("centers", "a non-empty list of [x, y, z] points", c)
+        centers = np.array([g.vec3(f"centers[{j}]", value=p) for j, p in enumerate(c)])
+        count = g.integer("count", len(centers))
+        if count != len(centers):
+            g.fail("count", f"{len(centers)} (the length of centers)", count)
+    else:
+        if g.has("centers"):
+            g.fail("centers", "no centers list unless distribution = \"box_list\"")
+        count = g.integer("count")
+    dims = None
+    if g.has("dims"):
+        if dist != "grid":
+            g.fail("dims", "no dims unless distribution = \"grid\"")
+        d = g.get("dims")
+        if (not isinstance(d, list) or len(d) != 3
+                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in d)):
+            g.fail("dims", "a list of 3 integers >= 1", d)
+        dims = np.array(d, dtype=np.int64)
+        if count > int(np.prod(dims)):
+            g.fail("count", f"at most {int(np.prod(dims))} (the grid's dims)", count)
+    motion = g.string("motion", "static", choices=MOTIONS)
+    if motion == "lissajous_drift" and dist != "lissajous":
+        g.fail("motion", "lissajous_drift only with distribution = \"lissajous\"", motion)
+    lane_axis = AXES[g.string("lane_axis", "x", choices=("x", "z"))]
+    default_dir = "xyz"[lane_axis] if dist == "lanes" else "x"
+    vd_rule, vd_value = _view_distance(g)
+    return GroupSpec(
+        name=g.string("name", f"group{i}"),
+        count=count,
+        # A list of explicit centers or a grid of given dims cannot be rescaled.
+        fixed=g.boolean("fixed", False) or dist == "box_list" or dims is not None,
+        distribution=dist,
+        lo=lo,
+        hi=hi,
+        radius=g.range_("radius", 0.5),
+        view_distance=vd_rule,
+        view_distance_value=vd_value,
+        motion=motion,
+        speed=g.range_("speed", 1.0),
+        turn=g.number("turn", 1.0, lo=0.0),
+        direction=AXES[g.string("direction", default_dir, choices=("x", "y", "z"))],
+        moving_fraction=g.number("moving_fraction", 1.0, lo=0.0, hi=1.0),
+        mesh=g.string("mesh", "cube", choices=MESH_KINDS),
+        color=_color(g),
+        dims=dims,
+        centers=centers,
+        lane_axis=lane_axis,
+        lane_count=g.integer("lane_count", 5, lo=1),
+        lane_jitter=g.number("lane_jitter", 0.0, lo=0.0),
+    )
+
+
+def _bounds(g: _Checker) -> tuple[np.ndarray, np.ndarray]:
+    if g.has("bounds"):
+        if g.has("center") or g.has("size"):
+            g.fail("bounds", "either bounds or center and size, not both")
+        b = g.get("bounds")
+        if not isinstance(b, list) or len(b) != 2:
+            g.fail("bounds", "[[xmin, ymin, zmin], [xmax, ymax, zmax]]", b)
+        lo, hi = g.vec3("bounds[0]", value=b[0]), g.vec3("bounds[1]", value=b[1])
+        if np.any(lo > hi):
+            g.fail("bounds", "min <= max on every axis", b)
+        return lo, hi
+    center = g.vec3("center", [0.0, 0.0, 0.0])
+    size = g.get("size")
+    if isinstance(size, int | float) and not isinstance(size, bool):
+        size = [size, size, size]
+    s = g.vec3("size", value=size)
+    if np.any(s < 0):
+        g.fail("size", "sizes >= 0", g.get("size"))
+    return center - s / 2, center + s / 2
+
+
+def _view_distance(g: _Checker) -> tuple[str, float]:
+    rule = g.get("view_distance", None)
+    if isinstance(rule, int | float) and not isinstance(rule, bool):
+        return "constant", g.number("view_distance", lo=0.0, open_lo=True)
+    if rule is None:
+        rule = "factor" if g.has("view_distance_factor") else (
+            "constant" if g.has("view_distance_value") else "none")
+    else:
+        rule = g.string("view_distance", choices=VIEW_DISTANCE_RULES)
+    if rule == "constant":
+        if g.has("view_distance_factor"):
+            g.fail("view_distance_factor", "no factor with view_distance = \"constant\"")
+        return rule, g.number("view_distance_value", lo=0.0, open_lo=True)
+    if rule == "factor":
+        if g.has("view_distance_value"):
+            g.fail("view_distance_value", "no value with view_distance = \"factor\"")
+        return rule, g.number("view_distance_factor", lo=0.0, open_lo=True)
+    for k in ("view_distance_value", "view_distance_factor"):
+        if g.has(k):
+            g.fail(k, "nothing here when view_distance = \"none\"")
+    return "none", math.inf
+
+
+def _color(g: _Checker) -> tuple[np.ndarray, np.ndarray]:
+    v = g.get("color", [0.8, 0.8, 0.8])
+    pair = v if isinstance(v, list) and v and isinstance(v[0], list) else [v, v]
+    if len(pair) != 2:
+        g.fail("color", "[r, g, b] or [[r, g, b], [r, g, b]] with values in [0, 1]", v)
+    a, b = g.vec3("color", value=pair[0]), g.vec3("color", value=pair[1])
+    if np.any(a < 0) or np.any(a > 1) or np.any(b < 0) or np.any(b > 1):
+        g.fail("color", "values in [0, 1]", v)
+    return a, b
