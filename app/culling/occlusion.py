@@ -5,10 +5,27 @@ default depth range, rows bottom-up as glReadPixels returns them). Level L+1 has
 ``max(1, w_L // 2)`` by ``max(1, h_L // 2)``; at odd sizes the last texel of a row or column
 also covers the leftover texel, so a level-L texel ``i`` covers level-0 pixels
 ``[i * 2**L, (i + 1) * 2**L)`` except the last one, which reaches the edge. That keeps the
-max conservative.
+max conservative. :func:`reduce_levels` is the numpy reference of that rule; the GPU passes
+of ``app/render/depth_pyramid.py`` implement the same rule and are tested against it.
+
+Not every level has to be on the CPU: ``offsets[L] < 0`` marks level L as *not stored*
+(a reader that copies back only the coarse levels saves most of the read-back). ``widths`` and
+``heights`` still list every level from the full-resolution level 0, so that NDC maps to
+texels exactly; the test then uses the finest stored level at or above the one it chose.
 
 Indexes call :func:`box_occluded` / :func:`sphere_occluded` inside their compiled traversal
 with the arrays of :meth:`ZPyramid.arrays`; an empty ``widths`` array means "no occlusion".
+
+Conservativeness (what makes zero false negatives possible in the two-pass mode):
+
+* the screen rectangle of a box is the bounding rectangle of its 8 projected corners, that of
+  a sphere is the exact bounding rectangle of its projected ellipse (the tangent planes of the
+  pencil through the eye, the clip-space form of Mara & McGuire 2013);
+* the depth compared is the nearest window depth of the volume (nearest corner, nearest
+  point of the sphere), minus :data:`DEPTH_EPS` for rasterization and float32 rounding;
+* anything crossing the near plane or reaching behind the eye is never occluded;
+* a volume is rejected only when its nearest depth is behind *every* texel it covers (at the
+  finest stored level where the rectangle spans at most ``MAX_TEXELS`` texels per axis).
 """
 
 from __future__ import annotations
@@ -19,13 +36,23 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+#: Slack in window depth: a volume counts as occluded only when it is farther than the
+#: pyramid by more than this (24-bit depth quanta are 6e-8; float32 rounding near 1 is 6e-8).
+DEPTH_EPS = 1e-6
+
+#: The test reads the finest stored level at which the rectangle spans at most this many
+#: texels per axis. Greene's rule is 2 (2x2 texels); 4 (at most 16 reads) rejects noticeably
+#: more, because a 2x2 footprint at a coarse level often pokes far past the rectangle.
+MAX_TEXELS = 4
+
 
 @dataclass
 class ZPyramid:
     """A max-depth pyramid plus the view-projection it was drawn with.
 
     ``viewproj`` maps world points to clip space as column vectors: ``clip = viewproj @ [p, 1]``.
-    ``data`` holds all levels back to back (float32, row-major, bottom row first).
+    ``data`` holds all stored levels back to back (float32, row-major, bottom row first);
+    ``offsets[L]`` is where level L starts in ``data``, or -1 when level L is not stored.
     """
 
     viewproj: np.ndarray
@@ -35,25 +62,103 @@ class ZPyramid:
     heights: np.ndarray
 
     @classmethod
-    def from_levels(cls, viewproj: np.ndarray, levels: list[np.ndarray]) -> ZPyramid:
-        """Pack a list of (h, w) float arrays, finest first."""
-        offsets = np.zeros(len(levels), dtype=np.int64)
+    def from_levels(cls, viewproj: np.ndarray, levels: list[np.ndarray | None],
+                    sizes: list[tuple[int, int]] | None = None) -> ZPyramid:
+        """Pack a list of (h, w) float arrays, finest first.
+
+        A level may be ``None`` (not stored); then ``sizes`` must give every level's (w, h).
+        """
+        n = len(levels)
+        offsets = np.full(n, -1, dtype=np.int64)
+        widths = np.zeros(n, dtype=np.int64)
+        heights = np.zeros(n, dtype=np.int64)
         total = 0
+        parts = []
         for i, lv in enumerate(levels):
+            if lv is None:
+                if sizes is None:
+                    raise ValueError("ZPyramid.from_levels: a missing level needs sizes")
+                widths[i], heights[i] = sizes[i]
+                continue
+            heights[i], widths[i] = lv.shape
+            if sizes is not None and tuple(sizes[i]) != (lv.shape[1], lv.shape[0]):
+                raise ValueError(f"level {i} has shape {lv.shape}, sizes say {sizes[i]}")
             offsets[i] = total
             total += lv.size
-        data = np.concatenate([np.ascontiguousarray(lv, np.float32).ravel() for lv in levels])
+            parts.append(np.ascontiguousarray(lv, np.float32).ravel())
+        if not parts:
+            raise ValueError("ZPyramid.from_levels: no stored level")
+        if offsets[n - 1] < 0:
+            raise ValueError("ZPyramid.from_levels: the coarsest level must be stored")
         return cls(
             viewproj=np.ascontiguousarray(viewproj, dtype=np.float64),
-            data=data,
+            data=np.concatenate(parts),
             offsets=offsets,
-            widths=np.array([lv.shape[1] for lv in levels], dtype=np.int64),
-            heights=np.array([lv.shape[0] for lv in levels], dtype=np.int64),
+            widths=widths,
+            heights=heights,
         )
+
+    @classmethod
+    def from_depth(cls, viewproj: np.ndarray, depth: np.ndarray, first_level: int = 0) -> ZPyramid:
+        """Reduce a (h, w) depth image on the CPU (numpy) and keep levels >= ``first_level``."""
+        levels = reduce_levels(depth)
+        first_level = min(max(int(first_level), 0), len(levels) - 1)
+        sizes = [(lv.shape[1], lv.shape[0]) for lv in levels]
+        kept: list[np.ndarray | None] = [None] * first_level + levels[first_level:]
+        return cls.from_levels(viewproj, kept, sizes)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The tuple the compiled tests take: (viewproj, data, offsets, widths, heights)."""
         return self.viewproj, self.data, self.offsets, self.widths, self.heights
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(width, height) of level 0, the depth buffer the pyramid was built from."""
+        return int(self.widths[0]), int(self.heights[0])
+
+    def level(self, i: int) -> np.ndarray | None:
+        """Level ``i`` as an (h, w) array view, or None when not stored."""
+        o = int(self.offsets[i])
+        if o < 0:
+            return None
+        w, h = int(self.widths[i]), int(self.heights[i])
+        return self.data[o:o + w * h].reshape(h, w)
+
+
+def level_sizes(width: int, height: int) -> list[tuple[int, int]]:
+    """(w, h) of every pyramid level: next is ``max(1, w // 2)``, down to 1x1."""
+    sizes = [(int(width), int(height))]
+    w, h = int(width), int(height)
+    while w > 1 or h > 1:
+        w, h = max(1, w // 2), max(1, h // 2)
+        sizes.append((w, h))
+    return sizes
+
+
+def reduce_once(src: np.ndarray) -> np.ndarray:
+    """One max-reduction step of the documented rule (numpy reference)."""
+    h, w = src.shape
+    nw, nh = max(1, w // 2), max(1, h // 2)
+    out = np.empty((nh, nw), dtype=np.float32)
+    # Columns: texel i takes 2i and 2i+1 (when present); the last also takes any leftover.
+    cols = src[:, : 2 * nw].reshape(h, nw, 2).max(axis=2) if w >= 2 else src[:, :1].copy()
+    if w >= 2 and w % 2 == 1:
+        cols[:, -1] = np.maximum(cols[:, -1], src[:, -1])
+    rows = cols[: 2 * nh].reshape(nh, 2, nw).max(axis=1) if h >= 2 else cols[:1].copy()
+    if h >= 2 and h % 2 == 1:
+        rows[-1] = np.maximum(rows[-1], cols[-1])
+    out[:] = rows
+    return out
+
+
+def reduce_levels(depth: np.ndarray) -> list[np.ndarray]:
+    """Every level of the max pyramid of a (h, w) depth image, finest (the image) first."""
+    lv = np.ascontiguousarray(depth, dtype=np.float32)
+    out = [lv]
+    while lv.shape[0] > 1 or lv.shape[1] > 1:
+        lv = reduce_once(lv)
+        out.append(lv)
+    return out
 
 
 def no_occlusion_arrays() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -82,11 +187,14 @@ def rect_occluded(
 ) -> bool:
     """True when window depth ``znear`` is behind every pyramid texel over the NDC rectangle.
 
-    Picks the finest level at which the rectangle spans at most 2x2 texels.
+    Picks the finest level at which the rectangle spans at most ``MAX_TEXELS`` texels per axis
+    (or the finest stored level above it). ``znear`` must be finite; the caller handles the
+    near plane.
     """
     w0 = widths[0]
     h0 = heights[0]
-    # NDC -> level-0 pixel coordinates, clamped to the screen.
+    # NDC -> level-0 pixel coordinates, clamped to the screen. A pixel is covered when its
+    # centre is, so floor() of the rectangle's edges bounds every covered pixel.
     px0 = min(max((x0 * 0.5 + 0.5) * w0, 0.0), w0 - 1.0)
     px1 = min(max((x1 * 0.5 + 0.5) * w0, 0.0), w0 - 1.0)
     py0 = min(max((y0 * 0.5 + 0.5) * h0, 0.0), h0 - 1.0)
@@ -95,8 +203,9 @@ def rect_occluded(
     level = 0
     scale = 1.0
     while level < nlev - 1:
-        if math.floor(px1 / scale) - math.floor(px0 / scale) <= 1 and (
-            math.floor(py1 / scale) - math.floor(py0 / scale) <= 1
+        if offsets[level] >= 0 and (
+            math.floor(px1 / scale) - math.floor(px0 / scale) < MAX_TEXELS
+            and math.floor(py1 / scale) - math.floor(py0 / scale) < MAX_TEXELS
         ):
             break
         level += 1
@@ -108,10 +217,11 @@ def rect_occluded(
     iy0 = min(int(math.floor(py0 / scale)), h - 1)
     iy1 = min(int(math.floor(py1 / scale)), h - 1)
     base = offsets[level]
+    zref = znear - DEPTH_EPS
     for iy in range(iy0, iy1 + 1):
         row = base + iy * w
         for ix in range(ix0, ix1 + 1):
-            if data[row + ix] >= znear:
+            if data[row + ix] >= zref:
                 return False
     return True
 
@@ -124,7 +234,7 @@ def box_occluded(
 ) -> bool:
     """True when the AABB is certainly hidden behind the pyramid's depths.
 
-    A box crossing the near plane or behind the eye is never occluded (kept).
+    A box crossing the near plane or reaching behind the eye is never occluded (kept).
     """
     if widths.shape[0] == 0:
         return False
@@ -141,7 +251,9 @@ def box_occluded(
         cy = viewproj[1, 0] * x + viewproj[1, 1] * y + viewproj[1, 2] * z + viewproj[1, 3]
         cz = viewproj[2, 0] * x + viewproj[2, 1] * y + viewproj[2, 2] * z + viewproj[2, 3]
         cw = viewproj[3, 0] * x + viewproj[3, 1] * y + viewproj[3, 2] * z + viewproj[3, 3]
-        if cw <= 1e-9 or cz < -cw:
+        # Every corner strictly in front of the eye and of the near plane, else keep: the
+        # projection of a box crossing w = 0 is not the hull of its projected corners.
+        if not (cw > 1e-9) or cz < -cw:
             return False
         inv = 1.0 / cw
         nx = cx * inv
@@ -157,21 +269,98 @@ def box_occluded(
     return rect_occluded(xmin, ymin, xmax, ymax, zmin * 0.5 + 0.5, data, offsets, widths, heights)
 
 
+@njit(cache=True, inline="always")
+def _pencil_range(r0: float, r1: float, r2: float, r3: float,
+                  w0: float, w1: float, w2: float, w3: float,
+                  cx: float, cy: float, cz: float, rad: float) -> tuple[float, float]:
+    """Range of ``(R . [p,1]) / (Wr . [p,1])`` over the ball |p - c| <= rad.
+
+    The extremes lie on the planes ``(R - k Wr) . [p,1] = 0`` tangent to the ball:
+    ``(A - k W)^2 = rad^2 |a - k w|^2`` with A, W the rows at the centre and a, w their
+    xyz parts. Written so that a far, tiny sphere loses no precision. The caller guarantees
+    ``W > rad |w|`` (the ball is strictly in front of the eye).
+    """
+    A = r0 * cx + r1 * cy + r2 * cz + r3
+    W = w0 * cx + w1 * cy + w2 * cz + w3
+    aw = r0 * w0 + r1 * w1 + r2 * w2
+    ww = w0 * w0 + w1 * w1 + w2 * w2
+    r2_ = rad * rad
+    qa = W * W - r2_ * ww
+    qb = A * W - r2_ * aw
+    # disc/r^2 = |W a - A w|^2 - r^2 |a x w|^2
+    ux = W * r0 - A * w0
+    uy = W * r1 - A * w1
+    uz = W * r2 - A * w2
+    vx = r1 * w2 - r2 * w1
+    vy = r2 * w0 - r0 * w2
+    vz = r0 * w1 - r1 * w0
+    d = (ux * ux + uy * uy + uz * uz) - r2_ * (vx * vx + vy * vy + vz * vz)
+    s = rad * math.sqrt(max(d, 0.0))
+    return (qb - s) / qa, (qb + s) / qa
+
+
+@njit(cache=True)
+def sphere_ndc_bounds(
+    cx: float, cy: float, cz: float, r: float, viewproj: np.ndarray,
+) -> tuple[bool, float, float, float, float, float]:
+    """(ok, xmin, xmax, ymin, ymax, zmin) of a sphere projected by ``viewproj`` (NDC).
+
+    ``ok`` is False when the sphere touches the near plane or reaches behind the eye (then the
+    bounds are meaningless). The rectangle is the exact bounding box of the projected ellipse
+    and ``zmin`` the exact nearest NDC depth.
+    """
+    m = viewproj
+    # Near plane (z_clip + w_clip >= 0) and eye plane (w_clip > 0): the ball must be strictly in
+    # front of both.
+    n0 = m[2, 0] + m[3, 0]
+    n1 = m[2, 1] + m[3, 1]
+    n2 = m[2, 2] + m[3, 2]
+    n3 = m[2, 3] + m[3, 3]
+    dn = n0 * cx + n1 * cy + n2 * cz + n3
+    if not (dn > r * math.sqrt(n0 * n0 + n1 * n1 + n2 * n2) + 1e-12):
+        return False, 0.0, 0.0, 0.0, 0.0, 0.0
+    W = m[3, 0] * cx + m[3, 1] * cy + m[3, 2] * cz + m[3, 3]
+    wn = math.sqrt(m[3, 0] * m[3, 0] + m[3, 1] * m[3, 1] + m[3, 2] * m[3, 2])
+    if W <= r * wn * (1.0 + 1e-9) + 1e-12:  # also catches NaN via the next checks
+        return False, 0.0, 0.0, 0.0, 0.0, 0.0
+    xmin, xmax = _pencil_range(m[0, 0], m[0, 1], m[0, 2], m[0, 3],
+                               m[3, 0], m[3, 1], m[3, 2], m[3, 3], cx, cy, cz, r)
+    ymin, ymax = _pencil_range(m[1, 0], m[1, 1], m[1, 2], m[1, 3],
+                               m[3, 0], m[3, 1], m[3, 2], m[3, 3], cx, cy, cz, r)
+    zmin, _ = _pencil_range(m[2, 0], m[2, 1], m[2, 2], m[2, 3],
+                            m[3, 0], m[3, 1], m[3, 2], m[3, 3], cx, cy, cz, r)
+    return True, xmin, xmax, ymin, ymax, zmin
+
+
 @njit(cache=True)
 def sphere_occluded(
     cx: float, cy: float, cz: float, r: float,
     viewproj: np.ndarray, data: np.ndarray, offsets: np.ndarray,
     widths: np.ndarray, heights: np.ndarray,
 ) -> bool:
-    """True when the sphere is certainly hidden (tested through its bounding box)."""
+    """True when the sphere is certainly hidden behind the pyramid's depths.
+
+    Uses the exact screen rectangle of the projected sphere and its nearest depth; a sphere
+    touching the near plane or reaching behind the eye is never occluded.
+    """
     if widths.shape[0] == 0:
         return False
-    lo = np.empty(3)
-    hi = np.empty(3)
-    lo[0] = cx - r
-    lo[1] = cy - r
-    lo[2] = cz - r
-    hi[0] = cx + r
-    hi[1] = cy + r
-    hi[2] = cz + r
-    return box_occluded(lo, hi, viewproj, data, offsets, widths, heights)
+    ok, xmin, xmax, ymin, ymax, zmin = sphere_ndc_bounds(cx, cy, cz, r, viewproj)
+    if not ok:
+        return False
+    if xmax < -1.0 or xmin > 1.0 or ymax < -1.0 or ymin > 1.0:
+        return False  # off screen: frustum culling's business, not occlusion's
+    return rect_occluded(xmin, ymin, xmax, ymax, zmin * 0.5 + 0.5, data, offsets, widths, heights)
+
+
+@njit(cache=True)
+def spheres_occluded(centers: np.ndarray, radii: np.ndarray,
+                     viewproj: np.ndarray, data: np.ndarray, offsets: np.ndarray,
+                     widths: np.ndarray, heights: np.ndarray) -> np.ndarray:
+    """Vectorised :func:`sphere_occluded` over (N, 3) centres and (N,) radii (bool mask)."""
+    n = centers.shape[0]
+    out = np.zeros(n, dtype=np.bool_)
+    for i in range(n):
+        out[i] = sphere_occluded(centers[i, 0], centers[i, 1], centers[i, 2], radii[i],
+                                 viewproj, data, offsets, widths, heights)
+    return out

@@ -1,0 +1,245 @@
+"""Z-pyramid occlusion: the reduction rule, the projected-rectangle test, the sphere bounds.
+
+CPU tests first (no OpenGL); the GPU reduction and the id buffer are in the ``gl`` tests at
+the end (skipped when no EGL context can be made).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.culling.frustum import look_at, perspective
+from app.culling.occlusion import (
+    DEPTH_EPS,
+    ZPyramid,
+    box_occluded,
+    level_sizes,
+    reduce_levels,
+    sphere_ndc_bounds,
+    sphere_occluded,
+    spheres_occluded,
+)
+
+ODD_SIZES = [(7, 5), (13, 1), (1, 9), (16, 9), (33, 17), (5, 31), (2, 3), (1, 1), (64, 36)]
+
+
+def naive_level(depth: np.ndarray, level: int, w: int, h: int) -> np.ndarray:
+    """Level texel (i, j) = max over the level-0 pixels it covers (the documented rule)."""
+    H, W = depth.shape
+    out = np.empty((h, w), np.float32)
+    s = 2 ** level
+    for j in range(h):
+        y0, y1 = j * s, (H if j == h - 1 else (j + 1) * s)
+        for i in range(w):
+            x0, x1 = i * s, (W if i == w - 1 else (i + 1) * s)
+            out[j, i] = depth[y0:y1, x0:x1].max()
+    return out
+
+
+@pytest.mark.parametrize("size", ODD_SIZES)
+def test_reduction_matches_coverage_rule(size):
+    w, h = size
+    rng = np.random.default_rng(w * 100 + h)
+    depth = rng.random((h, w)).astype(np.float32)
+    levels = reduce_levels(depth)
+    sizes = level_sizes(w, h)
+    assert [(lv.shape[1], lv.shape[0]) for lv in levels] == sizes
+    assert sizes[-1] == (1, 1)
+    for L, lv in enumerate(levels):
+        np.testing.assert_array_equal(lv, naive_level(depth, L, *sizes[L]))
+    assert levels[-1][0, 0] == depth.max()
+
+
+def test_from_depth_skips_fine_levels():
+    depth = np.random.default_rng(0).random((9, 17)).astype(np.float32)
+    pyr = ZPyramid.from_depth(np.eye(4), depth, first_level=2)
+    assert pyr.offsets[0] == -1 and pyr.offsets[1] == -1 and pyr.offsets[2] == 0
+    assert pyr.size == (17, 9)
+    np.testing.assert_array_equal(pyr.level(2), reduce_levels(depth)[2])
+    assert pyr.level(0) is None
+
+
+# ---------------------------------------------------------------- hand-made scenes
+
+W, H = 64, 48
+NEAR, FAR = 0.5, 100.0
+PROJ = perspective(60.0, W / H, NEAR, FAR)
+VIEW = look_at(np.zeros(3), np.array([0.0, 0.0, -1.0]))
+VP = PROJ @ VIEW
+
+
+def window_depth(eye_dist: float) -> float:
+    clip = PROJ @ np.array([0.0, 0.0, -eye_dist, 1.0])
+    return 0.5 * clip[2] / clip[3] + 0.5
+
+
+def wall_depth(x0: float, x1: float, y0: float, y1: float, dist: float) -> np.ndarray:
+    """Depth image of a camera-facing rectangle [x0,x1]x[y0,y1] at z = -dist (1.0 elsewhere).
+
+    A pixel is covered when its centre's ray hits the rectangle (as a rasterizer decides).
+    """
+    px = (np.arange(W) + 0.5) / W * 2 - 1
+    py = (np.arange(H) + 0.5) / H * 2 - 1
+    inv = np.linalg.inv(PROJ)
+    # Ray directions through pixel centres, in eye space, scaled to z = -dist.
+    gx, gy = np.meshgrid(px, py)
+    pts = np.stack([gx, gy, np.ones_like(gx), np.ones_like(gx)], axis=-1) @ inv.T
+    d = pts[..., :3] / pts[..., 3:4]
+    d = d / -d[..., 2:3] * dist
+    inside = (d[..., 0] >= x0) & (d[..., 0] <= x1) & (d[..., 1] >= y0) & (d[..., 1] <= y1)
+    img = np.ones((H, W), np.float32)
+    img[inside] = window_depth(dist)
+    return img
+
+
+WALL = ZPyramid.from_depth(VP, wall_depth(-5.0, 2.0, -4.0, 4.0, 10.0))
+WALL_COARSE = ZPyramid.from_depth(VP, wall_depth(-5.0, 2.0, -4.0, 4.0, 10.0), first_level=2)
+
+
+def box(lo, hi, pyr=WALL):
+    return box_occluded(np.asarray(lo, float), np.asarray(hi, float), *pyr.arrays())
+
+
+def sph(c, r, pyr=WALL):
+    return sphere_occluded(float(c[0]), float(c[1]), float(c[2]), float(r), *pyr.arrays())
+
+
+@pytest.mark.parametrize("pyr", [WALL, WALL_COARSE], ids=["full", "coarse"])
+def test_box_behind_wall_is_occluded(pyr):
+    assert box([-1, -1, -20], [1, 1, -15], pyr)
+    assert box([-3, -2, -12], [0, 2, -11], pyr)
+
+
+@pytest.mark.parametrize("pyr", [WALL, WALL_COARSE], ids=["full", "coarse"])
+def test_box_beside_wall_is_kept(pyr):
+    assert not box([3, -1, -13], [5, 1, -12], pyr)  # to the right of the wall's edge x = 2
+    assert not box([1, -1, -16], [4, 1, -15], pyr)  # straddles the edge
+
+
+def test_box_in_front_of_wall_is_kept():
+    assert not box([-1, -1, -8], [1, 1, -6])
+    # Touching the wall's depth is not "behind" it.
+    assert not box([-1, -1, -10], [1, 1, -9.99])
+
+
+def test_box_crossing_near_plane_or_behind_eye_is_kept():
+    assert not box([-1, -1, -20], [1, 1, -0.1])  # crosses the near plane (0.5)
+    assert not box([-1, -1, -20], [1, 1, 5.0])  # reaches behind the eye
+    assert not box([-1, -1, 1], [1, 1, 3])  # wholly behind the eye
+
+
+def test_box_off_screen_is_kept():
+    assert not box([100, -1, -20], [101, 1, -19])
+
+
+def test_sphere_cases():
+    assert sph([-1, 0, -20], 2.0)  # behind the wall
+    assert not sph([4, 0, -12], 1.0)  # beside it
+    assert not sph([0, 0, -7], 1.0)  # in front
+    assert not sph([0, 0, -20], 19.7)  # crosses the near plane
+    assert not sph([0, 0, 2], 1.0)  # behind the eye
+    # An empty depth buffer (far plane everywhere) hides nothing.
+    empty = ZPyramid.from_depth(VP, np.ones((H, W), np.float32))
+    assert not sph([0, 0, -99], 0.5, empty)
+
+
+def test_sphere_rectangle_is_tighter_than_its_box():
+    # Sphere r = 6 at distance 17: its projected ellipse stays inside the wall's projection, the
+    # bounding box's near corners do not.
+    wall = ZPyramid.from_depth(VP, wall_depth(-5.0, 5.0, -5.0, 5.0, 10.0))
+    c, r = np.array([0.0, 0.0, -17.0]), 6.0
+    assert sph(c, r, wall)
+    assert not box(c - r, c + r, wall)
+
+
+def test_no_occlusion_arrays_never_occlude():
+    from app.culling.occlusion import no_occlusion_arrays
+    assert not sphere_occluded(0.0, 0.0, -10.0, 1.0, *no_occlusion_arrays())
+    assert not box_occluded(np.array([-1.0, -1, -11]), np.array([1.0, 1, -10]),
+                            *no_occlusion_arrays())
+
+
+# ---------------------------------------------------------------- sphere projection
+
+def sphere_samples(c, r, n=4000, seed=0):
+    v = np.random.default_rng(seed).normal(size=(n, 3))
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    return c + r * v
+
+
+def project(vp, pts):
+    h = np.hstack([pts, np.ones((len(pts), 1))]) @ vp.T
+    return h[:, :3] / h[:, 3:4]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_sphere_bounds_are_exact(seed):
+    rng = np.random.default_rng(seed)
+    eye = rng.uniform(-20, 20, 3)
+    target = eye + rng.normal(size=3)
+    vp = perspective(rng.uniform(30, 90), rng.uniform(0.5, 2.5), 0.1, 500.0) @ look_at(eye, target)
+    fwd = (target - eye) / np.linalg.norm(target - eye)
+    c = eye + fwd * rng.uniform(3, 60) + rng.normal(size=3) * 3
+    r = rng.uniform(0.05, 2.5)
+    ok, xmin, xmax, ymin, ymax, zmin = sphere_ndc_bounds(*c, r, vp)
+    depth_along = (c - eye) @ fwd
+    assert ok == (depth_along - r > 0.1)  # refused exactly when it reaches the near plane
+    if not ok:
+        return
+    ndc = project(vp, sphere_samples(c, r, 20000, seed))
+    # Bounds contain every sample and are tight (samples reach close to them).
+    tol = 1e-9
+    assert ndc[:, 0].min() >= xmin - tol and ndc[:, 0].max() <= xmax + tol
+    assert ndc[:, 1].min() >= ymin - tol and ndc[:, 1].max() <= ymax + tol
+    assert ndc[:, 2].min() >= zmin - tol
+    span = max(xmax - xmin, ymax - ymin)
+    assert ndc[:, 0].min() - xmin < 0.05 * span and xmax - ndc[:, 0].max() < 0.05 * span
+    assert ndc[:, 1].min() - ymin < 0.05 * span and ymax - ndc[:, 1].max() < 0.05 * span
+
+
+def test_sphere_bounds_refuse_near_plane():
+    ok = sphere_ndc_bounds(0.0, 0.0, -1.0, 0.6, VP)[0]
+    assert not ok
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_occluded_spheres_have_no_visible_sample(seed):
+    """Property: a sphere said occluded has no surface point in front of the depth image."""
+    rng = np.random.default_rng(100 + seed)
+    # Blocky random depth image: a few camera-facing walls at random distances.
+    depth = np.ones((H, W), np.float32)
+    for _ in range(6):
+        x0, y0 = rng.uniform(-8, 6, 2)
+        d = rng.uniform(3, 30)
+        img = wall_depth(x0, x0 + rng.uniform(1, 10), y0, y0 + rng.uniform(1, 10), d)
+        depth = np.minimum(depth, img)
+    for first in (0, 1, 3):
+        pyr = ZPyramid.from_depth(VP, depth, first_level=first)
+        c = np.column_stack([rng.uniform(-10, 10, 300), rng.uniform(-8, 8, 300),
+                             rng.uniform(-60, -2, 300)])
+        r = rng.uniform(0.1, 3.0, 300)
+        occ = spheres_occluded(c, r, *pyr.arrays())
+        for i in np.flatnonzero(occ):
+            ndc = project(VP, sphere_samples(c[i], r[i], 3000, i))
+            px = np.floor((ndc[:, 0] * 0.5 + 0.5) * W).astype(int)
+            py = np.floor((ndc[:, 1] * 0.5 + 0.5) * H).astype(int)
+            on = (px >= 0) & (px < W) & (py >= 0) & (py < H)
+            zw = ndc[on, 2] * 0.5 + 0.5
+            assert (zw > depth[py[on], px[on]] - DEPTH_EPS).all(), (first, i)
+        if first == 0:
+            assert occ.sum() > 0  # the scene does occlude something
+
+
+def test_coarse_pyramid_is_more_conservative():
+    rng = np.random.default_rng(7)
+    depth = np.minimum(wall_depth(-6, 3, -3, 5, 8.0), wall_depth(-2, 9, -6, 1, 15.0))
+    full = ZPyramid.from_depth(VP, depth)
+    c = np.column_stack([rng.uniform(-10, 10, 2000), rng.uniform(-8, 8, 2000),
+                         rng.uniform(-60, -2, 2000)])
+    r = rng.uniform(0.1, 3.0, 2000)
+    occ_full = spheres_occluded(c, r, *full.arrays())
+    assert occ_full.sum() > 100
+    for first in (1, 2, 4):
+        occ = spheres_occluded(c, r, *ZPyramid.from_depth(VP, depth, first).arrays())
+        assert not (occ & ~occ_full).any()
