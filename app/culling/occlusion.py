@@ -319,9 +319,9 @@ def sphere_ndc_bounds(
     dn = n0 * cx + n1 * cy + n2 * cz + n3
     if not (dn > r * math.sqrt(n0 * n0 + n1 * n1 + n2 * n2) + 1e-12):
         return False, 0.0, 0.0, 0.0, 0.0, 0.0
-    W = m[3, 0] * cx + m[3, 1] * cy + m[3, 2] * cz + m[3, 3]
+    wc = m[3, 0] * cx + m[3, 1] * cy + m[3, 2] * cz + m[3, 3]
     wn = math.sqrt(m[3, 0] * m[3, 0] + m[3, 1] * m[3, 1] + m[3, 2] * m[3, 2])
-    if W <= r * wn * (1.0 + 1e-9) + 1e-12:  # also catches NaN via the next checks
+    if not (wc > r * wn * (1.0 + 1e-9) + 1e-12):
         return False, 0.0, 0.0, 0.0, 0.0, 0.0
     xmin, xmax = _pencil_range(m[0, 0], m[0, 1], m[0, 2], m[0, 3],
                                m[3, 0], m[3, 1], m[3, 2], m[3, 3], cx, cy, cz, r)
