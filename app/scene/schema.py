@@ -119,7 +119,7 @@ class _Checker:
     def get(self, key: str, default: Any = ...) -> Any:
         if key not in self.table:
             if default is ...:
-                self.fail(key, "this required field")
+                raise SceneError(f"{self.path}: {self.field(key)}: required field is missing")
             return default
         return self.table[key]
 
@@ -262,7 +262,6 @@ def _keyframes(path: Path, cam: _Checker, position: np.ndarray, target: np.ndarr
 def _group(path: Path, i: int, raw: Any) -> GroupSpec:
     g = _Checker(path, f"group[{i}]", raw, GROUP_KEYS)
     dist = g.string("distribution", choices=DISTRIBUTIONS)
-    lo, hi = _bounds(g)
     centers = None
     if dist == "box_list":
         c = g.get("centers")
@@ -276,6 +275,7 @@ def _group(path: Path, i: int, raw: Any) -> GroupSpec:
         if g.has("centers"):
             g.fail("centers", "no centers list unless distribution = \"box_list\"")
         count = g.integer("count")
+    lo, hi = _bounds(g, centers)
     dims = None
     if g.has("dims"):
         if dist != "grid":
@@ -319,7 +319,7 @@ def _group(path: Path, i: int, raw: Any) -> GroupSpec:
     )
 
 
-def _bounds(g: _Checker) -> tuple[np.ndarray, np.ndarray]:
+def _bounds(g: _Checker, centers: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     if g.has("bounds"):
         if g.has("center") or g.has("size"):
             g.fail("bounds", "either bounds or center and size, not both")
@@ -330,6 +330,10 @@ def _bounds(g: _Checker) -> tuple[np.ndarray, np.ndarray]:
         if np.any(lo > hi):
             g.fail("bounds", "min <= max on every axis", b)
         return lo, hi
+    if not g.has("size"):
+        if centers is not None:  # an explicit list spans its own box
+            return centers.min(axis=0), centers.max(axis=0)
+        g.fail("bounds", "the group's box: bounds = [[lo], [hi]], or center and size")
     center = g.vec3("center", [0.0, 0.0, 0.0])
     size = g.get("size")
     if isinstance(size, int | float) and not isinstance(size, bool):
