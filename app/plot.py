@@ -1,0 +1,111 @@
+"""``python -m app plot LOG.csv [LOG2.csv ...] -o OUT.png``: frame-log charts (matplotlib)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from app.framelog import FrameLogError, read_log
+
+STAGES = (("update_ms", "update"), ("cull_ms", "cull"), ("render_ms", "render"))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the plot subcommand's options."""
+    parser.add_argument("logs", nargs="+", type=Path, metavar="LOG.csv",
+                        help="frame logs written by the viewer (--record)")
+    parser.add_argument("-o", "--output", type=Path, default=Path("frames.png"),
+                        metavar="OUT.png", help="image to write (default: frames.png)")
+    parser.add_argument("--title", default=None, help="figure title")
+    parser.add_argument("--dpi", type=int, default=110, help="image resolution (default: 110)")
+
+
+def _label(path: Path, log: dict) -> str:
+    """File name plus the index (or indexes, in order of appearance) the log used."""
+    names = list(dict.fromkeys(x for x in log["index"] if x))
+    return f"{path.name} ({', '.join(names) or 'no index'})"
+
+
+def _index_changes(log: dict) -> list[tuple[float, str]]:
+    """(frame, new index) wherever the index column changes from one row to the next."""
+    idx, frames = log["index"], log["frame"]
+    return [(float(frames[i]), idx[i]) for i in range(1, len(idx)) if idx[i] != idx[i - 1]]
+
+
+def _plot(logs: list[tuple[Path, dict]], out: Path, title: str | None, dpi: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed, and never a window
+    import matplotlib.pyplot as plt
+
+    n = len(logs)
+    fig, axes = plt.subplots(n + 1, 1, figsize=(11, 3.2 * (n + 1)), squeeze=False,
+                             constrained_layout=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    stage_colors = ("#4c72b0", "#dd8452", "#55a868")
+    vis_ax = axes[-1, 0]
+    for k, (path, log) in enumerate(logs):
+        ax = axes[k, 0]
+        frames = np.asarray(log["frame"], dtype=float)
+        parts = [np.nan_to_num(np.asarray(log[c], dtype=float)) for c, _ in STAGES]
+        ax.stackplot(frames, *parts, labels=[lab for _, lab in STAGES], colors=stage_colors,
+                     alpha=0.75)
+        ax.plot(frames, np.asarray(log["frame_ms"], dtype=float), color="black", lw=1.0,
+                label="frame")
+        ax.set_title(_label(path, log), fontsize=10)
+        ax.set_ylabel("ms")
+        ax.set_xlabel("frame")
+        ax.grid(alpha=0.3)
+        color = colors[k % len(colors)]
+        vis_ax.plot(frames, np.asarray(log["visible"], dtype=float), color=color, lw=1.2,
+                    label=f"visible: {_label(path, log)}")
+        vis_ax.plot(frames, np.asarray(log["working_set"], dtype=float), color=color, lw=1.0,
+                    ls="--", label=f"working set: {_label(path, log)}")
+        for frame, name in _index_changes(log):
+            for a in (ax, vis_ax):
+                a.axvline(frame, color=color if a is vis_ax else "red", lw=0.8, ls=":")
+            ax.annotate(f"-> {name}", (frame, 1.0), xycoords=("data", "axes fraction"),
+                        xytext=(2, -12), textcoords="offset points", fontsize=8, color="red")
+        ax.legend(loc="upper right", fontsize=8)
+    vis_ax.set_title("visible objects (solid) and working set (dashed)", fontsize=10)
+    vis_ax.set_xlabel("frame")
+    vis_ax.set_ylabel("objects")
+    vis_ax.grid(alpha=0.3)
+    vis_ax.legend(loc="upper right", fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.savefig(out, dpi=dpi)
+    plt.close(fig)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read every log, then draw; a bad log or output path is one line on stderr, exit 2."""
+    try:
+        logs = [(p, read_log(p)) for p in args.logs]
+    except FrameLogError as exc:
+        print(f"plot: {exc}", file=sys.stderr)
+        return 2
+    empty = [str(p) for p, log in logs if len(log["frame"]) == 0]
+    if empty:
+        print(f"plot: {empty[0]}: the log has a header but no frames", file=sys.stderr)
+        return 2
+    if args.dpi <= 0:
+        print(f"plot: --dpi must be > 0, got {args.dpi}", file=sys.stderr)
+        return 2
+    out: Path = args.output
+    if out.suffix.lower() not in (".png", ".svg", ".pdf"):
+        print(f"plot: {out}: expected a .png, .svg or .pdf output name", file=sys.stderr)
+        return 2
+    if not out.parent.is_dir() and str(out.parent) not in ("", "."):
+        print(f"plot: {out}: the folder {out.parent} does not exist", file=sys.stderr)
+        return 2
+    try:
+        _plot(logs, out, args.title, args.dpi)
+    except OSError as exc:
+        print(f"plot: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {out}")
+    return 0
