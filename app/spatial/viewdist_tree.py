@@ -1,0 +1,1161 @@
+"""``viewdist``: Matthews' adaptive view distance tree (a variable-radius sphere octree).
+
+Each object with a finite view distance ``vd`` is stored as its *view sphere*: centred on the
+object, radius ``vd``. A node is a cube of size ``S = 2**level`` and holds the view spheres whose
+centre lies in the cube (closed) and whose radius lies in the band ``[S/4, S/2]``. Smaller
+spheres go to the child octant holding their centre (children are created lazily), bigger ones
+to an ancestor. So the whole subtree of a node holds spheres within the node's cube expanded by
+``S/2``; for any point, at most two such expanded cubes per axis (2**3 nodes per level) contain
+it, which bounds the point query "which view spheres contain the eye".
+
+Extreme levels (documented deviations from the band):
+* the *finest* level is ``min_node_size`` (a power of two, an absolute size); its nodes also
+  hold every sphere smaller than ``S/4`` there, down to ``vd = 0``;
+* the root is chosen from the data (power-of-two size, lower corner a multiple of
+  ``min_node_size`` so that every child corner is exact) and grows by doubling toward any
+  sphere it cannot hold; it shrinks again when it holds nothing and has a single child.
+
+Objects with an infinite view distance live apart in their own list and are always considered.
+
+State is flat: a node pool (``_nf`` floats, ``_ni`` ints, one row per node, columns below) with
+a free stack, per-node doubly linked object lists threaded through ``_obj`` (one row per object
+slot: node, next, prev), so that removal is O(1) plus the cleanup of nodes left empty.
+
+Besides the structural cube, every node keeps grow-only *subtree bounds*: the AABB of object
+centres, the AABB of the objects' own spheres, and the largest view distance. They tighten the
+point query and serve the queries that have nothing to do with view distance (frustum without
+view distance, box, sphere, ray). Moves and removals leave them loose but valid; a compiled
+refit restores them when enough changes have piled up.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from app.culling.occlusion import box_occluded, occlusion_arrays, sphere_occluded
+from app.spatial.base import QueryResult, SpatialIndex
+from app.spatial.geometry import (
+    INSIDE,
+    NODE_INSIDE,
+    NODE_NOT_VISITED,
+    NODE_PARTIAL,
+    NODE_REJECT_FRUSTUM,
+    NODE_REJECT_OCCLUSION,
+    NODE_REJECT_VIEWDIST,
+    OUTSIDE,
+    box_vs_frustum,
+    ray_box_hits,
+    ray_sphere_entry,
+    sphere_in_frustum,
+    sphere_overlaps_box,
+    spheres_touch,
+    within_view_distance,
+)
+
+# ---------------------------------------------------------------- layout of the flat state
+
+# Node float columns (_nf): cube corner and size, then the subtree bounds.
+LO = 0  # 0..2 lower corner of the cube
+SIZE = 3  # edge length, exactly 2**level
+CLO = 4  # 4..6 min of object centres in the subtree
+CHI = 7  # 7..9 max of object centres
+SLO = 10  # 10..12 min of (centre - radius): the AABB of the objects' own spheres
+SHI = 13  # 13..15 max of (centre + radius)
+VMAX = 16  # largest view distance in the subtree (-inf when empty)
+NF = 17
+
+# Node int columns (_ni).
+PARENT = 0
+LEVEL = 1  # size exponent: SIZE == 2**LEVEL
+HEAD = 2  # first object slot of the node's list, -1 when none
+COUNT = 3  # objects in the node's own list
+NCHILD = 4  # children that exist
+CHILD = 5  # 5..12 child per octant (bit 0: x upper half, bit 1: y, bit 2: z), -1 when none
+ALIVE = 13
+NI = 14
+
+# Meta ints (_meta).
+ROOT = 0  # root node, -1 for an empty tree
+NFREE = 1  # number of entries on the node free stack
+NLIVE = 2  # live nodes
+INF_HEAD = 3  # first slot of the infinite-view-distance list
+INF_COUNT = 4
+STALE = 5  # moves and removals since the last refit of the subtree bounds
+EMIN = 6  # level of the finest nodes
+TREE_COUNT = 7  # objects stored in nodes
+NMETA = 8
+
+# Object int columns (_obj), one row per store slot.
+ONODE = 0  # node holding the object; NO_NODE when the slot is dead, IN_INF for the inf list
+ONEXT = 1
+OPREV = 2
+NO_NODE = -1
+IN_INF = -2
+
+# Per-query rounding slack, relative to the magnitudes involved, so that node pruning never
+# drops an object that the exact per-object predicate would keep.
+_REL_PAD = 1e-9
+
+
+# ---------------------------------------------------------------- node pool and lists
+
+
+@njit(cache=True)
+def _alloc_node(nf, ni, free, meta, x, y, z, level, parent):
+    """Pop a node off the free stack and initialise it as an empty cube."""
+    k = meta[NFREE] - 1
+    node = free[k]
+    meta[NFREE] = k
+    meta[NLIVE] += 1
+    nf[node, LO] = x
+    nf[node, LO + 1] = y
+    nf[node, LO + 2] = z
+    nf[node, SIZE] = math.ldexp(1.0, level)
+    for j in range(3):
+        nf[node, CLO + j] = np.inf
+        nf[node, CHI + j] = -np.inf
+        nf[node, SLO + j] = np.inf
+        nf[node, SHI + j] = -np.inf
+    nf[node, VMAX] = -np.inf
+    ni[node, PARENT] = parent
+    ni[node, LEVEL] = level
+    ni[node, HEAD] = -1
+    ni[node, COUNT] = 0
+    ni[node, NCHILD] = 0
+    for j in range(8):
+        ni[node, CHILD + j] = -1
+    ni[node, ALIVE] = 1
+    return node
+
+
+@njit(cache=True)
+def _release_node(ni, free, meta, node):
+    ni[node, ALIVE] = 0
+    ni[node, PARENT] = -1
+    free[meta[NFREE]] = node
+    meta[NFREE] += 1
+    meta[NLIVE] -= 1
+
+
+@njit(cache=True)
+def _link(ni, obj, meta, node, s):
+    """Push slot ``s`` at the front of a node's list (or the infinite list for IN_INF)."""
+    head = meta[INF_HEAD] if node == IN_INF else ni[node, HEAD]
+    obj[s, ONODE] = node
+    obj[s, ONEXT] = head
+    obj[s, OPREV] = -1
+    if head != -1:
+        obj[head, OPREV] = s
+    if node == IN_INF:
+        meta[INF_HEAD] = s
+        meta[INF_COUNT] += 1
+    else:
+        ni[node, HEAD] = s
+        ni[node, COUNT] += 1
+        meta[TREE_COUNT] += 1
+
+
+@njit(cache=True)
+def _unlink(ni, obj, meta, s):
+    """Take slot ``s`` out of whatever list holds it, in O(1); returns the node it was in."""
+    node = obj[s, ONODE]
+    nxt = obj[s, ONEXT]
+    prv = obj[s, OPREV]
+    if prv != -1:
+        obj[prv, ONEXT] = nxt
+    elif node == IN_INF:
+        meta[INF_HEAD] = nxt
+    else:
+        ni[node, HEAD] = nxt
+    if nxt != -1:
+        obj[nxt, OPREV] = prv
+    if node == IN_INF:
+        meta[INF_COUNT] -= 1
+    else:
+        ni[node, COUNT] -= 1
+        meta[TREE_COUNT] -= 1
+    obj[s, ONODE] = NO_NODE
+    obj[s, ONEXT] = -1
+    obj[s, OPREV] = -1
+    return node
+
+
+@njit(cache=True)
+def _cleanup(ni, free, meta, node):
+    """Free nodes left without objects or children, upward; then shrink a lone-child root."""
+    while node != -1 and ni[node, COUNT] == 0 and ni[node, NCHILD] == 0:
+        parent = ni[node, PARENT]
+        if parent != -1:
+            for j in range(8):
+                if ni[parent, CHILD + j] == node:
+                    ni[parent, CHILD + j] = -1
+            ni[parent, NCHILD] -= 1
+        else:
+            meta[ROOT] = -1
+        _release_node(ni, free, meta, node)
+        node = parent
+    # A root that holds nothing itself and has one child only adds a level to every query.
+    root = meta[ROOT]
+    while root != -1 and ni[root, COUNT] == 0 and ni[root, NCHILD] == 1:
+        child = -1
+        for j in range(8):
+            if ni[root, CHILD + j] != -1:
+                child = ni[root, CHILD + j]
+        ni[child, PARENT] = -1
+        _release_node(ni, free, meta, root)
+        meta[ROOT] = child
+        root = child
+
+
+@njit(cache=True)
+def _expand_up(nf, ni, node, cx, cy, cz, r, vd):
+    """Grow the subtree bounds of ``node`` and its ancestors to cover one object.
+
+    Stops at the first ancestor that already covers it: parents always cover their children.
+    """
+    while node != -1:
+        changed = False
+        c = (cx, cy, cz)
+        for a in range(3):
+            if c[a] < nf[node, CLO + a]:
+                nf[node, CLO + a] = c[a]
+                changed = True
+            if c[a] > nf[node, CHI + a]:
+                nf[node, CHI + a] = c[a]
+                changed = True
+            if c[a] - r < nf[node, SLO + a]:
+                nf[node, SLO + a] = c[a] - r
+                changed = True
+            if c[a] + r > nf[node, SHI + a]:
+                nf[node, SHI + a] = c[a] + r
+                changed = True
+        if vd > nf[node, VMAX]:
+            nf[node, VMAX] = vd
+            changed = True
+        if not changed:
+            return
+        node = ni[node, PARENT]
+
+
+# ---------------------------------------------------------------- placement rule
+
+
+@njit(cache=True)
+def _level_for(vd, emin):
+    """Smallest level whose nodes may hold radius ``vd`` (``vd <= S/2``), at least ``emin``."""
+    if vd <= math.ldexp(1.0, emin - 1):
+        return emin
+    m, e = math.frexp(vd)  # vd = m * 2**e with 0.5 <= m < 1, so vd <= 2**e
+    level = e + 1
+    if m == 0.5:  # vd is exactly 2**(e-1): a node one level down holds it at S/2
+        level = e
+    return max(level, emin)
+
+
+@njit(cache=True)
+def _center_in_cube(nf, node, cx, cy, cz):
+    lo = nf[node, LO]
+    s = nf[node, SIZE]
+    if cx < lo or cx > lo + s:
+        return False
+    lo = nf[node, LO + 1]
+    if cy < lo or cy > lo + s:
+        return False
+    lo = nf[node, LO + 2]
+    return lo <= cz <= lo + s
+
+
+@njit(cache=True)
+def _can_hold_below(nf, node, cx, cy, cz, vd):
+    """The sphere belongs in this node or its subtree: centre in the cube and ``vd <= S/2``."""
+    return vd <= 0.5 * nf[node, SIZE] and _center_in_cube(nf, node, cx, cy, cz)
+
+
+@njit(cache=True)
+def _fits_node(nf, ni, node, cx, cy, cz, vd, emin):
+    """The placement rule: the sphere belongs in exactly this node's list."""
+    if not _can_hold_below(nf, node, cx, cy, cz, vd):
+        return False
+    return vd >= 0.25 * nf[node, SIZE] or ni[node, LEVEL] == emin
+
+
+@njit(cache=True)
+def _growth_steps(nf, ni, meta, cx, cy, cz, vd):
+    """(root doublings needed to hold the sphere, root level afterwards); no state changes."""
+    root = meta[ROOT]
+    if root == -1:
+        return 1, _level_for(vd, meta[EMIN])
+    x = nf[root, LO]
+    y = nf[root, LO + 1]
+    z = nf[root, LO + 2]
+    s = nf[root, SIZE]
+    level = ni[root, LEVEL]
+    steps = 0
+    while not (vd <= 0.5 * s and x <= cx <= x + s and y <= cy <= y + s and z <= cz <= z + s):
+        x = x - s if cx < x else x
+        y = y - s if cy < y else y
+        z = z - s if cz < z else z
+        s *= 2.0
+        level += 1
+        steps += 1
+    return steps, level
+
+
+@njit(cache=True)
+def _grow_root(nf, ni, free, meta, cx, cy, cz, vd):
+    """Make the root hold the sphere: create one, or double it toward the sphere."""
+    root = meta[ROOT]
+    if root == -1:
+        m = math.ldexp(1.0, meta[EMIN])
+        level = _level_for(vd, meta[EMIN])
+        root = _alloc_node(nf, ni, free, meta, math.floor(cx / m) * m, math.floor(cy / m) * m,
+                           math.floor(cz / m) * m, level, -1)
+        meta[ROOT] = root
+        return root
+    while not _can_hold_below(nf, root, cx, cy, cz, vd):
+        s = nf[root, SIZE]
+        octant = 0
+        x = nf[root, LO]
+        y = nf[root, LO + 1]
+        z = nf[root, LO + 2]
+        # Grow downward on an axis where the sphere lies below; the old root then becomes
+        # the upper half on that axis.
+        if cx < x:
+            x -= s
+            octant |= 1
+        if cy < y:
+            y -= s
+            octant |= 2
+        if cz < z:
+            z -= s
+            octant |= 4
+        new = _alloc_node(nf, ni, free, meta, x, y, z, ni[root, LEVEL] + 1, -1)
+        for j in range(CLO, NF):
+            nf[new, j] = nf[root, j]  # the old subtree's bounds are the new root's bounds
+        ni[new, CHILD + octant] = root
+        ni[new, NCHILD] = 1
+        ni[root, PARENT] = new
+        meta[ROOT] = new
+        root = new
+    return root
+
+
+@njit(cache=True)
+def _descend(nf, ni, free, meta, node, cx, cy, cz, vd):
+    """From a node that can hold the sphere, walk down (creating children) to its node."""
+    emin = meta[EMIN]
+    while vd < 0.25 * nf[node, SIZE] and ni[node, LEVEL] > emin:
+        half = 0.5 * nf[node, SIZE]
+        x = nf[node, LO]
+        y = nf[node, LO + 1]
+        z = nf[node, LO + 2]
+        octant = 0
+        if cx >= x + half:
+            x += half
+            octant |= 1
+        if cy >= y + half:
+            y += half
+            octant |= 2
+        if cz >= z + half:
+            z += half
+            octant |= 4
+        child = ni[node, CHILD + octant]
+        if child == -1:
+            child = _alloc_node(nf, ni, free, meta, x, y, z, ni[node, LEVEL] - 1, node)
+            ni[node, CHILD + octant] = child
+            ni[node, NCHILD] += 1
+        node = child
+    return node
+
+
+@njit(cache=True)
+def _nodes_needed(nf, ni, meta, cx, cy, cz, vd):
+    """Upper bound on the nodes that placing one sphere may allocate."""
+    steps, level = _growth_steps(nf, ni, meta, cx, cy, cz, vd)
+    return steps + level - meta[EMIN] + 1
+
+
+@njit(cache=True)
+def _place(nf, ni, free, meta, obj, s, start, cx, cy, cz, r, vd):
+    """Link a finite-view-distance object into its node, searching up from ``start`` first."""
+    node = start
+    while node != -1 and not _can_hold_below(nf, node, cx, cy, cz, vd):
+        node = ni[node, PARENT]
+    if node == -1:
+        node = _grow_root(nf, ni, free, meta, cx, cy, cz, vd)
+    node = _descend(nf, ni, free, meta, node, cx, cy, cz, vd)
+    _link(ni, obj, meta, node, s)
+    _expand_up(nf, ni, node, cx, cy, cz, r, vd)
+
+
+# ---------------------------------------------------------------- batch mutations
+
+
+@njit(cache=True)
+def _insert_batch(nf, ni, free, meta, obj, centers, radii, vdist, slots, first):
+    """Insert ``slots[first:]``; returns how far it got (it stops when the node pool is low)."""
+    for i in range(first, slots.shape[0]):
+        s = slots[i]
+        cx = centers[s, 0]
+        cy = centers[s, 1]
+        cz = centers[s, 2]
+        vd = vdist[s]
+        if math.isinf(vd):
+            _link(ni, obj, meta, IN_INF, s)
+            continue
+        if meta[NFREE] < _nodes_needed(nf, ni, meta, cx, cy, cz, vd):
+            return i
+        _place(nf, ni, free, meta, obj, s, meta[ROOT], cx, cy, cz, radii[s], vd)
+    return slots.shape[0]
+
+
+@njit(cache=True)
+def _update_batch(nf, ni, free, meta, obj, centers, radii, vdist, slots, first):
+    """Re-place moved objects (the store holds the new values); returns how far it got.
+
+    In-place mutation: an object whose view sphere still satisfies its node's rule stays in
+    its list (only the bounds grow); otherwise it is relinked starting from its old node and
+    the old node is cleaned up last, so shared ancestors are not freed and recreated.
+    """
+    emin = meta[EMIN]
+    for i in range(first, slots.shape[0]):
+        s = slots[i]
+        cx = centers[s, 0]
+        cy = centers[s, 1]
+        cz = centers[s, 2]
+        r = radii[s]
+        vd = vdist[s]
+        old = obj[s, ONODE]
+        if math.isinf(vd):
+            if old != IN_INF:
+                _unlink(ni, obj, meta, s)
+                _link(ni, obj, meta, IN_INF, s)
+                _cleanup(ni, free, meta, old)
+            continue
+        if old != IN_INF and _fits_node(nf, ni, old, cx, cy, cz, vd, emin):
+            _expand_up(nf, ni, old, cx, cy, cz, r, vd)
+            meta[STALE] += 1
+            continue
+        if meta[NFREE] < _nodes_needed(nf, ni, meta, cx, cy, cz, vd):
+            return i
+        _unlink(ni, obj, meta, s)
+        if old == IN_INF:
+            _place(nf, ni, free, meta, obj, s, meta[ROOT], cx, cy, cz, r, vd)
+        else:
+            _place(nf, ni, free, meta, obj, s, old, cx, cy, cz, r, vd)
+            _cleanup(ni, free, meta, old)
+            meta[STALE] += 1
+    return slots.shape[0]
+
+
+@njit(cache=True)
+def _remove_batch(ni, free, meta, obj, slots):
+    """Unlink each object in O(1) and free the nodes it leaves empty."""
+    for i in range(slots.shape[0]):
+        node = _unlink(ni, obj, meta, slots[i])
+        if node != IN_INF:
+            _cleanup(ni, free, meta, node)
+            meta[STALE] += 1
+
+
+@njit(cache=True)
+def _refit(nf, ni, meta, obj, centers, radii, vdist):
+    """Recompute every node's subtree bounds exactly: own objects, then children upward."""
+    n = ni.shape[0]
+    live = np.flatnonzero(ni[:, ALIVE] == 1)
+    for k in range(live.shape[0]):
+        node = live[k]
+        for a in range(3):
+            nf[node, CLO + a] = np.inf
+            nf[node, CHI + a] = -np.inf
+            nf[node, SLO + a] = np.inf
+            nf[node, SHI + a] = -np.inf
+        nf[node, VMAX] = -np.inf
+    for k in range(live.shape[0]):
+        node = live[k]
+        s = ni[node, HEAD]
+        while s != -1:
+            r = radii[s]
+            for a in range(3):
+                c = centers[s, a]
+                nf[node, CLO + a] = min(nf[node, CLO + a], c)
+                nf[node, CHI + a] = max(nf[node, CHI + a], c)
+                nf[node, SLO + a] = min(nf[node, SLO + a], c - r)
+                nf[node, SHI + a] = max(nf[node, SHI + a], c + r)
+            nf[node, VMAX] = max(nf[node, VMAX], vdist[s])
+            s = obj[s, ONEXT]
+    # Children are exactly one level below their parent: merging finest levels first makes
+    # every child complete before it is merged into its parent.
+    levels = np.empty(live.shape[0], dtype=np.int64)
+    for k in range(live.shape[0]):
+        levels[k] = ni[live[k], LEVEL]
+    order = np.argsort(levels)
+    for k in range(order.shape[0]):
+        node = live[order[k]]
+        p = ni[node, PARENT]
+        if p == -1:
+            continue
+        for a in range(3):
+            nf[p, CLO + a] = min(nf[p, CLO + a], nf[node, CLO + a])
+            nf[p, CHI + a] = max(nf[p, CHI + a], nf[node, CHI + a])
+            nf[p, SLO + a] = min(nf[p, SLO + a], nf[node, SLO + a])
+            nf[p, SHI + a] = max(nf[p, SHI + a], nf[node, SHI + a])
+        nf[p, VMAX] = max(nf[p, VMAX], nf[node, VMAX])
+    meta[STALE] = 0
+    return n
+
+
+# ---------------------------------------------------------------- node tests for queries
+
+
+@njit(cache=True)
+def _sphere_bounds(nf, node, qmag, lo, hi):
+    """Write the node's padded sphere-bounds AABB into ``lo``/``hi``; returns the pad."""
+    m = 0.0
+    for a in range(3):
+        m = max(m, abs(nf[node, SLO + a]), abs(nf[node, SHI + a]))
+    pad = _REL_PAD * (m + qmag + 1.0)
+    for a in range(3):
+        lo[a] = nf[node, SLO + a] - pad
+        hi[a] = nf[node, SHI + a] + pad
+    return pad
+
+
+@njit(cache=True)
+def _eye_in_reach(nf, node, ex, ey, ez, emag):
+    """The structural test: the eye lies in the cube expanded by its largest radius, S/2."""
+    s = nf[node, SIZE]
+    reach = 0.5 * s + _REL_PAD * (abs(nf[node, LO]) + abs(nf[node, LO + 1])
+                                  + abs(nf[node, LO + 2]) + s + emag + 1.0)
+    e = (ex, ey, ez)
+    for a in range(3):
+        lo = nf[node, LO + a]
+        if e[a] < lo - reach or e[a] > lo + s + reach:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _eye_near_centres(nf, node, ex, ey, ez, emag):
+    """The tight test: some centre of the subtree may be within its view distance of the eye."""
+    d2 = 0.0
+    m = emag
+    e = (ex, ey, ez)
+    for a in range(3):
+        lo = nf[node, CLO + a]
+        hi = nf[node, CHI + a]
+        m = max(m, abs(lo), abs(hi))
+        d = max(lo - e[a], 0.0, e[a] - hi)
+        d2 += d * d
+    return math.sqrt(d2) <= nf[node, VMAX] + _REL_PAD * (m + nf[node, VMAX] + 1.0)
+
+
+@njit(cache=True)
+def _is_empty(nf, node):
+    return nf[node, VMAX] == -np.inf
+
+
+# ---------------------------------------------------------------- queries
+
+
+@njit(cache=True)
+def _scan_infinite(obj, meta, centers, radii, planes, out, k, vp, zd, zo, zw, zh):
+    """Frustum-test the infinite-view-distance list; returns (k, considered, occluded)."""
+    considered = 0
+    occluded = 0
+    s = meta[INF_HEAD]
+    while s != -1:
+        considered += 1
+        if sphere_in_frustum(planes, centers[s, 0], centers[s, 1], centers[s, 2], radii[s]):
+            if sphere_occluded(centers[s, 0], centers[s, 1], centers[s, 2], radii[s],
+                               vp, zd, zo, zw, zh):
+                occluded += 1
+            else:
+                out[k] = s
+                k += 1
+        s = obj[s, ONEXT]
+    return k, considered, occluded
+
+
+@njit(cache=True)
+def _query_eye(nf, ni, meta, obj, centers, radii, vdist, planes, eye, tight, stack_cap,
+               outcome, vp, zd, zo, zw, zh):
+    """Frustum query with view distance: the point query for the eye, then exact tests.
+
+    Returns (slots, considered, nodes visited, nodes occluded, objects occluded).
+    """
+    out = np.empty(meta[TREE_COUNT] + meta[INF_COUNT], dtype=np.int64)
+    k, considered, occ_obj = _scan_infinite(obj, meta, centers, radii, planes, out, 0,
+                                            vp, zd, zo, zw, zh)
+    visited = 0
+    occ_nodes = 0
+    ex = eye[0]
+    ey = eye[1]
+    ez = eye[2]
+    emag = max(abs(ex), abs(ey), abs(ez))
+    qmag = emag
+    for p in range(planes.shape[0]):
+        qmag = max(qmag, abs(planes[p, 3]))
+    lo = np.empty(3)
+    hi = np.empty(3)
+    stack = np.empty(stack_cap, dtype=np.int64)
+    top = 0
+    if meta[ROOT] != -1:
+        stack[0] = meta[ROOT]
+        top = 1
+    while top > 0:
+        top -= 1
+        node = stack[top]
+        if not _eye_in_reach(nf, node, ex, ey, ez, emag) or _is_empty(nf, node) or (
+                tight and not _eye_near_centres(nf, node, ex, ey, ez, emag)):
+            outcome[node] = NODE_REJECT_VIEWDIST
+            continue
+        _sphere_bounds(nf, node, qmag, lo, hi)
+        cls = box_vs_frustum(planes, lo, hi)
+        if cls == OUTSIDE:
+            outcome[node] = NODE_REJECT_FRUSTUM
+            continue
+        if box_occluded(lo, hi, vp, zd, zo, zw, zh):
+            outcome[node] = NODE_REJECT_OCCLUSION
+            occ_nodes += 1
+            continue
+        outcome[node] = NODE_INSIDE if cls == INSIDE else NODE_PARTIAL
+        visited += 1
+        s = ni[node, HEAD]
+        while s != -1:
+            considered += 1
+            cx = centers[s, 0]
+            cy = centers[s, 1]
+            cz = centers[s, 2]
+            if within_view_distance(ex, ey, ez, cx, cy, cz, vdist[s]) and sphere_in_frustum(
+                    planes, cx, cy, cz, radii[s]):
+                if sphere_occluded(cx, cy, cz, radii[s], vp, zd, zo, zw, zh):
+                    occ_obj += 1
+                else:
+                    out[k] = s
+                    k += 1
+            s = obj[s, ONEXT]
+        for j in range(8):
+            c = ni[node, CHILD + j]
+            if c != -1:
+                stack[top] = c
+                top += 1
+    return out[:k], considered, visited, occ_nodes, occ_obj
+
+
+@njit(cache=True)
+def _query_planes(nf, ni, meta, obj, centers, radii, planes, stack_cap, outcome,
+                  vp, zd, zo, zw, zh):
+    """Frustum query without view distance, on the subtree bounds of the objects' spheres.
+
+    Subtrees whose bounds are inside every plane are accepted without per-object tests.
+    """
+    out = np.empty(meta[TREE_COUNT] + meta[INF_COUNT], dtype=np.int64)
+    k, considered, occ_obj = _scan_infinite(obj, meta, centers, radii, planes, out, 0,
+                                            vp, zd, zo, zw, zh)
+    visited = 0
+    occ_nodes = 0
+    qmag = 0.0
+    for p in range(planes.shape[0]):
+        qmag = max(qmag, abs(planes[p, 3]))
+    lo = np.empty(3)
+    hi = np.empty(3)
+    stack = np.empty(stack_cap, dtype=np.int64)
+    inside = np.empty(stack_cap, dtype=np.bool_)  # the parent was wholly inside
+    top = 0
+    if meta[ROOT] != -1:
+        stack[0] = meta[ROOT]
+        inside[0] = False
+        top = 1
+    while top > 0:
+        top -= 1
+        node = stack[top]
+        whole = inside[top]
+        if _is_empty(nf, node):
+            outcome[node] = NODE_REJECT_FRUSTUM
+            continue
+        if not whole:
+            _sphere_bounds(nf, node, qmag, lo, hi)
+            cls = box_vs_frustum(planes, lo, hi)
+            if cls == OUTSIDE:
+                outcome[node] = NODE_REJECT_FRUSTUM
+                continue
+            if box_occluded(lo, hi, vp, zd, zo, zw, zh):
+                outcome[node] = NODE_REJECT_OCCLUSION
+                occ_nodes += 1
+                continue
+            whole = cls == INSIDE
+        outcome[node] = NODE_INSIDE if whole else NODE_PARTIAL
+        visited += 1
+        s = ni[node, HEAD]
+        while s != -1:
+            considered += 1
+            cx = centers[s, 0]
+            cy = centers[s, 1]
+            cz = centers[s, 2]
+            if whole or sphere_in_frustum(planes, cx, cy, cz, radii[s]):
+                if sphere_occluded(cx, cy, cz, radii[s], vp, zd, zo, zw, zh):
+                    occ_obj += 1
+                else:
+                    out[k] = s
+                    k += 1
+            s = obj[s, ONEXT]
+        for j in range(8):
+            c = ni[node, CHILD + j]
+            if c != -1:
+                stack[top] = c
+                inside[top] = whole
+                top += 1
+    return out[:k], considered, visited, occ_nodes, occ_obj
+
+
+@njit(cache=True)
+def _query_region(nf, ni, meta, obj, centers, radii, kind, q, qr, stack_cap):
+    """Box (kind 0: q = lo, qr_box = hi), sphere (1) or ray (2) query over the subtree bounds.
+
+    ``q`` is a (3, 3) array: rows are (lo, hi, -) for a box, (centre, -, -) for a sphere and
+    (origin, direction, inverse direction) for a ray. Returns (slots, entry distances).
+    """
+    n = meta[TREE_COUNT] + meta[INF_COUNT]
+    out = np.empty(n, dtype=np.int64)
+    ts = np.empty(n, dtype=np.float64)
+    k = 0
+    qmag = qr
+    for i in range(3):
+        for a in range(3):
+            if not math.isinf(q[i, a]):
+                qmag = max(qmag, abs(q[i, a]))
+    lo = np.empty(3)
+    hi = np.empty(3)
+    stack = np.empty(stack_cap, dtype=np.int64)
+    top = 0
+    if meta[ROOT] != -1:
+        stack[0] = meta[ROOT]
+        top = 1
+    s = meta[INF_HEAD]
+    node = IN_INF
+    while True:
+        # Test every object of the current list (the infinite list first, then each node).
+        while s != -1:
+            t = _object_hit(centers, radii, s, kind, q, qr)
+            if t >= 0.0:
+                out[k] = s
+                ts[k] = t
+                k += 1
+            s = obj[s, ONEXT]
+        if top == 0:
+            break
+        top -= 1
+        node = stack[top]
+        if _is_empty(nf, node):
+            continue
+        pad = _sphere_bounds(nf, node, qmag, lo, hi)
+        if not _box_hit(lo, hi, kind, q, qr, pad):
+            continue
+        s = ni[node, HEAD]
+        for j in range(8):
+            c = ni[node, CHILD + j]
+            if c != -1:
+                stack[top] = c
+                top += 1
+    return out[:k], ts[:k]
+
+
+@njit(cache=True, inline="always")
+def _object_hit(centers, radii, s, kind, q, qr):
+    """The exact per-object predicate of a region query: >= 0 on a hit (the ray's entry t)."""
+    cx = centers[s, 0]
+    cy = centers[s, 1]
+    cz = centers[s, 2]
+    r = radii[s]
+    if kind == 0:
+        return 0.0 if sphere_overlaps_box(cx, cy, cz, r, q[0], q[1]) else -1.0
+    if kind == 1:
+        return 0.0 if spheres_touch(cx, cy, cz, r, q[0, 0], q[0, 1], q[0, 2], qr) else -1.0
+    return ray_sphere_entry(q[0, 0], q[0, 1], q[0, 2], q[1, 0], q[1, 1], q[1, 2],
+                            cx, cy, cz, r)
+
+
+@njit(cache=True, inline="always")
+def _box_hit(lo, hi, kind, q, qr, pad):
+    """Conservative node test of a region query against padded subtree sphere bounds."""
+    if kind == 0:
+        return (lo[0] <= q[1, 0] and hi[0] >= q[0, 0] and lo[1] <= q[1, 1]
+                and hi[1] >= q[0, 1] and lo[2] <= q[1, 2] and hi[2] >= q[0, 2])
+    if kind == 1:
+        d2 = 0.0
+        for a in range(3):
+            d = max(lo[a] - q[0, a], 0.0, q[0, a] - hi[a])
+            d2 += d * d
+        return math.sqrt(d2) <= qr + pad
+    return ray_box_hits(q[0, 0], q[0, 1], q[0, 2], q[2, 0], q[2, 1], q[2, 2], lo, hi)
+
+
+# ---------------------------------------------------------------- validation
+
+
+@njit(cache=True)
+def _check(nf, ni, free, meta, obj, centers, radii, vdist, alive_slots):
+    """Check every structural invariant; returns (error code, offending node or slot), 0 = ok."""
+    ncap = ni.shape[0]
+    emin = meta[EMIN]
+    # Free stack: distinct dead nodes, and together with the live ones the whole pool.
+    seen = np.zeros(ncap, dtype=np.bool_)
+    for i in range(meta[NFREE]):
+        node = free[i]
+        if node < 0 or node >= ncap or seen[node] or ni[node, ALIVE] != 0:
+            return 1, node
+        seen[node] = True
+    if meta[NFREE] + meta[NLIVE] != ncap:
+        return 2, -1
+    nlive = 0
+    tree_count = 0
+    for node in range(ncap):
+        if ni[node, ALIVE] == 0:
+            continue
+        nlive += 1
+        level = ni[node, LEVEL]
+        size = nf[node, SIZE]
+        if size != math.ldexp(1.0, level) or level < emin:
+            return 3, node
+        parent = ni[node, PARENT]
+        if parent == -1:
+            if meta[ROOT] != node:
+                return 4, node
+        else:
+            if ni[parent, ALIVE] == 0 or ni[parent, LEVEL] != level + 1:
+                return 4, node
+            octant = 0
+            for a in range(3):
+                mid = nf[parent, LO + a] + 0.5 * nf[parent, SIZE]
+                if nf[node, LO + a] == mid:
+                    octant |= 1 << a
+                elif nf[node, LO + a] != nf[parent, LO + a]:
+                    return 5, node
+            if ni[parent, CHILD + octant] != node:
+                return 5, node
+            if ni[node, COUNT] == 0 and ni[node, NCHILD] == 0:
+                return 6, node  # an empty leaf should have been cleaned up
+        nchild = 0
+        for j in range(8):
+            c = ni[node, CHILD + j]
+            if c != -1:
+                nchild += 1
+                if c < 0 or c >= ncap or ni[c, ALIVE] == 0 or ni[c, PARENT] != node:
+                    return 7, node
+                for a in range(3):
+                    if (nf[c, CLO + a] < nf[node, CLO + a] or nf[c, CHI + a] > nf[node, CHI + a]
+                            or nf[c, SLO + a] < nf[node, SLO + a]
+                            or nf[c, SHI + a] > nf[node, SHI + a]):
+                        return 8, node
+                if nf[c, VMAX] > nf[node, VMAX]:
+                    return 8, node
+        if nchild != ni[node, NCHILD]:
+            return 7, node
+        # The node's list: links, membership, placement band, bounds.
+        count = 0
+        prev = -1
+        s = ni[node, HEAD]
+        while s != -1:
+            count += 1
+            if count > ni[node, COUNT] or obj[s, OPREV] != prev or obj[s, ONODE] != node:
+                return 9, node
+            vd = vdist[s]
+            if not _fits_node(nf, ni, node, centers[s, 0], centers[s, 1], centers[s, 2],
+                              vd, emin):
+                return 10, s
+            for a in range(3):
+                c = centers[s, a]
+                if (c < nf[node, CLO + a] or c > nf[node, CHI + a]
+                        or c - radii[s] < nf[node, SLO + a] or c + radii[s] > nf[node, SHI + a]):
+                    return 8, node
+            if vd > nf[node, VMAX]:
+                return 8, node
+            prev = s
+            s = obj[s, ONEXT]
+        if count != ni[node, COUNT]:
+            return 9, node
+        tree_count += count
+    if nlive != meta[NLIVE] or tree_count != meta[TREE_COUNT]:
+        return 2, -1
+    # Every live node must hang from the root.
+    reach = 0
+    if meta[ROOT] != -1:
+        stack = np.empty(8 * ncap + 8, dtype=np.int64)
+        stack[0] = meta[ROOT]
+        top = 1
+        while top > 0:
+            top -= 1
+            node = stack[top]
+            reach += 1
+            if reach > nlive:
+                break  # a cycle: no need to go on
+            for j in range(8):
+                c = ni[node, CHILD + j]
+                if c != -1:
+                    stack[top] = c
+                    top += 1
+    if reach != nlive:
+        return 11, meta[ROOT]
+    # The infinite list.
+    count = 0
+    prev = -1
+    s = meta[INF_HEAD]
+    while s != -1:
+        count += 1
+        if (count > meta[INF_COUNT] or obj[s, OPREV] != prev or obj[s, ONODE] != IN_INF
+                or not math.isinf(vdist[s])):
+            return 12, s
+        prev = s
+        s = obj[s, ONEXT]
+    if count != meta[INF_COUNT]:
+        return 12, -1
+    # Every live object is in exactly one list; dead slots are in none.
+    if alive_slots.shape[0] != meta[TREE_COUNT] + meta[INF_COUNT]:
+        return 13, -1
+    for i in range(alive_slots.shape[0]):
+        s = alive_slots[i]
+        if obj[s, ONODE] == NO_NODE or (obj[s, ONODE] == IN_INF) != math.isinf(vdist[s]):
+            return 13, s
+    return 0, -1
+
+
+_CHECK_MESSAGES = {
+    1: "node free stack holds a live, repeated or out-of-range node",
+    2: "node counts do not add up (free + live, live nodes, objects in nodes)",
+    3: "node size is not 2**level or the level is finer than the finest level",
+    4: "broken parent link or parent level",
+    5: "child cube is not an octant of its parent",
+    6: "empty childless node was not cleaned up",
+    7: "broken child links or child count",
+    8: "subtree bounds do not cover the objects or the children",
+    9: "broken object list links or count",
+    10: "object violates the placement rule (band [S/4, S/2] or centre outside the cube)",
+    11: "a live node is not reachable from the root",
+    12: "broken infinite-view-distance list",
+    13: "live object not in exactly the right list",
+}
+
+
+# ---------------------------------------------------------------- the index
+
+
+def _pow2_at_least(x: float) -> int:
+    """Smallest integer e with 2**e >= x (x > 0)."""
+    m, e = math.frexp(x)
+    return e - 1 if m == 0.5 else e
+
+
+class ViewDistanceTree(SpatialIndex):
+    """Matthews' variable-radius sphere octree over the objects' view spheres."""
+
+    name = "viewdist"
+    # Above this many moves and removals (and a quarter of the objects) the subtree bounds
+    # are refitted before the next query.
+    refit_min = 4096
+
+    def __init__(self, min_node_size: float = 1.0 / 16.0, tight: bool = True,
+                 **kwargs: Any) -> None:
+        if kwargs.get("leafy") not in (None, False) or kwargs.get("split_threshold") is not None:
+            raise ValueError("viewdist has no heuristic: leafy and split_threshold do not apply")
+        unknown = set(kwargs) - {"leafy", "split_threshold"}
+        if unknown:
+            raise ValueError(f"viewdist: unknown arguments {sorted(unknown)}")
+        if not (min_node_size > 0 and math.isfinite(min_node_size)):
+            raise ValueError(f"viewdist: min_node_size must be > 0, got {min_node_size}")
+        super().__init__()
+        self._tight = bool(tight)
+        self._obj = np.full((self.capacity, 3), -1, dtype=np.int64)
+        self._meta = np.zeros(NMETA, dtype=np.int64)
+        self._meta[ROOT] = -1
+        self._meta[INF_HEAD] = -1
+        self._meta[EMIN] = _pow2_at_least(float(min_node_size))
+        self._nf = np.zeros((0, NF), dtype=np.float64)
+        self._ni = np.zeros((0, NI), dtype=np.int64)
+        self._node_free = np.zeros(0, dtype=np.int64)
+        self._outcome = np.zeros(0, dtype=np.int8)
+        self._grow_nodes(256)
+
+    # ------------------------------------------------------------ public extras
+
+    @property
+    def min_node_size(self) -> float:
+        """Edge length of the finest nodes (a power of two)."""
+        return math.ldexp(1.0, int(self._meta[EMIN]))
+
+    def describe(self) -> str:
+        """Index name and finest node size."""
+        return f"viewdist (finest node {self.min_node_size:g})"
+
+    def stats(self) -> dict[str, Any]:
+        """Nodes, depth, objects per level, root size and the infinite list's length."""
+        live = np.flatnonzero(self._ni[:, ALIVE] == 1)
+        st = super().stats()
+        st["nodes"] = int(live.shape[0])
+        root = int(self._meta[ROOT])
+        if root == -1:
+            return st | {"infinite": int(self._meta[INF_COUNT]), "root_size": 0.0}
+        levels = self._ni[live, LEVEL]
+        root_level = int(self._ni[root, LEVEL])
+        st["max_depth"] = int(root_level - levels.min())
+        per_level = np.bincount(root_level - levels, weights=self._ni[live, COUNT])
+        st["objects_per_depth"] = [int(x) for x in per_level]
+        st["infinite"] = int(self._meta[INF_COUNT])
+        st["root_size"] = float(self._nf[root, SIZE])
+        st["stale"] = int(self._meta[STALE])
+        return st
+
+    def node_boxes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Node cubes (the structural cells, not the loose bounds) and their depth."""
+        live = np.flatnonzero(self._ni[:, ALIVE] == 1)
+        lo = self._nf[live, LO:LO + 3].copy()
+        hi = lo + self._nf[live, SIZE][:, None]
+        root = int(self._meta[ROOT])
+        depth = (self._ni[root, LEVEL] - self._ni[live, LEVEL]) if root != -1 else \
+            np.zeros(0, dtype=np.int64)
+        return lo, hi, depth.astype(np.int64)
+
+    def node_outcomes(self) -> np.ndarray:
+        """Outcome of each node of :meth:`node_boxes` in the last frustum query."""
+        return self._outcome[np.flatnonzero(self._ni[:, ALIVE] == 1)].copy()
+
+    def refit(self) -> None:
+        """Tighten every node's subtree bounds to exactly its objects (one compiled pass)."""
+        _refit(self._nf, self._ni, self._meta, self._obj, self._centers, self._radii,
+               self._vdist)
+
+    # ------------------------------------------------------------ mutation hooks
+
+    def _on_insert(self, slots: np.ndarray) -> None:
+        if self._meta[ROOT] == -1:
+            self._choose_root(slots)
+        self._run_batch(_insert_batch, slots)
+
+    def _on_update(self, slots, old_centers, old_radii, old_vdist) -> None:
+        self._run_batch(_update_batch, slots)
+
+    def _on_remove(self, slots: np.ndarray) -> None:
+        _remove_batch(self._ni, self._node_free, self._meta, self._obj, slots)
+
+    def _grow(self, new_capacity: int) -> None:
+        grown = np.full((new_capacity, 3), -1, dtype=np.int64)
+        grown[: self._obj.shape[0]] = self._obj
+        self._obj = grown
+
+    def _run_batch(self, kernel, slots: np.ndarray) -> None:
+        """Run a compiled batch, growing the node pool whenever it stops for room."""
+        done = 0
+        while done < slots.shape[0]:
+            done = kernel(self._nf, self._ni, self._node_free, self._meta, self._obj,
+                          self._centers, self._radii, self._vdist, slots, done)
+            if done < slots.shape[0]:
+                self._grow_nodes(2 * self._ni.shape[0] + 4096)
+
+    def _choose_root(self, slots: np.ndarray) -> None:
+        """Root cube for an empty tree, sized from the batch so it need not grow at once."""
+        vd = self._vdist[slots]
+        finite = np.isfinite(vd)
+        if not finite.any():
+            return
+        c = self._centers[slots[finite]]
+        m = self.min_node_size
+        lo = np.floor(c.min(axis=0) / m) * m
+        need = max(float((c.max(axis=0) - lo).max()), 2.0 * float(vd[finite].max()), m)
+        level = _pow2_at_least(need)
+        while (lo + math.ldexp(1.0, level) < c.max(axis=0)).any():
+            level += 1
+        self._ensure_nodes(1)
+        self._meta[ROOT] = _alloc_node(self._nf, self._ni, self._node_free, self._meta,
+                                       lo[0], lo[1], lo[2], level, -1)
+
+    def _ensure_nodes(self, n: int) -> None:
+        if self._meta[NFREE] < n:
+            self._grow_nodes(self._ni.shape[0] + n)
+
+    def _grow_nodes(self, new_cap: int) -> None:
+        """Enlarge the node pool; new nodes go on the free stack below the old free ones."""
+        old = self._ni.shape[0]
+        new_cap = max(new_cap, old + 1)
+        nf = np.zeros((new_cap, NF), dtype=np.float64)
+        ni = np.full((new_cap, NI), -1, dtype=np.int64)
+        nf[:old] = self._nf
+        ni[:old] = self._ni
+        ni[old:, ALIVE] = 0
+        free = np.empty(new_cap, dtype=np.int64)
+        nfree = int(self._meta[NFREE])
+        extra = np.arange(new_cap - 1, old - 1, -1, dtype=np.int64)
+        free[: extra.shape[0]] = extra
+        free[extra.shape[0]: extra.shape[0] + nfree] = self._node_free[:nfree]
+        self._meta[NFREE] = nfree + extra.shape[0]
+        outcome = np.zeros(new_cap, dtype=np.int8)
+        outcome[:old] = self._outcome
+        self._nf, self._ni, self._node_free, self._outcome = nf, ni, free, outcome
+
+    # ------------------------------------------------------------ queries
+
+    def _stack_cap(self) -> int:
+        root = int(self._meta[ROOT])
+        depth = 0 if root == -1 else int(self._ni[root, LEVEL] - self._meta[EMIN])
+        return 8 * (depth + 2)
+
+    def _maybe_refit(self) -> None:
+        if self._meta[STALE] > max(self.refit_min, int(self._meta[TREE_COUNT]) // 4):
+            self.refit()
+
+    def _query_frustum(self, planes, eye, use_vd, occlusion):
+        self._maybe_refit()
+        vp, zd, zo, zw, zh = occlusion_arrays(occlusion)
+        self._outcome[:] = NODE_NOT_VISITED
+        if use_vd:
+            slots, considered, visited, occ_n, occ_o = _query_eye(
+                self._nf, self._ni, self._meta, self._obj, self._centers, self._radii,
+                self._vdist, planes, eye, self._tight, self._stack_cap(), self._outcome,
+                vp, zd, zo, zw, zh)
+        else:
+            slots, considered, visited, occ_n, occ_o = _query_planes(
+                self._nf, self._ni, self._meta, self._obj, self._centers, self._radii,
+                planes, self._stack_cap(), self._outcome, vp, zd, zo, zw, zh)
+        return QueryResult(visible=slots, working_set=int(considered),
+                           nodes_visited=int(visited), occluded_nodes=int(occ_n),
+                           occluded_objects=int(occ_o))
+
+    def _region(self, kind: int, q: np.ndarray, qr: float) -> tuple[np.ndarray, np.ndarray]:
+        self._maybe_refit()
+        return _query_region(self._nf, self._ni, self._meta, self._obj, self._centers,
+                             self._radii, kind, q, qr, self._stack_cap())
+
+    def _query_box(self, lo, hi):
+        q = np.zeros((3, 3))
+        q[0] = lo
+        q[1] = hi
+        return self._region(0, q, 0.0)[0]
+
+    def _query_sphere(self, center, radius):
+        q = np.zeros((3, 3))
+        q[0] = center
+        return self._region(1, q, float(radius))[0]
+
+    def _query_ray(self, origin, direction):
+        q = np.zeros((3, 3))
+        q[0] = origin
+        q[1] = direction
+        with np.errstate(divide="ignore"):
+            q[2] = np.where(direction == 0.0, np.inf, 1.0 / np.where(direction == 0.0, 1.0,
+                                                                     direction))
+        return self._region(2, q, 0.0)
+
+    # ------------------------------------------------------------ validation
+
+    def _validate(self) -> None:
+        alive = np.flatnonzero(self._alive)
+        code, where = _check(self._nf, self._ni, self._node_free, self._meta, self._obj,
+                             self._centers, self._radii, self._vdist, alive)
+        if code:
+            raise AssertionError(f"viewdist: {_CHECK_MESSAGES[int(code)]} (at {int(where)})")
+        dead = np.flatnonzero(~self._alive)
+        if (self._obj[dead, ONODE] != NO_NODE).any():
+            raise AssertionError("viewdist: a dead slot is still linked")
