@@ -1,0 +1,153 @@
+"""The per-frame cull step and the live index (no OpenGL here).
+
+:class:`CullPipeline` owns the spatial index the viewer culls with: it builds it from the
+scene's objects, rebuilds it when the user switches the index or its parameters, hands it
+the moved objects each frame, and runs the query with the current toggles (frustum culling,
+view distance, an optional occlusion pyramid).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.spatial import INDEX_NAMES, TREE_HEURISTICS, QueryResult, SpatialIndex, create_index
+
+SPLIT_STEPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256)
+
+
+@dataclass
+class IndexConfig:
+    """Which index and with what parameters."""
+
+    name: str
+    leafy: bool = True
+    split_threshold: int | None = None  # None: the index's own default
+
+    def is_tree(self) -> bool:
+        return self.name in TREE_HEURISTICS
+
+    def label(self) -> str:
+        """Label for logs and the HUD: the index_variants label, e.g. ``octree/leafy``."""
+        if self.is_tree():
+            return f"{self.name}/{'leafy' if self.leafy else 'non-leafy'}"
+        return self.name
+
+    def index_kwargs(self) -> dict[str, Any]:
+        """Constructor arguments: the trees take leafy and split_threshold; another index
+        gets split_threshold only when its constructor names that parameter."""
+        if self.is_tree():
+            kw: dict[str, Any] = {"leafy": self.leafy}
+            if self.split_threshold is not None:
+                kw["split_threshold"] = self.split_threshold
+            return kw
+        if self.split_threshold is not None and "split_threshold" in _named_params(self.name):
+            return {"split_threshold": self.split_threshold}
+        return {}
+
+    def has_threshold(self) -> bool:
+        return self.is_tree() or "split_threshold" in _named_params(self.name)
+
+
+def _named_params(name: str) -> set[str]:
+    """Explicitly named constructor parameters of the index class (not **kwargs)."""
+    import importlib
+
+    from app.spatial import _REGISTRY
+
+    module, cls, _fixed = _REGISTRY[name]
+    klass = getattr(importlib.import_module(module), cls)
+    try:
+        params = inspect.signature(klass.__init__).parameters
+    except (TypeError, ValueError):
+        return set()
+    return {k for k, p in params.items()
+            if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+
+
+@dataclass
+class CullStats:
+    visible: int = 0
+    working_set: int = 0
+    nodes_visited: int = 0
+    occluded_nodes: int = 0
+    occluded_objects: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class CullPipeline:
+    """The live index plus the cull query with the viewer's toggles."""
+
+    def __init__(self, config: IndexConfig) -> None:
+        if config.name not in INDEX_NAMES:
+            raise ValueError(f"unknown index {config.name!r}; available: {', '.join(INDEX_NAMES)}")
+        self.config = config
+        self.index: SpatialIndex | None = None
+        self.last_rebuild_ms = 0.0
+        self.last_result: QueryResult | None = None
+
+    # ------------------------------------------------------------------ build
+
+    def build(self, ids: np.ndarray, centers: np.ndarray, radii: np.ndarray,
+              view_distances: np.ndarray | None) -> float:
+        """(Re)build the index from the current objects; returns the time it took in ms."""
+        t0 = time.perf_counter()
+        idx = create_index(self.config.name, **self.config.index_kwargs())
+        if ids.shape[0]:
+            vd = None
+            if view_distances is not None and np.isfinite(view_distances).any():
+                vd = view_distances
+            idx.insert(ids, centers, radii, vd)
+        old = self.index
+        self.index = idx
+        if old is not None:
+            del old
+        self.last_rebuild_ms = (time.perf_counter() - t0) * 1e3
+        return self.last_rebuild_ms
+
+    def split_threshold(self) -> int | None:
+        """The threshold in effect (asked from the index when it was left to its default)."""
+        if self.config.split_threshold is not None:
+            return self.config.split_threshold
+        idx = self.index
+        for attr in ("split_threshold", "_split_threshold", "threshold"):
+            v = getattr(idx, attr, None)
+            if isinstance(v, (int, np.integer)):
+                return int(v)
+        return None
+
+    def describe(self) -> str:
+        try:
+            return self.index.describe() if self.index is not None else self.config.label()
+        except Exception:  # noqa: BLE001 - a HUD string must never break a frame
+            return self.config.label()
+
+    # ------------------------------------------------------------------ per frame
+
+    def update(self, moved: np.ndarray, centers: np.ndarray) -> None:
+        """Hand the moved objects (ids = rows of ``centers``) to the index."""
+        if moved.shape[0] and self.index is not None:
+            self.index.update(moved, centers[moved])
+
+    def cull(self, planes: np.ndarray, eye: np.ndarray, *, frustum: bool, view_distance: bool,
+             occlusion=None, all_ids: np.ndarray | None = None,
+             centers: np.ndarray | None = None,
+             view_distances: np.ndarray | None = None) -> QueryResult | None:
+        """Run the query. With frustum culling off, returns None when nothing is culled
+        (draw everything) or filters by view distance only (numpy, no index)."""
+        if not frustum:
+            self.last_result = None
+            if not view_distance or centers is None or view_distances is None:
+                return None
+            d2 = ((centers - np.asarray(eye)) ** 2).sum(axis=1)
+            keep = d2 <= view_distances * view_distances
+            ids = all_ids[keep] if all_ids is not None else np.flatnonzero(keep)
+            return QueryResult(visible=ids, working_set=int(keep.shape[0]), nodes_visited=0)
+        res = self.index.query_frustum(planes, eye=eye, use_view_distance=view_distance,
+                                       occlusion=occlusion)
+        self.last_result = res
+        return res

@@ -1,0 +1,132 @@
+"""Instanced objects: one buffer write of the visible instances and one draw call per mesh kind.
+
+A packed float32 copy of every object's instance data (centre, radius, colour, pad: 8 floats)
+is kept up to date for the objects that moved; each frame the visible ids are gathered, grouped
+by mesh kind, into a preallocated staging array with numpy fancy indexing, written to the GPU
+in one ``Buffer.write``, and each mesh's VAO is pointed at its slice of that buffer.
+"""
+
+from __future__ import annotations
+
+import moderngl
+import numpy as np
+
+from app.render.context import load_program
+from app.render.meshes import Mesh
+
+STRIDE = 8  # floats per instance: cx cy cz r  cr cg cb pad
+
+
+class ObjectRenderer:
+    def __init__(self, ctx: moderngl.Context, meshes: list[Mesh]) -> None:
+        self.ctx = ctx
+        self.prog = load_program(ctx, "objects")
+        self.meshes = meshes
+        self.capacity = 0
+        self.packed = np.zeros((0, STRIDE), np.float32)
+        self.staging = np.zeros((0, STRIDE), np.float32)
+        self.mesh_of = np.zeros(0, np.int8)
+        self.inst = ctx.buffer(reserve=STRIDE * 4 * 16, dynamic=True)
+        self._mask = np.zeros(0, np.bool_)
+        self.counts = [0] * len(meshes)
+        self.starts = [0] * len(meshes)
+        self.vaos = []
+        self._loc_sphere = self.prog["in_sphere"].location
+        self._loc_color = self.prog["in_color"].location
+        self._vbos = []
+        for m in meshes:
+            vbo = ctx.buffer(m.interleaved().tobytes())
+            ibo = ctx.buffer(m.indices.astype(np.uint32).tobytes())
+            self._vbos += [vbo, ibo]
+            vao = ctx.vertex_array(
+                self.prog,
+                [(vbo, "3f 3f", "in_position", "in_normal"),
+                 (self.inst, "4f 3f 4x/i", "in_sphere", "in_color")],
+                index_buffer=ibo, index_element_size=4,
+            )
+            self.vaos.append((vao, m.indices.shape[0]))
+
+    # ------------------------------------------------------------------ data
+
+    def set_objects(self, centers: np.ndarray, radii: np.ndarray, colors: np.ndarray,
+                    mesh: np.ndarray) -> None:
+        """All objects (ids 0..N-1 index the rows). Reallocates the staging arrays."""
+        n = centers.shape[0]
+        self.capacity = n
+        self.packed = np.zeros((n, STRIDE), np.float32)
+        self.packed[:, 0:3] = centers
+        self.packed[:, 3] = radii
+        self.packed[:, 4:7] = colors
+        self.mesh_of = np.asarray(mesh, np.int8).copy()
+        bad = (self.mesh_of < 0) | (self.mesh_of >= len(self.meshes))
+        if bad.any():
+            raise ValueError(f"mesh index out of range for objects {np.flatnonzero(bad)[:8]}")
+        self.staging = np.zeros((n, STRIDE), np.float32)
+        self._mask = np.zeros(n, np.bool_)
+        need = max(n, 16) * STRIDE * 4
+        if self.inst.size < need:
+            self.inst.orphan(need)
+
+    def update_moved(self, ids: np.ndarray, centers: np.ndarray) -> None:
+        """Refresh the packed centres of the objects that moved (``centers`` is the full array)."""
+        if ids.shape[0]:
+            self.packed[ids, 0:3] = centers[ids]
+
+    def update_all_centers(self, centers: np.ndarray) -> None:
+        self.packed[:, 0:3] = centers
+
+    def upload(self, visible: np.ndarray | None) -> int:
+        """Gather the visible instances (None: all), grouped by mesh, in one buffer write.
+
+        Instances are written in ascending id order within each mesh kind, whatever order the
+        index returned them in, so the image does not depend on the index.
+        """
+        n_all = self.capacity
+        if visible is None:
+            order = None
+            mesh_vis = self.mesh_of
+        else:
+            mask = self._mask
+            mask[:] = False
+            mask[visible] = True
+            order = np.flatnonzero(mask)
+            mesh_vis = self.mesh_of[order]
+        total = 0
+        nm = len(self.meshes)
+        for k in range(nm):
+            if nm == 1:
+                sel = order if order is not None else None
+                cnt = n_all if order is None else order.shape[0]
+            else:
+                hit = mesh_vis == k
+                sel = np.flatnonzero(hit) if order is None else order[hit]
+                cnt = sel.shape[0]
+            self.starts[k] = total
+            self.counts[k] = cnt
+            if cnt:
+                dst = self.staging[total: total + cnt]
+                if sel is None:
+                    dst[:] = self.packed
+                else:
+                    np.take(self.packed, sel, axis=0, out=dst)
+            total += cnt
+        if total:
+            self.inst.write(memoryview(self.staging[:total]).cast("B"))
+        return total
+
+    # ------------------------------------------------------------------ draw
+
+    def draw(self, viewproj: np.ndarray, light_dir: np.ndarray) -> None:
+        self.prog["u_viewproj"].write(np.ascontiguousarray(viewproj.T, dtype=np.float32).tobytes())
+        ld = np.asarray(light_dir, np.float64)
+        self.prog["u_light_dir"].value = tuple(float(x) for x in ld / np.linalg.norm(ld))
+        for k, (vao, nidx) in enumerate(self.vaos):
+            cnt = self.counts[k]
+            if not cnt:
+                continue
+            off = self.starts[k] * STRIDE * 4
+            vao.bind(self._loc_sphere, "f", self.inst, "4f", offset=off, stride=STRIDE * 4,
+                     divisor=1)
+            vao.bind(self._loc_color, "f", self.inst, "3f", offset=off + 16, stride=STRIDE * 4,
+                     divisor=1)
+            vao.render(moderngl.TRIANGLES, vertices=nidx, instances=cnt)

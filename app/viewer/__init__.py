@@ -1,0 +1,1 @@
+"""The viewer: frame sequence (frame.py), headless runner, pyglet window, command line."""

@@ -1,0 +1,117 @@
+"""``python -m app demo``: the interactive viewer, or a headless run with ``--headless``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+OCCLUSION_CHOICES = ("off", "previous", "two-pass")
+
+
+def _size(text: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"size must look like 1280x720, got {text!r}") from None
+    if w < 16 or h < 16 or w > 8192 or h > 8192:
+        raise argparse.ArgumentTypeError(f"size out of range: {text!r}")
+    return w, h
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scene", default="demo", help="scene name (scenes/NAME.toml) or a TOML path")
+    p.add_argument("--index", default=None,
+                   help="spatial index (default: the scene's); one of app.spatial.INDEX_NAMES")
+    p.add_argument("--objects", type=int, default=None,
+                   help="total object count (groups scaled proportionally)")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: the scene's)")
+    leafy = p.add_mutually_exclusive_group()
+    leafy.add_argument("--leafy", dest="leafy", action="store_true", default=None,
+                       help="leafy variant of the tree indexes")
+    leafy.add_argument("--non-leafy", dest="leafy", action="store_false",
+                       help="non-leafy variant of the tree indexes")
+    p.add_argument("--split-threshold", type=int, default=None,
+                   help="objects per node before a split (default: the index's own)")
+    p.add_argument("--no-cull", action="store_true",
+                   help="frustum culling off: draw every object")
+    vd = p.add_mutually_exclusive_group()
+    vd.add_argument("--view-distance", dest="view_distance", action="store_true", default=None,
+                    help="cull objects beyond their view distance")
+    vd.add_argument("--no-view-distance", dest="view_distance", action="store_false",
+                    help="ignore per-object view distances")
+    p.add_argument("--occlusion", choices=OCCLUSION_CHOICES, default="off",
+                   help="Z-pyramid occlusion culling mode")
+    p.add_argument("--ground-truth", action="store_true",
+                   help="measure the true visible set with an id buffer (adds log columns)")
+    p.add_argument("--boxes", choices=("off", "depth", "outcome"), default="off",
+                   help="node-box overlay at start")
+    p.add_argument("--no-hud", action="store_true", help="hide the HUD text")
+    p.add_argument("--record", metavar="LOG.csv", default=None,
+                   help="write a frame log (one flushed CSV row per frame)")
+    p.add_argument("--screenshot", metavar="OUT.png", default=None,
+                   help="headless: PNG of the last frame; window: where screenshots go")
+    p.add_argument("--size", type=_size, default=None, metavar="WxH",
+                   help="framebuffer / window size (default 1280x720)")
+    p.add_argument("--headless", action="store_true",
+                   help="render offscreen through EGL along the scene's camera path and exit")
+    p.add_argument("--frames", type=int, default=300,
+                   help="headless: number of frames (default 300)")
+    p.add_argument("--dt", type=float, default=1 / 60,
+                   help="headless: simulated seconds per frame (default 1/60)")
+    p.add_argument("--start-time", type=float, default=0.0,
+                   help="headless: camera-path time of the first frame")
+    p.add_argument("--freeze-at", type=int, default=None, metavar="FRAME",
+                   help="headless: freeze the culling camera at this frame")
+    p.add_argument("--orbit-out", type=float, default=0.0, metavar="FACTOR",
+                   help="headless: draw from a camera FACTOR times farther out than the "
+                        "path's (with --freeze-at, to look at the frozen frustum)")
+    p.add_argument("--paused", action="store_true", help="start with motion paused")
+
+
+def _has_display() -> bool:
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def occlusion_factory(args):
+    """The occlusion provider factory, or None when occlusion is not implemented yet.
+
+    ``app/render/occlusion.py`` must expose ``create_provider(viewer, mode, ground_truth)``.
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("app.render.occlusion") is None:
+        return None
+    from app.render import occlusion
+
+    if not hasattr(occlusion, "create_provider"):
+        return None
+    gt = bool(getattr(args, "ground_truth", False))
+    return lambda viewer, mode: occlusion.create_provider(viewer, mode, gt)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.occlusion != "off" or args.ground_truth:
+        if occlusion_factory(args) is None:
+            what = "--ground-truth" if args.ground_truth and args.occlusion == "off" else \
+                f"--occlusion {args.occlusion}"
+            print(f"demo: {what} is not available yet (app/render/occlusion.py with "
+                  f"create_provider is missing); use --occlusion off", file=sys.stderr)
+            return 2
+    if args.objects is not None and args.objects < 0:
+        print("demo: --objects must be >= 0", file=sys.stderr)
+        return 2
+    if args.split_threshold is not None and args.split_threshold < 1:
+        print("demo: --split-threshold must be >= 1", file=sys.stderr)
+        return 2
+    if args.headless:
+        from app.viewer.headless import run_headless
+
+        return run_headless(args)
+    if not _has_display():
+        print("demo: no display (DISPLAY is not set); use --headless for an offscreen run, "
+              "or run under xvfb-run", file=sys.stderr)
+        return 2
+    from app.viewer.window import run_window
+
+    return run_window(args)

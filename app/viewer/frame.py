@@ -1,0 +1,521 @@
+"""The frame sequence, shared by the window and the headless runner.
+
+:meth:`Viewer.frame` reads top to bottom as the list of passes of one frame:
+
+1. motion         ``scene.step(dt)`` -> moved ids (skipped while paused)
+2. index update   ``index.update(moved ids)``; the packed instance data of the moved rows
+3. cull           ``index.query_frustum(planes of the culling camera, eye, view distance,
+                  occlusion pyramid)`` (the culling camera is the view camera unless frozen)
+4. upload         the visible instances, grouped by mesh kind, in one buffer write
+5. main pass      clear, one instanced draw per mesh kind, into ``target`` (colour + depth
+                  texture)
+6. occlusion      ``occlusion.after_main_pass(frame)``: build the pyramid for the next frame
+                  from ``target.depth``; may return ids for a second draw (two-pass)
+7. overlays       node boxes, the frozen culling frustum, HUD text, help
+8. record         one frame-log row
+
+Occlusion plugs in as an object (see :class:`OcclusionProvider`) handed to the viewer; the
+viewer never needs to know how the pyramid is built.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import moderngl
+import numpy as np
+
+from app.culling.pipeline import SPLIT_STEPS, CullPipeline, IndexConfig
+from app.render.boxes import OUTCOME_NAMES, BoxOverlay, depth_colors, outcome_colors
+from app.render.context import SceneTarget
+from app.render.frustum_lines import FrustumLines
+from app.render.hud import HudRenderer
+from app.render.meshes import load_mesh
+from app.render.objects import ObjectRenderer
+from app.spatial import INDEX_NAMES, TREE_HEURISTICS
+from app.viewer.camera import CameraView
+
+BACKGROUND = (0.09, 0.10, 0.13, 1.0)
+LIGHT_DIR = np.array([0.35, 0.85, 0.40])
+BOX_MODES = ("off", "depth", "outcome")
+OCCLUSION_MODES = ("off", "previous", "two-pass")
+
+# Frame-log columns beyond the contract's (design.md), always present.
+EXTRA_COLUMNS = ("motion_ms", "index_update_ms", "upload_ms", "overlay_ms", "cpu_ms", "drawn",
+                 "split_threshold", "frustum", "view_distance", "frozen", "moved")
+
+HELP_LINES = [
+    "KEYS",
+    "  F1            this help",
+    "  W A S D       fly forward / left / back / right",
+    "  Q E, Space/C  down / up  (Ctrl also down)",
+    "  Shift         move 5x faster",
+    "  mouse drag    look around (left or right button held)",
+    "  M             capture the mouse (free look), Esc releases",
+    "  I / Shift+I   next / previous index (rebuilds from the current objects)",
+    "  L             toggle leafy / non-leafy (tree indexes)",
+    "  + / -         raise / lower the split threshold",
+    "  F             toggle frustum culling (off: draw everything)",
+    "  V             toggle view-distance culling",
+    "  O             cycle occlusion culling off / previous / two-pass",
+    "  B             cycle node-box overlay: off / by depth / by outcome",
+    "  Z             freeze culling (culling camera stays, its frustum is drawn)",
+    "  P             pause / resume motion",
+    "  R             start / stop recording the frame log",
+    "  F12 or K      screenshot (PNG)",
+    "  H             hide / show the HUD",
+    "  Home          back to the scene's start camera",
+    "  Esc           release mouse, else quit",
+]
+
+
+class OcclusionProvider(Protocol):
+    """What the occlusion engineer implements (``app/render/occlusion.py``)."""
+
+    mode: str  # "previous" or "two-pass": goes to the log's ``occlusion`` column
+    log_columns: tuple[str, ...]  # extra log columns, e.g. ("true_visible", "false_negatives")
+
+    def pyramid(self):  # -> app.culling.occlusion.ZPyramid | None, used by the cull pass
+        ...
+
+    def after_main_pass(self, frame: FrameContext) -> np.ndarray | None:
+        """Build the pyramid from ``frame.target.depth``; may return ids to draw in addition
+        (the second phase of two-pass occlusion). Runs before the overlays."""
+
+    def log_values(self) -> dict[str, Any]: ...
+
+    def hud_lines(self) -> list[str]: ...
+
+    def release(self) -> None: ...
+
+
+@dataclass
+class Toggles:
+    frustum: bool = True
+    view_distance: bool = False
+    occlusion: str = "off"
+    boxes: str = "off"
+    frozen: bool = False
+    paused: bool = False
+    hud: bool = True
+    help: bool = False
+
+
+@dataclass
+class FrameStats:
+    frame: int = 0
+    time_s: float = 0.0
+    frame_ms: float = 0.0
+    motion_ms: float = 0.0
+    index_update_ms: float = 0.0
+    cull_ms: float = 0.0
+    upload_ms: float = 0.0
+    render_ms: float = 0.0
+    overlay_ms: float = 0.0
+    visible: int = 0
+    drawn: int = 0
+    working_set: int = 0
+    nodes_visited: int = 0
+    moved: int = 0
+
+    @property
+    def update_ms(self) -> float:
+        return self.motion_ms + self.index_update_ms
+
+    @property
+    def cpu_ms(self) -> float:
+        return self.motion_ms + self.index_update_ms + self.cull_ms + self.upload_ms
+
+
+@dataclass
+class FrameContext:
+    """What the occlusion provider sees after the main pass."""
+
+    ctx: moderngl.Context
+    target: SceneTarget
+    view: CameraView  # the camera the image is drawn from
+    cull: CameraView  # the camera culling ran with (== view unless frozen)
+    result: Any  # QueryResult of this frame's cull, None when frustum culling is off
+    visible: np.ndarray | None  # ids drawn in the main pass (None: all)
+    viewer: Viewer
+
+
+class Recorder:
+    """Frame-log writer around app.framelog.FrameLog; one flushed row per frame."""
+
+    def __init__(self) -> None:
+        self.log = None
+        self.path: Path | None = None
+        self.columns: set[str] = set()
+        self.rows = 0
+
+    @property
+    def active(self) -> bool:
+        return self.log is not None
+
+    def start(self, path: str | Path, extra_columns: tuple[str, ...]) -> Path:
+        from app.framelog import FrameLog
+
+        self.stop()
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.log = FrameLog(self.path, extra_columns=extra_columns)
+        self.columns = set(self.log.columns)
+        self.rows = 0
+        return self.path
+
+    def write(self, row: dict[str, Any]) -> None:
+        if self.log is not None:
+            # Columns that appear mid-recording (occlusion switched on) are left out.
+            self.log.write({k: v for k, v in row.items() if k in self.columns})
+            self.rows += 1
+
+    def stop(self) -> None:
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+
+def next_free_path(path: Path) -> Path:
+    """``path`` if unused, else ``stem-2.ext``, ``stem-3.ext`` ..."""
+    if not path.exists():
+        return path
+    k = 2
+    while True:
+        cand = path.with_name(f"{path.stem}-{k}{path.suffix}")
+        if not cand.exists():
+            return cand
+        k += 1
+
+
+class Viewer:
+    """Scene + live index + render passes + recorder. Owns no window."""
+
+    def __init__(self, ctx: moderngl.Context, scene, config: IndexConfig, size: tuple[int, int],
+                 toggles: Toggles | None = None, occlusion: OcclusionProvider | None = None,
+                 occlusion_factory=None, hud_px: int = 14) -> None:
+        self.ctx = ctx
+        self.scene = scene
+        self.toggles = toggles or Toggles(view_distance=bool(scene.use_view_distance))
+        self.occlusion = occlusion
+        self.occlusion_factory = occlusion_factory  # mode -> provider, for the O key
+        self.target = SceneTarget(ctx, size)
+        meshes = [load_mesh(name) for name in scene.meshes]
+        self.objects = ObjectRenderer(ctx, meshes)
+        o = scene.objects
+        self.objects.set_objects(o.centers, o.radii, o.colors, o.mesh)
+        self.boxes = BoxOverlay(ctx)
+        self.frustum_lines = FrustumLines(ctx)
+        self.hud = HudRenderer(ctx, hud_px)
+        self.pipeline = CullPipeline(config)
+        self.recorder = Recorder()
+        self.record_path: Path | None = None
+        self.stats = FrameStats()
+        self.frame_index = 0
+        self.sim_time = 0.0
+        self.frozen_cull: CameraView | None = None
+        self.notices: deque[tuple[float, str]] = deque(maxlen=4)
+        self._fps_times: deque[float] = deque(maxlen=60)
+        self.fps = 0.0
+        self._empty = np.zeros(0, np.int64)
+        self.rebuild()
+
+    # ------------------------------------------------------------------ state changes
+
+    @property
+    def config(self) -> IndexConfig:
+        return self.pipeline.config
+
+    def notice(self, text: str, seconds: float = 4.0) -> None:
+        self.notices.append((time.perf_counter() + seconds, text))
+
+    def rebuild(self) -> float:
+        o = self.scene.objects
+        ms = self.pipeline.build(o.ids, o.centers, o.radii, o.view_distances)
+        return ms
+
+    def set_index(self, config: IndexConfig) -> float:
+        """Switch the index (or its parameters) and rebuild it from the current objects."""
+        old = self.pipeline.config
+        self.pipeline.config = config
+        try:
+            ms = self.rebuild()
+        except Exception as exc:  # noqa: BLE001 - keep the old index and say why
+            self.pipeline.config = old
+            self.rebuild()
+            self.notice(f"cannot build {config.label()}: {exc}", 6.0)
+            return 0.0
+        st = self.pipeline.split_threshold()
+        extra = f" split {st}" if st is not None else ""
+        self.notice(f"rebuilt {config.label()}{extra}: {len(self.scene.objects.ids)} objects "
+                    f"in {ms:.0f} ms")
+        return ms
+
+    def cycle_index(self, step: int = 1) -> None:
+        names = list(INDEX_NAMES)
+        cur = self.config.name
+        i = names.index(cur) if cur in names else 0
+        name = names[(i + step) % len(names)]
+        self.set_index(IndexConfig(name, self.config.leafy, self.config.split_threshold))
+
+    def toggle_leafy(self) -> None:
+        c = self.config
+        if c.name not in TREE_HEURISTICS:
+            self.notice(f"{c.name} has no leafy/non-leafy variant")
+            return
+        self.set_index(IndexConfig(c.name, not c.leafy, c.split_threshold))
+
+    def step_split_threshold(self, step: int) -> None:
+        c = self.config
+        cur = self.pipeline.split_threshold()
+        if cur is None:
+            cur = 8
+        steps = list(SPLIT_STEPS)
+        if step > 0:
+            new = next((s for s in steps if s > cur), steps[-1])
+        else:
+            new = next((s for s in reversed(steps) if s < cur), steps[0])
+        self.set_index(IndexConfig(c.name, c.leafy, new))
+
+    def set_occlusion(self, mode: str) -> bool:
+        if mode == "off":
+            if self.occlusion is not None:
+                self.occlusion.release()
+            self.occlusion = None
+            self.toggles.occlusion = "off"
+            return True
+        if self.occlusion_factory is None:
+            self.notice("occlusion culling is not available yet (no app/render/occlusion.py)")
+            return False
+        if self.occlusion is not None:
+            self.occlusion.release()
+        self.occlusion = self.occlusion_factory(self, mode)
+        self.toggles.occlusion = mode
+        return True
+
+    def cycle_occlusion(self) -> None:
+        i = OCCLUSION_MODES.index(self.toggles.occlusion)
+        self.set_occlusion(OCCLUSION_MODES[(i + 1) % len(OCCLUSION_MODES)])
+
+    def toggle_freeze(self, current: CameraView | None = None) -> None:
+        self.toggles.frozen = not self.toggles.frozen
+        self.frozen_cull = current if self.toggles.frozen else None
+
+    def start_recording(self, path: str | Path | None = None) -> Path:
+        path = Path(path or self.record_path or f"logs/frames-{time.strftime('%Y%m%d-%H%M%S')}.csv")
+        if self.record_path is not None and path == self.record_path and path.exists():
+            path = next_free_path(path)  # a restarted recording never overwrites the last one
+        cols = EXTRA_COLUMNS + tuple(getattr(self.occlusion, "log_columns", ()) or ())
+        out = self.recorder.start(path, cols)
+        self.record_path = out
+        self.notice(f"recording to {out}")
+        return out
+
+    def stop_recording(self) -> None:
+        if self.recorder.active:
+            self.notice(f"recording stopped: {self.recorder.rows} rows in {self.recorder.path}")
+        self.recorder.stop()
+
+    def toggle_recording(self, default_path: str | Path | None = None) -> None:
+        if self.recorder.active:
+            self.stop_recording()
+        else:
+            base = Path(default_path) if default_path else self.record_path
+            self.start_recording(next_free_path(base) if base else None)
+
+    def screenshot(self, path: str | Path) -> Path:
+        out = self.target.save_png(path)
+        self.notice(f"screenshot {out}")
+        return out
+
+    def close(self) -> None:
+        self.recorder.stop()
+        if self.occlusion is not None:
+            self.occlusion.release()
+
+    # ------------------------------------------------------------------ the frame
+
+    def frame(self, dt: float, view: CameraView) -> FrameStats:
+        """One frame, pass by pass (see the module docstring)."""
+        t_start = time.perf_counter()
+        st = FrameStats(frame=self.frame_index)
+        scene, tg, o = self.scene, self.toggles, self.scene.objects
+
+        # 1. motion
+        t0 = time.perf_counter()
+        if tg.paused:
+            moved = self._empty
+        else:
+            moved = np.asarray(scene.step(dt), np.int64)
+            self.sim_time += dt
+        st.moved = int(moved.shape[0])
+        t1 = time.perf_counter()
+
+        # 2. index update (and the packed instance rows of the moved objects)
+        self.pipeline.update(moved, o.centers)
+        self.objects.update_moved(moved, o.centers)
+        t2 = time.perf_counter()
+
+        # 3. cull, with the culling camera (frozen or the view camera)
+        cull_view = self.frozen_cull if (tg.frozen and self.frozen_cull is not None) else view
+        pyramid = self.occlusion.pyramid() if self.occlusion is not None else None
+        res = self.pipeline.cull(cull_view.planes, cull_view.eye, frustum=tg.frustum,
+                                 view_distance=tg.view_distance, occlusion=pyramid,
+                                 all_ids=o.ids, centers=o.centers,
+                                 view_distances=o.view_distances)
+        visible = None if res is None else res.visible
+        t3 = time.perf_counter()
+
+        # 4. upload the visible instances
+        st.drawn = self.objects.upload(visible)
+        t4 = time.perf_counter()
+
+        # 5. main pass
+        fbo = self.target.fbo
+        fbo.use()
+        self.ctx.viewport = (0, 0, *self.target.size)
+        self.ctx.enable(moderngl.DEPTH_TEST)
+        self.ctx.disable(moderngl.BLEND)
+        self.ctx.depth_func = "<"
+        fbo.clear(*BACKGROUND, depth=1.0)
+        self.objects.draw(view.viewproj, LIGHT_DIR)
+
+        # 6. occlusion: pyramid for the next frame (and a second draw for two-pass)
+        if self.occlusion is not None:
+            fctx = FrameContext(self.ctx, self.target, view, cull_view, res, visible, self)
+            extra = self.occlusion.after_main_pass(fctx)
+            if extra is not None and len(extra):
+                fbo.use()
+                st.drawn += self.objects.upload(np.asarray(extra, np.int64))
+                self.objects.draw(view.viewproj, LIGHT_DIR)
+        self.ctx.finish()
+        t5 = time.perf_counter()
+
+        # numbers for the log and the HUD
+        n = int(o.ids.shape[0])
+        st.visible = st.drawn if res is None else int(res.visible.shape[0])
+        st.working_set = n if res is None else int(res.working_set)
+        st.nodes_visited = 0 if res is None else int(res.nodes_visited)
+        st.motion_ms = (t1 - t0) * 1e3
+        st.index_update_ms = (t2 - t1) * 1e3
+        st.cull_ms = (t3 - t2) * 1e3
+        st.upload_ms = (t4 - t3) * 1e3
+        st.render_ms = (t5 - t4) * 1e3
+        st.time_s = self.sim_time
+        self._fps_times.append(t_start)
+        if len(self._fps_times) > 1:
+            span = self._fps_times[-1] - self._fps_times[0]
+            self.fps = (len(self._fps_times) - 1) / span if span > 0 else 0.0
+
+        # 7. overlays
+        self.draw_overlays(view, cull_view, st)
+        self.ctx.finish()
+        t6 = time.perf_counter()
+        st.overlay_ms = (t6 - t5) * 1e3
+        st.frame_ms = (t6 - t_start) * 1e3
+        self.stats = st
+
+        # 8. record
+        if self.recorder.active:
+            self.recorder.write(self.log_row(st))
+        self.frame_index += 1
+        return st
+
+    # ------------------------------------------------------------------ overlays
+
+    def draw_overlays(self, view: CameraView, cull_view: CameraView, st: FrameStats) -> None:
+        tg = self.toggles
+        self.ctx.enable(moderngl.BLEND)
+        self.ctx.blend_func = moderngl.SRC_ALPHA, moderngl.ONE_MINUS_SRC_ALPHA
+        if tg.boxes != "off" and self.pipeline.index is not None:
+            lo, hi, depth = self.pipeline.index.node_boxes()
+            if tg.boxes == "depth":
+                cols = depth_colors(depth)
+            else:
+                codes = self.pipeline.index.node_outcomes()
+                if codes.shape[0] != lo.shape[0]:
+                    codes = np.zeros(lo.shape[0], np.int8)
+                cols = outcome_colors(codes)
+            self.ctx.disable(moderngl.DEPTH_TEST)
+            self.boxes.set_boxes(lo, hi, cols)
+            self.boxes.draw(view.viewproj)
+        if tg.frozen and self.frozen_cull is not None:
+            self.ctx.disable(moderngl.DEPTH_TEST)
+            self.frustum_lines.set_frustum(cull_view.viewproj, cull_view.eye)
+            self.frustum_lines.draw(view.viewproj)
+        if tg.hud or tg.help:
+            self.draw_hud(st)
+
+    def hud_lines(self, st: FrameStats) -> list[str]:
+        tg, c = self.toggles, self.config
+        n = int(self.scene.objects.ids.shape[0])
+        split = self.pipeline.split_threshold()
+        on = {True: "on", False: "off"}
+        variant = ("leafy" if c.leafy else "non-leafy") if c.is_tree() else "-"
+        lines = [
+            f"{self.fps:6.1f} fps   frame {self.stats.frame_ms:6.1f} ms   update {st.update_ms:5.2f}"
+            f"  cull {st.cull_ms:5.2f}  upload {st.upload_ms:5.2f}  render {st.render_ms:6.1f}",
+            f"visible {st.visible:>8,}   working set {st.working_set:>8,}   nodes visited "
+            f"{st.nodes_visited:>7,}   objects {n:,}   drawn {st.drawn:,}",
+            f"index {c.name}  variant {variant}  split threshold "
+            f"{split if split is not None else '-'}   [{self.pipeline.describe()}]",
+            f"frustum {on[tg.frustum]}  view distance {on[tg.view_distance]}  occlusion "
+            f"{tg.occlusion}  boxes {tg.boxes}  frozen {on[tg.frozen]}  motion "
+            f"{'paused' if tg.paused else 'running'}  rec "
+            f"{self.recorder.path.name if self.recorder.active else 'off'}",
+            f"scene {self.scene.name}   F1 help",
+        ]
+        if tg.boxes == "outcome":
+            lines.append("boxes: green inside, yellow partial, red frustum-rejected, blue "
+                         "view-distance-rejected, magenta occluded, grey not visited")
+        if self.occlusion is not None:
+            lines += list(self.occlusion.hud_lines())
+        return lines
+
+    def draw_hud(self, st: FrameStats) -> None:
+        w, h = self.target.size
+        if self.toggles.hud:
+            self.hud.text(8, 6, self.hud_lines(st), color=(0.95, 0.97, 1.0, 1.0))
+            now = time.perf_counter()
+            while self.notices and self.notices[0][0] < now:
+                self.notices.popleft()
+            msgs = [m for _, m in self.notices]
+            if msgs:
+                _, th = self.hud.text_size(msgs)
+                self.hud.text(8, h - th - 8, msgs, color=(1.0, 0.85, 0.3, 1.0))
+        if self.toggles.help:
+            tw, th = self.hud.text_size(HELP_LINES)
+            self.hud.text(max(8, (w - tw) // 2), max(8, (h - th) // 2), HELP_LINES,
+                          color=(0.85, 1.0, 0.85, 1.0))
+        self.hud.draw(self.target.size)
+
+    # ------------------------------------------------------------------ logging
+
+    def log_row(self, st: FrameStats) -> dict[str, Any]:
+        tg = self.toggles
+        split = self.pipeline.split_threshold()
+        row = {
+            "frame": st.frame, "time_s": round(st.time_s, 6), "frame_ms": round(st.frame_ms, 4),
+            "update_ms": round(st.update_ms, 4), "cull_ms": round(st.cull_ms, 4),
+            "render_ms": round(st.render_ms, 4), "visible": st.visible,
+            "working_set": st.working_set, "nodes_visited": st.nodes_visited,
+            "objects": int(self.scene.objects.ids.shape[0]), "index": self.config.label(),
+            "occlusion": tg.occlusion,
+            "motion_ms": round(st.motion_ms, 4), "index_update_ms": round(st.index_update_ms, 4),
+            "upload_ms": round(st.upload_ms, 4), "overlay_ms": round(st.overlay_ms, 4),
+            "cpu_ms": round(st.cpu_ms, 4), "drawn": st.drawn,
+            "split_threshold": "" if split is None else split,
+            "frustum": int(tg.frustum), "view_distance": int(tg.view_distance),
+            "frozen": int(tg.frozen), "moved": st.moved,
+        }
+        if self.occlusion is not None:
+            row.update(self.occlusion.log_values())
+        return row
+
+
+__all__ = ["BOX_MODES", "EXTRA_COLUMNS", "HELP_LINES", "OCCLUSION_MODES", "OUTCOME_NAMES",
+           "FrameContext", "FrameStats", "OcclusionProvider", "Recorder", "Toggles", "Viewer"]

@@ -1,0 +1,46 @@
+"""Shared start-up of the window and the headless runner: scene, index config, toggles."""
+
+from __future__ import annotations
+
+import sys
+
+from app.culling.pipeline import IndexConfig
+from app.viewer.frame import Toggles
+
+
+class StartupError(Exception):
+    """A clear one-line reason the viewer cannot start (exit code 2)."""
+
+
+def load(args):
+    """(scene, IndexConfig, Toggles) from the demo arguments; raises StartupError."""
+    from app.scene import SceneError, load_scene
+    from app.spatial import INDEX_NAMES
+
+    try:
+        scene = load_scene(args.scene, objects=args.objects, seed=args.seed)
+    except SceneError as exc:
+        raise StartupError(str(exc)) from None
+    except (FileNotFoundError, ValueError) as exc:
+        raise StartupError(f"scene {args.scene!r}: {exc}") from None
+    name = args.index or scene.default_index
+    if name not in INDEX_NAMES:
+        if args.index is None:
+            print(f"demo: scene's default index {name!r} is not available; using brute",
+                  file=sys.stderr)
+            name = "brute"
+        else:
+            raise StartupError(f"unknown index {name!r}; available: {', '.join(INDEX_NAMES)}")
+    opts = dict(getattr(scene, "default_index_options", {}) or {})
+    leafy = args.leafy if args.leafy is not None else bool(opts.get("leafy", True))
+    split = args.split_threshold if args.split_threshold is not None else \
+        opts.get("split_threshold")
+    config = IndexConfig(name, leafy, split)
+    vd = args.view_distance if args.view_distance is not None else bool(scene.use_view_distance)
+    toggles = Toggles(frustum=not args.no_cull, view_distance=vd, occlusion=args.occlusion,
+                      boxes=args.boxes, paused=args.paused, hud=not args.no_hud)
+    return scene, config, toggles
+
+
+def hud_px(height: int) -> int:
+    return max(10, min(16, height // 48))
