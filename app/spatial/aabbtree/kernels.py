@@ -1,0 +1,501 @@
+"""Compiled core of the dynamic AABB tree: node pool, object lists, insert, remove, update,
+split, refit and garbage collection (Shagam, section 2.1).
+
+State lives in flat arrays, in the manner of Box2D's dynamic tree:
+
+* the node pool (:class:`Nodes`): one row per node, a free list as a stack of node indices,
+  a (capacity, K) child table (K = number of children of the heuristic);
+* per-node object lists as doubly linked lists through per-slot ``next``/``prev`` arrays
+  (:class:`Objects`), with a head and a count per node.
+
+Box invariant (what makes every query exact at any time): a node's box contains the bounds of
+its own objects and is contained in its parent's box, so it contains its whole subtree. Boxes
+only grow eagerly (insert, move); they shrink lazily. ``dirty`` means "may be larger than
+needed"; a clean node's box is exactly the union of its objects' bounds and its children's
+boxes (validate checks both). The same holds for ``maxvd``, the subtree's largest view
+distance, except that removing an object of infinite view distance does not invalidate (it
+would dirty every chain up to the root in scenes without view distances).
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from app.spatial.aabbtree.heuristics import which_child
+
+ROOT = 0  # the root is the first node allocated and is never freed
+META_NFREE = 0  # meta[0]: number of entries on the free stack
+META_WANT_GROW = 1  # meta[1]: a query skipped a split for lack of free nodes
+
+Nodes = namedtuple(
+    "Nodes",
+    ["parent", "slot_in_parent", "child", "nchild", "head", "count", "depth", "is_split",
+     "dirty", "axis", "lo", "hi", "split", "maxvd", "outcome", "free", "meta"],
+)
+Objects = namedtuple("Objects", ["node", "next", "prev"])
+
+
+# ---------------------------------------------------------------------- pool (numpy, not per frame)
+
+def new_nodes(capacity: int, k: int) -> Nodes:
+    """An empty node pool of ``capacity`` nodes for a heuristic of ``k`` children."""
+    nd = Nodes(
+        parent=np.full(capacity, -1, np.int32),
+        slot_in_parent=np.full(capacity, -1, np.int8),
+        child=np.full((capacity, k), -1, np.int32),
+        nchild=np.zeros(capacity, np.int32),
+        head=np.full(capacity, -1, np.int32),
+        count=np.zeros(capacity, np.int32),
+        depth=np.full(capacity, -1, np.int32),  # -1 marks a free node
+        is_split=np.zeros(capacity, np.bool_),
+        dirty=np.zeros(capacity, np.bool_),
+        axis=np.zeros(capacity, np.int8),
+        lo=np.full((capacity, 3), np.inf),
+        hi=np.full((capacity, 3), -np.inf),
+        split=np.zeros((capacity, 3)),
+        maxvd=np.full(capacity, -np.inf),
+        outcome=np.zeros(capacity, np.int8),
+        # Highest index at the bottom so that low indices are handed out first.
+        free=np.arange(capacity - 1, -1, -1, dtype=np.int32),
+        meta=np.zeros(2, np.int64),
+    )
+    nd.meta[META_NFREE] = capacity
+    return nd
+
+
+def grow_nodes(nd: Nodes, capacity: int) -> Nodes:
+    """A copy of the pool with room for ``capacity`` nodes; new nodes go on the free stack."""
+    old = nd.parent.shape[0]
+    fresh = new_nodes(capacity, nd.child.shape[1])
+    for name in Nodes._fields:
+        if name in ("free", "meta"):
+            continue
+        getattr(fresh, name)[:old] = getattr(nd, name)
+    nfree = int(nd.meta[META_NFREE])
+    added = capacity - old
+    # New nodes below the old free entries: old freed nodes are reused first.
+    fresh.free[:added] = np.arange(capacity - 1, old - 1, -1, dtype=np.int32)
+    fresh.free[added:added + nfree] = nd.free[:nfree]
+    fresh.meta[META_NFREE] = added + nfree
+    fresh.meta[META_WANT_GROW] = 0
+    return fresh
+
+
+def new_objects(capacity: int) -> Objects:
+    """Per-slot list links: owning node, next and previous slot (-1 = none)."""
+    return Objects(node=np.full(capacity, -1, np.int32), next=np.full(capacity, -1, np.int32),
+                   prev=np.full(capacity, -1, np.int32))
+
+
+def grow_objects(ob: Objects, capacity: int) -> Objects:
+    """A copy of the per-slot links with room for ``capacity`` slots."""
+    fresh = new_objects(capacity)
+    old = ob.node.shape[0]
+    for a, b in zip(fresh, ob, strict=True):
+        a[:old] = b
+    return fresh
+
+
+# ---------------------------------------------------------------------- node pool
+
+@njit(cache=True)
+def allocate_node(nd, parent: int) -> int:
+    """Pop a node off the free stack and reset it as an empty leaf under ``parent`` (-1 if full)."""
+    nfree = nd.meta[META_NFREE]
+    if nfree == 0:
+        return -1
+    n = nd.free[nfree - 1]
+    nd.meta[META_NFREE] = nfree - 1
+    nd.parent[n] = parent
+    nd.slot_in_parent[n] = -1
+    nd.child[n, :] = -1
+    nd.nchild[n] = 0
+    nd.head[n] = -1
+    nd.count[n] = 0
+    nd.depth[n] = 0 if parent < 0 else nd.depth[parent] + 1
+    nd.is_split[n] = False
+    nd.dirty[n] = False
+    nd.axis[n] = 0
+    for a in range(3):
+        nd.lo[n, a] = np.inf
+        nd.hi[n, a] = -np.inf
+        nd.split[n, a] = 0.0
+    nd.maxvd[n] = -np.inf
+    nd.outcome[n] = 0
+    return n
+
+
+@njit(cache=True)
+def free_node(nd, n: int) -> None:
+    """Push a node back on the free stack (the caller has unlinked it from its parent)."""
+    nd.depth[n] = -1
+    nd.parent[n] = -1
+    nd.is_split[n] = False
+    nd.dirty[n] = False
+    nd.free[nd.meta[META_NFREE]] = n
+    nd.meta[META_NFREE] += 1
+
+
+@njit(cache=True)
+def attach_child(nd, n: int, c: int) -> int:
+    """Create child ``c`` of node ``n`` (an empty leaf)."""
+    ch = allocate_node(nd, n)
+    nd.child[n, c] = ch
+    nd.slot_in_parent[ch] = c
+    nd.nchild[n] += 1
+    return ch
+
+
+# ---------------------------------------------------------------------- object lists
+
+@njit(cache=True, inline="always")
+def link_object(nd, ob, n: int, s: int) -> None:
+    """Push slot ``s`` onto node ``n``'s object list."""
+    h = nd.head[n]
+    ob.next[s] = h
+    ob.prev[s] = -1
+    if h >= 0:
+        ob.prev[h] = s
+    nd.head[n] = s
+    nd.count[n] += 1
+    ob.node[s] = n
+
+
+@njit(cache=True, inline="always")
+def unlink_object(nd, ob, s: int) -> None:
+    """Take slot ``s`` out of its node's object list."""
+    n = ob.node[s]
+    p = ob.prev[s]
+    q = ob.next[s]
+    if p >= 0:
+        ob.next[p] = q
+    else:
+        nd.head[n] = q
+    if q >= 0:
+        ob.prev[q] = p
+    nd.count[n] -= 1
+    ob.node[s] = -1
+    ob.next[s] = -1
+    ob.prev[s] = -1
+
+
+# ---------------------------------------------------------------------- boxes
+
+@njit(cache=True, inline="always")
+def box_contains(nd, n: int, lx: float, ly: float, lz: float,
+                 hx: float, hy: float, hz: float) -> bool:
+    """Node n's box contains the box [l, h]."""
+    lo = nd.lo
+    hi = nd.hi
+    return (lo[n, 0] <= lx and lo[n, 1] <= ly and lo[n, 2] <= lz
+            and hi[n, 0] >= hx and hi[n, 1] >= hy and hi[n, 2] >= hz)
+
+
+@njit(cache=True)
+def grow_up(nd, n: int, cx: float, cy: float, cz: float, r: float, vd: float) -> None:
+    """Expand boxes and view-distance bounds from n towards the root to cover a sphere.
+
+    Stops at the first node that already covers it: its ancestors contain its box.
+    """
+    lx = cx - r
+    ly = cy - r
+    lz = cz - r
+    hx = cx + r
+    hy = cy + r
+    hz = cz + r
+    while n >= 0:
+        if box_contains(nd, n, lx, ly, lz, hx, hy, hz) and nd.maxvd[n] >= vd:
+            return
+        nd.lo[n, 0] = min(nd.lo[n, 0], lx)
+        nd.lo[n, 1] = min(nd.lo[n, 1], ly)
+        nd.lo[n, 2] = min(nd.lo[n, 2], lz)
+        nd.hi[n, 0] = max(nd.hi[n, 0], hx)
+        nd.hi[n, 1] = max(nd.hi[n, 1], hy)
+        nd.hi[n, 2] = max(nd.hi[n, 2], hz)
+        nd.maxvd[n] = max(nd.maxvd[n], vd)
+        n = nd.parent[n]
+
+
+@njit(cache=True)
+def invalidate_up(nd, n: int, cx: float, cy: float, cz: float, r: float, vd: float) -> None:
+    """A sphere leaves n's subtree: mark boxes it was flush against for lazy recomputation.
+
+    Walks up while the sphere touches a face of the box (or held the subtree's largest finite
+    view distance): a node it does not touch cannot shrink, nor can any ancestor on its
+    account.
+    """
+    lx = cx - r
+    ly = cy - r
+    lz = cz - r
+    hx = cx + r
+    hy = cy + r
+    hz = cz + r
+    while n >= 0:
+        flush = (lx <= nd.lo[n, 0] or ly <= nd.lo[n, 1] or lz <= nd.lo[n, 2]
+                 or hx >= nd.hi[n, 0] or hy >= nd.hi[n, 1] or hz >= nd.hi[n, 2]
+                 or (vd >= nd.maxvd[n] and vd < np.inf))
+        if not flush:
+            return
+        nd.dirty[n] = True
+        n = nd.parent[n]
+
+
+@njit(cache=True)
+def refit_node(nd, ob, centers, radii, vdist, n: int, threshold: int) -> None:
+    """Recompute a node's box and view-distance bound from its objects and children (2.1.5).
+
+    Also re-centres the split point (fragmentation avoidance, 2.1.6): the weighted mean of
+    the node's object centers (weight 1) and its children's split points (weight = split
+    threshold). A leaf's split point is simply the mean of its centers, which is what a split
+    would use. Children are not refitted here: the node stays dirty while any child is, and is
+    recomputed again the next time a query reaches it.
+    """
+    lx = np.inf
+    ly = np.inf
+    lz = np.inf
+    hx = -np.inf
+    hy = -np.inf
+    hz = -np.inf
+    mv = -np.inf
+    sx = 0.0
+    sy = 0.0
+    sz = 0.0
+    w = 0.0
+    s = nd.head[n]
+    while s >= 0:
+        cx = centers[s, 0]
+        cy = centers[s, 1]
+        cz = centers[s, 2]
+        r = radii[s]
+        lx = min(lx, cx - r)
+        ly = min(ly, cy - r)
+        lz = min(lz, cz - r)
+        hx = max(hx, cx + r)
+        hy = max(hy, cy + r)
+        hz = max(hz, cz + r)
+        mv = max(mv, vdist[s])
+        sx += cx
+        sy += cy
+        sz += cz
+        w += 1.0
+        s = ob.next[s]
+    still_dirty = False
+    if nd.nchild[n] > 0:
+        for j in range(nd.child.shape[1]):
+            ch = nd.child[n, j]
+            if ch < 0:
+                continue
+            lx = min(lx, nd.lo[ch, 0])
+            ly = min(ly, nd.lo[ch, 1])
+            lz = min(lz, nd.lo[ch, 2])
+            hx = max(hx, nd.hi[ch, 0])
+            hy = max(hy, nd.hi[ch, 1])
+            hz = max(hz, nd.hi[ch, 2])
+            mv = max(mv, nd.maxvd[ch])
+            sx += threshold * nd.split[ch, 0]
+            sy += threshold * nd.split[ch, 1]
+            sz += threshold * nd.split[ch, 2]
+            w += threshold
+            still_dirty = still_dirty or nd.dirty[ch]
+    nd.lo[n, 0] = lx
+    nd.lo[n, 1] = ly
+    nd.lo[n, 2] = lz
+    nd.hi[n, 0] = hx
+    nd.hi[n, 1] = hy
+    nd.hi[n, 2] = hz
+    nd.maxvd[n] = mv
+    if w > 0.0:
+        nd.split[n, 0] = sx / w
+        nd.split[n, 1] = sy / w
+        nd.split[n, 2] = sz / w
+    nd.dirty[n] = still_dirty
+
+
+# ---------------------------------------------------------------------- structure
+
+@njit(cache=True)
+def descend(nd, leafy: bool, n: int, cx: float, cy: float, cz: float, r: float) -> int:
+    """Follow the heuristic from n down to the node that should hold a sphere (2.1.2).
+
+    A missing child is created on the way; a new child is an unsplit leaf, so it ends the walk.
+    """
+    while True:
+        c = which_child(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, leafy, n,
+                        cx, cy, cz, r)
+        if c < 0:
+            return n
+        ch = nd.child[n, c]
+        if ch < 0:
+            ch = attach_child(nd, n, c)
+            # Seed the split point for fragmentation avoidance until the leaf is refitted.
+            nd.split[ch, 0] = cx
+            nd.split[ch, 1] = cy
+            nd.split[ch, 2] = cz
+            return ch
+        n = ch
+
+
+@njit(cache=True)
+def reset_root(nd) -> None:
+    """An empty tree: the root is an unsplit leaf with an empty box."""
+    nd.is_split[ROOT] = False
+    nd.dirty[ROOT] = False
+    for a in range(3):
+        nd.lo[ROOT, a] = np.inf
+        nd.hi[ROOT, a] = -np.inf
+    nd.maxvd[ROOT] = -np.inf
+
+
+@njit(cache=True)
+def collect_garbage(nd, n: int) -> None:
+    """Free empty leaves from n upwards; a parent left without children is unsplit (2.1.3)."""
+    while n != ROOT and nd.count[n] == 0 and nd.nchild[n] == 0:
+        p = nd.parent[n]
+        nd.child[p, nd.slot_in_parent[n]] = -1
+        nd.nchild[p] -= 1
+        nd.dirty[p] = True  # its box may shrink now
+        if nd.nchild[p] == 0:
+            nd.is_split[p] = False
+        free_node(nd, n)
+        n = p
+    if n == ROOT and nd.count[ROOT] == 0 and nd.nchild[ROOT] == 0:
+        reset_root(nd)
+
+
+@njit(cache=True)
+def split_node(nd, ob, centers, radii, vdist, n: int, leafy: bool, threshold: int) -> int:
+    """Split leaf n around the mean of its centers (2.1.1); 1 split, 2 pathological, 0 no room.
+
+    The caller has refitted n (the non-leafy rule and the K-D axis read its box). When every
+    object would go to the same child, nothing moves and n stays marked split, so it is not
+    split again (the children would be copies of n).
+    """
+    k = nd.child.shape[1]
+    if nd.meta[META_NFREE] < k:
+        nd.meta[META_WANT_GROW] = 1
+        return 0
+    sx = 0.0
+    sy = 0.0
+    sz = 0.0
+    s = nd.head[n]
+    while s >= 0:
+        sx += centers[s, 0]
+        sy += centers[s, 1]
+        sz += centers[s, 2]
+        s = ob.next[s]
+    m = nd.count[n]
+    nd.split[n, 0] = sx / m
+    nd.split[n, 1] = sy / m
+    nd.split[n, 2] = sz / m
+    # K-D and ternary cut across the longest axis of the box (first one on ties).
+    ex = nd.hi[n, 0] - nd.lo[n, 0]
+    ey = nd.hi[n, 1] - nd.lo[n, 1]
+    ez = nd.hi[n, 2] - nd.lo[n, 2]
+    nd.axis[n] = 0 if (ex >= ey and ex >= ez) else (1 if ey >= ez else 2)
+    nd.is_split[n] = True
+
+    # Pass 1: would the objects be separated at all?
+    first = -2
+    separated = False
+    s = nd.head[n]
+    while s >= 0:
+        c = which_child(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, leafy, n,
+                        centers[s, 0], centers[s, 1], centers[s, 2], radii[s])
+        if c < 0 or (first >= 0 and c != first):
+            separated = True
+            break
+        first = c
+        s = ob.next[s]
+    if not separated:
+        return 2
+
+    # Pass 2: hand the objects to their children; the rest stay at n.
+    s = nd.head[n]
+    while s >= 0:
+        nxt = ob.next[s]
+        c = which_child(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, leafy, n,
+                        centers[s, 0], centers[s, 1], centers[s, 2], radii[s])
+        if c >= 0:
+            ch = nd.child[n, c]
+            if ch < 0:
+                ch = attach_child(nd, n, c)
+            unlink_object(nd, ob, s)
+            link_object(nd, ob, ch, s)
+        s = nxt
+    # The children's boxes lie inside n's box, which does not change: n still bounds them all.
+    for j in range(k):
+        ch = nd.child[n, j]
+        if ch >= 0:
+            refit_node(nd, ob, centers, radii, vdist, ch, threshold)
+    return 1
+
+
+@njit(cache=True)
+def maybe_split(nd, ob, centers, radii, vdist, n: int, leafy: bool, threshold: int) -> None:
+    """Split n if it is an unsplit leaf holding more objects than the threshold."""
+    if not nd.is_split[n] and nd.count[n] > threshold:
+        split_node(nd, ob, centers, radii, vdist, n, leafy, threshold)
+
+
+# ---------------------------------------------------------------------- batches
+
+@njit(cache=True)
+def insert_objects(nd, ob, centers, radii, vdist, slots, leafy: bool) -> None:
+    """Insert new slots: descend with the heuristic, link, grow boxes up (2.1.2)."""
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        cx = centers[s, 0]
+        cy = centers[s, 1]
+        cz = centers[s, 2]
+        r = radii[s]
+        n = descend(nd, leafy, ROOT, cx, cy, cz, r)
+        link_object(nd, ob, n, s)
+        grow_up(nd, n, cx, cy, cz, r, vdist[s])
+
+
+@njit(cache=True)
+def remove_objects(nd, ob, centers, radii, vdist, slots) -> None:
+    """Remove slots: invalidate flush boxes, unlink, collect empty nodes (2.1.3)."""
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        n = ob.node[s]
+        invalidate_up(nd, n, centers[s, 0], centers[s, 1], centers[s, 2], radii[s], vdist[s])
+        unlink_object(nd, ob, s)
+        collect_garbage(nd, n)
+
+
+@njit(cache=True)
+def update_objects(nd, ob, centers, radii, vdist, slots, old_c, old_r, old_v,
+                   leafy: bool) -> int:
+    """Move slots (2.1.4); returns how many changed node.
+
+    Walk up from the object's node to the first box that still contains its new bounds (the
+    root at worst), then down with the heuristic. Only when that lands on another node is the
+    object relinked; otherwise its node's box just grows and, if the old sphere was flush,
+    is marked for recomputation.
+    """
+    moved = 0
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        cx = centers[s, 0]
+        cy = centers[s, 1]
+        cz = centers[s, 2]
+        r = radii[s]
+        x = ob.node[s]
+        a = x
+        while a != ROOT and not box_contains(nd, a, cx - r, cy - r, cz - r,
+                                             cx + r, cy + r, cz + r):
+            a = nd.parent[a]
+        d = descend(nd, leafy, a, cx, cy, cz, r)
+        invalidate_up(nd, x, old_c[i, 0], old_c[i, 1], old_c[i, 2], old_r[i], old_v[i])
+        if d != x:
+            unlink_object(nd, ob, s)
+            link_object(nd, ob, d, s)
+            moved += 1
+        grow_up(nd, d, cx, cy, cz, r, vdist[s])
+        if d != x:
+            collect_garbage(nd, x)
+    return moved

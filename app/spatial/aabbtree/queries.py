@@ -1,0 +1,239 @@
+"""Compiled traversals of the dynamic AABB tree: frustum (with view distance and occlusion),
+box, sphere and ray queries (Shagam, section 2.2.1).
+
+Every traversal uses an explicit stack, refits dirty nodes it reaches (lazy AABB
+determination, 2.1.5) and splits overfull leaves it reaches (2.1.1): splits happen at query
+time, in all four query kinds, and only in nodes the query does not reject, i.e. in the part
+of the tree the application is actually looking at. Splitting never changes an answer: the
+final per-object decision is always the shared predicate of ``app.spatial.geometry``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from app.culling.occlusion import box_occluded, sphere_occluded
+from app.spatial.aabbtree.kernels import ROOT, maybe_split, refit_node
+from app.spatial.geometry import (
+    INSIDE,
+    NODE_INSIDE,
+    NODE_NOT_VISITED,
+    NODE_PARTIAL,
+    NODE_REJECT_FRUSTUM,
+    NODE_REJECT_OCCLUSION,
+    NODE_REJECT_VIEWDIST,
+    OUTSIDE,
+    box_point_dist,
+    box_vs_frustum,
+    ray_box_hits,
+    ray_sphere_entry,
+    sphere_in_frustum,
+    sphere_overlaps_box,
+    spheres_touch,
+    within_view_distance,
+)
+
+
+@njit(cache=True, inline="always")
+def _push_children(nd, n: int, stack, sp: int, flag: int) -> int:
+    """Push n's children (encoded as node * 2 + flag) and return the new stack size."""
+    if nd.nchild[n] > 0:
+        for j in range(nd.child.shape[1]):
+            ch = nd.child[n, j]
+            if ch >= 0:
+                stack[sp] = ch * 2 + flag
+                sp += 1
+    return sp
+
+
+@njit(cache=True)
+def query_frustum(nd, ob, centers, radii, vdist, planes, eye, use_vd: bool,
+                  vp, zdata, zoff, zw, zh, leafy: bool, threshold: int, total: int):
+    """Visible slots and counters: (slots, working_set, nodes_visited, occ_nodes, occ_objects).
+
+    A node fully inside the frustum hands its whole subtree over without frustum tests
+    (flag bit 1 on the stack); view distance and occlusion are still tested there, per node
+    first (subtree max view distance, box occlusion) and then per object.
+    """
+    out = np.empty(total, np.int64)
+    nd.outcome[:] = NODE_NOT_VISITED
+    occl = zw.shape[0] > 0
+    stack = np.empty(nd.parent.shape[0] + 1, np.int64)
+    stack[0] = ROOT * 2
+    sp = 1
+    k = 0
+    working = 0
+    visited = 0
+    occ_nodes = 0
+    occ_objects = 0
+    ex = eye[0]
+    ey = eye[1]
+    ez = eye[2]
+    while sp > 0:
+        sp -= 1
+        e = stack[sp]
+        n = e >> 1
+        inside = (e & 1) == 1
+        visited += 1
+        if nd.dirty[n] and not inside:
+            refit_node(nd, ob, centers, radii, vdist, n, threshold)
+        lo = nd.lo[n]
+        hi = nd.hi[n]
+        if use_vd and box_point_dist(lo, hi, ex, ey, ez) > nd.maxvd[n]:
+            nd.outcome[n] = NODE_REJECT_VIEWDIST
+            continue
+        cls = INSIDE
+        if not inside:
+            cls = box_vs_frustum(planes, lo, hi)
+            if cls == OUTSIDE:
+                nd.outcome[n] = NODE_REJECT_FRUSTUM
+                continue
+        if occl and box_occluded(lo, hi, vp, zdata, zoff, zw, zh):
+            nd.outcome[n] = NODE_REJECT_OCCLUSION
+            occ_nodes += 1
+            continue
+        if cls == INSIDE:
+            nd.outcome[n] = NODE_INSIDE
+        else:
+            nd.outcome[n] = NODE_PARTIAL
+            maybe_split(nd, ob, centers, radii, vdist, n, leafy, threshold)
+        working += nd.count[n]
+        s = nd.head[n]
+        if cls == INSIDE and not use_vd and not occl:
+            # Accepted wholesale: no per-object test at all.
+            while s >= 0:
+                out[k] = s
+                k += 1
+                s = ob.next[s]
+        else:
+            while s >= 0:
+                cx = centers[s, 0]
+                cy = centers[s, 1]
+                cz = centers[s, 2]
+                r = radii[s]
+                s_next = ob.next[s]
+                if use_vd and not within_view_distance(ex, ey, ez, cx, cy, cz, vdist[s]):
+                    s = s_next
+                    continue
+                if cls != INSIDE and not sphere_in_frustum(planes, cx, cy, cz, r):
+                    s = s_next
+                    continue
+                if occl and sphere_occluded(cx, cy, cz, r, vp, zdata, zoff, zw, zh):
+                    occ_objects += 1
+                    s = s_next
+                    continue
+                out[k] = s
+                k += 1
+                s = s_next
+        sp = _push_children(nd, n, stack, sp, 1 if cls == INSIDE else 0)
+    return out[:k], working, visited, occ_nodes, occ_objects
+
+
+@njit(cache=True, inline="always")
+def _boxes_overlap(lo, hi, qlo, qhi) -> bool:
+    return (lo[0] <= qhi[0] and hi[0] >= qlo[0] and lo[1] <= qhi[1] and hi[1] >= qlo[1]
+            and lo[2] <= qhi[2] and hi[2] >= qlo[2])
+
+
+@njit(cache=True)
+def query_box(nd, ob, centers, radii, vdist, qlo, qhi, leafy: bool, threshold: int,
+              total: int):
+    """Slots whose sphere's bounding box overlaps [qlo, qhi]."""
+    out = np.empty(total, np.int64)
+    stack = np.empty(nd.parent.shape[0] + 1, np.int64)
+    stack[0] = ROOT * 2
+    sp = 1
+    k = 0
+    while sp > 0:
+        sp -= 1
+        n = stack[sp] >> 1
+        if nd.dirty[n]:
+            refit_node(nd, ob, centers, radii, vdist, n, threshold)
+        if not _boxes_overlap(nd.lo[n], nd.hi[n], qlo, qhi):
+            continue
+        maybe_split(nd, ob, centers, radii, vdist, n, leafy, threshold)
+        s = nd.head[n]
+        while s >= 0:
+            if sphere_overlaps_box(centers[s, 0], centers[s, 1], centers[s, 2], radii[s],
+                                   qlo, qhi):
+                out[k] = s
+                k += 1
+            s = ob.next[s]
+        sp = _push_children(nd, n, stack, sp, 0)
+    return out[:k]
+
+
+@njit(cache=True)
+def query_sphere(nd, ob, centers, radii, vdist, q, qr: float, leafy: bool, threshold: int,
+                 total: int):
+    """Slots with ``|c - q| <= r + qr``."""
+    out = np.empty(total, np.int64)
+    stack = np.empty(nd.parent.shape[0] + 1, np.int64)
+    stack[0] = ROOT * 2
+    sp = 1
+    k = 0
+    qx = q[0]
+    qy = q[1]
+    qz = q[2]
+    # A node is pruned when its box is farther than qr; the slack covers rounding in the
+    # distance so that a sphere exactly touching the query is never pruned.
+    reach = qr + 1e-9 * (1.0 + qr + abs(qx) + abs(qy) + abs(qz))
+    while sp > 0:
+        sp -= 1
+        n = stack[sp] >> 1
+        if nd.dirty[n]:
+            refit_node(nd, ob, centers, radii, vdist, n, threshold)
+        if box_point_dist(nd.lo[n], nd.hi[n], qx, qy, qz) > reach:
+            continue
+        maybe_split(nd, ob, centers, radii, vdist, n, leafy, threshold)
+        s = nd.head[n]
+        while s >= 0:
+            if spheres_touch(centers[s, 0], centers[s, 1], centers[s, 2], radii[s],
+                             qx, qy, qz, qr):
+                out[k] = s
+                k += 1
+            s = ob.next[s]
+        sp = _push_children(nd, n, stack, sp, 0)
+    return out[:k]
+
+
+@njit(cache=True)
+def query_ray(nd, ob, centers, radii, vdist, o, d, leafy: bool, threshold: int, total: int):
+    """(slots, entry distances) of spheres hit by the ray from o along unit direction d."""
+    out = np.empty(total, np.int64)
+    ts = np.empty(total, np.float64)
+    stack = np.empty(nd.parent.shape[0] + 1, np.int64)
+    stack[0] = ROOT * 2
+    sp = 1
+    k = 0
+    ox = o[0]
+    oy = o[1]
+    oz = o[2]
+    dx = d[0]
+    dy = d[1]
+    dz = d[2]
+    idx = 1.0 / dx if dx != 0.0 else math.inf
+    idy = 1.0 / dy if dy != 0.0 else math.inf
+    idz = 1.0 / dz if dz != 0.0 else math.inf
+    while sp > 0:
+        sp -= 1
+        n = stack[sp] >> 1
+        if nd.dirty[n]:
+            refit_node(nd, ob, centers, radii, vdist, n, threshold)
+        if not ray_box_hits(ox, oy, oz, idx, idy, idz, nd.lo[n], nd.hi[n]):
+            continue
+        maybe_split(nd, ob, centers, radii, vdist, n, leafy, threshold)
+        s = nd.head[n]
+        while s >= 0:
+            t = ray_sphere_entry(ox, oy, oz, dx, dy, dz,
+                                 centers[s, 0], centers[s, 1], centers[s, 2], radii[s])
+            if t >= 0.0:
+                out[k] = s
+                ts[k] = t
+                k += 1
+            s = ob.next[s]
+        sp = _push_children(nd, n, stack, sp, 0)
+    return out[:k], ts[:k]

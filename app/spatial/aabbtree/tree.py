@@ -1,0 +1,191 @@
+"""``AABBTree``: Shagam's dynamic AABB tree behind the spatial index contract.
+
+The Python class only orchestrates whole batches; each operation is one call into the
+compiled kernels of :mod:`.kernels` and :mod:`.queries`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from app.culling.occlusion import ZPyramid, occlusion_arrays
+from app.spatial.aabbtree import kernels as kn
+from app.spatial.aabbtree import queries as qu
+from app.spatial.aabbtree.check import MESSAGES, check_tree
+from app.spatial.aabbtree.heuristics import CHILDREN, DEFAULT_THRESHOLDS
+from app.spatial.base import QueryResult, SpatialIndex
+
+
+class AABBTree(SpatialIndex):
+    """Dynamic AABB tree with a nesting heuristic (kd, ternary, octree, icoseptree).
+
+    ``leafy=True`` stores objects only in leaves (except where a heuristic keeps straddlers);
+    ``leafy=False`` also keeps an object at an internal node when its bounding cube is at
+    least 1/8 of the node's box volume. ``split_threshold`` defaults to the paper's optimum.
+    """
+
+    name = "aabbtree"
+
+    def __init__(self, heuristic: str = "octree", leafy: bool = False,
+                 split_threshold: int | None = None, capacity: int = 1024) -> None:
+        if heuristic not in CHILDREN:
+            raise ValueError(f"unknown heuristic {heuristic!r}; choose one of "
+                             f"{', '.join(CHILDREN)}")
+        if split_threshold is None:
+            split_threshold = DEFAULT_THRESHOLDS[heuristic][0 if leafy else 1]
+        if (isinstance(split_threshold, bool) or not isinstance(split_threshold, int | np.integer)
+                or split_threshold < 1):
+            raise ValueError(f"split_threshold must be an int >= 1, got {split_threshold!r}")
+        super().__init__(capacity)
+        self.heuristic = heuristic
+        self.name = heuristic
+        self.leafy = bool(leafy)
+        self.split_threshold = int(split_threshold)
+        self._nodes = kn.new_nodes(64, CHILDREN[heuristic])
+        root = kn.allocate_node(self._nodes, -1)
+        assert root == kn.ROOT
+        self._objs = kn.new_objects(self.capacity)
+        self.last_moved = 0  # objects that changed node in the last update
+
+    # ------------------------------------------------------------------ description
+
+    def describe(self) -> str:
+        """E.g. ``icoseptree non-leafy t=50``."""
+        return f"{self.heuristic} {'leafy' if self.leafy else 'non-leafy'} t={self.split_threshold}"
+
+    # ------------------------------------------------------------------ node pool
+
+    def _reserve_nodes(self, n: int) -> None:
+        """Make sure at least ``n`` nodes are free (amortised doubling)."""
+        nd = self._nodes
+        if int(nd.meta[kn.META_NFREE]) >= n:
+            return
+        cap = nd.parent.shape[0]
+        need = cap - int(nd.meta[kn.META_NFREE]) + n
+        self._nodes = kn.grow_nodes(nd, max(2 * cap, need))
+
+    def _reserve_for_queries(self) -> None:
+        """Room for the splits a query may make; a query that still runs out asks for more."""
+        k = CHILDREN[self.heuristic]
+        expected = 4 * k * (self._count // self.split_threshold + 1)
+        nd = self._nodes
+        live = nd.parent.shape[0] - int(nd.meta[kn.META_NFREE])
+        want = 64 * k
+        if nd.meta[kn.META_WANT_GROW]:
+            want = max(want, live + 64 * k)
+            nd.meta[kn.META_WANT_GROW] = 0
+        want = max(want, min(expected, 2 * live) - live)
+        self._reserve_nodes(want)
+
+    # ------------------------------------------------------------------ hooks
+
+    def _grow(self, new_capacity: int) -> None:
+        self._objs = kn.grow_objects(self._objs, new_capacity)
+
+    def _on_insert(self, slots: np.ndarray) -> None:
+        self._reserve_nodes(slots.shape[0] + 1)  # at most one new leaf per object
+        kn.insert_objects(self._nodes, self._objs, self._centers, self._radii, self._vdist,
+                         slots, self.leafy)
+
+    def _on_update(self, slots: np.ndarray, old_centers: np.ndarray, old_radii: np.ndarray,
+                   old_vdist: np.ndarray) -> None:
+        self._reserve_nodes(slots.shape[0] + 1)
+        self.last_moved = int(kn.update_objects(
+            self._nodes, self._objs, self._centers, self._radii, self._vdist, slots,
+            np.ascontiguousarray(old_centers), old_radii, old_vdist, self.leafy))
+
+    def _on_remove(self, slots: np.ndarray) -> None:
+        kn.remove_objects(self._nodes, self._objs, self._centers, self._radii, self._vdist,
+                         slots)
+
+    # ------------------------------------------------------------------ queries
+
+    def _query_frustum(self, planes: np.ndarray, eye: np.ndarray, use_vd: bool,
+                       occlusion: ZPyramid | None) -> QueryResult:
+        if self._count == 0:
+            self._nodes.outcome[:] = 0
+            return QueryResult(visible=np.zeros(0, np.int64), working_set=0, nodes_visited=0)
+        self._reserve_for_queries()
+        vp, zd, zo, zw, zh = occlusion_arrays(occlusion)
+        slots, working, visited, occ_nodes, occ_objects = qu.query_frustum(
+            self._nodes, self._objs, self._centers, self._radii, self._vdist, planes, eye,
+            use_vd, vp, zd, zo, zw, zh, self.leafy, self.split_threshold, self._count)
+        return QueryResult(visible=slots, working_set=int(working), nodes_visited=int(visited),
+                           occluded_nodes=int(occ_nodes), occluded_objects=int(occ_objects))
+
+    def _query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        if self._count == 0:
+            return np.zeros(0, np.int64)
+        self._reserve_for_queries()
+        return qu.query_box(self._nodes, self._objs, self._centers, self._radii, self._vdist,
+                           lo, hi, self.leafy, self.split_threshold, self._count)
+
+    def _query_sphere(self, center: np.ndarray, radius: float) -> np.ndarray:
+        if self._count == 0:
+            return np.zeros(0, np.int64)
+        self._reserve_for_queries()
+        return qu.query_sphere(self._nodes, self._objs, self._centers, self._radii, self._vdist,
+                              center, radius, self.leafy, self.split_threshold, self._count)
+
+    def _query_ray(self, origin: np.ndarray, direction: np.ndarray) -> tuple[np.ndarray,
+                                                                            np.ndarray]:
+        if self._count == 0:
+            return np.zeros(0, np.int64), np.zeros(0)
+        self._reserve_for_queries()
+        return qu.query_ray(self._nodes, self._objs, self._centers, self._radii, self._vdist,
+                           origin, direction, self.leafy, self.split_threshold, self._count)
+
+    # ------------------------------------------------------------------ inspection
+
+    def _live_nodes(self) -> np.ndarray:
+        return np.flatnonzero(self._nodes.depth >= 0)
+
+    def node_boxes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lo, hi, depth) of the live nodes, in node-pool order (empty root excluded)."""
+        live = self._live_nodes()
+        if self._count == 0:
+            live = live[live != kn.ROOT]
+        nd = self._nodes
+        return nd.lo[live].copy(), nd.hi[live].copy(), nd.depth[live].astype(np.int64)
+
+    def node_outcomes(self) -> np.ndarray:
+        """Outcome codes (geometry.NODE_*) of the last frustum query, aligned with node_boxes."""
+        live = self._live_nodes()
+        if self._count == 0:
+            live = live[live != kn.ROOT]
+        return self._nodes.outcome[live].copy()
+
+    def stats(self) -> dict[str, Any]:
+        """Nodes, depth, objects per level, leaves, split and dirty nodes, pool use."""
+        nd = self._nodes
+        live = self._live_nodes()
+        depth = nd.depth[live]
+        max_depth = int(depth.max()) if live.shape[0] else 0
+        per_level = np.bincount(depth, weights=nd.count[live], minlength=max_depth + 1)
+        leaves = int((nd.nchild[live] == 0).sum())
+        split = int(nd.is_split[live].sum())
+        return {
+            "objects": self._count,
+            "nodes": int(live.shape[0]),
+            "max_depth": max_depth,
+            "objects_per_level": [int(x) for x in per_level],
+            "leaves": leaves,
+            "split_nodes": split,
+            "stuck_split_nodes": int((nd.is_split[live] & (nd.nchild[live] == 0)).sum()),
+            "dirty_nodes": int(nd.dirty[live].sum()),
+            "objects_per_leaf": float(nd.count[live][nd.nchild[live] == 0].mean())
+            if leaves else 0.0,
+            "node_capacity": int(nd.parent.shape[0]),
+            "heuristic": self.heuristic,
+            "leafy": self.leafy,
+            "split_threshold": self.split_threshold,
+        }
+
+    def _validate(self) -> None:
+        code, node, slot = check_tree(self._nodes, self._objs, self._centers, self._radii,
+                                      self._vdist, self._alive)
+        if code:
+            raise AssertionError(f"{self.describe()}: {MESSAGES[int(code)]} "
+                                 f"(node {int(node)}, slot {int(slot)})")
