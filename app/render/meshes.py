@@ -112,7 +112,7 @@ def icosphere_faces(subdivisions: int = 2) -> tuple[np.ndarray, list[list[int]]]
     for _ in range(subdivisions):
         cache: dict[tuple[int, int], int] = {}
 
-        def mid(a: int, b: int) -> int:
+        def mid(a: int, b: int, cache: dict[tuple[int, int], int] = cache) -> int:
             key = (min(a, b), max(a, b))
             if key not in cache:
                 m = (np.asarray(verts[a]) + np.asarray(verts[b])) / 2.0

@@ -91,13 +91,12 @@ def occlusion_factory(args):
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.occlusion != "off" or args.ground_truth:
-        if occlusion_factory(args) is None:
-            what = "--ground-truth" if args.ground_truth and args.occlusion == "off" else \
-                f"--occlusion {args.occlusion}"
-            print(f"demo: {what} is not available yet (app/render/occlusion.py with "
-                  f"create_provider is missing); use --occlusion off", file=sys.stderr)
-            return 2
+    if (args.occlusion != "off" or args.ground_truth) and occlusion_factory(args) is None:
+        what = "--ground-truth" if args.ground_truth and args.occlusion == "off" else \
+            f"--occlusion {args.occlusion}"
+        print(f"demo: {what} is not available yet (app/render/occlusion.py with "
+              f"create_provider is missing); use --occlusion off", file=sys.stderr)
+        return 2
     if args.objects is not None and args.objects < 0:
         print("demo: --objects must be >= 0", file=sys.stderr)
         return 2

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -457,8 +457,9 @@ class Viewer:
         on = {True: "on", False: "off"}
         variant = ("leafy" if c.leafy else "non-leafy") if c.is_tree() else "-"
         lines = [
-            f"{self.fps:6.1f} fps   frame {self.stats.frame_ms:6.1f} ms   update {st.update_ms:5.2f}"
-            f"  cull {st.cull_ms:5.2f}  upload {st.upload_ms:5.2f}  render {st.render_ms:6.1f}",
+            f"{self.fps:6.1f} fps   frame {self.stats.frame_ms:6.1f} ms   update "
+            f"{st.update_ms:5.2f}  cull {st.cull_ms:5.2f}  upload {st.upload_ms:5.2f}  render "
+            f"{st.render_ms:6.1f}",
             f"visible {st.visible:>8,}   working set {st.working_set:>8,}   nodes visited "
             f"{st.nodes_visited:>7,}   objects {n:,}   drawn {st.drawn:,}",
             f"index {c.name}  variant {variant}  split threshold "
