@@ -1,0 +1,1108 @@
+"""``fixed-octree``: Nevala's octree over a power-of-two cube (seeds/nevala-octree.txt).
+
+Structure
+    The root is a cube of side ``min_size * 2**L`` whose low corner lies on the ``min_size``
+    grid; every node splits at its centre into eight octants, down to nodes of ``min_size``.
+    ``min_size`` must be a power of two so that every corner and half-size is exact in
+    floating point: a child's corner is its parent's corner plus 0 or half the side, bit for
+    bit, and validate() can check that exactly.
+    An object lives in the smallest node that fully contains its sphere (or in a node of
+    ``min_size`` if it fits there), so every node cube bounds all spheres of its subtree.
+
+State (flat arrays, compiled kernels)
+    ``_nodei`` (int32) and ``_nodef`` (float64) are the node pool, one row per node, with a
+    free stack.  Objects of a node form a doubly linked list threaded through the per-slot
+    arrays ``_onext``/``_oprev``; ``_onode[slot]`` is the slot's node (-1 none, -2 pending).
+    Each node also keeps a tight, slightly padded AABB of the spheres of its subtree and the
+    subtree's max and min view distance.  They are recomputed lazily, bottom-up, for nodes
+    marked dirty (a changed node marks itself and its ancestors), because culling with the
+    tight box is much better than with the loose cube and recomputing is cheap per batch.
+
+Lazy updates and the update cycle
+    ``insert`` only queues slots, ``update`` only records moved slots and ``remove`` unlinks
+    at once.  The next query of any kind (or an explicit :meth:`FixedOctree.flush`) applies
+    the queue in one compiled batch: the root grows first if anything left it, new objects
+    descend from the root, moved objects climb to the first ancestor that contains them and
+    descend again as far as they fit.  **One flush is one update cycle**: it happens at the
+    first query after any insert/update/remove (a viewer frame "update batch then cull" is
+    exactly one cycle) or when ``flush()`` is called; queries of an unchanged tree do not age
+    anything.
+
+Dead branches
+    A non-root leaf with no objects is kept for ``lifespan`` cycles (8 at first) before it is
+    pruned, counting the cycle in which it became empty: at the end of every cycle each empty
+    leaf's countdown drops by one and the leaf is pruned when it reaches 0.  If an object or a
+    child arrives while the countdown runs, the lifespan doubles (8, 16, 32, 64, capped at
+    64) and the countdown stops.  A pruned leaf's parent may become an empty leaf in turn.
+
+Root growth (unlike the article)
+    An object that leaves the root is never destroyed: the root doubles towards it (the old
+    root becomes one octant of the new one) until everything fits.  Conversely, when the
+    root holds no object and has a single child, that child becomes the root, so the root
+    stays the smallest cube the tree needs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from app.culling.occlusion import box_occluded, occlusion_arrays, sphere_occluded
+from app.spatial.base import QueryResult, SpatialIndex
+from app.spatial.geometry import (
+    INSIDE,
+    NODE_INSIDE,
+    NODE_PARTIAL,
+    NODE_REJECT_FRUSTUM,
+    NODE_REJECT_OCCLUSION,
+    NODE_REJECT_VIEWDIST,
+    OUTSIDE,
+    box_point_dist,
+    box_vs_frustum,
+    ray_box_hits,
+    ray_sphere_entry,
+    sphere_in_frustum,
+    sphere_overlaps_box,
+    spheres_touch,
+    within_view_distance,
+)
+
+# ---------------------------------------------------------------- node pool layout
+# int32 columns of _nodei
+PARENT = 0
+CHILD0 = 1  # eight child columns, octant bits: 1 = upper x, 2 = upper y, 4 = upper z
+NCHILD = 9
+HEAD = 10  # first object slot of the node's list, -1 if none
+COUNT = 11  # objects in the node itself
+LEVEL = 12  # side = min_size * 2**LEVEL; depth = root level - LEVEL
+LIFE = 13  # current lifespan of the node once it is an empty leaf (8..64)
+TTL = 14  # countdown of an empty leaf, -1 when not counting
+DIRTY = 15  # aggregates (tight box, view distances, SUBCOUNT) need recomputing
+SUBCOUNT = 16  # objects in the subtree
+INLIST = 17  # node has an entry in the ageing list
+ALIVE = 18
+NI = 19
+# float64 columns of _nodef
+LO = 0  # cube corner (3)
+SIZE = 3
+TLO = 4  # tight padded AABB of the subtree's spheres (3 + 3)
+THI = 7
+VMAX = 10  # max view distance in the subtree
+VMIN = 11  # min view distance in the subtree
+NF = 12
+
+LIFE_START = 8
+LIFE_MAX = 64
+PENDING = -2  # _onode value of an object waiting in the insert queue
+NO_NODE = -1
+
+# Node decisions get a relative slack so float rounding can only make them more permissive;
+# the final per-object decision always uses the shared predicates of geometry.py.
+_SLACK = 1e-12
+_PAD = 1e-12  # relative padding of tight boxes, same reason
+
+
+# ---------------------------------------------------------------- node helpers (compiled)
+
+@njit(cache=True)
+def _alloc_node(nodei, nodef, free, nfree, parent, level, lx, ly, lz, size):
+    """Pop a node from the free stack and initialise it (dirty, empty, lifespan 8)."""
+    k = nfree[0] - 1
+    n = free[k]
+    nfree[0] = k
+    for j in range(NI):
+        nodei[n, j] = 0
+    nodei[n, PARENT] = parent
+    for j in range(8):
+        nodei[n, CHILD0 + j] = -1
+    nodei[n, HEAD] = -1
+    nodei[n, LEVEL] = level
+    nodei[n, LIFE] = LIFE_START
+    nodei[n, TTL] = -1
+    nodei[n, DIRTY] = 1
+    nodei[n, ALIVE] = 1
+    nodef[n, LO] = lx
+    nodef[n, LO + 1] = ly
+    nodef[n, LO + 2] = lz
+    nodef[n, SIZE] = size
+    for j in range(3):
+        nodef[n, TLO + j] = np.inf
+        nodef[n, THI + j] = -np.inf
+    nodef[n, VMAX] = -np.inf
+    nodef[n, VMIN] = np.inf
+    return n
+
+
+@njit(cache=True)
+def _free_node(nodei, free, nfree, n):
+    nodei[n, ALIVE] = 0
+    nodei[n, INLIST] = 0
+    free[nfree[0]] = n
+    nfree[0] += 1
+
+
+@njit(cache=True)
+def _mark_dirty(nodei, n):
+    # Invariant: a dirty node's ancestors are all dirty, so the climb stops at the first one.
+    while n >= 0 and nodei[n, DIRTY] == 0:
+        nodei[n, DIRTY] = 1
+        n = nodei[n, PARENT]
+
+
+@njit(cache=True)
+def _revive(nodei, n):
+    # Reuse of a dying leaf: it is evidently a hot region, so keep it twice as long next time.
+    if nodei[n, TTL] >= 0:
+        nodei[n, LIFE] = min(2 * nodei[n, LIFE], LIFE_MAX)
+        nodei[n, TTL] = -1
+
+
+@njit(cache=True)
+def _start_ageing(nodei, aging, naging, n, root):
+    """Start the countdown of ``n`` if it is a non-root empty leaf not already counting."""
+    if n == root or nodei[n, COUNT] != 0 or nodei[n, NCHILD] != 0 or nodei[n, TTL] >= 0:
+        return
+    nodei[n, TTL] = nodei[n, LIFE]
+    if nodei[n, INLIST] == 0:
+        nodei[n, INLIST] = 1
+        aging[naging[0]] = n
+        naging[0] += 1
+
+
+@njit(cache=True)
+def _link(s, n, onode, onext, oprev, nodei):
+    _revive(nodei, n)
+    h = nodei[n, HEAD]
+    onext[s] = h
+    oprev[s] = -1
+    if h >= 0:
+        oprev[h] = s
+    nodei[n, HEAD] = s
+    nodei[n, COUNT] += 1
+    onode[s] = n
+
+
+@njit(cache=True)
+def _unlink(s, onode, onext, oprev, nodei):
+    n = onode[s]
+    p = oprev[s]
+    q = onext[s]
+    if p >= 0:
+        onext[p] = q
+    else:
+        nodei[n, HEAD] = q
+    if q >= 0:
+        oprev[q] = p
+    nodei[n, COUNT] -= 1
+    onode[s] = NO_NODE
+    onext[s] = -1
+    oprev[s] = -1
+
+
+@njit(cache=True, inline="always")
+def _contains(nodef, n, cx, cy, cz, r):
+    lx = nodef[n, LO]
+    ly = nodef[n, LO + 1]
+    lz = nodef[n, LO + 2]
+    s = nodef[n, SIZE]
+    return (cx - r >= lx and cx + r <= lx + s and cy - r >= ly and cy + r <= ly + s
+            and cz - r >= lz and cz + r <= lz + s)
+
+
+@njit(cache=True, inline="always")
+def _octant(nodef, n, cx, cy, cz):
+    """Octant of node ``n`` holding point c (upper half on ties) and that octant's corner."""
+    h = nodef[n, SIZE] * 0.5
+    lx = nodef[n, LO]
+    ly = nodef[n, LO + 1]
+    lz = nodef[n, LO + 2]
+    o = 0
+    if cx >= lx + h:
+        o |= 1
+        lx += h
+    if cy >= ly + h:
+        o |= 2
+        ly += h
+    if cz >= lz + h:
+        o |= 4
+        lz += h
+    return o, lx, ly, lz, h
+
+
+@njit(cache=True)
+def _descend(n, cx, cy, cz, r, nodei, nodef, free, nfree):
+    """Smallest node below ``n`` (creating nodes on the way) that fully holds the sphere."""
+    while nodei[n, LEVEL] > 0:
+        o, lx, ly, lz, h = _octant(nodef, n, cx, cy, cz)
+        if not (cx - r >= lx and cx + r <= lx + h and cy - r >= ly and cy + r <= ly + h
+                and cz - r >= lz and cz + r <= lz + h):
+            break
+        ch = nodei[n, CHILD0 + o]
+        if ch < 0:
+            _revive(nodei, n)
+            ch = _alloc_node(nodei, nodef, free, nfree, n, nodei[n, LEVEL] - 1, lx, ly, lz, h)
+            nodei[n, CHILD0 + o] = ch
+            nodei[n, NCHILD] += 1
+            _mark_dirty(nodei, n)
+        n = ch
+    return n
+
+
+# ---------------------------------------------------------------- batch updates (compiled)
+
+@njit(cache=True)
+def _place(slots, start, need, centers, radii, onode, onext, oprev,
+           nodei, nodef, free, nfree, aging, naging, root):
+    """Put queued (new or moved) objects in their smallest containing node.
+
+    Returns the index of the first slot not processed: it stops early when fewer than
+    ``need`` free nodes remain, so the caller can grow the pool and call again.
+    """
+    for i in range(start, slots.shape[0]):
+        if nfree[0] < need:
+            return i
+        s = slots[i]
+        cx = centers[s, 0]
+        cy = centers[s, 1]
+        cz = centers[s, 2]
+        r = radii[s]
+        cur = onode[s]
+        n = root
+        if cur >= 0:
+            # climb to the first ancestor that still contains the sphere (the root does)
+            n = cur
+            while not _contains(nodef, n, cx, cy, cz, r) and nodei[n, PARENT] >= 0:
+                n = nodei[n, PARENT]
+        n = _descend(n, cx, cy, cz, r, nodei, nodef, free, nfree)
+        if n != cur:
+            if cur >= 0:
+                _unlink(s, onode, onext, oprev, nodei)
+                _mark_dirty(nodei, cur)
+                _start_ageing(nodei, aging, naging, cur, root)
+            _link(s, n, onode, onext, oprev, nodei)
+        _mark_dirty(nodei, n)
+    return slots.shape[0]
+
+
+@njit(cache=True)
+def _unlink_batch(slots, onode, onext, oprev, nodei, aging, naging, root):
+    """Take removed objects out of their nodes at once (their slots are about to be freed)."""
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        n = onode[s]
+        if n < 0:
+            onode[s] = NO_NODE
+            continue
+        _unlink(s, onode, onext, oprev, nodei)
+        _mark_dirty(nodei, n)
+        _start_ageing(nodei, aging, naging, n, root)
+
+
+@njit(cache=True)
+def _grow_root_once(nodei, nodef, free, nfree, aging, naging, root, bmin, bmax):
+    """Double the root towards the box [bmin, bmax]; the old root becomes one octant."""
+    s = nodef[root, SIZE]
+    o = 0
+    lo = np.empty(3)
+    for a in range(3):
+        lo[a] = nodef[root, LO + a]
+        if bmin[a] < lo[a]:
+            lo[a] -= s
+            o |= 1 << a
+    new = _alloc_node(nodei, nodef, free, nfree, -1, nodei[root, LEVEL] + 1,
+                      lo[0], lo[1], lo[2], 2.0 * s)
+    nodei[new, CHILD0 + o] = root
+    nodei[new, NCHILD] = 1
+    nodei[root, PARENT] = new
+    _start_ageing(nodei, aging, naging, root, new)  # an empty old root is now a dying leaf
+    return new
+
+
+@njit(cache=True)
+def _tick(nodei, free, nfree, aging, naging, root, outcome):
+    """End of an update cycle: age every empty leaf by one and prune those that reach 0.
+
+    Returns the number of nodes pruned.
+    """
+    pruned = 0
+    keep = 0
+    i = 0
+    while i < naging[0]:  # pruning may append parents, which age in this same cycle
+        n = aging[i]
+        i += 1
+        if (nodei[n, ALIVE] == 0 or nodei[n, TTL] < 0 or n == root
+                or nodei[n, COUNT] != 0 or nodei[n, NCHILD] != 0):
+            nodei[n, INLIST] = 0
+            if n == root:
+                nodei[n, TTL] = -1
+            continue
+        nodei[n, TTL] -= 1
+        if nodei[n, TTL] > 0:
+            aging[keep] = n
+            keep += 1
+            continue
+        p = nodei[n, PARENT]
+        for j in range(8):
+            if nodei[p, CHILD0 + j] == n:
+                nodei[p, CHILD0 + j] = -1
+        nodei[p, NCHILD] -= 1
+        outcome[n] = 0
+        _free_node(nodei, free, nfree, n)
+        pruned += 1
+        _mark_dirty(nodei, p)
+        _start_ageing(nodei, aging, naging, p, root)
+    naging[0] = keep
+    return pruned
+
+
+@njit(cache=True)
+def _shrink_root(nodei, free, nfree, root):
+    """While the root holds no object and has one child, that child becomes the root."""
+    while nodei[root, COUNT] == 0 and nodei[root, NCHILD] == 1:
+        ch = -1
+        for j in range(8):
+            if nodei[root, CHILD0 + j] >= 0:
+                ch = nodei[root, CHILD0 + j]
+        nodei[ch, PARENT] = -1
+        nodei[ch, TTL] = -1  # the root never dies; a stale ageing entry is dropped at the next tick
+        _free_node(nodei, free, nfree, root)
+        root = ch
+    return root
+
+
+@njit(cache=True)
+def _refresh(root, nodei, nodef, centers, radii, vdist, onext, order):
+    """Recompute subtree aggregates of dirty nodes, children before parents."""
+    if root < 0 or nodei[root, DIRTY] == 0:
+        return 0
+    k = 1
+    order[0] = root
+    j = 0
+    while j < k:  # breadth-first list of dirty nodes: every child comes after its parent
+        n = order[j]
+        j += 1
+        for c in range(8):
+            ch = nodei[n, CHILD0 + c]
+            if ch >= 0 and nodei[ch, DIRTY] != 0:
+                order[k] = ch
+                k += 1
+    for j in range(k - 1, -1, -1):
+        _recompute(order[j], nodei, nodef, centers, radii, vdist, onext)
+    return k
+
+
+@njit(cache=True)
+def _recompute(n, nodei, nodef, centers, radii, vdist, onext):
+    lo = np.full(3, np.inf)
+    hi = np.full(3, -np.inf)
+    vmax = -np.inf
+    vmin = np.inf
+    s = nodei[n, HEAD]
+    while s >= 0:
+        r = radii[s]
+        for a in range(3):
+            lo[a] = min(lo[a], centers[s, a] - r)
+            hi[a] = max(hi[a], centers[s, a] + r)
+        vmax = max(vmax, vdist[s])
+        vmin = min(vmin, vdist[s])
+        s = onext[s]
+    if nodei[n, COUNT] > 0:
+        # pad outward so that float rounding in node tests can never cut off a sphere
+        for a in range(3):
+            lo[a] -= _PAD * (abs(lo[a]) + 1.0)
+            hi[a] += _PAD * (abs(hi[a]) + 1.0)
+    sub = nodei[n, COUNT]
+    for c in range(8):
+        ch = nodei[n, CHILD0 + c]
+        if ch < 0 or nodei[ch, SUBCOUNT] == 0:
+            continue
+        sub += nodei[ch, SUBCOUNT]
+        for a in range(3):
+            lo[a] = min(lo[a], nodef[ch, TLO + a])
+            hi[a] = max(hi[a], nodef[ch, THI + a])
+        vmax = max(vmax, nodef[ch, VMAX])
+        vmin = min(vmin, nodef[ch, VMIN])
+    for a in range(3):
+        nodef[n, TLO + a] = lo[a]
+        nodef[n, THI + a] = hi[a]
+    nodef[n, VMAX] = vmax
+    nodef[n, VMIN] = vmin
+    nodei[n, SUBCOUNT] = sub
+    nodei[n, DIRTY] = 0
+
+
+# ---------------------------------------------------------------- queries (compiled)
+
+@njit(cache=True, inline="always")
+def _far_dist(lo, hi, x, y, z):
+    dx = max(abs(x - lo[0]), abs(hi[0] - x))
+    dy = max(abs(y - lo[1]), abs(hi[1] - y))
+    dz = max(abs(z - lo[2]), abs(hi[2] - z))
+    return math.sqrt(dx * dx + dy * dy + dz * dz)
+
+
+@njit(cache=True)
+def _collect(top, nodei, onext, out, k, outcome, stack):
+    """Append every object of the subtree of ``top`` to ``out``; returns (k, nodes walked)."""
+    sp = 1
+    stack[0] = top
+    walked = 0
+    while sp > 0:
+        sp -= 1
+        n = stack[sp]
+        walked += 1
+        outcome[n] = NODE_INSIDE
+        s = nodei[n, HEAD]
+        while s >= 0:
+            out[k] = s
+            k += 1
+            s = onext[s]
+        for c in range(8):
+            ch = nodei[n, CHILD0 + c]
+            if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
+                stack[sp] = ch
+                sp += 1
+    return k, walked
+
+
+@njit(cache=True)
+def _frustum(root, nodei, nodef, onext, centers, radii, vdist, planes, eye, use_vd,
+             vp, zd, zo, zw, zh, out, outcome, stack, inside_stack, stack2):
+    """Cull the tree: reject nodes, accept inside subtrees wholesale, test the rest."""
+    occl = zw.shape[0] > 0
+    k = 0
+    ws = 0
+    visited = 0
+    occ_nodes = 0
+    occ_objs = 0
+    if root < 0 or nodei[root, SUBCOUNT] == 0:
+        return k, ws, visited, occ_nodes, occ_objs
+    ex = eye[0]
+    ey = eye[1]
+    ez = eye[2]
+    sp = 1
+    stack[0] = root
+    inside_stack[0] = 0
+    while sp > 0:
+        sp -= 1
+        n = stack[sp]
+        inside = inside_stack[sp] != 0
+        visited += 1
+        lo = nodef[n, TLO:TLO + 3]
+        hi = nodef[n, THI:THI + 3]
+        if use_vd and box_point_dist(lo, hi, ex, ey, ez) > nodef[n, VMAX] * (1.0 + _SLACK):
+            outcome[n] = NODE_REJECT_VIEWDIST
+            continue
+        if not inside:
+            cls = box_vs_frustum(planes, lo, hi)
+            if cls == OUTSIDE:
+                outcome[n] = NODE_REJECT_FRUSTUM
+                continue
+            inside = cls == INSIDE
+        if occl and box_occluded(lo, hi, vp, zd, zo, zw, zh):
+            outcome[n] = NODE_REJECT_OCCLUSION
+            occ_nodes += 1
+            continue
+        if inside and not occl and (
+                not use_vd or _far_dist(lo, hi, ex, ey, ez) * (1.0 + _SLACK) <= nodef[n, VMIN]):
+            # every sphere below is inside the planes and within its view distance
+            k0 = k
+            k, walked = _collect(n, nodei, onext, out, k, outcome, stack2)
+            ws += k - k0
+            visited += walked - 1
+            continue
+        outcome[n] = NODE_INSIDE if inside else NODE_PARTIAL
+        s = nodei[n, HEAD]
+        while s >= 0:
+            ws += 1
+            cx = centers[s, 0]
+            cy = centers[s, 1]
+            cz = centers[s, 2]
+            ok = not use_vd or within_view_distance(ex, ey, ez, cx, cy, cz, vdist[s])
+            if ok and not inside:
+                ok = sphere_in_frustum(planes, cx, cy, cz, radii[s])
+            if ok and occl and sphere_occluded(cx, cy, cz, radii[s], vp, zd, zo, zw, zh):
+                occ_objs += 1
+                ok = False
+            if ok:
+                out[k] = s
+                k += 1
+            s = onext[s]
+        for c in range(8):
+            ch = nodei[n, CHILD0 + c]
+            if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
+                stack[sp] = ch
+                inside_stack[sp] = 1 if inside else 0
+                sp += 1
+    return k, ws, visited, occ_nodes, occ_objs
+
+
+@njit(cache=True)
+def _box(root, nodei, nodef, onext, centers, radii, qlo, qhi, out, stack, stack2, outcome):
+    k = 0
+    if root < 0 or nodei[root, SUBCOUNT] == 0:
+        return k
+    sp = 1
+    stack[0] = root
+    while sp > 0:
+        sp -= 1
+        n = stack[sp]
+        if not _box_touches(nodef, n, qlo, qhi):
+            continue
+        inside = True
+        for a in range(3):
+            if nodef[n, TLO + a] < qlo[a] or nodef[n, THI + a] > qhi[a]:
+                inside = False
+        if inside:
+            # the whole subtree's bounding box lies in the query box: all spheres overlap it
+            k, _w = _collect(n, nodei, onext, out, k, outcome, stack2)
+            continue
+        s = nodei[n, HEAD]
+        while s >= 0:
+            if sphere_overlaps_box(centers[s, 0], centers[s, 1], centers[s, 2], radii[s], qlo, qhi):
+                out[k] = s
+                k += 1
+            s = onext[s]
+        for c in range(8):
+            ch = nodei[n, CHILD0 + c]
+            if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
+                stack[sp] = ch
+                sp += 1
+    return k
+
+
+@njit(cache=True, inline="always")
+def _box_touches(nodef, n, qlo, qhi):
+    return not (nodef[n, TLO] > qhi[0] or nodef[n, THI] < qlo[0]
+                or nodef[n, TLO + 1] > qhi[1] or nodef[n, THI + 1] < qlo[1]
+                or nodef[n, TLO + 2] > qhi[2] or nodef[n, THI + 2] < qlo[2])
+
+
+@njit(cache=True)
+def _sphere(root, nodei, nodef, onext, centers, radii, q, qr, out, stack):
+    k = 0
+    if root < 0 or nodei[root, SUBCOUNT] == 0:
+        return k
+    reach = qr * (1.0 + 1e-9) + 1e-9 * (1.0 + abs(q[0]) + abs(q[1]) + abs(q[2]))
+    sp = 1
+    stack[0] = root
+    while sp > 0:
+        sp -= 1
+        n = stack[sp]
+        if box_point_dist(nodef[n, TLO:TLO + 3], nodef[n, THI:THI + 3], q[0], q[1], q[2]) > reach:
+            continue
+        s = nodei[n, HEAD]
+        while s >= 0:
+            if spheres_touch(centers[s, 0], centers[s, 1], centers[s, 2], radii[s],
+                             q[0], q[1], q[2], qr):
+                out[k] = s
+                k += 1
+            s = onext[s]
+        for c in range(8):
+            ch = nodei[n, CHILD0 + c]
+            if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
+                stack[sp] = ch
+                sp += 1
+    return k
+
+
+@njit(cache=True)
+def _ray(root, nodei, nodef, onext, centers, radii, o, d, out, ts, stack):
+    k = 0
+    if root < 0 or nodei[root, SUBCOUNT] == 0:
+        return k
+    idx = 1.0 / d[0] if d[0] != 0.0 else np.inf
+    idy = 1.0 / d[1] if d[1] != 0.0 else np.inf
+    idz = 1.0 / d[2] if d[2] != 0.0 else np.inf
+    sp = 1
+    stack[0] = root
+    while sp > 0:
+        sp -= 1
+        n = stack[sp]
+        if not ray_box_hits(o[0], o[1], o[2], idx, idy, idz,
+                            nodef[n, TLO:TLO + 3], nodef[n, THI:THI + 3]):
+            continue
+        s = nodei[n, HEAD]
+        while s >= 0:
+            t = ray_sphere_entry(o[0], o[1], o[2], d[0], d[1], d[2],
+                                 centers[s, 0], centers[s, 1], centers[s, 2], radii[s])
+            if t >= 0.0:
+                out[k] = s
+                ts[k] = t
+                k += 1
+            s = onext[s]
+        for c in range(8):
+            ch = nodei[n, CHILD0 + c]
+            if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
+                stack[sp] = ch
+                sp += 1
+    return k
+
+
+# ---------------------------------------------------------------- validation (compiled)
+
+_ERRORS = {
+    1: "root is not alive or has a parent",
+    2: "root side is not min_size times a power of two",
+    3: "free list is broken (a free node is alive, or alive + free != capacity)",
+    4: "child does not point back at its parent",
+    5: "child cube is not the octant of its parent (corner, size or level wrong)",
+    6: "child count does not match the child links",
+    7: "a live node is not reachable from the root",
+    8: "object list links are broken (prev/next disagree)",
+    9: "object listed in a node that is not its node",
+    10: "object count of a node does not match its list",
+    11: "object sphere is not inside its node cube",
+    12: "object is not in the smallest octant that contains it",
+    13: "lifespan is not one of 8, 16, 32, 64",
+    14: "countdown out of [0, lifespan] or running on a node that is not an empty leaf",
+    15: "empty non-root leaf whose countdown is not running",
+    16: "placed objects counted in nodes differ from placed slots",
+    17: "dirty node under a clean parent",
+    18: "subtree object count is wrong",
+    19: "tight box does not contain an object or a child's box",
+    20: "subtree view distance bounds are wrong",
+    21: "object refers to a dead node",
+    22: "node in the ageing list twice or counting without an entry",
+}
+
+
+@njit(cache=True)
+def _check(root, nodei, nodef, free, nfree, aging, naging, min_size,
+           onode, onext, oprev, alive, centers, radii, vdist, moved):
+    """Check every structural invariant; returns (error code, node or slot) or (0, -1)."""
+    cap = nodei.shape[0]
+    nalive = 0
+    for n in range(cap):
+        if nodei[n, ALIVE] != 0:
+            nalive += 1
+    for i in range(nfree):
+        if nodei[free[i], ALIVE] != 0:
+            return 3, free[i]
+    if nalive + nfree != cap:
+        return 3, -1
+    if root < 0:
+        if nalive != 0:
+            return 7, -1
+    else:
+        if nodei[root, ALIVE] == 0 or nodei[root, PARENT] != -1:
+            return 1, root
+        ratio = nodef[root, SIZE] / min_size
+        if ratio != 2.0 ** nodei[root, LEVEL] or math.frexp(ratio)[0] != 0.5:
+            return 2, root
+    # reachability and parent/child geometry
+    seen = np.zeros(cap, dtype=np.bool_)
+    stack = np.empty(cap + 1, dtype=np.int64)
+    sp = 0
+    if root >= 0:
+        stack[0] = root
+        sp = 1
+        seen[root] = True
+    reached = 0
+    while sp > 0:
+        sp -= 1
+        n = stack[sp]
+        reached += 1
+        nch = 0
+        h = nodef[n, SIZE] * 0.5
+        for o in range(8):
+            ch = nodei[n, CHILD0 + o]
+            if ch < 0:
+                continue
+            nch += 1
+            if nodei[ch, ALIVE] == 0 or nodei[ch, PARENT] != n or seen[ch]:
+                return 4, ch
+            if nodei[ch, LEVEL] != nodei[n, LEVEL] - 1 or nodef[ch, SIZE] != h:
+                return 5, ch
+            for a in range(3):
+                want = nodef[n, LO + a] + (h if (o >> a) & 1 else 0.0)
+                if nodef[ch, LO + a] != want:
+                    return 5, ch
+            seen[ch] = True
+            stack[sp] = ch
+            sp += 1
+        if nch != nodei[n, NCHILD]:
+            return 6, n
+    if reached != nalive:
+        return 7, -1
+    # object lists
+    listed = 0
+    for n in range(cap):
+        if nodei[n, ALIVE] == 0:
+            continue
+        cnt = 0
+        prev = -1
+        s = nodei[n, HEAD]
+        while s >= 0:
+            if oprev[s] != prev:
+                return 8, s
+            if onode[s] != n or not alive[s]:
+                return 9, s
+            cnt += 1
+            if cnt > onode.shape[0]:
+                return 8, s
+            prev = s
+            s = onext[s]
+        if cnt != nodei[n, COUNT]:
+            return 10, n
+        listed += cnt
+    placed = 0
+    for s in range(onode.shape[0]):
+        n = onode[s]
+        if n < 0:
+            continue
+        placed += 1
+        if n >= cap or nodei[n, ALIVE] == 0:
+            return 21, s
+        if moved[s]:
+            continue  # will be relocated at the next flush
+        cx = centers[s, 0]
+        cy = centers[s, 1]
+        cz = centers[s, 2]
+        r = radii[s]
+        if not _contains(nodef, n, cx, cy, cz, r):
+            return 11, s
+        if nodei[n, LEVEL] > 0:
+            o, lx, ly, lz, h = _octant(nodef, n, cx, cy, cz)
+            if (cx - r >= lx and cx + r <= lx + h and cy - r >= ly and cy + r <= ly + h
+                    and cz - r >= lz and cz + r <= lz + h):
+                return 12, s
+    if placed != listed:
+        return 16, -1
+    # lifespans and the ageing list
+    inlist = np.zeros(cap, dtype=np.bool_)
+    for i in range(naging):
+        n = aging[i]
+        if inlist[n]:
+            return 22, n
+        inlist[n] = True
+    for n in range(cap):
+        if nodei[n, ALIVE] == 0:
+            continue
+        life = nodei[n, LIFE]
+        if life != 8 and life != 16 and life != 32 and life != 64:
+            return 13, n
+        ttl = nodei[n, TTL]
+        empty_leaf = nodei[n, COUNT] == 0 and nodei[n, NCHILD] == 0
+        if ttl < -1 or ttl > life or (ttl >= 0 and (not empty_leaf or n == root)):
+            return 14, n
+        if empty_leaf and n != root and ttl < 1:
+            return 15, n
+        if ttl >= 0 and not inlist[n]:
+            return 22, n
+        # aggregates of clean nodes
+        p = nodei[n, PARENT]
+        if nodei[n, DIRTY] != 0:
+            if p >= 0 and nodei[p, DIRTY] == 0:
+                return 17, n
+            continue
+        sub = nodei[n, COUNT]
+        for o in range(8):
+            ch = nodei[n, CHILD0 + o]
+            if ch >= 0:
+                sub += nodei[ch, SUBCOUNT]
+        if sub != nodei[n, SUBCOUNT]:
+            return 18, n
+        if sub == 0:
+            continue
+        for o in range(8):
+            ch = nodei[n, CHILD0 + o]
+            if ch < 0 or nodei[ch, SUBCOUNT] == 0:
+                continue
+            for a in range(3):
+                if nodef[ch, TLO + a] < nodef[n, TLO + a] or nodef[ch, THI + a] > nodef[n, THI + a]:
+                    return 19, n
+            if nodef[ch, VMAX] > nodef[n, VMAX] or nodef[ch, VMIN] < nodef[n, VMIN]:
+                return 20, n
+        s = nodei[n, HEAD]
+        while s >= 0:
+            if not moved[s]:
+                for a in range(3):
+                    if (centers[s, a] - radii[s] < nodef[n, TLO + a]
+                            or centers[s, a] + radii[s] > nodef[n, THI + a]):
+                        return 19, n
+                if vdist[s] > nodef[n, VMAX] or vdist[s] < nodef[n, VMIN]:
+                    return 20, n
+            s = onext[s]
+    return 0, -1
+
+
+# ---------------------------------------------------------------- the index
+
+class FixedOctree(SpatialIndex):
+    """Nevala's octree: power-of-two root cube, smallest-octant placement, lazy batches."""
+
+    name = "fixed-octree"
+
+    def __init__(self, min_size: float = 1.0, leafy: bool | None = None,
+                 split_threshold: int | None = None, capacity: int = 1024) -> None:
+        if leafy not in (None, False) or split_threshold is not None:
+            raise ValueError("fixed-octree has no split heuristic: leafy and split_threshold "
+                             "do not apply (objects go to the smallest containing octant)")
+        m = float(min_size)
+        if not (math.isfinite(m) and m > 0.0 and math.frexp(m)[0] == 0.5):
+            raise ValueError("min_size must be a positive power of two (e.g. 0.5, 1, 2), "
+                             f"got {min_size!r}")
+        super().__init__(capacity)
+        self.min_size = m
+        cap = self.capacity
+        self._onode = np.full(cap, NO_NODE, dtype=np.int64)
+        self._onext = np.full(cap, -1, dtype=np.int64)
+        self._oprev = np.full(cap, -1, dtype=np.int64)
+        self._init_pool(1024)
+        self._root = -1
+        self._pending: list[np.ndarray] = []  # inserted slots waiting for the next flush
+        self._moved: list[np.ndarray] = []  # placed slots whose sphere changed
+        self._changed = False
+        self.cycles = 0  # update cycles (flushes) so far
+        self.pruned = 0  # dead leaves pruned so far
+
+    # ------------------------------------------------------------ node pool
+
+    def _init_pool(self, cap: int) -> None:
+        self._nodei = np.zeros((cap, NI), dtype=np.int32)
+        self._nodef = np.zeros((cap, NF), dtype=np.float64)
+        self._node_free = np.arange(cap - 1, -1, -1, dtype=np.int64)
+        self._node_nfree = np.array([cap], dtype=np.int64)
+        self._aging = np.zeros(cap, dtype=np.int64)
+        self._naging = np.zeros(1, dtype=np.int64)
+        self._outcome = np.zeros(cap, dtype=np.int8)
+        self._order = np.zeros(cap, dtype=np.int64)
+
+    def _ensure_nodes(self, k: int) -> None:
+        """Make sure at least ``k`` nodes are free (the pool doubles when it must grow)."""
+        if self._node_nfree[0] >= k:
+            return
+        old = self._nodei.shape[0]
+        new = max(2 * old, old + k)
+
+        def grown(a: np.ndarray) -> np.ndarray:
+            out = np.zeros((new,) + a.shape[1:], dtype=a.dtype)
+            out[:old] = a
+            return out
+
+        self._nodei = grown(self._nodei)
+        self._nodef = grown(self._nodef)
+        self._aging = grown(self._aging)
+        self._outcome = grown(self._outcome)
+        self._order = np.zeros(new, dtype=np.int64)
+        nf = int(self._node_nfree[0])
+        free = np.empty(new, dtype=np.int64)
+        extra = np.arange(new - 1, old - 1, -1, dtype=np.int64)
+        # new nodes go below the existing free ones so low indices are reused first
+        free[: extra.shape[0]] = extra
+        free[extra.shape[0]: extra.shape[0] + nf] = self._node_free[:nf]
+        self._node_free = free
+        self._node_nfree[0] = nf + extra.shape[0]
+
+    # ------------------------------------------------------------ hooks of the base class
+
+    def _grow(self, new_capacity: int) -> None:
+        def grown(a: np.ndarray, fill: int) -> np.ndarray:
+            out = np.full(new_capacity, fill, dtype=a.dtype)
+            out[: a.shape[0]] = a
+            return out
+
+        self._onode = grown(self._onode, NO_NODE)
+        self._onext = grown(self._onext, -1)
+        self._oprev = grown(self._oprev, -1)
+
+    def _on_insert(self, slots: np.ndarray) -> None:
+        self._onode[slots] = PENDING
+        self._pending.append(slots.copy())
+        self._changed = True
+
+    def _on_update(self, slots, old_centers, old_radii, old_vdist) -> None:
+        # Pending objects are placed with their latest values anyway.
+        self._moved.append(slots[self._onode[slots] >= 0])
+        self._changed = True
+
+    def _on_remove(self, slots: np.ndarray) -> None:
+        _unlink_batch(np.ascontiguousarray(slots, dtype=np.int64), self._onode, self._onext,
+                      self._oprev, self._nodei, self._aging, self._naging, self._root)
+        self._changed = True
+
+    # ------------------------------------------------------------ the update cycle
+
+    def flush(self) -> None:
+        """Apply queued inserts and moves now; this is one update cycle (empty leaves age)."""
+        slots = self._queued_slots()
+        self._pending.clear()
+        self._moved.clear()
+        if slots.shape[0]:
+            lo_ = self._centers[slots] - self._radii[slots, None]
+            hi_ = self._centers[slots] + self._radii[slots, None]
+            self._fit_root(lo_.min(axis=0), hi_.max(axis=0))
+            start = 0
+            while start < slots.shape[0]:
+                need = int(self._nodei[self._root, LEVEL]) + 2
+                self._ensure_nodes(max(need, min(slots.shape[0] - start, 1 << 16)))
+                start = _place(slots, start, need, self._centers, self._radii, self._onode,
+                               self._onext, self._oprev, self._nodei, self._nodef,
+                               self._node_free, self._node_nfree, self._aging, self._naging,
+                               self._root)
+        if self._root >= 0:
+            self.pruned += _tick(self._nodei, self._node_free, self._node_nfree, self._aging,
+                                 self._naging, self._root, self._outcome)
+            self._root = int(_shrink_root(self._nodei, self._node_free, self._node_nfree, self._root))
+            _refresh(self._root, self._nodei, self._nodef, self._centers, self._radii,
+                     self._vdist, self._onext, self._order)
+        self.cycles += 1
+        self._changed = False
+
+    def _queued_slots(self) -> np.ndarray:
+        """Slots to (re)place: queued inserts still pending plus moved objects still placed."""
+        if not self._pending and not self._moved:
+            return np.zeros(0, dtype=np.int64)
+        slots = np.unique(np.concatenate(self._pending + self._moved))
+        node = self._onode[slots]
+        return np.ascontiguousarray(slots[(node == PENDING) | (node >= 0)], dtype=np.int64)
+
+    def _fit_root(self, bmin: np.ndarray, bmax: np.ndarray) -> None:
+        """Create the root around [bmin, bmax], or grow it until it contains that box."""
+        m = self.min_size
+        if self._root < 0:
+            lo = np.floor(bmin / m) * m
+            ext = float((bmax - lo).max())
+            level = 0
+            size = m
+            while size < ext:
+                size *= 2.0
+                level += 1
+            self._ensure_nodes(1)
+            self._root = int(_alloc_node(self._nodei, self._nodef, self._node_free,
+                                         self._node_nfree, -1, level, lo[0], lo[1], lo[2], size))
+            return
+        while True:
+            lo = self._nodef[self._root, LO:LO + 3]
+            size = self._nodef[self._root, SIZE]
+            if (bmin >= lo).all() and (bmax <= lo + size).all():
+                return
+            self._ensure_nodes(1)
+            self._root = int(_grow_root_once(self._nodei, self._nodef, self._node_free,
+                                             self._node_nfree, self._aging, self._naging,
+                                             self._root, bmin, bmax))
+
+    def _sync(self) -> None:
+        if self._changed:
+            self.flush()
+
+    # ------------------------------------------------------------ queries
+
+    def _stack(self) -> np.ndarray:
+        depth = int(self._nodei[self._root, LEVEL]) + 2 if self._root >= 0 else 2
+        return np.empty(8 * depth + 8, dtype=np.int64)
+
+    def _query_frustum(self, planes, eye, use_vd, occlusion) -> QueryResult:
+        self._sync()
+        vp, zd, zo, zw, zh = occlusion_arrays(occlusion)
+        out = np.empty(self._count, dtype=np.int64)
+        self._outcome.fill(0)
+        stack = self._stack()
+        k, ws, visited, occ_n, occ_o = _frustum(
+            self._root, self._nodei, self._nodef, self._onext, self._centers, self._radii,
+            self._vdist, planes, eye, use_vd, vp, zd, zo, zw, zh, out, self._outcome,
+            stack, np.empty_like(stack), self._stack())
+        return QueryResult(visible=out[:k], working_set=int(ws), nodes_visited=int(visited),
+                           occluded_nodes=int(occ_n), occluded_objects=int(occ_o))
+
+    def _query_box(self, lo, hi) -> np.ndarray:
+        self._sync()
+        out = np.empty(self._count, dtype=np.int64)
+        scratch = np.zeros(self._outcome.shape[0], dtype=np.int8)
+        k = _box(self._root, self._nodei, self._nodef, self._onext, self._centers, self._radii,
+                 lo, hi, out, self._stack(), self._stack(), scratch)
+        return out[:k]
+
+    def _query_sphere(self, center, radius) -> np.ndarray:
+        self._sync()
+        out = np.empty(self._count, dtype=np.int64)
+        k = _sphere(self._root, self._nodei, self._nodef, self._onext, self._centers,
+                    self._radii, center, radius, out, self._stack())
+        return out[:k]
+
+    def _query_ray(self, origin, direction) -> tuple[np.ndarray, np.ndarray]:
+        self._sync()
+        out = np.empty(self._count, dtype=np.int64)
+        ts = np.empty(self._count, dtype=np.float64)
+        k = _ray(self._root, self._nodei, self._nodef, self._onext, self._centers, self._radii,
+                 origin, direction, out, ts, self._stack())
+        return out[:k], ts[:k]
+
+    # ------------------------------------------------------------ overlays, stats, checks
+
+    def _live_nodes(self) -> np.ndarray:
+        return np.flatnonzero(self._nodei[:, ALIVE] != 0)
+
+    def node_boxes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lo, hi, depth) of every node cube (pool order; aligned with node_outcomes)."""
+        live = self._live_nodes()
+        lo = self._nodef[live, LO:LO + 3].copy()
+        hi = lo + self._nodef[live, SIZE][:, None]
+        depth = self._root_level() - self._nodei[live, LEVEL].astype(np.int64)
+        return lo, hi, depth
+
+    def node_outcomes(self) -> np.ndarray:
+        """NODE_* outcome of each node of node_boxes() in the last frustum query."""
+        return self._outcome[self._live_nodes()].copy()
+
+    def _root_level(self) -> int:
+        return int(self._nodei[self._root, LEVEL]) if self._root >= 0 else 0
+
+    def stats(self) -> dict[str, Any]:
+        """Nodes, depth, objects per depth, queued work, dying leaves, root cube."""
+        live = self._live_nodes()
+        placed = np.flatnonzero(self._onode >= 0)
+        depth_of = self._root_level() - self._nodei[self._onode[placed], LEVEL].astype(np.int64)
+        node_depth = self._root_level() - self._nodei[live, LEVEL].astype(np.int64)
+        ttl = self._nodei[live, TTL]
+        out = super().stats()
+        out.update({
+            "nodes": int(live.shape[0]),
+            "max_depth": int(node_depth.max()) if live.shape[0] else 0,
+            "objects_per_level": np.bincount(depth_of).tolist() if placed.shape[0] else [],
+            "pending": int(self._queued_slots().shape[0]),
+            "dead_branches": int((ttl >= 0).sum()),
+            "root_lo": self._nodef[self._root, LO:LO + 3].tolist() if self._root >= 0 else None,
+            "root_size": float(self._nodef[self._root, SIZE]) if self._root >= 0 else 0.0,
+            "min_size": self.min_size,
+            "cycles": self.cycles,
+            "pruned": self.pruned,
+            "node_capacity": int(self._nodei.shape[0]),
+        })
+        return out
+
+    def describe(self) -> str:
+        """Name and parameters for HUDs and logs."""
+        size = self._nodef[self._root, SIZE] if self._root >= 0 else 0.0
+        return (f"fixed-octree (min node {self.min_size:g}, root {size:g}, "
+                f"dead leaves kept {LIFE_START}..{LIFE_MAX} cycles)")
+
+    def _validate(self) -> None:
+        alive = self._alive
+        placed_or_pending = self._onode[alive]
+        if (placed_or_pending == NO_NODE).any():
+            raise AssertionError("a live object is neither placed nor pending")
+        if (self._onode[~alive] != NO_NODE).any():
+            raise AssertionError("a dead slot is still placed or pending")
+        moved = np.zeros(self.capacity, dtype=np.bool_)
+        if self._moved:
+            moved[np.concatenate(self._moved)] = True
+        if self._pending:
+            queued = np.zeros(self.capacity, dtype=np.bool_)
+            queued[np.concatenate(self._pending)] = True
+        else:
+            queued = np.zeros(self.capacity, dtype=np.bool_)
+        if ((self._onode == PENDING) & ~queued).any():
+            raise AssertionError("an object is pending but not in the insert queue")
+        if not self._changed and (self._onode == PENDING).any():
+            raise AssertionError("objects pending although nothing is queued")
+        code, which = _check(self._root, self._nodei, self._nodef, self._node_free,
+                             int(self._node_nfree[0]), self._aging, int(self._naging[0]),
+                             self.min_size, self._onode, self._onext, self._oprev, self._alive,
+                             self._centers, self._radii, self._vdist, moved)
+        if code:
+            raise AssertionError(f"fixed-octree: {_ERRORS[int(code)]} (at {int(which)})")
