@@ -1,0 +1,301 @@
+"""Peers the indexes are measured against, behind the index API the benchmarks use
+(``insert``, ``update``, ``query_frustum``, ``query_box``, ``stats``):
+
+* ``numpy-brute``: every query is a vectorised numpy test over all objects;
+* ``numba-brute``: the same sphere-versus-planes loop, compiled with numba (one thread);
+* ``rtree``: libspatialindex's R*-tree (PyPI ``rtree``), what a Python user would pick. Moves
+  are delete + insert; a frustum query asks for the frustum's bounding box (clipped by the
+  largest view distance around the eye) and tests the candidates exactly with numpy.
+
+These are benchmark peers, not indexes of the project: ids must be non-negative ints (they are
+dense in the benchmarks) and there is no input validation.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from app.spatial.base import QueryResult
+
+
+class _Store:
+    """Objects as structure of arrays, with an id -> row table."""
+
+    name = "store"
+
+    def __init__(self, **_: Any) -> None:
+        self._row = np.full(0, -1, dtype=np.int64)
+        self.ids = np.zeros(0, dtype=np.int64)
+        self.x = np.zeros(0)
+        self.y = np.zeros(0)
+        self.z = np.zeros(0)
+        self.r = np.zeros(0)
+        self.vd = np.zeros(0)
+
+    def __len__(self) -> int:
+        return self.ids.shape[0]
+
+    def insert(self, ids, centers, radii, view_distances=None) -> None:
+        ids = np.asarray(ids, dtype=np.int64)
+        centers = np.asarray(centers, dtype=np.float64)
+        top = int(ids.max()) + 1 if ids.size else 0
+        if top > self._row.shape[0]:
+            row = np.full(max(top, 2 * self._row.shape[0]), -1, dtype=np.int64)
+            row[: self._row.shape[0]] = self._row
+            self._row = row
+        base = self.ids.shape[0]
+        self._row[ids] = np.arange(base, base + ids.shape[0])
+        self.ids = np.concatenate([self.ids, ids])
+        self.x = np.concatenate([self.x, centers[:, 0]])
+        self.y = np.concatenate([self.y, centers[:, 1]])
+        self.z = np.concatenate([self.z, centers[:, 2]])
+        self.r = np.concatenate([self.r, np.asarray(radii, dtype=np.float64)])
+        vd = (np.full(ids.shape[0], np.inf) if view_distances is None
+              else np.asarray(view_distances, dtype=np.float64))
+        self.vd = np.concatenate([self.vd, vd])
+
+    def update(self, ids, centers, radii=None, view_distances=None) -> None:
+        rows = self._row[np.asarray(ids, dtype=np.int64)]
+        centers = np.asarray(centers, dtype=np.float64)
+        self.x[rows] = centers[:, 0]
+        self.y[rows] = centers[:, 1]
+        self.z[rows] = centers[:, 2]
+        if radii is not None:
+            self.r[rows] = radii
+        if view_distances is not None:
+            self.vd[rows] = view_distances
+
+    def stats(self) -> dict[str, Any]:
+        return {"objects": len(self), "nodes": 0, "max_depth": 0}
+
+
+class NumpyBrute(_Store):
+    """Vectorised numpy brute force (the design's ~50 ms per million objects)."""
+
+    name = "numpy-brute"
+
+    def _mask(self, planes, eye, use_vd):
+        x, y, z, r = self.x, self.y, self.z, self.r
+        ok = np.ones(x.shape[0], dtype=bool)
+        for a, b, c, d in np.asarray(planes, dtype=np.float64):
+            ok &= ~(a * x + b * y + c * z + d < -r)
+        if use_vd:
+            dx = x - eye[0]
+            dy = y - eye[1]
+            dz = z - eye[2]
+            ok &= np.sqrt(dx * dx + dy * dy + dz * dz) <= self.vd
+        return ok
+
+    def query_frustum(self, planes, eye=None, use_view_distance=False, occlusion=None):
+        ok = self._mask(planes, eye, use_view_distance)
+        return QueryResult(visible=self.ids[ok], working_set=len(self), nodes_visited=0)
+
+    def query_box(self, lo, hi):
+        x, y, z, r = self.x, self.y, self.z, self.r
+        ok = ((x - r <= hi[0]) & (x + r >= lo[0]) & (y - r <= hi[1]) & (y + r >= lo[1])
+              & (z - r <= hi[2]) & (z + r >= lo[2]))
+        return self.ids[ok]
+
+
+@njit(cache=True)
+def _nb_frustum(ids, x, y, z, r, vd, planes, eye, use_vd):
+    out = np.empty(x.shape[0], dtype=np.int64)
+    k = 0
+    for i in range(x.shape[0]):
+        cx = x[i]
+        cy = y[i]
+        cz = z[i]
+        ri = r[i]
+        ok = True
+        for p in range(planes.shape[0]):
+            if planes[p, 0] * cx + planes[p, 1] * cy + planes[p, 2] * cz + planes[p, 3] < -ri:
+                ok = False
+                break
+        if ok and use_vd:
+            dx = cx - eye[0]
+            dy = cy - eye[1]
+            dz = cz - eye[2]
+            ok = np.sqrt(dx * dx + dy * dy + dz * dz) <= vd[i]
+        if ok:
+            out[k] = ids[i]
+            k += 1
+    return out[:k]
+
+
+@njit(cache=True)
+def _nb_box(ids, x, y, z, r, lo, hi):
+    out = np.empty(x.shape[0], dtype=np.int64)
+    k = 0
+    for i in range(x.shape[0]):
+        ri = r[i]
+        if (x[i] - ri <= hi[0] and x[i] + ri >= lo[0] and y[i] - ri <= hi[1]
+                and y[i] + ri >= lo[1] and z[i] - ri <= hi[2] and z[i] + ri >= lo[2]):
+            out[k] = ids[i]
+            k += 1
+    return out[:k]
+
+
+class NumbaBrute(_Store):
+    """The brute-force loop compiled with numba, one thread (design: ~6 ms per million)."""
+
+    name = "numba-brute"
+
+    def query_frustum(self, planes, eye=None, use_view_distance=False, occlusion=None):
+        eye = np.zeros(3) if eye is None else np.asarray(eye, dtype=np.float64)
+        vis = _nb_frustum(self.ids, self.x, self.y, self.z, self.r, self.vd,
+                          np.ascontiguousarray(planes, dtype=np.float64), eye,
+                          bool(use_view_distance))
+        return QueryResult(visible=vis, working_set=len(self), nodes_visited=0)
+
+    def query_box(self, lo, hi):
+        return _nb_box(self.ids, self.x, self.y, self.z, self.r,
+                       np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64))
+
+
+def convex_bbox(planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bounding box of the convex volume {p : n.p + d >= 0 for every plane} (vertices are the
+    feasible intersections of plane triples)."""
+    planes = np.asarray(planes, dtype=np.float64)
+    pts = []
+    for i, j, k in itertools.combinations(range(planes.shape[0]), 3):
+        a = planes[[i, j, k], :3]
+        if abs(np.linalg.det(a)) < 1e-12:
+            continue
+        p = np.linalg.solve(a, -planes[[i, j, k], 3])
+        if (planes[:, :3] @ p + planes[:, 3] >= -1e-6 * (1.0 + np.abs(p).max())).all():
+            pts.append(p)
+    if not pts:
+        return np.full(3, -np.inf), np.full(3, np.inf)
+    pts = np.array(pts)
+    lo = pts.min(axis=0)
+    hi = pts.max(axis=0)
+    pad = 1e-9 * (1.0 + np.abs(pts).max())
+    return lo - pad, hi + pad
+
+
+class RtreePeer(NumpyBrute):
+    """libspatialindex R*-tree over the spheres' bounding boxes."""
+
+    name = "rtree"
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        from rtree import index as rindex
+
+        self._rindex = rindex
+        self._tree = None
+        self._maxvd = 0.0
+
+    def _props(self):
+        p = self._rindex.Property()
+        p.dimension = 3
+        p.variant = self._rindex.RT_Star
+        return p
+
+    def insert(self, ids, centers, radii, view_distances=None) -> None:
+        super().insert(ids, centers, radii, view_distances)
+        ids = np.asarray(ids, dtype=np.int64)
+        c = np.asarray(centers, dtype=np.float64)
+        r = np.asarray(radii, dtype=np.float64)[:, None]
+        mins = np.ascontiguousarray(c - r)
+        maxs = np.ascontiguousarray(c + r)
+        if self._tree is None:  # bulk load (STR packing) when the tree is empty
+            self._tree = self._rindex.Index((ids, mins, maxs), properties=self._props())
+        else:
+            for i, lo, hi in zip(ids.tolist(), mins.tolist(), maxs.tolist(), strict=True):
+                self._tree.insert(i, lo + hi)
+        fin = self.vd[np.isfinite(self.vd)]
+        self._maxvd = float(fin.max()) if fin.size else 0.0
+        self._allfinite = fin.size == self.vd.size
+
+    def update(self, ids, centers, radii=None, view_distances=None) -> None:
+        ids = np.asarray(ids, dtype=np.int64)
+        rows = self._row[ids]
+        old_lo = np.stack([self.x[rows] - self.r[rows], self.y[rows] - self.r[rows],
+                           self.z[rows] - self.r[rows]], axis=1).tolist()
+        old_hi = np.stack([self.x[rows] + self.r[rows], self.y[rows] + self.r[rows],
+                           self.z[rows] + self.r[rows]], axis=1).tolist()
+        super().update(ids, centers, radii, view_distances)
+        c = np.asarray(centers, dtype=np.float64)
+        r = self.r[rows][:, None]
+        new_lo = (c - r).tolist()
+        new_hi = (c + r).tolist()
+        tree = self._tree
+        for k, i in enumerate(ids.tolist()):
+            tree.delete(i, old_lo[k] + old_hi[k])
+            tree.insert(i, new_lo[k] + new_hi[k])
+        if view_distances is not None:
+            fin = self.vd[np.isfinite(self.vd)]
+            self._maxvd = float(fin.max()) if fin.size else 0.0
+            self._allfinite = fin.size == self.vd.size
+
+    def query_frustum(self, planes, eye=None, use_view_distance=False, occlusion=None):
+        lo, hi = convex_bbox(planes)
+        if use_view_distance and self._allfinite:
+            e = np.asarray(eye, dtype=np.float64)
+            lo = np.maximum(lo, e - self._maxvd)
+            hi = np.minimum(hi, e + self._maxvd)
+        if (lo > hi).any() or self._tree is None:
+            return QueryResult(visible=np.zeros(0, dtype=np.int64), working_set=0,
+                               nodes_visited=0)
+        lo = np.maximum(lo, -1e300)
+        hi = np.minimum(hi, 1e300)
+        cand, _ = self._tree.intersection_v(lo[None, :], hi[None, :])
+        rows = self._row[cand]
+        x, y, z, r = self.x[rows], self.y[rows], self.z[rows], self.r[rows]
+        ok = np.ones(rows.shape[0], dtype=bool)
+        for a, b, c, d in np.asarray(planes, dtype=np.float64):
+            ok &= ~(a * x + b * y + c * z + d < -r)
+        if use_view_distance:
+            dx = x - eye[0]
+            dy = y - eye[1]
+            dz = z - eye[2]
+            ok &= np.sqrt(dx * dx + dy * dy + dz * dz) <= self.vd[rows]
+        return QueryResult(visible=cand[ok], working_set=int(cand.shape[0]), nodes_visited=0)
+
+    def query_box(self, lo, hi):
+        if self._tree is None:
+            return np.zeros(0, dtype=np.int64)
+        cand, _ = self._tree.intersection_v(np.asarray(lo, float)[None, :],
+                                            np.asarray(hi, float)[None, :])
+        return cand
+
+
+PEERS: dict[str, Callable[[], Any]] = {
+    "numpy-brute": NumpyBrute,
+    "numba-brute": NumbaBrute,
+    "rtree": RtreePeer,
+}
+
+
+def subjects(only: list[str] | None = None, peers: tuple[str, ...] = ("numpy-brute", "numba-brute",
+             "rtree"), variants: list[tuple[str, str, dict]] | None = None
+             ) -> list[tuple[str, Callable[[], Any]]]:
+    """(label, factory) of the peers and of every index variant that exists right now.
+
+    ``only`` keeps labels equal to or starting with one of the given names (``kd`` keeps
+    ``kd/leafy`` and ``kd/non-leafy``); ``numpy-brute`` is always kept, it is the yardstick.
+    """
+    from app.spatial import create_index, index_variants
+
+    out: list[tuple[str, Callable[[], Any]]] = []
+    for p in peers:
+        if p == "rtree":
+            try:
+                import rtree  # noqa: F401
+            except ImportError:
+                continue
+        out.append((p, PEERS[p]))
+    for label, name, kw in (index_variants() if variants is None else variants):
+        out.append((label, lambda name=name, kw=kw: create_index(name, **kw)))
+    if only:
+        def keep(label: str) -> bool:
+            return label == "numpy-brute" or any(
+                label == o or label.startswith(o + "/") for o in only)
+        out = [s for s in out if keep(s[0])]
+    return out

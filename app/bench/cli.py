@@ -1,0 +1,114 @@
+"""``python -m app bench {index,paper}``."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="bench", metavar="BENCH")
+    p = sub.add_parser("index", help="per-frame cost of every index against brute force",
+                       description="Build time and per-frame update + query_frustum time of "
+                       "every index variant and of the peers (numpy brute force, compiled brute "
+                       "force, rtree), on the static, moving, viewdist and remote workloads.")
+    p.add_argument("--quick", action="store_true",
+                   help="1/20 of the objects and 5 frames: a smoke test (well under a minute)")
+    p.add_argument("--only", default="", help="comma-separated index names or labels "
+                   "(kd, kd/leafy, grid, rtree ...); numpy-brute always runs")
+    p.add_argument("--workloads", default="static,moving,viewdist,remote",
+                   help="comma-separated subset of static,moving,viewdist,remote")
+    p.add_argument("--frames", type=int, default=None,
+                   help="measured frames per workload (default 20, 5 with --quick)")
+    p.add_argument("--scale", type=float, default=None,
+                   help="fraction of the full object counts (default 1, 0.05 with --quick)")
+    p.add_argument("--no-rtree", action="store_true", help="leave the rtree peer out")
+    p.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                   help="process CPU time (default; robust on a shared machine) or wall clock")
+    p.add_argument("--csv", default=None, help="also write the rows to this CSV file")
+    p.add_argument("--md", default=None, help="also write a markdown report to this file")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+    q = sub.add_parser("paper", help="Shagam chapters 3 and 4: thresholds, leafy, distributions",
+                       description="The paper's benchmark (chapter 3 threshold sweep, figure "
+                       "4.1, chapter 4 distributions) with every index and the peers; writes "
+                       "CSV, PNG plots and a markdown report.")
+    q.add_argument("--quick", action="store_true", help="small n, few cycles: a smoke test")
+    q.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    q.add_argument("--out", default="docs/paper", help="output folder (default docs/paper)")
+    q.add_argument("--cycles", type=int, default=None, help="query+move cycles per run")
+    q.add_argument("--only", default="", help="comma-separated index names or labels")
+    q.add_argument("--parts", default="sweep,leafy,dist",
+                   help="comma-separated subset of sweep,leafy,dist")
+    q.add_argument("--max-n", type=int, default=None, help="largest n of the chapter 4 runs")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.bench == "index":
+        return _run_index(args)
+    if args.bench == "paper":
+        from app.bench.paper import run_paper
+
+        return run_paper(args)
+    print("usage: python -m app bench {index,paper} [--quick] ...  (see --help)")
+    return 2
+
+
+def _run_index(args: argparse.Namespace) -> int:
+    from app.bench import report
+    from app.bench.index_bench import run
+    from app.bench.workloads import WORKLOADS
+
+    scale = args.scale if args.scale is not None else (0.05 if args.quick else 1.0)
+    frames = args.frames if args.frames is not None else (5 if args.quick else 20)
+    workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    for w in workloads:
+        if w not in WORKLOADS:
+            print(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}", file=sys.stderr)
+            return 2
+    only = [o.strip() for o in args.only.split(",") if o.strip()] or None
+    t0 = time.perf_counter()
+    rows = run(workloads, only, scale, frames, args.clock,
+               progress=(lambda s: None) if args.quiet else
+               (lambda s: print(s, file=sys.stderr, flush=True)),
+               include_rtree=not args.no_rtree, budget_s=3.0 if args.quick else 20.0)
+    elapsed = time.perf_counter() - t0
+    head = (f"bench index: scale {scale:g}, {frames} measured frames (median, after a warm-up "
+            f"frame), {args.clock} clock, {platform.node()} {platform.processor() or ''}".rstrip())
+    print(head)
+    md = ["# `python -m app bench index` results\n", head + "\n"]
+    for w in workloads:
+        desc = next((r.extra.get("description", "") for r in rows if r.workload == w
+                     and "description" in r.extra), "")
+        print(f"\n== {w}: {desc}")
+        md.append(f"\n## {w}\n\n{desc}\n")
+        if w == "remote":
+            print(report.text_table(report.REMOTE_HEADERS, report.remote_rows(rows)))
+            md.append(report.md_table(report.REMOTE_HEADERS, report.remote_rows(rows)))
+        else:
+            print(report.text_table(report.INDEX_HEADERS, report.index_rows(rows, w)))
+            md.append(report.md_table(report.INDEX_HEADERS, report.index_rows(rows, w)))
+        s = report.index_summary(rows, w)
+        if s:
+            print(s)
+            md.append("\n" + s + "\n")
+    print(f"\n({elapsed:.0f} s)")
+    if args.csv:
+        h, r = report.index_csv_rows(rows)
+        report.write_csv(args.csv, h, r)
+    if args.md:
+        Path(args.md).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.md).write_text("\n".join(md) + "\n")
+    seen = set()
+    for r in rows:
+        if r.error and (r.subject, r.error) not in seen:
+            seen.add((r.subject, r.error))
+            print(f"failed: {r.subject} ({r.workload}): {r.error}", file=sys.stderr)
+    short = [f"{r.workload}/{r.subject}" for r in rows if not r.error
+             and r.extra.get("frames", frames) < frames]
+    if short:
+        print("measured fewer frames (time budget): " + ", ".join(short))
+    return 0
