@@ -272,3 +272,18 @@ def test_missing_group_fields_and_bad_toml(tmp_path):
 
 def test_scene_error_is_a_value_error():
     assert issubclass(SceneError, ValueError)
+
+
+def test_flat_groups_move_in_their_plane():
+    s = load_scene("meadow", objects=5000)
+    y = s.objects.centers[:, 1].copy()
+    for _ in range(20):
+        s.step(0.5)
+    np.testing.assert_array_equal(s.objects.centers[:, 1], y)
+
+
+def test_zero_objects_and_fixed_only_scenes():
+    s = load_scene("demo", objects=0)
+    assert len(s.objects) == 0 and len(s.step(0.1)) == 0
+    city = load_scene("city", objects=72)
+    assert len(city.objects) == 72 and len(city.step(0.1)) == 0

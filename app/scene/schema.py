@@ -17,7 +17,9 @@ import numpy as np
 from app.scene.motion import AXES, MOTIONS
 
 DISTRIBUTIONS = ("uniform", "clustered", "lissajous", "sphere", "grid", "lanes", "box_list")
-MESH_KINDS = ("cube", "icosphere")
+ASSETS_DIR = Path(__file__).resolve().parents[2] / "assets"
+# Mesh kinds are the OBJ files the renderer can load (assets/<kind>.obj).
+MESH_KINDS = tuple(sorted(p.stem for p in ASSETS_DIR.glob("*.obj"))) or ("cube", "icosphere")
 VIEW_DISTANCE_RULES = ("none", "constant", "factor")
 INTERPOLATIONS = ("catmull_rom", "linear")
 TREE_HEURISTICS = ("kd", "ternary", "octree", "icoseptree")
