@@ -9,6 +9,7 @@ on its curve.
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from app.scene.distributions import in_box, lissajous_curve
 
@@ -53,26 +54,53 @@ class Motion:
         """Advance the group's rows of ``centers`` by ``dt`` seconds."""
 
 
+@njit(cache=True)
+def _walk(centers, rows, vel, speeds, noise, lo, hi, dt):  # pragma: no cover - compiled
+    """One random-walk step over the rows: jitter heading, keep speed, move, bounce."""
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        s = speeds[i]
+        inv = 1.0 / s if s > 1e-12 else 0.0
+        h = np.empty(3)
+        norm = 0.0
+        for a in range(3):
+            # A flat axis of the box (a plane of grass) gets no heading at all.
+            h[a] = (vel[i, a] * inv + noise[i, a]) if hi[a] > lo[a] else 0.0
+            norm += h[a] * h[a]
+        norm = np.sqrt(norm)
+        for a in range(3):
+            v = h[a] / norm * s if norm > 1e-12 else 0.0
+            x = centers[r, a] + v * dt
+            span = hi[a] - lo[a]
+            if span <= 0.0:
+                x = lo[a]
+            else:
+                # Triangle-wave fold: any step length lands back inside [lo, hi].
+                y = (x - lo[a]) % (2.0 * span)
+                if y > span:
+                    y = 2.0 * span - y
+                    v = -v
+                x = lo[a] + y
+            centers[r, a] = x
+            vel[i, a] = v
+
+
 class RandomWalk(Motion):
     """Constant speed, direction jittered every frame (Brownian heading), bouncing off walls."""
 
     def __init__(self, rows, speeds, lo, hi, rng, turn: float = 1.0) -> None:
         super().__init__(rows)
         self.lo, self.hi, self.turn = lo, hi, turn
-        self.speeds = speeds[:, None]
-        self.vel = _planar(_unit_vectors(len(rows), rng), lo, hi) * self.speeds
+        self.speeds = np.ascontiguousarray(speeds, dtype=np.float64)
+        self.vel = _planar(_unit_vectors(len(rows), rng), lo, hi) * self.speeds[:, None]
 
     def step(self, centers, dt, rng):
         n = len(self.rows)
         if n == 0:
             return
         # Heading noise scales with sqrt(dt) so the walk's statistics do not depend on frame rate.
-        jitter = rng.normal(size=(n, 3)) * (self.turn * np.sqrt(dt))
-        head = _planar(self.vel / np.maximum(self.speeds, 1e-12) + jitter, self.lo, self.hi)
-        self.vel = head * self.speeds
-        x = centers[self.rows] + self.vel * dt
-        fold(x, self.vel, self.lo, self.hi)
-        centers[self.rows] = x
+        noise = rng.normal(size=(n, 3)) * (self.turn * np.sqrt(dt))
+        _walk(centers, self.rows, self.vel, self.speeds, noise, self.lo, self.hi, dt)
 
 
 class LinearBounce(Motion):
