@@ -29,11 +29,13 @@ Lazy updates and the update cycle
     anything.
 
 Dead branches
-    A non-root leaf with no objects is kept for ``lifespan`` cycles (8 at first) before it is
-    pruned, counting the cycle in which it became empty: at the end of every cycle each empty
-    leaf's countdown drops by one and the leaf is pruned when it reaches 0.  If an object or a
-    child arrives while the countdown runs, the lifespan doubles (8, 16, 32, 64, capped at
-    64) and the countdown stops.  A pruned leaf's parent may become an empty leaf in turn.
+    A non-root leaf with no objects is kept for ``lifespan`` cycles (8 at first): every flush
+    that finds it empty counts one, and the 8th prunes it (the countdown ``TTL`` runs from the
+    lifespan down to 0).  If an object or a child arrives while the countdown runs, the
+    lifespan doubles (8, 16, 32, 64, capped at 64: the article's check lets it reach 128) and
+    the countdown stops.  A pruned leaf takes its whole dead branch with it: ancestors left
+    with neither objects nor children go too, rather than each waiting out its own countdown
+    (a chain of 17 single-child nodes would otherwise take 136 cycles to disappear).
 
 Root growth (unlike the article)
     An object that leaves the root is never destroyed: the root doubles towards it (the old
@@ -344,16 +346,21 @@ def _tick(nodei, free, nfree, aging, naging, root, outcome):
             aging[keep] = n
             keep += 1
             continue
-        p = nodei[n, PARENT]
-        for j in range(8):
-            if nodei[p, CHILD0 + j] == n:
-                nodei[p, CHILD0 + j] = -1
-        nodei[p, NCHILD] -= 1
-        outcome[n] = 0
-        _free_node(nodei, free, nfree, n)
-        pruned += 1
-        _mark_dirty(nodei, p)
-        _start_ageing(nodei, aging, naging, p, root)
+        # The countdown expired: cut the whole dead branch, i.e. this leaf and every
+        # ancestor left with neither objects nor children (they only led to it).
+        while True:
+            p = nodei[n, PARENT]
+            for j in range(8):
+                if nodei[p, CHILD0 + j] == n:
+                    nodei[p, CHILD0 + j] = -1
+            nodei[p, NCHILD] -= 1
+            outcome[n] = 0
+            _free_node(nodei, free, nfree, n)
+            pruned += 1
+            _mark_dirty(nodei, p)
+            if p == root or nodei[p, COUNT] != 0 or nodei[p, NCHILD] != 0:
+                break
+            n = p
     naging[0] = keep
     return pruned
 
@@ -947,7 +954,8 @@ class FixedOctree(SpatialIndex):
         if self._root >= 0:
             self.pruned += _tick(self._nodei, self._node_free, self._node_nfree, self._aging,
                                  self._naging, self._root, self._outcome)
-            self._root = int(_shrink_root(self._nodei, self._node_free, self._node_nfree, self._root))
+            self._root = int(_shrink_root(self._nodei, self._node_free, self._node_nfree,
+                                          self._root))
             _refresh(self._root, self._nodei, self._nodef, self._centers, self._radii,
                      self._vdist, self._onext, self._order)
         self.cycles += 1
@@ -1031,6 +1039,16 @@ class FixedOctree(SpatialIndex):
         k = _ray(self._root, self._nodei, self._nodef, self._onext, self._centers, self._radii,
                  origin, direction, out, ts, self._stack())
         return out[:k], ts[:k]
+
+    def object_cells(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(corner (n,3), side (n,)) of the node cube each object lives in (flushes first)."""
+        ids = self._check_ids(ids)
+        slots = self._idmap.lookup(ids)
+        if (slots < 0).any():
+            raise ValueError(f"object_cells: unknown ids: {ids[slots < 0][:8].tolist()}")
+        self._sync()
+        nodes = self._onode[slots]
+        return self._nodef[nodes, LO:LO + 3].copy(), self._nodef[nodes, SIZE].copy()
 
     # ------------------------------------------------------------ overlays, stats, checks
 
