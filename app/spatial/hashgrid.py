@@ -75,7 +75,10 @@ ST_NFREE = 1  # freed cells on the free stack
 ST_LIVE = 2  # live (non-empty) cells
 ST_USED = 3  # hash buckets live or tombstoned (what probing pays for)
 ST_NDIRTY = 4  # cells whose view-distance bounds may be loose
-ST_SIZE = 5
+ST_IHW = 5  # item pool high-water mark
+ST_INFREE = 6  # freed items on the item free stack
+ST_RELINKS = 7  # items freed since the last compaction (each costs locality)
+ST_SIZE = 8
 
 # validate() error codes -> messages.
 _ERRORS = {
@@ -93,6 +96,8 @@ _ERRORS = {
     12: "level extent does not contain a cell",
     13: "cell view-distance bounds are not conservative",
     14: "dirty-list flags disagree with the dirty list",
+    15: "object's item is missing or its copied center/radius/view distance is stale",
+    16: "item free list is wrong (a live item on it, or items leaked)",
 }
 
 
@@ -257,6 +262,11 @@ def _fill_table(ckey, ccount, hw, cpos, hkey, hval):
 
 
 # ---------------------------------------------------------------------------- linking
+#
+# Cell lists are linked lists of *items* (Bitsquid's items array): an item holds a copy of its
+# object's center, radius and view distance next to the list links, so walking a cell reads
+# one contiguous run of memory once the items are compacted in cell order (see _compact).
+# I = (icen (M,3), irad, ivd, islot, inext, iprev, ifree); slots map to items by ``oitem``.
 
 
 @njit(cache=True, inline="always")
@@ -268,19 +278,38 @@ def _mark_dirty(c, cdirty, dirty, st):
         st[ST_NDIRTY] += 1
 
 
+@njit(cache=True, inline="always")
+def _copy_item(it, s, centers, radii, vdist, icen, irad, ivd):
+    icen[it, 0] = centers[s, 0]
+    icen[it, 1] = centers[s, 1]
+    icen[it, 2] = centers[s, 2]
+    irad[it] = radii[s]
+    ivd[it] = vdist[s]
+
+
 @njit(cache=True)
-def _link(s, c, radii, vdist, nxt, prv, ocell, G):
-    """Push object ``s`` on the list of cell ``c`` and widen the cell and level bounds."""
+def _link(s, c, centers, radii, vdist, oitem, ocell, G, I):
+    """Give object ``s`` a new item at the head of cell ``c``; widen cell and level bounds."""
     (ckey, chead, ccount, cvdmax, cvdmin, cdirty, cpos, cfree, dirty, cout, st,
      hkey, hval, lcount, lcells, lrmax, lext) = G
-    h = chead[c]
-    nxt[s] = h
-    prv[s] = -1
-    if h >= 0:
-        prv[h] = s
-    chead[c] = s
-    ccount[c] += 1
+    icen, irad, ivd, islot, inext, iprev, ifree = I
+    if st[ST_INFREE] > 0:
+        st[ST_INFREE] -= 1
+        it = ifree[st[ST_INFREE]]
+    else:
+        it = st[ST_IHW]
+        st[ST_IHW] += 1
+    _copy_item(it, s, centers, radii, vdist, icen, irad, ivd)
+    islot[it] = s
+    oitem[s] = it
     ocell[s] = c
+    h = chead[c]
+    inext[it] = h
+    iprev[it] = -1
+    if h >= 0:
+        iprev[h] = it
+    chead[c] = it
+    ccount[c] += 1
     v = vdist[s]
     cvdmax[c] = max(cvdmax[c], v)
     cvdmin[c] = min(cvdmin[c], v)
@@ -290,21 +319,28 @@ def _link(s, c, radii, vdist, nxt, prv, ocell, G):
 
 
 @njit(cache=True)
-def _unlink(s, old_vd, nxt, prv, ocell, G):
-    """Take object ``s`` off its cell's list; an emptied cell leaves the pool and the table."""
+def _unlink(s, old_vd, oitem, ocell, G, I):
+    """Free object ``s``'s item; an emptied cell leaves the pool and the table."""
     (ckey, chead, ccount, cvdmax, cvdmin, cdirty, cpos, cfree, dirty, cout, st,
      hkey, hval, lcount, lcells, lrmax, lext) = G
+    icen, irad, ivd, islot, inext, iprev, ifree = I
+    it = oitem[s]
     c = ocell[s]
-    p = prv[s]
-    n = nxt[s]
+    p = iprev[it]
+    n = inext[it]
     if p >= 0:
-        nxt[p] = n
+        inext[p] = n
     else:
         chead[c] = n
     if n >= 0:
-        prv[n] = p
-    nxt[s] = -1
-    prv[s] = -1
+        iprev[n] = p
+    inext[it] = -1
+    iprev[it] = -1
+    islot[it] = -1
+    ifree[st[ST_INFREE]] = it
+    st[ST_INFREE] += 1
+    st[ST_RELINKS] += 1
+    oitem[s] = -1
     ocell[s] = -1
     ccount[c] -= 1
     lvl = ckey[c, 0]
@@ -320,34 +356,37 @@ def _unlink(s, old_vd, nxt, prv, ocell, G):
 
 
 @njit(cache=True, inline="always")
-def _has_room(G):
+def _has_room(G, I):
     st = G[10]
     hval = G[12]
     cfree = G[7]
+    ifree = I[6]
     free_cells = st[ST_NFREE] + (cfree.shape[0] - st[ST_HW])
-    return free_cells > 0 and 2 * (st[ST_USED] + 1) <= hval.shape[0]
+    free_items = st[ST_INFREE] + (ifree.shape[0] - st[ST_IHW])
+    return free_cells > 0 and free_items > 0 and 2 * (st[ST_USED] + 1) <= hval.shape[0]
 
 
 @njit(cache=True)
-def _insert_batch(slots, start, centers, radii, vdist, nxt, prv, ocell, sizes, G):
-    """Link new objects; stops early (returning where) when the pool or table is full."""
+def _insert_batch(slots, start, centers, radii, vdist, oitem, ocell, sizes, G, I):
+    """Link new objects; stops early (returning where) when a pool or the table is full."""
     for i in range(start, slots.shape[0]):
-        if not _has_room(G):
+        if not _has_room(G, I):
             return i
         s = slots[i]
         lvl = _level_of(radii[s], sizes)
         size = sizes[lvl]
         c = _find_or_add(lvl, _coord(centers[s, 0], size), _coord(centers[s, 1], size),
                          _coord(centers[s, 2], size), G)
-        _link(s, c, radii, vdist, nxt, prv, ocell, G)
+        _link(s, c, centers, radii, vdist, oitem, ocell, G, I)
     return slots.shape[0]
 
 
 @njit(cache=True)
-def _update_batch(slots, old_vd, start, centers, radii, vdist, nxt, prv, ocell, sizes, G):
-    """Relink moved objects whose cell or level changed; others only widen bounds."""
+def _update_batch(slots, old_vd, start, centers, radii, vdist, oitem, ocell, sizes, G, I):
+    """Relink moved objects whose cell or level changed; others refresh their item only."""
     (ckey, chead, ccount, cvdmax, cvdmin, cdirty, cpos, cfree, dirty, cout, st,
      hkey, hval, lcount, lcells, lrmax, lext) = G
+    icen, irad, ivd, islot, inext, iprev, ifree = I
     for i in range(start, slots.shape[0]):
         s = slots[i]
         lvl = _level_of(radii[s], sizes)
@@ -357,6 +396,7 @@ def _update_batch(slots, old_vd, start, centers, radii, vdist, nxt, prv, ocell, 
         iz = _coord(centers[s, 2], size)
         c = ocell[s]
         if ckey[c, 0] == lvl and ckey[c, 1] == ix and ckey[c, 2] == iy and ckey[c, 3] == iz:
+            _copy_item(oitem[s], s, centers, radii, vdist, icen, irad, ivd)
             v = vdist[s]
             ov = old_vd[i]
             if v != ov and (ov >= cvdmax[c] or ov <= cvdmin[c]):
@@ -365,24 +405,58 @@ def _update_batch(slots, old_vd, start, centers, radii, vdist, nxt, prv, ocell, 
             cvdmin[c] = min(cvdmin[c], v)
             lrmax[lvl] = max(lrmax[lvl], radii[s])
             continue
-        if not _has_room(G):
+        if not _has_room(G, I):
             return i
-        _unlink(s, old_vd[i], nxt, prv, ocell, G)
+        _unlink(s, old_vd[i], oitem, ocell, G, I)
         c = _find_or_add(lvl, ix, iy, iz, G)
-        _link(s, c, radii, vdist, nxt, prv, ocell, G)
+        _link(s, c, centers, radii, vdist, oitem, ocell, G, I)
     return slots.shape[0]
 
 
 @njit(cache=True)
-def _remove_batch(slots, vdist, nxt, prv, ocell, G):
+def _remove_batch(slots, vdist, oitem, ocell, G, I):
     """Unlink objects about to be freed (the store still holds them)."""
     for i in range(slots.shape[0]):
         s = slots[i]
-        _unlink(s, vdist[s], nxt, prv, ocell, G)
+        _unlink(s, vdist[s], oitem, ocell, G, I)
 
 
 @njit(cache=True)
-def _refresh_dirty(vdist, nxt, G):
+def _compact(oitem, G, I, J):
+    """Renumber items cell by cell into the fresh arrays J so each cell's list is one
+    contiguous run (and cells of one pool neighbourhood are near each other)."""
+    (ckey, chead, ccount, cvdmax, cvdmin, cdirty, cpos, cfree, dirty, cout, st,
+     hkey, hval, lcount, lcells, lrmax, lext) = G
+    icen, irad, ivd, islot, inext, iprev, ifree = I
+    jcen, jrad, jvd, jslot, jnext, jprev, jfree = J
+    j = 0
+    for c in range(st[ST_HW]):
+        if ccount[c] <= 0:
+            continue
+        it = chead[c]
+        chead[c] = j
+        first = j
+        while it >= 0:
+            jcen[j, 0] = icen[it, 0]
+            jcen[j, 1] = icen[it, 1]
+            jcen[j, 2] = icen[it, 2]
+            jrad[j] = irad[it]
+            jvd[j] = ivd[it]
+            s = islot[it]
+            jslot[j] = s
+            oitem[s] = j
+            jprev[j] = j - 1 if j > first else -1
+            jnext[j] = j + 1
+            j += 1
+            it = inext[it]
+        jnext[j - 1] = -1
+    st[ST_IHW] = j
+    st[ST_INFREE] = 0
+    st[ST_RELINKS] = 0
+
+
+@njit(cache=True)
+def _refresh_dirty(ivd, inext, G):
     """Recompute the view-distance bounds of the cells on the dirty list (lazily, per query)."""
     (ckey, chead, ccount, cvdmax, cvdmin, cdirty, cpos, cfree, dirty, cout, st,
      hkey, hval, lcount, lcells, lrmax, lext) = G
@@ -393,18 +467,18 @@ def _refresh_dirty(vdist, nxt, G):
             continue
         hi = -np.inf
         lo = np.inf
-        s = chead[c]
-        while s >= 0:
-            hi = max(hi, vdist[s])
-            lo = min(lo, vdist[s])
-            s = nxt[s]
+        it = chead[c]
+        while it >= 0:
+            hi = max(hi, ivd[it])
+            lo = min(lo, ivd[it])
+            it = inext[it]
         cvdmax[c] = hi
         cvdmin[c] = lo
     st[ST_NDIRTY] = 0
 
 
 @njit(cache=True)
-def _recompute_levels(radii, nxt, G):
+def _recompute_levels(irad, inext, G):
     """Tighten per-level max radius and extent (they only grow between rebuilds)."""
     (ckey, chead, ccount, cvdmax, cvdmin, cdirty, cpos, cfree, dirty, cout, st,
      hkey, hval, lcount, lcells, lrmax, lext) = G
@@ -418,10 +492,10 @@ def _recompute_levels(radii, nxt, G):
         for a in range(3):
             lext[lvl, a] = min(lext[lvl, a], ckey[c, 1 + a])
             lext[lvl, 3 + a] = max(lext[lvl, 3 + a], ckey[c, 1 + a])
-        s = chead[c]
-        while s >= 0:
-            lrmax[lvl] = max(lrmax[lvl], radii[s])
-            s = nxt[s]
+        it = chead[c]
+        while it >= 0:
+            lrmax[lvl] = max(lrmax[lvl], irad[it])
+            it = inext[it]
 
 
 # ---------------------------------------------------------------------------- cell ranges
@@ -597,7 +671,7 @@ def _cells_in_ranges(ranges, active, hw, ckey, ccount, hkey, hval, lcells, st):
 
 @njit(cache=True)
 def _cull_cell(c, res, size, grow, planes, eye, use_vd, vp, zd, zo, zw, zh,
-               centers, radii, vdist, nxt, ckey, chead, cvdmax, cvdmin, cout, out, k, cnt):
+               centers, radii, vdist, nxt, islot, ckey, chead, cvdmax, cvdmin, cout, out, k, cnt):
     """Frustum-test one live cell (``res``: its class if known, else -1); emit its objects.
 
     ``cnt`` accumulates [working set, cells visited, occluded cells, occluded objects].
@@ -653,7 +727,7 @@ def _cull_cell(c, res, size, grow, planes, eye, use_vd, vp, zd, zo, zw, zh,
             cnt[3] += 1
             ok = False
         if ok:
-            out[k] = s
+            out[k] = islot[s]
             k += 1
         s = nxt[s]
     return k
@@ -661,7 +735,7 @@ def _cull_cell(c, res, size, grow, planes, eye, use_vd, vp, zd, zo, zw, zh,
 
 @njit(cache=True)
 def _frustum(planes, eye, use_vd, vp, zd, zo, zw, zh, n_objects,
-             centers, radii, vdist, nxt, sizes, G):
+             centers, radii, vdist, nxt, islot, sizes, G):
     """Frustum (+ view distance, + occlusion) query over every level; one call per frame."""
     (ckey, chead, ccount, cvdmax, cvdmin, cdirty, cpos, cfree, dirty, cout, st,
      hkey, hval, lcount, lcells, lrmax, lext) = G
@@ -727,7 +801,7 @@ def _frustum(planes, eye, use_vd, vp, zd, zo, zw, zh, n_objects,
                                 hint = res if (res == INSIDE or single) else -1
                                 k = _cull_cell(c, hint, size, grow, planes, eye, use_vd,
                                                vp, zd, zo, zw, zh, centers, radii, vdist,
-                                               nxt, ckey, chead, cvdmax, cvdmin, cout, out,
+                                               nxt, islot, ckey, chead, cvdmax, cvdmin, cout, out,
                                                k, cnt)
                 continue
             # Split the longest side in two.
@@ -759,7 +833,7 @@ def _frustum(planes, eye, use_vd, vp, zd, zo, zw, zh, n_objects,
             if r[0] <= ckey[c, 1] <= r[3] and r[1] <= ckey[c, 2] <= r[4] \
                     and r[2] <= ckey[c, 3] <= r[5]:
                 k = _cull_cell(c, -1, sizes[lvl], lrmax[lvl], planes, eye, use_vd,
-                               vp, zd, zo, zw, zh, centers, radii, vdist, nxt, ckey, chead,
+                               vp, zd, zo, zw, zh, centers, radii, vdist, nxt, islot, ckey, chead,
                                cvdmax, cvdmin, cout, out, k, cnt)
     return out[:k], cnt
 
@@ -768,7 +842,7 @@ def _frustum(planes, eye, use_vd, vp, zd, zo, zw, zh, n_objects,
 
 
 @njit(cache=True)
-def _box(lo, hi, n_objects, centers, radii, nxt, sizes, G):
+def _box(lo, hi, n_objects, centers, radii, nxt, islot, sizes, G):
     """Objects whose sphere's bounding box overlaps [lo, hi]."""
     (ckey, chead, ccount, cvdmax, cvdmin, cdirty, cpos, cfree, dirty, cout, st,
      hkey, hval, lcount, lcells, lrmax, lext) = G
@@ -786,14 +860,14 @@ def _box(lo, hi, n_objects, centers, radii, nxt, sizes, G):
         while s >= 0:
             if sphere_overlaps_box(centers[s, 0], centers[s, 1], centers[s, 2], radii[s],
                                    lo, hi):
-                out[k] = s
+                out[k] = islot[s]
                 k += 1
             s = nxt[s]
     return out[:k]
 
 
 @njit(cache=True)
-def _sphere(q, qr, n_objects, centers, radii, nxt, sizes, G):
+def _sphere(q, qr, n_objects, centers, radii, nxt, islot, sizes, G):
     """Objects with |c - q| <= r + qr."""
     (ckey, chead, ccount, cvdmax, cvdmin, cdirty, cpos, cfree, dirty, cout, st,
      hkey, hval, lcount, lcells, lrmax, lext) = G
@@ -824,7 +898,7 @@ def _sphere(q, qr, n_objects, centers, radii, nxt, sizes, G):
         while s >= 0:
             if spheres_touch(centers[s, 0], centers[s, 1], centers[s, 2], radii[s],
                              q[0], q[1], q[2], qr):
-                out[k] = s
+                out[k] = islot[s]
                 k += 1
             s = nxt[s]
     return out[:k]
@@ -834,7 +908,8 @@ def _sphere(q, qr, n_objects, centers, radii, nxt, sizes, G):
 
 
 @njit(cache=True)
-def _ray_cell(c, o, d, inv, size, grow, centers, radii, nxt, ckey, chead, out, ts, k):
+def _ray_cell(c, o, d, inv, size, grow, centers, radii, nxt, islot, ckey, chead, out, ts,
+              k):
     """Test one cell's grown box, then its objects, against the ray."""
     ix = ckey[c, 1]
     iy = ckey[c, 2]
@@ -850,7 +925,7 @@ def _ray_cell(c, o, d, inv, size, grow, centers, radii, nxt, ckey, chead, out, t
         t = ray_sphere_entry(o[0], o[1], o[2], d[0], d[1], d[2],
                              centers[s, 0], centers[s, 1], centers[s, 2], radii[s])
         if t >= 0.0:
-            out[k] = s
+            out[k] = islot[s]
             ts[k] = t
             k += 1
         s = nxt[s]
@@ -877,7 +952,7 @@ def _clip_ray(o, d, lo, hi):
 
 
 @njit(cache=True)
-def _ray(o, d, n_objects, centers, radii, nxt, sizes, G, cstamp, stamp):
+def _ray(o, d, n_objects, centers, radii, nxt, islot, sizes, G, cstamp, stamp):
     """Spheres hit by the ray: per level, a grid walk (DDA) along the ray visiting the cells
     within the level's reach of each cell crossed (or a scan when that is cheaper)."""
     (ckey, chead, ccount, cvdmax, cvdmin, cdirty, cpos, cfree, dirty, cout, st,
@@ -919,8 +994,8 @@ def _ray(o, d, n_objects, centers, radii, nxt, sizes, G, cstamp, stamp):
         if not walkable:
             for c in range(st[ST_HW]):
                 if ccount[c] > 0 and ckey[c, 0] == lvl:
-                    k = _ray_cell(c, o, d, inv, size, grow, centers, radii, nxt, ckey, chead,
-                                  out, ts, k)
+                    k = _ray_cell(c, o, d, inv, size, grow, centers, radii, nxt, islot, ckey,
+                                  chead, out, ts, k)
             continue
         for a in range(3):
             if d[a] > 0.0:
@@ -944,7 +1019,7 @@ def _ray(o, d, n_objects, centers, radii, nxt, sizes, G, cstamp, stamp):
                         if c >= 0 and cstamp[c] != stamp:
                             cstamp[c] = stamp  # a cell near several crossed cells: once
                             k = _ray_cell(c, o, d, inv, size, grow, centers, radii, nxt,
-                                          ckey, chead, out, ts, k)
+                                          islot, ckey, chead, out, ts, k)
             budget -= 1
             if budget < 0 or (cur[0] == end[0] and cur[1] == end[1] and cur[2] == end[2]):
                 break
@@ -964,16 +1039,24 @@ def _ray(o, d, n_objects, centers, radii, nxt, sizes, G, cstamp, stamp):
 
 
 @njit(cache=True)
-def _check(alive, centers, radii, vdist, nxt, prv, ocell, sizes, G):
+def _check(alive, centers, radii, vdist, oitem, ocell, sizes, G, I):
     """Every invariant of the grid; returns (error code, offending slot or cell) or (0, -1)."""
     (ckey, chead, ccount, cvdmax, cvdmin, cdirty, cpos, cfree, dirty, cout, st,
      hkey, hval, lcount, lcells, lrmax, lext) = G
+    icen, irad, ivd, islot, inext, iprev, ifree = I
     hw = st[ST_HW]
+    ihw = st[ST_IHW]
     n = alive.shape[0]
-    # Objects: the cell of their center at their level.
+    # Objects: one item holding exact copies, in the cell of their center at their level.
     for s in range(n):
         if not alive[s]:
             continue
+        it = oitem[s]
+        if it < 0 or it >= ihw or islot[it] != s:
+            return 15, s
+        if icen[it, 0] != centers[s, 0] or icen[it, 1] != centers[s, 1] \
+                or icen[it, 2] != centers[s, 2] or irad[it] != radii[s] or ivd[it] != vdist[s]:
+            return 15, s
         c = ocell[s]
         if c < 0 or c >= hw or ccount[c] <= 0:
             return 1, s
@@ -986,8 +1069,9 @@ def _check(alive, centers, radii, vdist, nxt, prv, ocell, sizes, G):
         if radii[s] > lrmax[lvl]:
             return 11, s
     # Cells: lists, counts, bounds, table.
-    seen = np.zeros(n, dtype=np.bool_)
+    seen = np.zeros(ihw, dtype=np.bool_)
     live = 0
+    nitems = 0
     nlev = sizes.shape[0]
     lc = np.zeros(nlev, dtype=np.int64)
     lcl = np.zeros(nlev, dtype=np.int64)
@@ -1000,20 +1084,22 @@ def _check(alive, centers, radii, vdist, nxt, prv, ocell, sizes, G):
         lcl[lvl] += 1
         m = 0
         p = -1
-        s = chead[c]
-        while s >= 0:
-            if m > n or s >= n or prv[s] != p or seen[s]:
+        it = chead[c]
+        while it >= 0:
+            if it >= ihw or iprev[it] != p or seen[it]:
                 return 3, c
-            if not alive[s] or ocell[s] != c:
+            s = islot[it]
+            if s < 0 or s >= n or not alive[s] or ocell[s] != c or oitem[s] != it:
                 return 5, c
-            if (vdist[s] > cvdmax[c] or vdist[s] < cvdmin[c]):
+            if ivd[it] > cvdmax[c] or ivd[it] < cvdmin[c]:
                 return 13, c
-            seen[s] = True
+            seen[it] = True
             m += 1
-            p = s
-            s = nxt[s]
+            p = it
+            it = inext[it]
         if m != ccount[c]:
             return 4, c
+        nitems += m
         lc[lvl] += m
         for a in range(3):
             if not (lext[lvl, a] <= ckey[c, 1 + a] <= lext[lvl, 3 + a]):
@@ -1023,9 +1109,12 @@ def _check(alive, centers, radii, vdist, nxt, prv, ocell, sizes, G):
             return 7, c
         if _probe(hkey, hval, lvl, ckey[c, 1], ckey[c, 2], ckey[c, 3]) != c:
             return 7, c
+    nalive = 0
     for s in range(n):
-        if alive[s] and not seen[s]:
-            return 6, s
+        if alive[s]:
+            nalive += 1
+    if nitems != nalive:
+        return 6, -1
     if live != st[ST_LIVE]:
         return 9, -1
     for lvl in range(nlev):
@@ -1044,7 +1133,7 @@ def _check(alive, centers, radii, vdist, nxt, prv, ocell, sizes, G):
                     return 8, v
     if used != st[ST_USED] or 2 * used > hval.shape[0]:
         return 9, -1
-    # Free cells: exactly the dead ones below the high-water mark.
+    # Free cells and items: exactly the unused ones below the high-water marks.
     isfree = np.zeros(hw, dtype=np.bool_)
     for i in range(st[ST_NFREE]):
         c = cfree[i]
@@ -1053,6 +1142,13 @@ def _check(alive, centers, radii, vdist, nxt, prv, ocell, sizes, G):
         isfree[c] = True
     if st[ST_NFREE] + live != hw:
         return 9, -1
+    for i in range(st[ST_INFREE]):
+        it = ifree[i]
+        if it < 0 or it >= ihw or seen[it]:
+            return 16, it
+        seen[it] = True
+    if st[ST_INFREE] + nitems != ihw:
+        return 16, -1
     ondirty = np.zeros(hw, dtype=np.bool_)
     for i in range(st[ST_NDIRTY]):
         ondirty[dirty[i]] = True
@@ -1114,9 +1210,9 @@ class HashedGrid(SpatialIndex):
         self._auto = cell_size is None
         self._sizes = self._level_sizes(cell_size or 1.0)
         cap = self.capacity
-        self._nxt = np.full(cap, -1, dtype=np.int64)
-        self._prv = np.full(cap, -1, dtype=np.int64)
+        self._oitem = np.full(cap, -1, dtype=np.int64)
         self._ocell = np.full(cap, -1, dtype=np.int64)
+        self._items = self._new_items(cap)
         self._new_cells(256)
         self._new_table(256)
         self._lcount = np.zeros(NLEVELS, dtype=np.int64)
@@ -1126,6 +1222,7 @@ class HashedGrid(SpatialIndex):
         self._lext[:, :3] = LIM + 1
         self._lext[:, 3:] = -LIM - 1
         self._stamp = 0
+        self._compacted_hw = 0  # item high-water mark right after the last compaction
 
     # ------------------------------------------------------------------ public extras
 
@@ -1184,31 +1281,34 @@ class HashedGrid(SpatialIndex):
         while start < slots.shape[0]:
             self._reserve(slots.shape[0] - start)
             start = _insert_batch(slots, start, self._centers, self._radii, self._vdist,
-                                  self._nxt, self._prv, self._ocell, self._sizes, self._grid())
+                                  self._oitem, self._ocell, self._sizes, self._grid(),
+                                  self._items)
+        self._maybe_compact()
 
     def _on_update(self, slots, old_centers, old_radii, old_vdist) -> None:
         old_vd = np.ascontiguousarray(old_vdist, dtype=np.float64)
         start = 0
         while start < slots.shape[0]:
             start = _update_batch(slots, old_vd, start, self._centers, self._radii,
-                                  self._vdist, self._nxt, self._prv, self._ocell, self._sizes,
-                                  self._grid())
+                                  self._vdist, self._oitem, self._ocell, self._sizes,
+                                  self._grid(), self._items)
             if start < slots.shape[0]:
                 self._reserve(slots.shape[0] - start)
+        self._maybe_compact()
 
     def _on_remove(self, slots: np.ndarray) -> None:
-        _remove_batch(slots, self._vdist, self._nxt, self._prv, self._ocell, self._grid())
+        _remove_batch(slots, self._vdist, self._oitem, self._ocell, self._grid(), self._items)
 
     def _grow(self, new_capacity: int) -> None:
-        old = self._nxt.shape[0]
-        for name in ("_nxt", "_prv", "_ocell"):
+        old = self._oitem.shape[0]
+        for name in ("_oitem", "_ocell"):
             a = np.full(new_capacity, -1, dtype=np.int64)
             a[:old] = getattr(self, name)
             setattr(self, name, a)
 
     def _validate(self) -> None:
-        code, where = _check(self._alive, self._centers, self._radii, self._vdist, self._nxt,
-                             self._prv, self._ocell, self._sizes, self._grid())
+        code, where = _check(self._alive, self._centers, self._radii, self._vdist,
+                             self._oitem, self._ocell, self._sizes, self._grid(), self._items)
         if code:
             raise AssertionError(f"grid: {_ERRORS[int(code)]} (at {int(where)})")
 
@@ -1216,26 +1316,27 @@ class HashedGrid(SpatialIndex):
 
     def _query_frustum(self, planes, eye, use_vd, occlusion):
         if use_vd and self._st[ST_NDIRTY]:
-            _refresh_dirty(self._vdist, self._nxt, self._grid())
+            _refresh_dirty(self._items[2], self._items[4], self._grid())
         vp, zd, zo, zw, zh = occlusion_arrays(occlusion)
         slots, cnt = _frustum(planes, eye, use_vd, vp, zd, zo, zw, zh, self._count,
-                              self._centers, self._radii, self._vdist, self._nxt, self._sizes,
-                              self._grid())
+                              *self._item_walk(), self._sizes, self._grid())
         return QueryResult(visible=slots, working_set=int(cnt[0]), nodes_visited=int(cnt[1]),
                            occluded_nodes=int(cnt[2]), occluded_objects=int(cnt[3]))
 
     def _query_box(self, lo, hi):
-        return _box(lo, hi, self._count, self._centers, self._radii, self._nxt, self._sizes,
-                    self._grid())
+        icen, irad, _, inext, islot = self._item_walk()
+        return _box(lo, hi, self._count, icen, irad, inext, islot, self._sizes, self._grid())
 
     def _query_sphere(self, center, radius):
-        return _sphere(center, radius, self._count, self._centers, self._radii, self._nxt,
-                       self._sizes, self._grid())
+        icen, irad, _, inext, islot = self._item_walk()
+        return _sphere(center, radius, self._count, icen, irad, inext, islot, self._sizes,
+                       self._grid())
 
     def _query_ray(self, origin, direction):
         self._stamp += 1
-        return _ray(origin, direction, self._count, self._centers, self._radii, self._nxt,
-                    self._sizes, self._grid(), self._cstamp, self._stamp)
+        icen, irad, _, inext, islot = self._item_walk()
+        return _ray(origin, direction, self._count, icen, irad, inext, islot, self._sizes,
+                    self._grid(), self._cstamp, self._stamp)
 
     # ------------------------------------------------------------------ internals
 
@@ -1296,6 +1397,10 @@ class HashedGrid(SpatialIndex):
         free = int(st[ST_NFREE]) + cap - int(st[ST_HW])
         if free < want:
             self._grow_cells(max(2 * cap, cap + want))
+        icap = self._items[0].shape[0]
+        free_items = int(st[ST_INFREE]) + icap - int(st[ST_IHW])
+        if free_items < n:
+            self._grow_items(max(2 * icap, icap + n - free_items))
         if 2 * (int(st[ST_USED]) + want) > self._hval.shape[0]:
             self._rehash(live + want)
 
@@ -1307,4 +1412,34 @@ class HashedGrid(SpatialIndex):
         self._new_table(cap)
         self._st[ST_USED] = _fill_table(self._ckey, self._ccount, int(self._st[ST_HW]),
                                         self._cpos, self._hkey, self._hval)
-        _recompute_levels(self._radii, self._nxt, self._grid())
+        _recompute_levels(self._items[1], self._items[4], self._grid())
+
+    def _item_walk(self) -> tuple:
+        # What the query kernels read per object: (centers, radii, view dist, slot, next).
+        icen, irad, ivd, islot, inext, _iprev, _ifree = self._items
+        return icen, irad, ivd, inext, islot
+
+    @staticmethod
+    def _new_items(cap: int) -> tuple:
+        return (np.zeros((cap, 3)), np.zeros(cap), np.zeros(cap),
+                np.full(cap, -1, dtype=np.int64), np.full(cap, -1, dtype=np.int64),
+                np.full(cap, -1, dtype=np.int64), np.zeros(cap, dtype=np.int64))
+
+    def _grow_items(self, cap: int) -> None:
+        old = self._items[0].shape[0]
+        fresh = self._new_items(cap)
+        for a, b in zip(self._items, fresh, strict=True):
+            b[:old] = a
+        self._items = fresh
+
+    def _maybe_compact(self) -> None:
+        """Re-lay items in cell order once relinks have scattered a quarter of them."""
+        relinks = int(self._st[ST_RELINKS]) + int(self._st[ST_IHW]) - self._compacted_hw
+        if relinks > max(self._count // 4, 4096):
+            self._compact()
+
+    def _compact(self) -> None:
+        fresh = self._new_items(self._items[0].shape[0])
+        _compact(self._oitem, self._grid(), self._items, fresh)
+        self._items = fresh
+        self._compacted_hw = int(self._st[ST_IHW])
