@@ -52,7 +52,7 @@ HELP_LINES = [
     "KEYS",
     "  F1            this help",
     "  W A S D       fly forward / left / back / right",
-    "  Q E, Space/C  down / up  (Ctrl also down)",
+    "  Q / E         down / up  (also Ctrl / Space)",
     "  Shift         move 5x faster",
     "  mouse drag    look around (left or right button held)",
     "  M             capture the mouse (free look), Esc releases",

@@ -1,0 +1,211 @@
+"""The interactive window (pyglet + moderngl): fly camera, hotkeys, the shared frame sequence.
+
+Rendering goes into the viewer's offscreen target (colour + depth texture) and is blitted to
+the window each frame, so the window and headless runs draw exactly the same passes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from app.viewer.camera import FlyCamera
+from app.viewer.setup import StartupError, hud_px, load
+
+MOUSE_SENS = 0.0035  # radians per pixel
+
+
+class ViewerWindow:
+    def __init__(self, args, window, ctx, viewer, scene) -> None:
+        import pyglet
+
+        self.args = args
+        self.window = window
+        self.ctx = ctx
+        self.viewer = viewer
+        self.scene = scene
+        cam = scene.camera
+        self.camera = FlyCamera(cam.position, cam.target, cam.fov_deg, cam.near, cam.far)
+        self.keys = pyglet.window.key.KeyStateHandler()
+        window.push_handlers(self.keys)
+        window.push_handlers(self)
+        self.captured = False
+        self.last = time.perf_counter()
+        self.shot_count = 0
+        lo = scene.objects.centers.min(axis=0) if len(scene.objects.ids) else np.zeros(3)
+        hi = scene.objects.centers.max(axis=0) if len(scene.objects.ids) else np.ones(3)
+        self.base_speed = max(5.0, float(np.linalg.norm(hi - lo)) / 12.0)  # units per second
+        self.closed = False
+
+    # ------------------------------------------------------------------ per frame
+
+    def fly(self, dt: float) -> None:
+        from pyglet.window import key
+
+        k = self.keys
+        speed = self.base_speed * (5.0 if (k[key.LSHIFT] or k[key.RSHIFT]) else 1.0) * dt
+        fwd = (k[key.W] or k[key.UP]) - (k[key.S] or k[key.DOWN])
+        right = (k[key.D] or k[key.RIGHT]) - (k[key.A] or k[key.LEFT])
+        up = (k[key.E] or k[key.SPACE]) - (k[key.Q] or k[key.LCTRL] or k[key.RCTRL])
+        if fwd or right or up:
+            self.camera.move(fwd * speed, right * speed, up * speed)
+
+    def on_draw(self) -> None:
+        now = time.perf_counter()
+        dt = min(now - self.last, 0.1)
+        self.last = now
+        self.fly(dt)
+        w, h = self.window.get_framebuffer_size()
+        self.viewer.target.resize((w, h))
+        view = self.camera.view(w / max(h, 1))
+        self.viewer.frame(dt, view)
+        self.ctx.copy_framebuffer(self.ctx.screen, self.viewer.target.fbo)
+
+    # ------------------------------------------------------------------ input
+
+    def on_key_press(self, symbol, modifiers):
+        from pyglet.window import key
+
+        v = self.viewer
+        shift = modifiers & key.MOD_SHIFT
+        if symbol == key.ESCAPE:
+            if self.captured:
+                self.set_capture(False)
+            else:
+                self.window.close()
+            return True  # never let pyglet's default handler close on Esc twice
+        if symbol == key.F1:
+            v.toggles.help = not v.toggles.help
+        elif symbol == key.I:
+            v.cycle_index(-1 if shift else 1)
+        elif symbol == key.L:
+            v.toggle_leafy()
+        elif symbol in (key.PLUS, key.EQUAL, key.NUM_ADD):
+            v.step_split_threshold(+1)
+        elif symbol in (key.MINUS, key.NUM_SUBTRACT, key.UNDERSCORE):
+            v.step_split_threshold(-1)
+        elif symbol == key.F:
+            v.toggles.frustum = not v.toggles.frustum
+        elif symbol == key.V:
+            v.toggles.view_distance = not v.toggles.view_distance
+        elif symbol == key.O:
+            v.cycle_occlusion()
+        elif symbol == key.B:
+            modes = ("off", "depth", "outcome")
+            v.toggles.boxes = modes[(modes.index(v.toggles.boxes) + 1) % len(modes)]
+        elif symbol == key.Z:
+            w, h = self.window.get_framebuffer_size()
+            v.toggle_freeze(self.camera.view(w / max(h, 1)))
+        elif symbol == key.P:
+            v.toggles.paused = not v.toggles.paused
+        elif symbol == key.R:
+            v.toggle_recording(self.args.record)
+        elif symbol in (key.F12, key.K):
+            self.screenshot()
+        elif symbol == key.H:
+            v.toggles.hud = not v.toggles.hud
+        elif symbol == key.M:
+            self.set_capture(not self.captured)
+        elif symbol == key.HOME:
+            cam = self.scene.camera
+            self.camera.set(cam.position, cam.target)
+        return True
+
+    def screenshot(self) -> Path:
+        if self.args.screenshot:
+            base = Path(self.args.screenshot)
+            path = base if self.shot_count == 0 else base.with_name(
+                f"{base.stem}-{self.shot_count + 1}{base.suffix}")
+        else:
+            path = Path("screenshots") / f"shot-{time.strftime('%Y%m%d-%H%M%S')}-" \
+                                         f"{self.shot_count + 1}.png"
+        self.shot_count += 1
+        return self.viewer.screenshot(path)
+
+    def set_capture(self, on: bool) -> None:
+        self.captured = on
+        self.window.set_exclusive_mouse(on)
+
+    def on_mouse_drag(self, x, y, dx, dy, buttons, modifiers):
+        self.camera.rotate(dx * MOUSE_SENS, dy * MOUSE_SENS)
+
+    def on_mouse_motion(self, x, y, dx, dy):
+        if self.captured:
+            self.camera.rotate(dx * MOUSE_SENS, dy * MOUSE_SENS)
+
+    def on_mouse_scroll(self, x, y, scroll_x, scroll_y):
+        self.base_speed *= math.pow(1.2, scroll_y)
+
+    def on_close(self):
+        self.closed = True
+        self.viewer.close()  # the log is complete before the window goes
+
+
+def run_window(args) -> int:
+    try:
+        import pyglet
+    except ImportError as exc:
+        print(f"demo: pyglet is not installed ({exc}); use --headless", file=sys.stderr)
+        return 2
+    try:
+        scene, config, toggles = load(args)
+    except StartupError as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 2
+    size = args.size or (1280, 720)
+    try:
+        gl_config = pyglet.gl.Config(major_version=3, minor_version=3, forward_compatible=True,
+                                     double_buffer=True, depth_size=24)
+        window = pyglet.window.Window(size[0], size[1], caption=f"cullview - {scene.name}",
+                                      resizable=True, config=gl_config, vsync=False)
+    except Exception as exc:  # noqa: BLE001 - NoSuchDisplayException, no GL 3.3, ...
+        print(f"demo: cannot open a window ({type(exc).__name__}: {exc}); use --headless "
+              f"or run under xvfb-run", file=sys.stderr)
+        return 2
+    import moderngl
+
+    from app.viewer.cli import occlusion_factory
+    from app.viewer.frame import Viewer
+
+    ctx = moderngl.create_context()
+    fb = window.get_framebuffer_size()
+    occ_mode = toggles.occlusion
+    toggles.occlusion = "off"
+    try:
+        viewer = Viewer(ctx, scene, config, fb, toggles, occlusion_factory=occlusion_factory(args),
+                        hud_px=hud_px(fb[1]))
+    except Exception as exc:  # noqa: BLE001
+        window.close()
+        print(f"demo: cannot start: {exc}", file=sys.stderr)
+        return 2
+    if occ_mode != "off" or args.ground_truth:
+        viewer.set_occlusion(occ_mode)
+    app = ViewerWindow(args, window, ctx, viewer, scene)
+    if args.record:
+        viewer.start_recording(args.record)
+
+    def stop(signum, _frame):
+        # Ctrl-C / SIGTERM: finish the frame in flight, close the log, leave the loop.
+        viewer.close()
+        pyglet.app.exit()
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    # Wake the event loop regularly so a signal is handled even when no events arrive.
+    pyglet.clock.schedule_interval(lambda dt: None, 0.1)
+    try:
+        pyglet.app.run(interval=0)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        viewer.close()
+        if not app.closed:
+            with contextlib.suppress(Exception):
+                window.close()
+    return 0

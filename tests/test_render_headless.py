@@ -1,0 +1,198 @@
+"""Headless (EGL) render tests of the viewer's frame sequence and the demo command line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.gl
+
+
+def _ctx():
+    try:
+        from app.render.context import create_headless_context
+
+        return create_headless_context()
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"no headless EGL context: {exc}")
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    c = _ctx()
+    yield c
+    c.release()
+
+
+def _viewer(ctx, scene_name="demo", objects=1500, index="brute", size=(320, 180), **toggles):
+    from app.culling.pipeline import IndexConfig
+    from app.scene import load_scene
+    from app.viewer.frame import Toggles, Viewer
+
+    scene = load_scene(scene_name, objects=objects, seed=7)
+    tg = Toggles(hud=False, **toggles)
+    return Viewer(ctx, scene, IndexConfig(index, leafy=True), size, tg), scene
+
+
+def _camera(scene, t, size=(320, 180)):
+    from app.viewer.camera import CameraView
+
+    eye, target = scene.camera_at(t)
+    c = scene.camera
+    return CameraView.make(eye, target, c.fov_deg, size[0] / size[1], c.near, c.far)
+
+
+def _render(viewer, scene, frames=3, t0=20.0):
+    for i in range(frames):
+        viewer.frame(1 / 60, _camera(scene, t0 + i / 60))
+    return viewer.target.read_rgb()
+
+
+def _index_names():
+    from app.spatial import INDEX_NAMES
+
+    return list(INDEX_NAMES)
+
+
+@pytest.mark.parametrize("index", _index_names())
+def test_frustum_culling_gives_the_same_pixels_as_no_culling(ctx, index):
+    # t0 = 20 s puts the demo camera inside the box looking across it: many objects culled.
+    on, scene_on = _viewer(ctx, index=index, frustum=True, view_distance=False)
+    off, scene_off = _viewer(ctx, index=index, frustum=False, view_distance=False)
+    img_on = _render(on, scene_on)
+    st_on = on.stats
+    img_off = _render(off, scene_off)
+    st_off = off.stats
+    assert st_off.drawn == len(scene_off.objects.ids)
+    assert st_on.drawn < st_off.drawn, "the test view must cull something"
+    assert st_on.visible == st_on.drawn
+    assert img_on.std() > 1.0, "the image shows nothing"
+    assert np.array_equal(img_on, img_off)
+    on.close()
+    off.close()
+
+
+def test_every_scene_renders_a_frame(ctx):
+    from app.scene import list_scenes
+
+    names = list_scenes()
+    assert "demo" in names
+    for name in names:
+        v, scene = _viewer(ctx, scene_name=name, objects=3000, index="brute",
+                           view_distance=False)
+        img = _render(v, scene, frames=2, t0=0.0)
+        assert img.shape == (180, 320, 3)
+        assert v.stats.visible > 0, f"scene {name}: nothing visible from its start camera"
+        assert img.std() > 1.0, f"scene {name}: uniform image"
+        v.close()
+
+
+def test_overlays_and_freeze_draw_something(ctx, tmp_path):
+    from app.spatial import INDEX_NAMES
+
+    index = "octree" if "octree" in INDEX_NAMES else "brute"
+    v, scene = _viewer(ctx, index=index)
+    base = _render(v, scene, frames=1)
+    v.toggles.boxes = "depth"
+    boxed = _render(v, scene, frames=1)
+    v.toggles.boxes = "outcome"
+    _render(v, scene, frames=1)
+    v.toggles.boxes = "off"
+    v.toggles.hud = True
+    v.toggles.help = True
+    hud = _render(v, scene, frames=1)
+    assert not np.array_equal(base, hud)
+    if index != "brute":
+        assert not np.array_equal(base, boxed)
+    v.toggles.help = False
+    v.toggle_freeze(_camera(scene, 20.0))
+    # fly away: the frozen frustum is drawn and the culled set stays the frozen camera's
+    from app.viewer.camera import CameraView
+
+    far = CameraView.make([250.0, 150.0, 250.0], [0.0, 0.0, 0.0], 60.0, 16 / 9, 0.1, 2000.0)
+    v.frame(1 / 60, far)
+    path = v.screenshot(tmp_path / "frozen.png")
+    assert path.stat().st_size > 1000
+    v.close()
+
+
+def test_switching_index_rebuilds_and_shows_in_the_log(ctx, tmp_path):
+    from app.framelog import CONTRACT_COLUMNS, read_log
+    from app.spatial import INDEX_NAMES
+
+    v, scene = _viewer(ctx)
+    log = tmp_path / "switch.csv"
+    v.start_recording(log)
+    _render(v, scene, frames=2)
+    v.cycle_index(1)
+    _render(v, scene, frames=2)
+    if v.config.is_tree():
+        v.toggle_leafy()
+        v.step_split_threshold(+1)
+        _render(v, scene, frames=1)
+    v.close()
+    data = read_log(log)
+    for col in CONTRACT_COLUMNS:
+        assert col in data
+    assert len(data["frame"]) >= 4
+    assert data["index"][0] == "brute"
+    if len(INDEX_NAMES) > 1:
+        assert data["index"][-1] != "brute"
+    assert any("rebuilt" in text for _, text in v.notices)
+
+
+def _demo(*args, env=None, timeout=300):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "app", "demo", *args], cwd=ROOT, env=e,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_headless_command_writes_log_and_screenshot(tmp_path):
+    _ctx()
+    from PIL import Image
+
+    from app.framelog import CONTRACT_COLUMNS, read_log
+
+    log, png = tmp_path / "run.csv", tmp_path / "shot.png"
+    r = _demo("--headless", "--scene", "demo", "--objects", "800", "--frames", "6",
+              "--record", str(log), "--screenshot", str(png), "--size", "320x180",
+              "--boxes", "depth")
+    assert r.returncode == 0, r.stderr
+    data = read_log(log)
+    assert list(data)[: len(CONTRACT_COLUMNS)] == list(CONTRACT_COLUMNS)
+    assert list(data["frame"]) == list(range(6))
+    assert (data["objects"] == 800).all()
+    img = np.asarray(Image.open(png))
+    assert img.shape[:2] == (180, 320) and img.std() > 1.0
+
+
+def test_bad_scene_file_is_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[scene]\nname = "bad"\n[[group]]\ncount = "many"\n')
+    r = _demo("--headless", "--scene", str(bad), "--frames", "1", "--size", "64x64")
+    assert r.returncode != 0
+    assert "bad.toml" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = _demo("--headless", "--scene", "no-such-scene", "--frames", "1")
+    assert r.returncode != 0 and "no-such-scene" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_unknown_index_is_a_clear_error():
+    r = _demo("--headless", "--index", "nope", "--frames", "1", "--size", "64x64")
+    assert r.returncode == 2 and "nope" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_window_without_display_says_so():
+    env = {"DISPLAY": "", "WAYLAND_DISPLAY": ""}
+    r = _demo("--objects", "10", env=env)
+    assert r.returncode == 2
+    lines = [s for s in r.stderr.splitlines() if s.strip()]
+    assert len(lines) == 1 and "--headless" in lines[0] and "xvfb-run" in lines[0]
