@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "every index variant and of the peers (numpy brute force, compiled brute "
                        "force, rtree), on the static, moving, viewdist and remote workloads.")
     p.add_argument("--quick", action="store_true",
-                   help="1/20 of the objects and 5 frames: a smoke test (well under a minute)")
+                   help="1/50 of the objects and 3 frames: a smoke test (well under a minute)")
     p.add_argument("--only", default="", help="comma-separated index names or labels "
                    "(kd, kd/leafy, grid, rtree ...); numpy-brute always runs")
     p.add_argument("--workloads", default="static,moving,viewdist,remote",
@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--frames", type=int, default=None,
                    help="measured frames per workload (default 20, 5 with --quick)")
     p.add_argument("--scale", type=float, default=None,
-                   help="fraction of the full object counts (default 1, 0.05 with --quick)")
+                   help="fraction of the full object counts (default 1, 0.02 with --quick)")
     p.add_argument("--no-rtree", action="store_true", help="leave the rtree peer out")
     p.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                    help="process CPU time (default; robust on a shared machine) or wall clock")
@@ -62,8 +62,8 @@ def _run_index(args: argparse.Namespace) -> int:
     from app.bench.index_bench import run
     from app.bench.workloads import WORKLOADS
 
-    scale = args.scale if args.scale is not None else (0.05 if args.quick else 1.0)
-    frames = args.frames if args.frames is not None else (5 if args.quick else 20)
+    scale = args.scale if args.scale is not None else (0.02 if args.quick else 1.0)
+    frames = args.frames if args.frames is not None else (3 if args.quick else 20)
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     for w in workloads:
         if w not in WORKLOADS:

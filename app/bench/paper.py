@@ -1,0 +1,334 @@
+"""``python -m app bench paper``: Shagam's benchmark (chapters 3 and 4) with every index of the
+project and the peers (numpy brute force, compiled brute force, rtree).
+
+* ``sweep`` (figure 3.1), chapter 3 protocol: n spheres of radius 1-10 uniform in a cube
+  3 n^(1/3) on a side; insert (build time); query the whole volume once (split time: lazy trees
+  split fully); then cycles of: query a random 100^3 box, move 1,000 random objects in a random
+  direction by a distance equal to their radius. Split threshold swept per heuristic and variant.
+* ``leafy`` (figure 4.1): leafy against non-leafy, each at its best threshold of the sweep,
+  chapter 3 protocol, several n.
+* ``dist`` (figures 4.2-4.5), chapter 4 protocol: cube n^(1/3) on a side, 10^3 query box, the
+  four distributions, n from 10^3 to 10^6: query time, move-1,000 time, split time, working set
+  against visible set, maximum depth.
+
+Every run is one independent task (one subject on one data set), so ``--jobs N`` spreads them
+over processes; all subjects of one point see the same objects, boxes and moves. Times are
+process CPU time (``time.process_time``), like the paper's ``times()``, which also makes them
+less sensitive to other programs on a shared machine; ratios to numpy brute force of the same
+point are reported besides absolute times.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import zlib
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.bench.workloads import DISTRIBUTIONS, box_planes, box_truth, paper_distributions
+
+MOVES = 1000  # objects moved per cycle
+MOVE_FACTOR = 1.0  # distance moved = MOVE_FACTOR x radius
+PAPER_THRESHOLDS = {  # (leafy, non-leafy), Shagam chapter 3
+    "kd": (35, 30), "ternary": (25, 20), "octree": (40, 30), "icoseptree": (70, 50),
+}
+HEURISTICS = ("kd", "ternary", "octree", "icoseptree")
+PEERS = ("numpy-brute", "numba-brute", "rtree")
+
+
+@dataclass
+class Config:
+    sweep_n: list[int]
+    thresholds: list[int]
+    leafy_n: list[int]
+    dist_n: list[int]
+    cycles: int
+    sweep_cycles: int
+    dist_subjects: list[str] = field(default_factory=list)  # filled at run time
+
+
+FULL = Config(sweep_n=[10_000, 100_000],
+              thresholds=[5, 10, 15, 20, 25, 30, 35, 40, 50, 60, 70, 85, 100, 130],
+              leafy_n=[1_000, 10_000, 100_000, 300_000],
+              dist_n=[1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000],
+              cycles=40, sweep_cycles=25)
+QUICK = Config(sweep_n=[3_000], thresholds=[10, 50], leafy_n=[2_000],
+               dist_n=[1_000, 8_000], cycles=4, sweep_cycles=4)
+
+
+# ----------------------------------------------------------------- one run
+
+def _factory(label: str, name: str, kwargs: dict[str, Any]):
+    if label in PEERS:
+        from app.bench.baselines import PEERS as P
+
+        return P[label]
+    from app.spatial import create_index
+
+    return lambda: create_index(name, **kwargs)
+
+
+def _warm(factory) -> None:
+    rng = np.random.default_rng(0)
+    idx = factory()
+    c = rng.random((200, 3)) * 30
+    r = rng.uniform(1, 3, 200)
+    ids = np.arange(200, dtype=np.int64)
+    idx.insert(ids, c, r)
+    idx.query_box(np.zeros(3), np.full(3, 30.0))
+    idx.query_frustum(box_planes(np.zeros(3), np.full(3, 10.0)))
+    idx.update(ids[:20], c[:20] + 1.0)
+    idx.query_box(np.zeros(3), np.full(3, 10.0))
+    idx.stats()
+
+
+def run_task(task: dict[str, Any]) -> dict[str, Any]:
+    """One subject on one data set: build, split, then ``cycles`` of box query + 1,000 moves."""
+    out = dict(task)
+    clock = time.process_time
+    n = task["n"]
+    side = task["side"]
+    qb = task["box"]
+    try:
+        seed = zlib.crc32(f"{task['part']}:{task['dist']}:{n}".encode())
+        rng = np.random.default_rng(seed)
+        centers = paper_distributions()[task["dist"]](n, side, rng).astype(np.float64)
+        radii = rng.uniform(1.0, 10.0, n)
+        ids = np.arange(n, dtype=np.int64)
+        factory = _factory(task["label"], task["name"], task["kwargs"])
+        _warm(factory)
+        idx = factory()
+        t0 = clock()
+        idx.insert(ids, centers, radii)
+        out["build_ms"] = (clock() - t0) * 1e3
+        lo_all = centers.min(axis=0) - radii.max() - 1.0
+        hi_all = centers.max(axis=0) + radii.max() + 1.0
+        t0 = clock()
+        got = idx.query_box(lo_all, hi_all)
+        out["split_ms"] = (clock() - t0) * 1e3
+        exact = got.shape[0] == n
+        st = idx.stats()
+        out["max_depth"] = int(st.get("max_depth", 0) or 0)
+        out["nodes"] = int(st.get("nodes", 0) or 0)
+        qts, mts, vis, ws, nv = [], [], [], [], []
+        cur = centers.copy()
+        for c in range(task["cycles"]):
+            lo = rng.uniform(0.0, max(side - qb, 0.0), 3)
+            hi = lo + qb
+            t0 = clock()
+            got = idx.query_box(lo, hi)
+            qts.append(clock() - t0)
+            vis.append(got.shape[0])
+            if task["working_set"]:
+                res = idx.query_frustum(box_planes(lo, hi))
+                ws.append(res.working_set)
+                nv.append(res.nodes_visited)
+            if c in (0, task["cycles"] - 1):
+                truth = box_truth(cur, radii, lo, hi)
+                exact &= np.array_equal(np.sort(got), truth)
+            movers = rng.choice(n, min(MOVES, n), replace=False)
+            d = rng.normal(size=(movers.shape[0], 3))
+            d /= np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-12)
+            newc = cur[movers] + d * (MOVE_FACTOR * radii[movers])[:, None]
+            t0 = clock()
+            idx.update(movers, newc)
+            mts.append(clock() - t0)
+            cur[movers] = newc
+        out["query_ms"] = float(np.median(qts)) * 1e3
+        out["move_ms"] = float(np.median(mts)) * 1e3
+        out["cycle_ms"] = float(np.median(np.add(qts, mts))) * 1e3
+        out["query_mean_ms"] = float(np.mean(qts)) * 1e3
+        out["move_mean_ms"] = float(np.mean(mts)) * 1e3
+        out["visible"] = float(np.mean(vis))
+        out["working_set"] = float(np.mean(ws)) if ws else float("nan")
+        out["nodes_visited"] = float(np.mean(nv)) if nv else float("nan")
+        out["max_depth_end"] = int(idx.stats().get("max_depth", 0) or 0)
+        out["exact"] = bool(exact)
+        out["error"] = ""
+    except Exception as exc:  # noqa: BLE001 - a failing index is reported, not fatal
+        out["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        out["exact"] = False
+    out.pop("kwargs", None)
+    return out
+
+
+# ----------------------------------------------------------------- task lists
+
+def _variants(only: list[str] | None) -> list[tuple[str, str, dict]]:
+    from app.spatial import index_variants
+
+    vs = index_variants()
+    if only:
+        vs = [v for v in vs if any(v[0] == o or v[0].startswith(o + "/") for o in only)]
+    return vs
+
+
+def _task(part, label, name, kwargs, dist, n, side, box, cycles, working_set,
+          threshold=None, leafy=None) -> dict[str, Any]:
+    return {"part": part, "label": label, "name": name, "kwargs": kwargs, "dist": dist, "n": n,
+            "side": side, "box": box, "cycles": cycles, "working_set": working_set,
+            "threshold": threshold, "leafy": leafy}
+
+
+def sweep_tasks(cfg: Config, only) -> list[dict]:
+    tasks = []
+    trees = [v for v in _variants(only) if v[1] in HEURISTICS]
+    for n in cfg.sweep_n:
+        side = 3.0 * n ** (1 / 3)
+        for p in ("numpy-brute", "numba-brute"):
+            tasks.append(_task("sweep", p, p, {}, "uniform", n, side, 100.0, cfg.sweep_cycles,
+                               False))
+        for label, name, kw in trees:
+            for t in cfg.thresholds:
+                tasks.append(_task("sweep", label, name, {**kw, "split_threshold": t}, "uniform",
+                                   n, side, 100.0, cfg.sweep_cycles, False, threshold=t,
+                                   leafy=kw.get("leafy")))
+    return tasks
+
+
+def best_thresholds(rows: list[dict]) -> dict[str, int]:
+    """label -> threshold with the smallest cycle time, summed over n after normalising each
+    n by its best time (so that the largest n does not decide alone)."""
+    out = {}
+    by_label: dict[str, dict[int, dict[int, float]]] = {}
+    for r in rows:
+        if r["part"] != "sweep" or r.get("error") or r["threshold"] is None:
+            continue
+        by_label.setdefault(r["label"], {}).setdefault(r["n"], {})[r["threshold"]] = r["cycle_ms"]
+    for label, per_n in by_label.items():
+        score: dict[int, float] = {}
+        for _n, times in per_n.items():
+            best = min(times.values())
+            for t, v in times.items():
+                score[t] = score.get(t, 0.0) + v / best
+        common = [t for t in score if all(t in per_n[n] for n in per_n)]
+        out[label] = min(common, key=lambda t: score[t]) if common else None
+    return out
+
+
+def leafy_tasks(cfg: Config, only, best: dict[str, int]) -> list[dict]:
+    tasks = []
+    trees = [v for v in _variants(only) if v[1] in HEURISTICS]
+    for n in cfg.leafy_n:
+        side = 3.0 * n ** (1 / 3)
+        for p in ("numpy-brute", "numba-brute"):
+            tasks.append(_task("leafy", p, p, {}, "uniform", n, side, 100.0, cfg.cycles, True))
+        for label, name, kw in trees:
+            t = best.get(label)
+            if t is None:
+                t = PAPER_THRESHOLDS[name][0 if kw.get("leafy") else 1]
+            tasks.append(_task("leafy", label, name, {**kw, "split_threshold": t}, "uniform", n,
+                               side, 100.0, cfg.cycles, True, threshold=t, leafy=kw.get("leafy")))
+    return tasks
+
+
+def dist_subjects(only) -> list[tuple[str, str, dict]]:
+    """Peers, the four heuristics (non-leafy, the paper's defaults), every other index."""
+    subs: list[tuple[str, str, dict]] = []
+    try:
+        import rtree  # noqa: F401
+
+        peers = PEERS
+    except ImportError:
+        peers = PEERS[:2]
+    subs += [(p, p, {}) for p in peers]
+    for label, name, kw in _variants(None):
+        if name in HEURISTICS and kw.get("leafy"):
+            continue
+        subs.append((label, name, kw))
+    if only:
+        subs = [s for s in subs if s[0] == "numpy-brute" or any(
+            s[0] == o or s[0].startswith(o + "/") for o in only)]
+    return subs
+
+
+def dist_tasks(cfg: Config, only, max_n: int | None) -> list[dict]:
+    tasks = []
+    for dist in DISTRIBUTIONS:
+        for n in cfg.dist_n:
+            if max_n and n > max_n:
+                continue
+            side = n ** (1 / 3)
+            for label, name, kw in dist_subjects(only):
+                tasks.append(_task("dist", label, name, kw, dist, n, side, 10.0, cfg.cycles,
+                                   True, leafy=kw.get("leafy")))
+    return tasks
+
+
+# ----------------------------------------------------------------- running
+
+def _cost(t: dict) -> float:
+    c = t["n"] * (1.0 + 0.05 * t["cycles"])
+    if t["label"] == "rtree":
+        c *= 4
+    return c
+
+
+def run_tasks(tasks: list[dict], jobs: int, desc: str) -> list[dict]:
+    from tqdm import tqdm
+
+    tasks = sorted(tasks, key=_cost, reverse=True)  # longest first: better packing
+    out = []
+    bar = tqdm(total=len(tasks), desc=desc, file=sys.stderr, dynamic_ncols=True,
+               mininterval=0.5)
+    if jobs <= 1:
+        for t in tasks:
+            out.append(run_task(t))
+            bar.update(1)
+    else:
+        import multiprocessing as mp
+
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
+            futs = [ex.submit(run_task, t) for t in tasks]
+            for f in as_completed(futs):
+                out.append(f.result())
+                bar.update(1)
+    bar.close()
+    return out
+
+
+def run_paper(args) -> int:
+    from app.bench.paper_report import write_outputs
+
+    cfg = QUICK if args.quick else FULL
+    if args.cycles:
+        cfg.cycles = args.cycles
+        cfg.sweep_cycles = args.cycles
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    only = [o.strip() for o in args.only.split(",") if o.strip()] or None
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jobs = max(1, int(args.jobs))
+    t_start = time.perf_counter()
+    rows: list[dict] = []
+    best: dict[str, int] = {}
+    if "sweep" in parts:
+        rows += run_tasks(sweep_tasks(cfg, only), jobs, "sweep (fig 3.1)")
+        best = best_thresholds(rows)
+    later = []
+    if "leafy" in parts:
+        later += leafy_tasks(cfg, only, best)
+    if "dist" in parts:
+        later += dist_tasks(cfg, only, args.max_n)
+    if later:
+        rows += run_tasks(later, jobs, "leafy + distributions")
+    elapsed = time.perf_counter() - t_start
+    meta = {"quick": bool(args.quick), "jobs": jobs, "elapsed_s": elapsed, "cfg": cfg,
+            "best": best, "cpu": os.cpu_count(), "moves": MOVES, "move_factor": MOVE_FACTOR}
+    report = write_outputs(rows, out_dir, meta)
+    failed = [r for r in rows if r.get("error")]
+    seen = set()
+    for r in failed:
+        if (r["label"], r["error"]) not in seen:
+            seen.add((r["label"], r["error"]))
+            print(f"failed: {r['label']} ({r['part']}, n={r['n']}): {r['error']}",
+                  file=sys.stderr)
+    print(report)
+    print(f"\nwrote {out_dir}/ ({elapsed:.0f} s)")
+    return 0

@@ -1,0 +1,510 @@
+"""Outputs of ``bench paper``: CSV files, PNG plots (matplotlib Agg) and a markdown report that
+puts our results beside the paper's conclusions, point by point."""
+
+from __future__ import annotations
+
+import math
+import platform
+from pathlib import Path
+
+import numpy as np
+
+from app.bench.report import fmt, md_table, write_csv
+
+COLUMNS = ["part", "label", "name", "leafy", "threshold", "dist", "n", "side", "box", "cycles",
+           "build_ms", "split_ms", "query_ms", "move_ms", "cycle_ms", "query_mean_ms",
+           "move_mean_ms", "visible", "working_set", "nodes_visited", "max_depth",
+           "max_depth_end", "nodes", "exact", "error"]
+HEURISTICS = ("kd", "ternary", "octree", "icoseptree")
+PAPER_THRESHOLDS = {"kd": (35, 30), "ternary": (25, 20), "octree": (40, 30),
+                    "icoseptree": (70, 50)}
+STYLE = {
+    "numpy-brute": ("black", ":"), "numba-brute": ("dimgray", "--"), "rtree": ("tab:brown", "-."),
+    "brute": ("silver", "--"),
+    "kd": ("tab:blue", "-"), "ternary": ("tab:orange", "-"), "octree": ("tab:green", "-"),
+    "icoseptree": ("tab:red", "-"), "fixed-octree": ("tab:purple", "-."),
+    "grid": ("tab:olive", "-."), "viewdist": ("tab:cyan", "-."),
+}
+
+
+def _style(label: str):
+    base = label.split("/")[0]
+    color, ls = STYLE.get(base, ("tab:gray", "-"))
+    if label.endswith("/leafy"):
+        ls = "--"
+    return color, ls
+
+
+def _ok(rows, **kw):
+    return [r for r in rows if not r.get("error") and all(r.get(k) == v for k, v in kw.items())]
+
+
+def _series(rows, label, key, **kw):
+    pts = sorted((r["n"], r[key]) for r in _ok(rows, label=label, **kw)
+                 if r.get(key) is not None and not (isinstance(r[key], float)
+                                                    and math.isnan(r[key])))
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def _labels(rows, part):
+    seen = []
+    for r in rows:
+        if r["part"] == part and r["label"] not in seen:
+            seen.append(r["label"])
+    return seen
+
+
+# ----------------------------------------------------------------- plots
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_sweep(rows, path: Path) -> None:
+    plt = _plt()
+    fig, axes = plt.subplots(1, 4, figsize=(17, 4.2), sharey=False)
+    ns = sorted({r["n"] for r in rows if r["part"] == "sweep"})
+    markers = "osd^v"
+    for ax, h in zip(axes, HEURISTICS, strict=True):
+        for k, n in enumerate(ns):
+            for leafy in (True, False):
+                pts = sorted((r["threshold"], r["cycle_ms"]) for r in _ok(rows, part="sweep", n=n)
+                             if r["label"] == f"{h}/{'leafy' if leafy else 'non-leafy'}")
+                if not pts:
+                    continue
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=markers[k % 5],
+                        ls="--" if leafy else "-", color="tab:blue" if leafy else "tab:red",
+                        alpha=0.5 + 0.5 * k / max(1, len(ns) - 1), ms=4,
+                        label=f"{'leafy' if leafy else 'non-leafy'} n={n:,}")
+            for p, (c, ls) in (("numba-brute", STYLE["numba-brute"]),):
+                nb = _ok(rows, part="sweep", n=n, label=p)
+                if nb:
+                    ax.axhline(nb[0]["cycle_ms"], color=c, ls=ls, lw=0.8)
+        pl, pn = PAPER_THRESHOLDS[h]
+        ax.axvline(pl, color="tab:blue", lw=0.6, alpha=0.4)
+        ax.axvline(pn, color="tab:red", lw=0.6, alpha=0.4)
+        ax.set_title(f"{h} (paper: {pl} leafy / {pn} non-leafy)", fontsize=10)
+        ax.set_xlabel("split threshold")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3, which="both")
+    axes[0].set_ylabel("ms per cycle (100³ query + 1,000 moves)")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("Figure 3.1 — split-threshold sweep, chapter 3 protocol "
+                 "(grey dashed: compiled brute force)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_leafy(rows, path: Path) -> None:
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for h in HEURISTICS:
+        for leafy in (True, False):
+            label = f"{h}/{'leafy' if leafy else 'non-leafy'}"
+            x, y = _series(rows, label, "cycle_ms", part="leafy")
+            if x:
+                c, ls = _style(label)
+                thr = next((r["threshold"] for r in _ok(rows, part="leafy", label=label)), "")
+                axes[0].plot(x, y, color=c, ls=ls, marker="o", ms=3, label=f"{label} ({thr})")
+        xl, yl = _series(rows, f"{h}/leafy", "cycle_ms", part="leafy")
+        xn, yn = _series(rows, f"{h}/non-leafy", "cycle_ms", part="leafy")
+        common = sorted(set(xl) & set(xn))
+        if common:
+            ratio = [yl[xl.index(n)] / yn[xn.index(n)] for n in common]
+            axes[1].plot(common, ratio, color=_style(h)[0], marker="o", label=h)
+    for p in ("numpy-brute", "numba-brute"):
+        x, y = _series(rows, p, "cycle_ms", part="leafy")
+        if x:
+            c, ls = _style(p)
+            axes[0].plot(x, y, color=c, ls=ls, label=p)
+    axes[0].set_xscale("log")
+    axes[0].set_yscale("log")
+    axes[0].set_xlabel("n")
+    axes[0].set_ylabel("ms per cycle")
+    axes[0].set_title("cycle time at the best swept threshold (in brackets)", fontsize=10)
+    axes[0].legend(fontsize=7, ncol=2)
+    axes[1].axhline(1.0, color="black", lw=0.8)
+    axes[1].set_xscale("log")
+    axes[1].set_xlabel("n")
+    axes[1].set_ylabel("leafy / non-leafy cycle time (>1: non-leafy faster)")
+    axes[1].legend(fontsize=8)
+    for ax in axes:
+        ax.grid(alpha=0.3, which="both")
+    fig.suptitle("Figure 4.1 — leafy against non-leafy, chapter 3 protocol", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_dist(rows, dist: str, fig_no: str, path: Path) -> None:
+    plt = _plt()
+    fig, axes = plt.subplots(2, 3, figsize=(16, 8.5))
+    labels = _labels([r for r in rows if r["dist"] == dist], "dist")
+    panels = [("query_ms", "query time (ms, 10³ box)"), ("move_ms", "move 1,000 objects (ms)"),
+              ("split_ms", "full split: first whole query (ms)"), ("working_set", None),
+              ("max_depth", "maximum tree depth"), ("ratio", "per-cycle speed-up over numpy "
+                                                             "brute force")]
+    ref_x, ref_y = _series(rows, "numpy-brute", "cycle_ms", part="dist", dist=dist)
+    ref = dict(zip(ref_x, ref_y, strict=True))
+    for ax, (key, title) in zip(axes.flat, panels, strict=True):
+        for label in labels:
+            c, ls = _style(label)
+            if key == "ratio":
+                x, y = _series(rows, label, "cycle_ms", part="dist", dist=dist)
+                pts = [(n, ref[n] / v) for n, v in zip(x, y, strict=True) if n in ref and v > 0]
+                x, y = [p[0] for p in pts], [p[1] for p in pts]
+            elif key == "working_set":
+                if label in ("numpy-brute", "numba-brute", "brute"):
+                    continue
+                x, y = _series(rows, label, "working_set", part="dist", dist=dist)
+            elif key == "max_depth" and label.split("/")[0] not in HEURISTICS + ("fixed-octree",
+                                                                                  "viewdist"):
+                continue
+            else:
+                x, y = _series(rows, label, key, part="dist", dist=dist)
+            if x:
+                ax.plot(x, y, color=c, ls=ls, marker="o", ms=3, label=label)
+        if key == "working_set":
+            x, y = _series(rows, "numpy-brute", "visible", part="dist", dist=dist)
+            ax.plot(x, y, color="black", lw=2.2, label="visible set")
+            title = "working set vs visible set (objects)"
+        ax.set_title(title, fontsize=10)
+        ax.set_xscale("log")
+        if key != "max_depth":
+            ax.set_yscale("log")
+        ax.set_xlabel("n")
+        ax.grid(alpha=0.3, which="both")
+    axes.flat[0].legend(fontsize=7, ncol=2)
+    fig.suptitle(f"Figure {fig_no} — {dist} distribution, chapter 4 protocol "
+                 "(cube n^(1/3) on a side, radii 1-10, 10³ query box, 1,000 moves per cycle)",
+                 fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------- analysis
+
+def _slope(x, y):
+    lx = np.log(np.asarray(x, float))
+    ly = np.log(np.asarray(y, float))
+    if len(lx) < 2:
+        return float("nan")
+    return float(np.polyfit(lx, ly, 1)[0])
+
+
+def _log_fit(n, depth):
+    """depth = a + b log10 n: (b, R^2)."""
+    x = np.log10(np.asarray(n, float))
+    y = np.asarray(depth, float)
+    if len(x) < 3 or np.ptp(y) == 0:
+        return (0.0, 1.0) if len(x) >= 2 else (float("nan"), float("nan"))
+    b, a = np.polyfit(x, y, 1)
+    pred = a + b * x
+    ss = ((y - y.mean()) ** 2).sum()
+    return float(b), float(1 - ((y - pred) ** 2).sum() / ss) if ss > 0 else 1.0
+
+
+def _tree(label):
+    return label.split("/")[0] in HEURISTICS
+
+
+def analyse(rows) -> list[tuple[str, str, str]]:
+    """(paper's claim, verdict, our evidence) per point."""
+    out = []
+    dist_rows = [r for r in rows if r["part"] == "dist" and not r.get("error")]
+    trees = [h + "/non-leafy" for h in HEURISTICS]
+    big = [n for n in sorted({r["n"] for r in dist_rows}) if n >= 10_000] or \
+        sorted({r["n"] for r in dist_rows})[-2:]
+
+    # 1 icoseptree best on clustered and Lissajous (and overall)
+    for dist in ("clustered", "lissajous", "uniform", "sphere"):
+        wins = []
+        for n in big:
+            cand = [r for r in dist_rows if r["dist"] == dist and r["n"] == n
+                    and r["label"] in trees]
+            if cand:
+                wins.append((n, min(cand, key=lambda r: r["query_ms"])["label"].split("/")[0]))
+        if not wins:
+            continue
+        ico = sum(1 for _, w in wins if w == "icoseptree")
+        top = wins[-1][1]
+        claim = {"clustered": "icoseptree clearly best on clustered data",
+                 "lissajous": "icoseptree the clear winner on the Lissajous loop",
+                 "uniform": "octree and icoseptree ahead of K-D and ternary on uniform data",
+                 "sphere": "icoseptree best on the sphere distribution (octree equal at 10^6)",
+                 }[dist]
+        if dist == "uniform":
+            good = top in ("octree", "icoseptree")
+        else:
+            good = top == "icoseptree" or ico * 2 > len(wins)
+        allsub = [r for r in dist_rows if r["dist"] == dist and r["n"] == big[-1]]
+        best_any = min(allsub, key=lambda r: r["cycle_ms"]) if allsub else None
+        ev = ("fastest tree query per n: " + ", ".join(f"{n:,}: {w}" for n, w in wins)
+              + (f"; fastest of all subjects per cycle at n={big[-1]:,}: {best_any['label']}"
+                 if best_any else ""))
+        out.append((claim, "agrees" if good else ("partly" if ico else "disagrees"), ev))
+
+    # 2 non-leafy slightly ahead of leafy
+    lr = [r for r in rows if r["part"] == "leafy" and not r.get("error")]
+    ratios = {}
+    for h in HEURISTICS:
+        rs = []
+        for n in sorted({r["n"] for r in lr}):
+            a = [r for r in lr if r["n"] == n and r["label"] == f"{h}/leafy"]
+            b = [r for r in lr if r["n"] == n and r["label"] == f"{h}/non-leafy"]
+            if a and b and b[0]["cycle_ms"] > 0:
+                rs.append(a[0]["cycle_ms"] / b[0]["cycle_ms"])
+        if rs:
+            ratios[h] = float(np.exp(np.mean(np.log(rs))))
+    if ratios:
+        ahead = sum(1 for v in ratios.values() if v > 1.0)
+        verdict = "agrees" if ahead == len(ratios) else ("partly" if ahead else "disagrees")
+        out.append(("non-leafy consistently (slightly) ahead of leafy at the best thresholds",
+                    verdict, "leafy/non-leafy cycle time, geometric mean over n: "
+                    + ", ".join(f"{h} {v:.2f}" for h, v in ratios.items())))
+
+    # 3 working sets approach the visible set (icoseptree and K-D, clustered and Lissajous)
+    ev = []
+    good = 0
+    tot = 0
+    for dist in ("clustered", "lissajous"):
+        for h in ("icoseptree", "kd"):
+            pts = sorted((r["n"], r["working_set"] / max(r["visible"], 1e-9)) for r in dist_rows
+                         if r["dist"] == dist and r["label"] == f"{h}/non-leafy"
+                         and r["visible"] > 0)
+            if len(pts) >= 2:
+                tot += 1
+                lo_ratio = max(p[1] for p in pts)
+                last = pts[-1][1]
+                if last < lo_ratio and last < 2.0:
+                    good += 1
+                ev.append(f"{h} {dist}: ws/visible peak {lo_ratio:.2f} -> {last:.2f} at "
+                          f"n={pts[-1][0]:,}")
+    if tot:
+        out.append(("working sets of icoseptree and K-D approach the visible set as n grows",
+                    "agrees" if good == tot else ("partly" if good else "disagrees"),
+                    "; ".join(ev)))
+
+    # 4 depth grows logarithmically
+    ev = []
+    good = tot = 0
+    for h in HEURISTICS:
+        for dist in ("uniform", "clustered", "lissajous", "sphere"):
+            pts = sorted((r["n"], r["max_depth"]) for r in dist_rows
+                         if r["dist"] == dist and r["label"] == f"{h}/non-leafy")
+            if len(pts) >= 3:
+                b, r2 = _log_fit([p[0] for p in pts], [p[1] for p in pts])
+                tot += 1
+                if r2 >= 0.8 and b >= 0:
+                    good += 1
+                if dist in ("uniform", "lissajous"):
+                    ev.append(f"{h} {dist}: {pts[0][1]}->{pts[-1][1]} levels, "
+                              f"{b:.1f}/decade, R²={r2:.2f}")
+    if tot:
+        out.append(("maximum depth grows logarithmically with n",
+                    "agrees" if good >= 0.75 * tot else ("partly" if good else "disagrees"),
+                    f"{good}/{tot} (heuristic, distribution) pairs fit depth = a + b·log n with "
+                    f"R² >= 0.8; " + "; ".join(ev)))
+
+    # 5 split time close to linear
+    ev = []
+    slopes = []
+    for h in HEURISTICS:
+        for dist in ("uniform", "clustered", "lissajous", "sphere"):
+            pts = sorted((r["n"], r["split_ms"]) for r in dist_rows
+                         if r["dist"] == dist and r["label"] == f"{h}/non-leafy"
+                         and r["n"] >= 10_000 and r["split_ms"] > 0)
+            if len(pts) >= 2:
+                s = _slope([p[0] for p in pts], [p[1] for p in pts])
+                slopes.append(s)
+                if dist == "uniform":
+                    ev.append(f"{h} {s:.2f}")
+    if slopes:
+        med = float(np.median(slopes))
+        verdict = "agrees" if 0.8 <= med <= 1.3 else "disagrees"
+        out.append(("full split time close to linear in n",
+                    verdict, f"log-log slope of split time for n >= 10^4: median {med:.2f} over "
+                    f"{len(slopes)} (heuristic, distribution) pairs (min {min(slopes):.2f}, max "
+                    f"{max(slopes):.2f}); uniform: " + ", ".join(ev)))
+    return out
+
+
+# ----------------------------------------------------------------- report
+
+def _dist_table(rows, dist, n):
+    sel = [r for r in rows if r["part"] == "dist" and r["dist"] == dist and r["n"] == n]
+    ref = next((r for r in sel if r["label"] == "numpy-brute" and not r.get("error")), None)
+    out = []
+    for r in sorted(sel, key=lambda r: (bool(r.get("error")), r.get("cycle_ms", 1e18))):
+        if r.get("error"):
+            out.append([r["label"], "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
+                        "failed: " + r["error"][:60]])
+            continue
+        x = ref["cycle_ms"] / r["cycle_ms"] if ref and r["cycle_ms"] > 0 else float("nan")
+        out.append([r["label"], r["build_ms"], r["split_ms"], r["query_ms"], r["move_ms"],
+                    r["cycle_ms"], x, r["visible"], r["working_set"], r["nodes_visited"],
+                    r["max_depth"], "yes" if r["exact"] else "NO"])
+    return out
+
+
+DIST_HEAD = ["subject", "build ms", "split ms", "query ms", "move ms", "cycle ms", "x numpy",
+             "visible", "working set", "nodes", "depth", "exact"]
+
+
+def write_outputs(rows: list[dict], out: Path, meta: dict) -> str:
+    out.mkdir(parents=True, exist_ok=True)
+    for part in ("sweep", "leafy", "dist"):
+        sel = [r for r in rows if r["part"] == part]
+        if sel:
+            write_csv(out / f"{part}.csv", COLUMNS, [[r.get(c, "") for c in COLUMNS] for r in sel])
+    figs = []
+    if any(r["part"] == "sweep" for r in rows):
+        plot_sweep(rows, out / "fig3_1_thresholds.png")
+        figs.append(("Figure 3.1 — threshold sweep", "fig3_1_thresholds.png"))
+    if any(r["part"] == "leafy" for r in rows):
+        plot_leafy(rows, out / "fig4_1_leafy.png")
+        figs.append(("Figure 4.1 — leafy vs non-leafy", "fig4_1_leafy.png"))
+    for k, dist in enumerate(("uniform", "clustered", "lissajous", "sphere")):
+        if any(r["part"] == "dist" and r["dist"] == dist for r in rows):
+            plot_dist(rows, dist, f"4.{k + 2}", out / f"fig4_{k + 2}_{dist}.png")
+            figs.append((f"Figure 4.{k + 2} — {dist}", f"fig4_{k + 2}_{dist}.png"))
+
+    cfg = meta["cfg"]
+    md = ["# Shagam's benchmark (chapters 3 and 4), reproduced", ""]
+    md.append(f"Generated by `python -m app bench paper{' --quick' if meta['quick'] else ''} "
+              f"--jobs {meta['jobs']}` in {meta['elapsed_s']:.0f} s on {platform.node()} "
+              f"({meta['cpu']} CPUs, shared with other work). Times are process CPU time "
+              "(like the paper's `times()`), medians over the cycles; because the machine is "
+              "shared, compare ratios (`x numpy`: numpy brute force's cycle time over the "
+              "subject's, same data, same run) rather than absolute times.")
+    md.append("")
+    md.append("Protocol. Chapter 3: n spheres, radius uniform in [1, 10], uniform in a cube "
+              "3·n^(1/3) on a side; insert (build), query the whole volume once (split time: "
+              "the lazy trees split fully), then cycles of: query a random 100³ box with "
+              f"`query_box`; move {meta['moves']:,} random objects in a random direction by "
+              f"{meta['move_factor']:g}× their radius with one `update` call. Chapter 4: the "
+              "same with a cube n^(1/3) on a side and a 10³ box, for the four distributions. "
+              f"Cycles per run: {cfg.cycles} (sweep {cfg.sweep_cycles}; the paper used 1,000). "
+              "Working set and nodes visited come from `query_frustum` with the box's six "
+              "planes (exactly the `query_box` rule), outside the timed query. `exact` compares "
+              "the first and last query of each run with a numpy reference.")
+    md.append("")
+    md.append("Subjects: numpy brute force, the same loop compiled with numba (one thread), "
+              "`rtree` (libspatialindex R*-tree, bulk-loaded, moves as delete + insert from "
+              "Python), and every index of the project that existed at run time (the four "
+              "heuristics non-leafy at the paper's thresholds in chapter 4).")
+    md.append("")
+    # conclusions
+    md.append("## Our results against the paper's conclusions")
+    md.append("")
+    res = analyse(rows)
+    md.append(md_table(["paper says", "our run", "evidence"],
+                       [[a, b, c] for a, b, c in res]))
+    md.append("")
+    md.append("NOTES_PLACEHOLDER")
+    md.append("")
+    # thresholds
+    best = meta.get("best") or {}
+    if best:
+        md.append("## Figure 3.1: best split thresholds")
+        md.append("")
+        trs = []
+        for h in HEURISTICS:
+            pl, pn = PAPER_THRESHOLDS[h]
+            trs.append([h, best.get(f"{h}/leafy"), pl, best.get(f"{h}/non-leafy"), pn])
+        md.append(md_table(["heuristic", "ours leafy", "paper leafy", "ours non-leafy",
+                            "paper non-leafy"], trs))
+        md.append("")
+        md.append(f"Swept thresholds {cfg.thresholds} at n = "
+                  f"{', '.join(f'{n:,}' for n in cfg.sweep_n)}; best = smallest sum over n of "
+                  "cycle time / best cycle time at that n.")
+        md.append("")
+    # leafy table
+    lr = [r for r in rows if r["part"] == "leafy" and not r.get("error")]
+    if lr:
+        md.append("## Figure 4.1: leafy against non-leafy (cycle ms, chapter 3 protocol)")
+        md.append("")
+        ns = sorted({r["n"] for r in lr})
+        trs = []
+        for lab in _labels(rows, "leafy"):
+            vals = {r["n"]: r["cycle_ms"] for r in lr if r["label"] == lab}
+            thr = next((r["threshold"] for r in lr if r["label"] == lab), None)
+            trs.append([lab, thr if thr is not None else ""] + [vals.get(n, float("nan"))
+                                                                for n in ns])
+        md.append(md_table(["subject", "threshold"] + [f"n={n:,}" for n in ns], trs))
+        md.append("")
+    # distribution tables at the largest n
+    dr = [r for r in rows if r["part"] == "dist"]
+    if dr:
+        nmax = max(r["n"] for r in dr)
+        for dist in ("uniform", "clustered", "lissajous", "sphere"):
+            if not any(r["dist"] == dist for r in dr):
+                continue
+            md.append(f"## {dist}, n = {nmax:,} (chapter 4 protocol)")
+            md.append("")
+            md.append(md_table(DIST_HEAD, _dist_table(rows, dist, nmax)))
+            md.append("")
+        md.append("Per-cycle speed-up over numpy brute force at every n (cycle = query + "
+                  "1,000 moves):")
+        md.append("")
+        for dist in ("uniform", "clustered", "lissajous", "sphere"):
+            ns = sorted({r["n"] for r in dr if r["dist"] == dist})
+            if not ns:
+                continue
+            trs = []
+            for lab in _labels([r for r in dr if r["dist"] == dist], "dist"):
+                vals = []
+                for n in ns:
+                    a = _ok(dr, dist=dist, n=n, label=lab)
+                    b = _ok(dr, dist=dist, n=n, label="numpy-brute")
+                    vals.append(b[0]["cycle_ms"] / a[0]["cycle_ms"] if a and b and
+                                a[0]["cycle_ms"] > 0 else float("nan"))
+                trs.append([lab] + vals)
+            md.append(f"**{dist}**")
+            md.append("")
+            md.append(md_table(["subject"] + [f"{n:,}" for n in ns], trs))
+            md.append("")
+    failed = [r for r in rows if r.get("error")]
+    if failed:
+        md.append("## Failed runs")
+        md.append("")
+        seen = set()
+        for r in failed:
+            if (r["label"], r["error"]) in seen:
+                continue
+            seen.add((r["label"], r["error"]))
+            md.append(f"- `{r['label']}` ({r['part']}, {r['dist']}, n={r['n']:,}): {r['error']}")
+        md.append("")
+    md.append("## Plots")
+    md.append("")
+    for title, f in figs:
+        md.append(f"![{title}]({f})")
+        md.append("")
+    md.append("Raw data: `sweep.csv`, `leafy.csv`, `dist.csv` in this folder.")
+    text = "\n".join(md) + "\n"
+    notes_file = out / "notes.md"
+    notes = notes_file.read_text().strip() if notes_file.exists() else (
+        "_Interpretation: see `notes.md` beside this report (hand-written after the run)._")
+    text = text.replace("NOTES_PLACEHOLDER", notes)
+    (out / "report.md").write_text(text)
+    # short terminal summary
+    lines = ["bench paper: our results against the paper's conclusions"]
+    for a, b, c in res:
+        lines.append(f"- {a}: {b.upper()} ({c})")
+    if best:
+        lines.append("best thresholds: " + ", ".join(f"{k} {v}" for k, v in best.items()))
+    if dr:
+        nmax = max(r["n"] for r in dr)
+        for dist in ("uniform", "clustered", "lissajous", "sphere"):
+            t = _dist_table(rows, dist, nmax)
+            if t:
+                lines.append(f"{dist} n={nmax:,}: " + ", ".join(
+                    f"{row[0]} {fmt(row[6])}x" for row in t[:6] if row[1] != "-"))
+    return "\n".join(lines)
