@@ -24,8 +24,13 @@ slot: node, next, prev), so that removal is O(1) plus the cleanup of nodes left 
 Besides the structural cube, every node keeps grow-only *subtree bounds*: the AABB of object
 centres, the AABB of the objects' own spheres, and the largest view distance. They tighten the
 point query and serve the queries that have nothing to do with view distance (frustum without
-view distance, box, sphere, ray). Moves and removals leave them loose but valid; a compiled
-refit restores them when enough changes have piled up.
+view distance, box, sphere, ray). Moves and removals leave them loose but valid.
+
+Walking a linked list through a million-slot store is a cache miss per object, so the tree
+also keeps a *packed copy* of every node's objects (x, y, z, radius, view distance, contiguous
+per node). The linked lists stay the truth: a node whose list changed is marked stale and read
+through its list until the next rebuild, a compiled pass in slot order that refits all bounds
+and repacks all nodes once enough changes have piled up.
 """
 
 from __future__ import annotations
@@ -76,7 +81,9 @@ COUNT = 3  # objects in the node's own list
 NCHILD = 4  # children that exist
 CHILD = 5  # 5..12 child per octant (bit 0: x upper half, bit 1: y, bit 2: z), -1 when none
 ALIVE = 13
-NI = 14
+PSTART = 14  # first row of the node's objects in the packed copy; -1 when the copy is stale
+PLEN = 15  # rows in the packed copy
+NI = 16
 
 # Meta ints (_meta).
 ROOT = 0  # root node, -1 for an empty tree
@@ -84,7 +91,7 @@ NFREE = 1  # number of entries on the node free stack
 NLIVE = 2  # live nodes
 INF_HEAD = 3  # first slot of the infinite-view-distance list
 INF_COUNT = 4
-STALE = 5  # moves and removals since the last refit of the subtree bounds
+STALE = 5  # list changes and in-place moves since the last rebuild
 EMIN = 6  # level of the finest nodes
 TREE_COUNT = 7  # objects stored in nodes
 NMETA = 8
@@ -129,6 +136,8 @@ def _alloc_node(nf, ni, free, meta, x, y, z, level, parent):
     for j in range(8):
         ni[node, CHILD + j] = -1
     ni[node, ALIVE] = 1
+    ni[node, PSTART] = -1
+    ni[node, PLEN] = 0
     return node
 
 
@@ -139,6 +148,13 @@ def _release_node(ni, free, meta, node):
     free[meta[NFREE]] = node
     meta[NFREE] += 1
     meta[NLIVE] -= 1
+
+
+@njit(cache=True, inline="always")
+def _mark_stale(ni, meta, node):
+    """The node's packed copy no longer matches its list: queries walk the list instead."""
+    ni[node, PSTART] = -1
+    meta[STALE] += 1
 
 
 @njit(cache=True)
@@ -157,6 +173,7 @@ def _link(ni, obj, meta, node, s):
         ni[node, HEAD] = s
         ni[node, COUNT] += 1
         meta[TREE_COUNT] += 1
+        _mark_stale(ni, meta, node)
 
 
 @njit(cache=True)
@@ -178,6 +195,7 @@ def _unlink(ni, obj, meta, s):
     else:
         ni[node, COUNT] -= 1
         meta[TREE_COUNT] -= 1
+        _mark_stale(ni, meta, node)
     obj[s, ONODE] = NO_NODE
     obj[s, ONEXT] = -1
     obj[s, OPREV] = -1
@@ -438,7 +456,7 @@ def _update_batch(nf, ni, free, meta, obj, centers, radii, vdist, slots, first):
             continue
         if old != IN_INF and _fits_node(nf, ni, old, cx, cy, cz, vd, emin):
             _expand_up(nf, ni, old, cx, cy, cz, r, vd)
-            meta[STALE] += 1
+            _mark_stale(ni, meta, old)
             continue
         if meta[NFREE] < _nodes_needed(nf, ni, meta, cx, cy, cz, vd):
             return i
@@ -448,7 +466,6 @@ def _update_batch(nf, ni, free, meta, obj, centers, radii, vdist, slots, first):
         else:
             _place(nf, ni, free, meta, obj, s, old, cx, cy, cz, r, vd)
             _cleanup(ni, free, meta, old)
-            meta[STALE] += 1
     return slots.shape[0]
 
 
@@ -459,37 +476,55 @@ def _remove_batch(ni, free, meta, obj, slots):
         node = _unlink(ni, obj, meta, slots[i])
         if node != IN_INF:
             _cleanup(ni, free, meta, node)
-            meta[STALE] += 1
 
 
 @njit(cache=True)
-def _refit(nf, ni, meta, obj, centers, radii, vdist):
-    """Recompute every node's subtree bounds exactly: own objects, then children upward."""
-    n = ni.shape[0]
-    live = np.flatnonzero(ni[:, ALIVE] == 1)
-    for k in range(live.shape[0]):
-        node = live[k]
+def _rebuild(nf, ni, meta, obj, centers, radii, vdist, pk, pk_slot):
+    """Refit every node's subtree bounds exactly and repack every node's objects.
+
+    The packed copy (rows x, y, z, radius, view distance, grouped by node) lets queries read
+    a node's objects sequentially instead of chasing its linked list through the store. One
+    pass in slot order, so the store is read sequentially too.
+    """
+    ncap = ni.shape[0]
+    fill = np.empty(ncap, dtype=np.int64)
+    for node in range(ncap):
+        if ni[node, ALIVE] == 0:
+            continue
         for a in range(3):
             nf[node, CLO + a] = np.inf
             nf[node, CHI + a] = -np.inf
             nf[node, SLO + a] = np.inf
             nf[node, SHI + a] = -np.inf
         nf[node, VMAX] = -np.inf
-    for k in range(live.shape[0]):
-        node = live[k]
-        s = ni[node, HEAD]
-        while s != -1:
-            r = radii[s]
-            for a in range(3):
-                c = centers[s, a]
-                nf[node, CLO + a] = min(nf[node, CLO + a], c)
-                nf[node, CHI + a] = max(nf[node, CHI + a], c)
-                nf[node, SLO + a] = min(nf[node, SLO + a], c - r)
-                nf[node, SHI + a] = max(nf[node, SHI + a], c + r)
-            nf[node, VMAX] = max(nf[node, VMAX], vdist[s])
-            s = obj[s, ONEXT]
+    pos = 0
+    for node in range(ncap):
+        if ni[node, ALIVE] == 1:
+            ni[node, PSTART] = pos
+            ni[node, PLEN] = ni[node, COUNT]
+            fill[node] = pos
+            pos += ni[node, COUNT]
+    for s in range(obj.shape[0]):
+        node = obj[s, ONODE]
+        if node < 0:
+            continue
+        p = fill[node]
+        fill[node] = p + 1
+        r = radii[s]
+        for a in range(3):
+            c = centers[s, a]
+            pk[p, a] = c
+            nf[node, CLO + a] = min(nf[node, CLO + a], c)
+            nf[node, CHI + a] = max(nf[node, CHI + a], c)
+            nf[node, SLO + a] = min(nf[node, SLO + a], c - r)
+            nf[node, SHI + a] = max(nf[node, SHI + a], c + r)
+        pk[p, 3] = r
+        pk[p, 4] = vdist[s]
+        pk_slot[p] = s
+        nf[node, VMAX] = max(nf[node, VMAX], vdist[s])
     # Children are exactly one level below their parent: merging finest levels first makes
     # every child complete before it is merged into its parent.
+    live = np.flatnonzero(ni[:, ALIVE] == 1)
     levels = np.empty(live.shape[0], dtype=np.int64)
     for k in range(live.shape[0]):
         levels[k] = ni[live[k], LEVEL]
@@ -506,7 +541,6 @@ def _refit(nf, ni, meta, obj, centers, radii, vdist):
             nf[p, SHI + a] = max(nf[p, SHI + a], nf[node, SHI + a])
         nf[p, VMAX] = max(nf[p, VMAX], nf[node, VMAX])
     meta[STALE] = 0
-    return n
 
 
 # ---------------------------------------------------------------- node tests for queries
@@ -560,37 +594,56 @@ def _is_empty(nf, node):
 
 
 # ---------------------------------------------------------------- queries
+#
+# A node's objects are read from the packed copy when it is current (sequential memory), or by
+# walking the node's linked list through the store when the node changed since the last
+# rebuild. Both paths make the same exact per-object decision.
+
 
 
 @njit(cache=True)
-def _scan_infinite(obj, meta, centers, radii, planes, out, k, vp, zd, zo, zw, zh):
-    """Frustum-test the infinite-view-distance list; returns (k, considered, occluded)."""
+def _scan_infinite(obj, meta, centers, radii, planes, out):
+    """Frustum-test the infinite-view-distance list into ``out``; returns (kept, considered)."""
+    k = 0
     considered = 0
-    occluded = 0
     s = meta[INF_HEAD]
     while s != -1:
         considered += 1
         if sphere_in_frustum(planes, centers[s, 0], centers[s, 1], centers[s, 2], radii[s]):
-            if sphere_occluded(centers[s, 0], centers[s, 1], centers[s, 2], radii[s],
-                               vp, zd, zo, zw, zh):
-                occluded += 1
-            else:
-                out[k] = s
-                k += 1
+            out[k] = s
+            k += 1
         s = obj[s, ONEXT]
-    return k, considered, occluded
+    return k, considered
 
 
 @njit(cache=True)
-def _query_eye(nf, ni, meta, obj, centers, radii, vdist, planes, eye, tight, stack_cap,
-               outcome, vp, zd, zo, zw, zh):
+def _drop_occluded(out, k, centers, radii, vp, zd, zo, zw, zh):
+    """Compact away the kept objects hidden by the Z-pyramid; returns (kept, occluded).
+
+    A pass of its own, after the traversal: a call that passes arrays costs reference counting,
+    which would dominate the hot loops if made per candidate rather than per kept object.
+    """
+    if zw.shape[0] == 0:
+        return k, 0
+    j = 0
+    for i in range(k):
+        s = out[i]
+        if not sphere_occluded(centers[s, 0], centers[s, 1], centers[s, 2], radii[s],
+                               vp, zd, zo, zw, zh):
+            out[j] = s
+            j += 1
+    return j, k - j
+
+
+@njit(cache=True)
+def _query_eye(nf, ni, meta, obj, centers, radii, vdist, pk, pk_slot, planes, eye, tight,
+               stack_cap, outcome, vp, zd, zo, zw, zh):
     """Frustum query with view distance: the point query for the eye, then exact tests.
 
     Returns (slots, considered, nodes visited, nodes occluded, objects occluded).
     """
     out = np.empty(meta[TREE_COUNT] + meta[INF_COUNT], dtype=np.int64)
-    k, considered, occ_obj = _scan_infinite(obj, meta, centers, radii, planes, out, 0,
-                                            vp, zd, zo, zw, zh)
+    k, considered = _scan_infinite(obj, meta, centers, radii, planes, out)
     visited = 0
     occ_nodes = 0
     ex = eye[0]
@@ -625,38 +678,46 @@ def _query_eye(nf, ni, meta, obj, centers, radii, vdist, planes, eye, tight, sta
             continue
         outcome[node] = NODE_INSIDE if cls == INSIDE else NODE_PARTIAL
         visited += 1
-        s = ni[node, HEAD]
-        while s != -1:
-            considered += 1
-            cx = centers[s, 0]
-            cy = centers[s, 1]
-            cz = centers[s, 2]
-            if within_view_distance(ex, ey, ez, cx, cy, cz, vdist[s]) and sphere_in_frustum(
-                    planes, cx, cy, cz, radii[s]):
-                if sphere_occluded(cx, cy, cz, radii[s], vp, zd, zo, zw, zh):
-                    occ_obj += 1
-                else:
+        considered += ni[node, COUNT]
+        start = ni[node, PSTART]
+        if start >= 0:
+            for p in range(start, start + ni[node, PLEN]):
+                x = pk[p, 0]
+                y = pk[p, 1]
+                z = pk[p, 2]
+                if within_view_distance(ex, ey, ez, x, y, z, pk[p, 4]) and sphere_in_frustum(
+                        planes, x, y, z, pk[p, 3]):
+                    out[k] = pk_slot[p]
+                    k += 1
+        else:
+            s = ni[node, HEAD]
+            while s != -1:
+                x = centers[s, 0]
+                y = centers[s, 1]
+                z = centers[s, 2]
+                if within_view_distance(ex, ey, ez, x, y, z, vdist[s]) and sphere_in_frustum(
+                        planes, x, y, z, radii[s]):
                     out[k] = s
                     k += 1
-            s = obj[s, ONEXT]
+                s = obj[s, ONEXT]
         for j in range(8):
             c = ni[node, CHILD + j]
             if c != -1:
                 stack[top] = c
                 top += 1
+    k, occ_obj = _drop_occluded(out, k, centers, radii, vp, zd, zo, zw, zh)
     return out[:k], considered, visited, occ_nodes, occ_obj
 
 
 @njit(cache=True)
-def _query_planes(nf, ni, meta, obj, centers, radii, planes, stack_cap, outcome,
+def _query_planes(nf, ni, meta, obj, centers, radii, pk, pk_slot, planes, stack_cap, outcome,
                   vp, zd, zo, zw, zh):
     """Frustum query without view distance, on the subtree bounds of the objects' spheres.
 
-    Subtrees whose bounds are inside every plane are accepted without per-object tests.
+    Subtrees whose bounds are inside every plane are accepted without per-object plane tests.
     """
     out = np.empty(meta[TREE_COUNT] + meta[INF_COUNT], dtype=np.int64)
-    k, considered, occ_obj = _scan_infinite(obj, meta, centers, radii, planes, out, 0,
-                                            vp, zd, zo, zw, zh)
+    k, considered = _scan_infinite(obj, meta, centers, radii, planes, out)
     visited = 0
     occ_nodes = 0
     qmag = 0.0
@@ -691,34 +752,37 @@ def _query_planes(nf, ni, meta, obj, centers, radii, planes, stack_cap, outcome,
             whole = cls == INSIDE
         outcome[node] = NODE_INSIDE if whole else NODE_PARTIAL
         visited += 1
-        s = ni[node, HEAD]
-        while s != -1:
-            considered += 1
-            cx = centers[s, 0]
-            cy = centers[s, 1]
-            cz = centers[s, 2]
-            if whole or sphere_in_frustum(planes, cx, cy, cz, radii[s]):
-                if sphere_occluded(cx, cy, cz, radii[s], vp, zd, zo, zw, zh):
-                    occ_obj += 1
-                else:
+        considered += ni[node, COUNT]
+        start = ni[node, PSTART]
+        if start >= 0:
+            for p in range(start, start + ni[node, PLEN]):
+                if whole or sphere_in_frustum(planes, pk[p, 0], pk[p, 1], pk[p, 2], pk[p, 3]):
+                    out[k] = pk_slot[p]
+                    k += 1
+        else:
+            s = ni[node, HEAD]
+            while s != -1:
+                if whole or sphere_in_frustum(planes, centers[s, 0], centers[s, 1],
+                                              centers[s, 2], radii[s]):
                     out[k] = s
                     k += 1
-            s = obj[s, ONEXT]
+                s = obj[s, ONEXT]
         for j in range(8):
             c = ni[node, CHILD + j]
             if c != -1:
                 stack[top] = c
                 inside[top] = whole
                 top += 1
+    k, occ_obj = _drop_occluded(out, k, centers, radii, vp, zd, zo, zw, zh)
     return out[:k], considered, visited, occ_nodes, occ_obj
 
 
 @njit(cache=True)
-def _query_region(nf, ni, meta, obj, centers, radii, kind, q, qr, stack_cap):
-    """Box (kind 0: q = lo, qr_box = hi), sphere (1) or ray (2) query over the subtree bounds.
+def _query_region(nf, ni, meta, obj, centers, radii, pk, pk_slot, kind, q, qr, stack_cap):
+    """Box (kind 0), sphere (1) or ray (2) query over the subtree bounds of the spheres.
 
-    ``q`` is a (3, 3) array: rows are (lo, hi, -) for a box, (centre, -, -) for a sphere and
-    (origin, direction, inverse direction) for a ray. Returns (slots, entry distances).
+    ``q`` is a (3, 3) array: rows (lo, hi, -) for a box, (centre, -, -) for a sphere and
+    (origin, unit direction, inverse direction) for a ray. Returns (slots, entry distances).
     """
     n = meta[TREE_COUNT] + meta[INF_COUNT]
     out = np.empty(n, dtype=np.int64)
@@ -736,12 +800,10 @@ def _query_region(nf, ni, meta, obj, centers, radii, kind, q, qr, stack_cap):
     if meta[ROOT] != -1:
         stack[0] = meta[ROOT]
         top = 1
-    s = meta[INF_HEAD]
-    node = IN_INF
+    s = meta[INF_HEAD]  # the infinite list first, then each node's objects
     while True:
-        # Test every object of the current list (the infinite list first, then each node).
         while s != -1:
-            t = _object_hit(centers, radii, s, kind, q, qr)
+            t = _object_hit(centers[s, 0], centers[s, 1], centers[s, 2], radii[s], kind, q, qr)
             if t >= 0.0:
                 out[k] = s
                 ts[k] = t
@@ -756,7 +818,16 @@ def _query_region(nf, ni, meta, obj, centers, radii, kind, q, qr, stack_cap):
         pad = _sphere_bounds(nf, node, qmag, lo, hi)
         if not _box_hit(lo, hi, kind, q, qr, pad):
             continue
-        s = ni[node, HEAD]
+        start = ni[node, PSTART]
+        if start >= 0:
+            for p in range(start, start + ni[node, PLEN]):
+                t = _object_hit(pk[p, 0], pk[p, 1], pk[p, 2], pk[p, 3], kind, q, qr)
+                if t >= 0.0:
+                    out[k] = pk_slot[p]
+                    ts[k] = t
+                    k += 1
+        else:
+            s = ni[node, HEAD]
         for j in range(8):
             c = ni[node, CHILD + j]
             if c != -1:
@@ -766,18 +837,13 @@ def _query_region(nf, ni, meta, obj, centers, radii, kind, q, qr, stack_cap):
 
 
 @njit(cache=True, inline="always")
-def _object_hit(centers, radii, s, kind, q, qr):
+def _object_hit(x, y, z, r, kind, q, qr):
     """The exact per-object predicate of a region query: >= 0 on a hit (the ray's entry t)."""
-    cx = centers[s, 0]
-    cy = centers[s, 1]
-    cz = centers[s, 2]
-    r = radii[s]
     if kind == 0:
-        return 0.0 if sphere_overlaps_box(cx, cy, cz, r, q[0], q[1]) else -1.0
+        return 0.0 if sphere_overlaps_box(x, y, z, r, q[0], q[1]) else -1.0
     if kind == 1:
-        return 0.0 if spheres_touch(cx, cy, cz, r, q[0, 0], q[0, 1], q[0, 2], qr) else -1.0
-    return ray_sphere_entry(q[0, 0], q[0, 1], q[0, 2], q[1, 0], q[1, 1], q[1, 2],
-                            cx, cy, cz, r)
+        return 0.0 if spheres_touch(x, y, z, r, q[0, 0], q[0, 1], q[0, 2], qr) else -1.0
+    return ray_sphere_entry(q[0, 0], q[0, 1], q[0, 2], q[1, 0], q[1, 1], q[1, 2], x, y, z, r)
 
 
 @njit(cache=True, inline="always")
@@ -799,7 +865,7 @@ def _box_hit(lo, hi, kind, q, qr, pad):
 
 
 @njit(cache=True)
-def _check(nf, ni, free, meta, obj, centers, radii, vdist, alive_slots):
+def _check(nf, ni, free, meta, obj, centers, radii, vdist, alive_slots, pk, pk_slot):
     """Check every structural invariant; returns (error code, offending node or slot), 0 = ok."""
     ncap = ni.shape[0]
     emin = meta[EMIN]
@@ -880,6 +946,19 @@ def _check(nf, ni, free, meta, obj, centers, radii, vdist, alive_slots):
         if count != ni[node, COUNT]:
             return 9, node
         tree_count += count
+        # A current packed copy holds exactly the node's objects, with the store's values.
+        start = ni[node, PSTART]
+        if start >= 0:
+            if ni[node, PLEN] != count or start + count > pk.shape[0]:
+                return 14, node
+            for p in range(start, start + count):
+                s = pk_slot[p]
+                if s < 0 or s >= obj.shape[0] or obj[s, ONODE] != node:
+                    return 14, node
+                if (pk[p, 0] != centers[s, 0] or pk[p, 1] != centers[s, 1]
+                        or pk[p, 2] != centers[s, 2] or pk[p, 3] != radii[s]
+                        or pk[p, 4] != vdist[s]):
+                    return 14, node
     if nlive != meta[NLIVE] or tree_count != meta[TREE_COUNT]:
         return 2, -1
     # Every live node must hang from the root.
@@ -938,6 +1017,7 @@ _CHECK_MESSAGES = {
     11: "a live node is not reachable from the root",
     12: "broken infinite-view-distance list",
     13: "live object not in exactly the right list",
+    14: "packed copy of a node marked current differs from its list or the store",
 }
 
 
@@ -954,9 +1034,9 @@ class ViewDistanceTree(SpatialIndex):
     """Matthews' variable-radius sphere octree over the objects' view spheres."""
 
     name = "viewdist"
-    # Above this many moves and removals (and a quarter of the objects) the subtree bounds
-    # are refitted before the next query.
-    refit_min = 4096
+    # Above this many list changes and moves (and an eighth of the objects) the subtree
+    # bounds are refitted and the packed copy rebuilt before the next query.
+    rebuild_min = 4096
 
     def __init__(self, min_node_size: float = 1.0 / 16.0, tight: bool = True,
                  **kwargs: Any) -> None:
@@ -978,6 +1058,8 @@ class ViewDistanceTree(SpatialIndex):
         self._ni = np.zeros((0, NI), dtype=np.int64)
         self._node_free = np.zeros(0, dtype=np.int64)
         self._outcome = np.zeros(0, dtype=np.int8)
+        self._pk = np.zeros((0, 5), dtype=np.float64)  # packed x, y, z, radius, view distance
+        self._pk_slot = np.zeros(0, dtype=np.int64)
         self._grow_nodes(256)
 
     # ------------------------------------------------------------ public extras
@@ -1023,10 +1105,14 @@ class ViewDistanceTree(SpatialIndex):
         """Outcome of each node of :meth:`node_boxes` in the last frustum query."""
         return self._outcome[np.flatnonzero(self._ni[:, ALIVE] == 1)].copy()
 
-    def refit(self) -> None:
-        """Tighten every node's subtree bounds to exactly its objects (one compiled pass)."""
-        _refit(self._nf, self._ni, self._meta, self._obj, self._centers, self._radii,
-               self._vdist)
+    def rebuild(self) -> None:
+        """Refit every node's bounds exactly and repack its objects (one compiled pass)."""
+        n = int(self._meta[TREE_COUNT])
+        if self._pk.shape[0] < n or self._pk.shape[0] > 2 * n + 1024:
+            self._pk = np.empty((n + n // 8, 5), dtype=np.float64)
+            self._pk_slot = np.empty(n + n // 8, dtype=np.int64)
+        _rebuild(self._nf, self._ni, self._meta, self._obj, self._centers, self._radii,
+                 self._vdist, self._pk, self._pk_slot)
 
     # ------------------------------------------------------------ mutation hooks
 
@@ -1102,31 +1188,32 @@ class ViewDistanceTree(SpatialIndex):
         depth = 0 if root == -1 else int(self._ni[root, LEVEL] - self._meta[EMIN])
         return 8 * (depth + 2)
 
-    def _maybe_refit(self) -> None:
-        if self._meta[STALE] > max(self.refit_min, int(self._meta[TREE_COUNT]) // 4):
-            self.refit()
+    def _maybe_rebuild(self) -> None:
+        if self._meta[STALE] > max(self.rebuild_min, int(self._meta[TREE_COUNT]) // 8):
+            self.rebuild()
 
     def _query_frustum(self, planes, eye, use_vd, occlusion):
-        self._maybe_refit()
+        self._maybe_rebuild()
         vp, zd, zo, zw, zh = occlusion_arrays(occlusion)
         self._outcome[:] = NODE_NOT_VISITED
         if use_vd:
             slots, considered, visited, occ_n, occ_o = _query_eye(
                 self._nf, self._ni, self._meta, self._obj, self._centers, self._radii,
-                self._vdist, planes, eye, self._tight, self._stack_cap(), self._outcome,
-                vp, zd, zo, zw, zh)
+                self._vdist, self._pk, self._pk_slot, planes, eye, self._tight,
+                self._stack_cap(), self._outcome, vp, zd, zo, zw, zh)
         else:
             slots, considered, visited, occ_n, occ_o = _query_planes(
                 self._nf, self._ni, self._meta, self._obj, self._centers, self._radii,
-                planes, self._stack_cap(), self._outcome, vp, zd, zo, zw, zh)
+                self._pk, self._pk_slot, planes, self._stack_cap(), self._outcome,
+                vp, zd, zo, zw, zh)
         return QueryResult(visible=slots, working_set=int(considered),
                            nodes_visited=int(visited), occluded_nodes=int(occ_n),
                            occluded_objects=int(occ_o))
 
     def _region(self, kind: int, q: np.ndarray, qr: float) -> tuple[np.ndarray, np.ndarray]:
-        self._maybe_refit()
+        self._maybe_rebuild()
         return _query_region(self._nf, self._ni, self._meta, self._obj, self._centers,
-                             self._radii, kind, q, qr, self._stack_cap())
+                             self._radii, self._pk, self._pk_slot, kind, q, qr, self._stack_cap())
 
     def _query_box(self, lo, hi):
         q = np.zeros((3, 3))
@@ -1153,7 +1240,8 @@ class ViewDistanceTree(SpatialIndex):
     def _validate(self) -> None:
         alive = np.flatnonzero(self._alive)
         code, where = _check(self._nf, self._ni, self._node_free, self._meta, self._obj,
-                             self._centers, self._radii, self._vdist, alive)
+                             self._centers, self._radii, self._vdist, alive, self._pk,
+                             self._pk_slot)
         if code:
             raise AssertionError(f"viewdist: {_CHECK_MESSAGES[int(code)]} (at {int(where)})")
         dead = np.flatnonzero(~self._alive)
