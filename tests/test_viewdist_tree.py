@@ -1,0 +1,286 @@
+"""Matthews' view distance tree: placement band, point-query bound, O(1) removal and cleanup,
+in-place moves, the infinite list, the packed copy, and validate() catching corruption."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.culling.frustum import camera_planes
+from app.spatial import create_index
+from app.spatial import viewdist_tree as vt
+from app.spatial.geometry import NODE_INSIDE, NODE_PARTIAL
+from app.spatial.viewdist_tree import ViewDistanceTree
+from tests.oracle import Oracle
+
+ALL_PLANES = np.zeros((0, 4))  # no plane: the frustum query becomes the pure point query
+
+
+def slots_of(idx: ViewDistanceTree, ids) -> np.ndarray:
+    return idx._idmap.lookup(np.asarray(ids, dtype=np.int64))
+
+
+def node_of(idx: ViewDistanceTree, i: int) -> int:
+    return int(idx._obj[slots_of(idx, [i])[0], vt.ONODE])
+
+
+def scattered(n: int, seed: int = 0, spread: float = 200.0, vd_max: float = 60.0):
+    rng = np.random.default_rng(seed)
+    c = rng.uniform(-spread, spread, (n, 3))
+    r = rng.uniform(0.1, 2.0, n)
+    vd = 10 ** rng.uniform(-3, np.log10(vd_max), n)
+    return np.arange(n, dtype=np.int64), c, r, vd
+
+
+def test_registered_and_rejects_tree_heuristics():
+    assert isinstance(create_index("viewdist"), ViewDistanceTree)
+    create_index("viewdist", leafy=False, split_threshold=None)
+    with pytest.raises(ValueError):
+        create_index("viewdist", leafy=True)
+    with pytest.raises(ValueError):
+        create_index("viewdist", split_threshold=8)
+
+
+def test_band_placement():
+    idx = ViewDistanceTree(min_node_size=0.25)
+    ids, c, r, vd = scattered(3000)
+    vd[:20] = 0.0  # below the finest band
+    idx.insert(ids, c, r, vd)
+    idx.validate()
+    slots = slots_of(idx, ids)
+    nodes = idx._obj[slots, vt.ONODE]
+    size = idx._nf[nodes, vt.SIZE]
+    lo = idx._nf[nodes][:, vt.LO:vt.LO + 3]
+    finest = idx._ni[nodes, vt.LEVEL] == idx._meta[vt.EMIN]
+    assert np.all(vd <= size / 2)
+    assert np.all((vd >= size / 4) | finest)
+    assert np.all(finest[vd < 0.25 / 4])  # too small for any band: the finest level
+    assert np.all((c >= lo) & (c <= lo + size[:, None]))
+    # The band is tight: a sphere with vd exactly S/2 or S/4 sits in a node of that S.
+    idx2 = ViewDistanceTree()
+    idx2.insert(np.array([1, 2]), np.zeros((2, 3)), np.ones(2), np.array([8.0, 4.0]))
+    assert {idx2._nf[node_of(idx2, 1), vt.SIZE], idx2._nf[node_of(idx2, 2), vt.SIZE]} <= {16.0}
+
+
+def test_point_query_visits_at_most_eight_nodes_per_level():
+    idx = ViewDistanceTree(tight=False)  # the structural test alone, as in the article
+    ids, c, r, vd = scattered(5000, seed=1)
+    idx.insert(ids, c, r, vd)
+    oracle = Oracle()
+    oracle.insert(ids, c, r, vd)
+    rng = np.random.default_rng(2)
+    for _ in range(40):
+        eye = rng.uniform(-220, 220, 3)
+        res = idx.query_frustum(ALL_PLANES, eye=eye, use_view_distance=True)
+        assert np.array_equal(np.sort(res.visible), oracle.frustum(ALL_PLANES, eye, True))
+        depth = idx.node_boxes()[2]
+        out = idx.node_outcomes()
+        visited = depth[(out == NODE_INSIDE) | (out == NODE_PARTIAL)]
+        assert visited.shape[0] == res.nodes_visited
+        assert np.bincount(visited).max(initial=0) <= 8
+
+
+def test_removal_touches_only_the_objects_list():
+    idx = ViewDistanceTree()
+    ids, c, r, vd = scattered(2000, seed=3)
+    idx.insert(ids, c, r, vd)
+    # pick an object sharing its node with others: its removal must not change any other node
+    nodes = idx._obj[slots_of(idx, ids), vt.ONODE]
+    shared = ids[np.flatnonzero(np.bincount(nodes)[nodes] >= 3)][0]
+    node = node_of(idx, int(shared))
+    before = idx._ni.copy()
+    idx.remove(np.array([shared]))
+    idx.validate()
+    changed = np.flatnonzero((idx._ni != before).any(axis=1))
+    assert changed.tolist() == [node]
+    assert idx._ni[node, vt.COUNT] == before[node, vt.COUNT] - 1
+
+
+def test_empty_nodes_are_cleaned_up():
+    idx = ViewDistanceTree()
+    ids, c, r, vd = scattered(500, seed=4)
+    idx.insert(ids, c, r, vd)
+    n_before = idx.stats()["nodes"]
+    # a lone tiny sphere far inside the root's range needs a chain of new nodes
+    idx.insert(np.array([10_000]), np.array([[150.3, -170.7, 120.1]]), np.array([1.0]),
+               np.array([0.001]))
+    assert idx.stats()["nodes"] > n_before
+    idx.remove(np.array([10_000]))
+    idx.validate()
+    assert idx.stats()["nodes"] == n_before
+    idx.remove(ids)
+    idx.validate()
+    assert idx.stats()["nodes"] == 0 and idx._meta[vt.ROOT] == -1 and len(idx) == 0
+
+
+def test_root_grows_toward_far_objects_and_shrinks_back():
+    idx = ViewDistanceTree()
+    ids, c, r, vd = scattered(300, seed=5, spread=50.0, vd_max=10.0)
+    idx.insert(ids, c, r, vd)
+    size0 = idx.stats()["root_size"]
+    idx.insert(np.array([999]), np.array([[-5000.0, 3000.0, 10.0]]), np.array([1.0]),
+               np.array([5.0]))
+    idx.validate()
+    assert idx.stats()["root_size"] >= 8192
+    idx.remove(np.array([999]))
+    idx.validate()
+    assert idx.stats()["root_size"] <= size0
+
+
+def test_small_moves_stay_in_place_and_big_moves_relocate():
+    idx = ViewDistanceTree()
+    ids, c, r, vd = scattered(2000, seed=6)
+    idx.insert(ids, c, r, vd)
+    slots = slots_of(idx, ids)
+    nodes = idx._obj[slots, vt.ONODE]
+    lo = idx._nf[nodes][:, vt.LO:vt.LO + 3]
+    size = idx._nf[nodes, vt.SIZE][:, None]
+    # moves that keep the centre in the node's cube: nothing but the bounds changes
+    c2 = np.clip(c + np.random.default_rng(7).normal(scale=0.2, size=c.shape), lo, lo + size)
+    n_nodes = idx.stats()["nodes"]
+    heads = idx._ni[:, vt.HEAD].copy()
+    idx.update(ids, c2)
+    idx.validate()
+    assert np.array_equal(idx._obj[slots, vt.ONODE], nodes)
+    assert np.array_equal(idx._ni[:, vt.HEAD], heads)  # no list was touched
+    assert idx.stats()["nodes"] == n_nodes
+    # a jump across the world relocates, and the old node is cleaned up if it emptied
+    idx.update(ids[:1], np.array([[-190.0, 190.0, -190.0]]))
+    idx.validate()
+    assert node_of(idx, 0) != nodes[0]
+    # a changed view distance out of the band relocates too
+    idx.update(ids[1:2], c2[1:2], view_distances=np.array([vd[1] * 16]))
+    idx.validate()
+    assert idx._nf[node_of(idx, 1), vt.SIZE] >= 4 * idx._nf[nodes[1], vt.SIZE]
+
+
+def test_infinite_view_distance_objects_are_always_considered():
+    idx = ViewDistanceTree()
+    ids, c, r, vd = scattered(1000, seed=8)
+    vd[:50] = np.inf
+    idx.insert(ids, c, r, vd)
+    idx.validate()
+    assert idx.stats()["infinite"] == 50
+    assert np.all(idx._obj[slots_of(idx, ids[:50]), vt.ONODE] == vt.IN_INF)
+    eye = np.array([1e5, 0.0, 0.0])  # far from everything: only infinite ones can show
+    planes = camera_planes(eye, [0.0, 0.0, 0.0], far=3e5)
+    res = idx.query_frustum(planes, eye=eye, use_view_distance=True)
+    oracle = Oracle()
+    oracle.insert(ids, c, r, vd)
+    assert np.array_equal(np.sort(res.visible), oracle.frustum(planes, eye, True))
+    assert set(res.visible.tolist()) <= set(range(50))
+    assert res.working_set >= 50 and res.nodes_visited == 0
+    # finite <-> infinite through update
+    idx.update(ids[:10], c[:10], view_distances=np.full(10, 5.0))
+    idx.update(ids[100:110], c[100:110], view_distances=np.full(10, np.inf))
+    idx.validate()
+    assert idx.stats()["infinite"] == 50
+
+
+def test_remote_cluster_is_never_visited():
+    rng = np.random.default_rng(9)
+    n = 20_000
+    idx = ViewDistanceTree()
+    c = rng.uniform(0, 1000, (n, 3))
+    r = rng.uniform(0.3, 3, n)
+    idx.insert(np.arange(n), c, r, 40 * r)
+    eye = np.array([500.0, 500.0, 500.0])
+    planes = camera_planes(eye, eye + [1.0, 0.2, 0.1], far=5000)
+    first = idx.query_frustum(planes, eye=eye, use_view_distance=True)
+    c2 = np.array([3500.0, 500.0, 500.0]) + rng.normal(scale=30, size=(n, 3))
+    r2 = rng.uniform(0.3, 3, n)
+    idx.insert(np.arange(n, 2 * n), c2, r2, 40 * r2)
+    idx.validate()
+    second = idx.query_frustum(planes, eye=eye, use_view_distance=True)
+    assert np.array_equal(np.sort(first.visible), np.sort(second.visible))
+    assert second.working_set == first.working_set
+    lo, hi, _ = idx.node_boxes()
+    out = idx.node_outcomes()
+    remote = lo[:, 0] > 1500.0  # cubes wholly within the cluster's side
+    assert remote.any()
+    assert not np.isin(out[remote], [NODE_INSIDE, NODE_PARTIAL]).any()
+
+
+@pytest.mark.parametrize("rebuild_min", [0, 10**9])
+def test_packed_copy_and_lists_give_the_exact_answer(rebuild_min, monkeypatch):
+    monkeypatch.setattr(ViewDistanceTree, "rebuild_min", rebuild_min)
+    rng = np.random.default_rng(10)
+    idx = ViewDistanceTree()
+    oracle = Oracle()
+    ids, c, r, vd = scattered(3000, seed=11)
+    vd[::17] = np.inf
+    idx.insert(ids, c, r, vd)
+    oracle.insert(ids, c, r, vd)
+    for step in range(6):
+        eye = rng.uniform(-200, 200, 3)
+        planes = camera_planes(eye, eye + rng.normal(size=3), far=400)
+        for use_vd in (True, False):
+            got = np.sort(idx.query_frustum(planes, eye=eye, use_view_distance=use_vd).visible)
+            assert np.array_equal(got, oracle.frustum(planes, eye, use_vd))
+        lo = rng.uniform(-200, 100, 3)
+        hi = lo + 100
+        assert np.array_equal(np.sort(idx.query_box(lo, hi)), oracle.box(lo, hi))
+        q = rng.uniform(-200, 200, 3)
+        assert np.array_equal(np.sort(idx.query_sphere(q, 30.0)), oracle.sphere(q, 30.0))
+        gi, gt = idx.query_ray(eye, rng.normal(size=3))
+        assert np.all(np.diff(gt) >= 0)
+        idx.validate()
+        live = np.array(sorted(oracle.objs))
+        moved = rng.choice(live, 300, replace=False)
+        c_new = np.array([oracle.objs[int(i)][0] for i in moved])
+        c_new += rng.normal(scale=3.0 if step % 2 else 80.0, size=c_new.shape)
+        idx.update(moved, c_new)
+        oracle.update(moved, c_new)
+        gone = rng.choice(live, 100, replace=False)
+        idx.remove(gone)
+        oracle.remove(gone)
+
+
+def corruptions():
+    def band(idx):
+        s = slots_of(idx, [5])[0]
+        idx._vdist[s] = idx._nf[idx._obj[s, vt.ONODE], vt.SIZE]  # radius S: above the band
+
+    def centre(idx):
+        s = slots_of(idx, [5])[0]
+        idx._centers[s] += 1e4  # the store moved without telling the tree
+
+    def link(idx):
+        s = slots_of(idx, [5])[0]
+        idx._obj[s, vt.OPREV] = s
+
+    def count(idx):
+        idx._ni[node_of(idx, 5), vt.COUNT] += 1
+
+    def parent(idx):
+        node = node_of(idx, 5)
+        idx._ni[node, vt.PARENT] = node
+
+    def free_list(idx):
+        idx._node_free[int(idx._meta[vt.NFREE]) - 1] = idx._meta[vt.ROOT]
+
+    def bounds(idx):
+        idx._nf[idx._meta[vt.ROOT], vt.VMAX] = -1.0
+
+    def infinite(idx):
+        s = slots_of(idx, [0])[0]
+        idx._vdist[s] = 3.0
+
+    def packed(idx):
+        idx.rebuild()
+        idx._pk[0, 0] += 1.0
+
+    return {f.__name__: f for f in (band, centre, link, count, parent, free_list, bounds,
+                                     infinite, packed)}
+
+
+@pytest.mark.parametrize("what", list(corruptions()))
+def test_validate_catches_corruption(what):
+    idx = ViewDistanceTree()
+    ids, c, r, vd = scattered(400, seed=12)
+    vd[0] = np.inf
+    idx.insert(ids, c, r, vd)
+    idx.validate()
+    corruptions()[what](idx)
+    with pytest.raises(AssertionError):
+        idx.validate()
