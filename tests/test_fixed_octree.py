@@ -325,37 +325,47 @@ def _deep_node(idx) -> int:
     return int(live[np.argmin(idx._nodei[live, fo.LEVEL])])
 
 
-def _a_placed_slot(idx) -> int:
-    return int(np.flatnonzero(idx._onode >= 0)[0])
+def _an_entry(idx) -> int:
+    return int(np.flatnonzero(idx._enode >= 0)[0])
+
+
+def _sink(t) -> None:
+    """A sphere that shrank in both copies without an update could now sit deeper."""
+    e = int(np.flatnonzero((t._enode >= 0) & (t._nodei[np.maximum(t._enode, 0), fo.LEVEL] > 0))[0])
+    t._ent[e, fo.ER] = 0.0
+    t._radii[t._eslot[e]] = 0.0
+
+
+def _displace(t) -> None:
+    e = _an_entry(t)
+    t._ent[e, fo.EX] = 1e4
+    t._centers[t._eslot[e], 0] = 1e4
 
 
 CORRUPTIONS = {
-    "object outside its cell": lambda t: t._centers.__setitem__(_a_placed_slot(t), 1e4),
+    "object outside its cell": _displace,
+    "store changed behind the tree's back": lambda t: t._centers.__setitem__(
+        t._eslot[_an_entry(t)], 7.25),
     "parent link": lambda t: t._nodei.__setitem__((_deep_node(t), fo.PARENT), t._root),
     "child count": lambda t: t._nodei.__setitem__((t._root, fo.NCHILD), 9),
     "lifespan not doubled": lambda t: t._nodei.__setitem__((_deep_node(t), fo.LIFE), 12),
     "lifespan above 64": lambda t: t._nodei.__setitem__((_deep_node(t), fo.LIFE), 128),
     "countdown on a busy node": lambda t: t._nodei.__setitem__((t._root, fo.TTL), 3),
     "object count": lambda t: t._nodei.__setitem__((_deep_node(t), fo.COUNT), 99),
-    "list link": lambda t: t._oprev.__setitem__(_a_placed_slot(t), 12345),
+    "list link": lambda t: t._eprev.__setitem__(_an_entry(t), 12345),
+    "entry slot link": lambda t: t._eslot.__setitem__(_an_entry(t), 3),
     "free list": lambda t: t._nodei.__setitem__((int(t._node_free[0]), fo.ALIVE), 1),
     "cell corner": lambda t: t._nodef.__setitem__((_deep_node(t), fo.LO), 0.5),
     "root not power of two": lambda t: t._nodef.__setitem__((t._root, fo.SIZE), 48.0),
     "subtree count": lambda t: t._nodei.__setitem__((t._root, fo.SUBCOUNT), 1),
     "tight box": lambda t: t._nodef.__setitem__((t._root, fo.THI), -1e9),
-    "not smallest octant": lambda t: t._radii.__setitem__(_a_placed_slot(t), 0.0),
+    "not smallest octant": _sink,
 }
 
 
 @pytest.mark.parametrize("what", list(CORRUPTIONS))
 def test_validate_catches_corruption(what):
     idx = _built()
-    if what == "not smallest octant":
-        # a sphere that shrank without an update could now sit deeper than its cell
-        slot = int(np.flatnonzero((idx._onode >= 0)
-                                  & (idx._nodei[np.maximum(idx._onode, 0), fo.LEVEL] > 0))[0])
-        idx._radii[slot] = 0.0
-    else:
-        CORRUPTIONS[what](idx)
+    CORRUPTIONS[what](idx)
     with pytest.raises(AssertionError):
         idx.validate()

@@ -98,8 +98,13 @@ NF = 12
 
 LIFE_START = 8
 LIFE_MAX = 64
-PENDING = -2  # _onode value of an object waiting in the insert queue
+PENDING = -2  # _s2e value of an object waiting in the insert queue
 NO_NODE = -1
+# float64 columns of _ent, the tree's own packed copy of each placed object
+EX = 0  # centre (3)
+ER = 3  # radius
+EV = 4  # view distance
+NE = 5
 
 # Node decisions get a relative slack so float rounding can only make them more permissive;
 # the final per-object decision always uses the shared predicates of geometry.py.
@@ -175,33 +180,33 @@ def _start_ageing(nodei, aging, naging, n, root):
 
 
 @njit(cache=True)
-def _link(s, n, onode, onext, oprev, nodei):
+def _link(s, n, enode, enext, eprev, nodei):
     _revive(nodei, n)
     h = nodei[n, HEAD]
-    onext[s] = h
-    oprev[s] = -1
+    enext[s] = h
+    eprev[s] = -1
     if h >= 0:
-        oprev[h] = s
+        eprev[h] = s
     nodei[n, HEAD] = s
     nodei[n, COUNT] += 1
-    onode[s] = n
+    enode[s] = n
 
 
 @njit(cache=True)
-def _unlink(s, onode, onext, oprev, nodei):
-    n = onode[s]
-    p = oprev[s]
-    q = onext[s]
+def _unlink(s, enode, enext, eprev, nodei):
+    n = enode[s]
+    p = eprev[s]
+    q = enext[s]
     if p >= 0:
-        onext[p] = q
+        enext[p] = q
     else:
         nodei[n, HEAD] = q
     if q >= 0:
-        oprev[q] = p
+        eprev[q] = p
     nodei[n, COUNT] -= 1
-    onode[s] = NO_NODE
-    onext[s] = -1
-    oprev[s] = -1
+    enode[s] = NO_NODE
+    enext[s] = -1
+    eprev[s] = -1
 
 
 @njit(cache=True, inline="always")
@@ -256,22 +261,22 @@ def _descend(n, cx, cy, cz, r, nodei, nodef, free, nfree):
 # ---------------------------------------------------------------- batch updates (compiled)
 
 @njit(cache=True)
-def _place(slots, start, need, centers, radii, onode, onext, oprev,
+def _place(ents, start, need, ent, enode, enext, eprev,
            nodei, nodef, free, nfree, aging, naging, root):
-    """Put queued (new or moved) objects in their smallest containing node.
+    """Put queued (new or moved) entries in their smallest containing node.
 
-    Returns the index of the first slot not processed: it stops early when fewer than
+    Returns the index of the first entry not processed: it stops early when fewer than
     ``need`` free nodes remain, so the caller can grow the pool and call again.
     """
-    for i in range(start, slots.shape[0]):
+    for i in range(start, ents.shape[0]):
         if nfree[0] < need:
             return i
-        s = slots[i]
-        cx = centers[s, 0]
-        cy = centers[s, 1]
-        cz = centers[s, 2]
-        r = radii[s]
-        cur = onode[s]
+        s = ents[i]
+        cx = ent[s, 0]
+        cy = ent[s, 1]
+        cz = ent[s, 2]
+        r = ent[s, ER]
+        cur = enode[s]
         n = root
         if cur >= 0:
             # climb to the first ancestor that still contains the sphere (the root does)
@@ -281,24 +286,24 @@ def _place(slots, start, need, centers, radii, onode, onext, oprev,
         n = _descend(n, cx, cy, cz, r, nodei, nodef, free, nfree)
         if n != cur:
             if cur >= 0:
-                _unlink(s, onode, onext, oprev, nodei)
+                _unlink(s, enode, enext, eprev, nodei)
                 _mark_dirty(nodei, cur)
                 _start_ageing(nodei, aging, naging, cur, root)
-            _link(s, n, onode, onext, oprev, nodei)
+            _link(s, n, enode, enext, eprev, nodei)
         _mark_dirty(nodei, n)
-    return slots.shape[0]
+    return ents.shape[0]
 
 
 @njit(cache=True)
-def _unlink_batch(slots, onode, onext, oprev, nodei, aging, naging, root):
-    """Take removed objects out of their nodes at once (their slots are about to be freed)."""
-    for i in range(slots.shape[0]):
-        s = slots[i]
-        n = onode[s]
+def _unlink_batch(ents, enode, enext, eprev, nodei, aging, naging, root):
+    """Take removed objects' entries out of their nodes at once."""
+    for i in range(ents.shape[0]):
+        s = ents[i]
+        n = enode[s]
         if n < 0:
-            onode[s] = NO_NODE
+            enode[s] = NO_NODE
             continue
-        _unlink(s, onode, onext, oprev, nodei)
+        _unlink(s, enode, enext, eprev, nodei)
         _mark_dirty(nodei, n)
         _start_ageing(nodei, aging, naging, n, root)
 
@@ -381,7 +386,7 @@ def _shrink_root(nodei, free, nfree, root):
 
 
 @njit(cache=True)
-def _refresh(root, nodei, nodef, centers, radii, vdist, onext, order):
+def _refresh(root, nodei, nodef, ent, enext, order):
     """Recompute subtree aggregates of dirty nodes, children before parents."""
     if root < 0 or nodei[root, DIRTY] == 0:
         return 0
@@ -397,25 +402,25 @@ def _refresh(root, nodei, nodef, centers, radii, vdist, onext, order):
                 order[k] = ch
                 k += 1
     for j in range(k - 1, -1, -1):
-        _recompute(order[j], nodei, nodef, centers, radii, vdist, onext)
+        _recompute(order[j], nodei, nodef, ent, enext)
     return k
 
 
 @njit(cache=True)
-def _recompute(n, nodei, nodef, centers, radii, vdist, onext):
+def _recompute(n, nodei, nodef, ent, enext):
     lo = np.full(3, np.inf)
     hi = np.full(3, -np.inf)
     vmax = -np.inf
     vmin = np.inf
     s = nodei[n, HEAD]
     while s >= 0:
-        r = radii[s]
+        r = ent[s, ER]
         for a in range(3):
-            lo[a] = min(lo[a], centers[s, a] - r)
-            hi[a] = max(hi[a], centers[s, a] + r)
-        vmax = max(vmax, vdist[s])
-        vmin = min(vmin, vdist[s])
-        s = onext[s]
+            lo[a] = min(lo[a], ent[s, a] - r)
+            hi[a] = max(hi[a], ent[s, a] + r)
+        vmax = max(vmax, ent[s, EV])
+        vmin = min(vmin, ent[s, EV])
+        s = enext[s]
     if nodei[n, COUNT] > 0:
         # pad outward so that float rounding in node tests can never cut off a sphere
         for a in range(3):
@@ -452,7 +457,7 @@ def _far_dist(lo, hi, x, y, z):
 
 
 @njit(cache=True)
-def _collect(top, nodei, onext, out, k, outcome, stack):
+def _collect(top, nodei, enext, eslot, out, k, outcome, stack):
     """Append every object of the subtree of ``top`` to ``out``; returns (k, nodes walked)."""
     sp = 1
     stack[0] = top
@@ -464,9 +469,9 @@ def _collect(top, nodei, onext, out, k, outcome, stack):
         outcome[n] = NODE_INSIDE
         s = nodei[n, HEAD]
         while s >= 0:
-            out[k] = s
+            out[k] = eslot[s]
             k += 1
-            s = onext[s]
+            s = enext[s]
         for c in range(8):
             ch = nodei[n, CHILD0 + c]
             if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
@@ -476,7 +481,7 @@ def _collect(top, nodei, onext, out, k, outcome, stack):
 
 
 @njit(cache=True)
-def _frustum(root, nodei, nodef, onext, centers, radii, vdist, planes, eye, use_vd,
+def _frustum(root, nodei, nodef, enext, eslot, ent, planes, eye, use_vd,
              vp, zd, zo, zw, zh, out, outcome, stack, inside_stack, stack2):
     """Cull the tree: reject nodes, accept inside subtrees wholesale, test the rest."""
     occl = zw.shape[0] > 0
@@ -517,7 +522,7 @@ def _frustum(root, nodei, nodef, onext, centers, radii, vdist, planes, eye, use_
                 not use_vd or _far_dist(lo, hi, ex, ey, ez) * (1.0 + _SLACK) <= nodef[n, VMIN]):
             # every sphere below is inside the planes and within its view distance
             k0 = k
-            k, walked = _collect(n, nodei, onext, out, k, outcome, stack2)
+            k, walked = _collect(n, nodei, enext, eslot, out, k, outcome, stack2)
             ws += k - k0
             visited += walked - 1
             continue
@@ -525,19 +530,19 @@ def _frustum(root, nodei, nodef, onext, centers, radii, vdist, planes, eye, use_
         s = nodei[n, HEAD]
         while s >= 0:
             ws += 1
-            cx = centers[s, 0]
-            cy = centers[s, 1]
-            cz = centers[s, 2]
-            ok = not use_vd or within_view_distance(ex, ey, ez, cx, cy, cz, vdist[s])
+            cx = ent[s, 0]
+            cy = ent[s, 1]
+            cz = ent[s, 2]
+            ok = not use_vd or within_view_distance(ex, ey, ez, cx, cy, cz, ent[s, EV])
             if ok and not inside:
-                ok = sphere_in_frustum(planes, cx, cy, cz, radii[s])
-            if ok and occl and sphere_occluded(cx, cy, cz, radii[s], vp, zd, zo, zw, zh):
+                ok = sphere_in_frustum(planes, cx, cy, cz, ent[s, ER])
+            if ok and occl and sphere_occluded(cx, cy, cz, ent[s, ER], vp, zd, zo, zw, zh):
                 occ_objs += 1
                 ok = False
             if ok:
-                out[k] = s
+                out[k] = eslot[s]
                 k += 1
-            s = onext[s]
+            s = enext[s]
         for c in range(8):
             ch = nodei[n, CHILD0 + c]
             if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
@@ -548,7 +553,7 @@ def _frustum(root, nodei, nodef, onext, centers, radii, vdist, planes, eye, use_
 
 
 @njit(cache=True)
-def _box(root, nodei, nodef, onext, centers, radii, qlo, qhi, out, stack, stack2, outcome):
+def _box(root, nodei, nodef, enext, eslot, ent, qlo, qhi, out, stack, stack2, outcome):
     k = 0
     if root < 0 or nodei[root, SUBCOUNT] == 0:
         return k
@@ -565,14 +570,14 @@ def _box(root, nodei, nodef, onext, centers, radii, qlo, qhi, out, stack, stack2
                 inside = False
         if inside:
             # the whole subtree's bounding box lies in the query box: all spheres overlap it
-            k, _w = _collect(n, nodei, onext, out, k, outcome, stack2)
+            k, _w = _collect(n, nodei, enext, eslot, out, k, outcome, stack2)
             continue
         s = nodei[n, HEAD]
         while s >= 0:
-            if sphere_overlaps_box(centers[s, 0], centers[s, 1], centers[s, 2], radii[s], qlo, qhi):
-                out[k] = s
+            if sphere_overlaps_box(ent[s, 0], ent[s, 1], ent[s, 2], ent[s, ER], qlo, qhi):
+                out[k] = eslot[s]
                 k += 1
-            s = onext[s]
+            s = enext[s]
         for c in range(8):
             ch = nodei[n, CHILD0 + c]
             if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
@@ -589,7 +594,7 @@ def _box_touches(nodef, n, qlo, qhi):
 
 
 @njit(cache=True)
-def _sphere(root, nodei, nodef, onext, centers, radii, q, qr, out, stack):
+def _sphere(root, nodei, nodef, enext, eslot, ent, q, qr, out, stack):
     k = 0
     if root < 0 or nodei[root, SUBCOUNT] == 0:
         return k
@@ -603,11 +608,11 @@ def _sphere(root, nodei, nodef, onext, centers, radii, q, qr, out, stack):
             continue
         s = nodei[n, HEAD]
         while s >= 0:
-            if spheres_touch(centers[s, 0], centers[s, 1], centers[s, 2], radii[s],
+            if spheres_touch(ent[s, 0], ent[s, 1], ent[s, 2], ent[s, ER],
                              q[0], q[1], q[2], qr):
-                out[k] = s
+                out[k] = eslot[s]
                 k += 1
-            s = onext[s]
+            s = enext[s]
         for c in range(8):
             ch = nodei[n, CHILD0 + c]
             if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
@@ -617,7 +622,7 @@ def _sphere(root, nodei, nodef, onext, centers, radii, q, qr, out, stack):
 
 
 @njit(cache=True)
-def _ray(root, nodei, nodef, onext, centers, radii, o, d, out, ts, stack):
+def _ray(root, nodei, nodef, enext, eslot, ent, o, d, out, ts, stack):
     k = 0
     if root < 0 or nodei[root, SUBCOUNT] == 0:
         return k
@@ -635,12 +640,12 @@ def _ray(root, nodei, nodef, onext, centers, radii, o, d, out, ts, stack):
         s = nodei[n, HEAD]
         while s >= 0:
             t = ray_sphere_entry(o[0], o[1], o[2], d[0], d[1], d[2],
-                                 centers[s, 0], centers[s, 1], centers[s, 2], radii[s])
+                                 ent[s, 0], ent[s, 1], ent[s, 2], ent[s, ER])
             if t >= 0.0:
-                out[k] = s
+                out[k] = eslot[s]
                 ts[k] = t
                 k += 1
-            s = onext[s]
+            s = enext[s]
         for c in range(8):
             ch = nodei[n, CHILD0 + c]
             if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
@@ -674,12 +679,14 @@ _ERRORS = {
     20: "subtree view distance bounds are wrong",
     21: "object refers to a dead node",
     22: "node in the ageing list twice or counting without an entry",
+    23: "entry and slot do not point at each other",
+    24: "the tree's packed copy of an object differs from the store",
 }
 
 
 @njit(cache=True)
 def _check(root, nodei, nodef, free, nfree, aging, naging, min_size,
-           onode, onext, oprev, alive, centers, radii, vdist, moved):
+           enode, enext, eprev, eslot, ent, s2e, alive, centers, radii, vdist, moved):
     """Check every structural invariant; returns (error code, node or slot) or (0, -1)."""
     cap = nodei.shape[0]
     nalive = 0
@@ -744,32 +751,39 @@ def _check(root, nodei, nodef, free, nfree, aging, naging, min_size,
         prev = -1
         s = nodei[n, HEAD]
         while s >= 0:
-            if oprev[s] != prev:
+            if eprev[s] != prev:
                 return 8, s
-            if onode[s] != n or not alive[s]:
+            if enode[s] != n:
                 return 9, s
             cnt += 1
-            if cnt > onode.shape[0]:
+            if cnt > enode.shape[0]:
                 return 8, s
             prev = s
-            s = onext[s]
+            s = enext[s]
         if cnt != nodei[n, COUNT]:
             return 10, n
         listed += cnt
     placed = 0
-    for s in range(onode.shape[0]):
-        n = onode[s]
+    for s in range(enode.shape[0]):
+        n = enode[s]
         if n < 0:
             continue
         placed += 1
         if n >= cap or nodei[n, ALIVE] == 0:
             return 21, s
-        if moved[s]:
-            continue  # will be relocated at the next flush
-        cx = centers[s, 0]
-        cy = centers[s, 1]
-        cz = centers[s, 2]
-        r = radii[s]
+        slot = eslot[s]
+        if slot < 0 or slot >= s2e.shape[0] or s2e[slot] != s or not alive[slot]:
+            return 23, s
+        if moved[slot]:
+            continue  # will be copied and relocated at the next flush
+        if (ent[s, 0] != centers[slot, 0] or ent[s, 1] != centers[slot, 1]
+                or ent[s, 2] != centers[slot, 2] or ent[s, ER] != radii[slot]
+                or ent[s, EV] != vdist[slot]):
+            return 24, s
+        cx = ent[s, 0]
+        cy = ent[s, 1]
+        cz = ent[s, 2]
+        r = ent[s, ER]
         if not _contains(nodef, n, cx, cy, cz, r):
             return 11, s
         if nodei[n, LEVEL] > 0:
@@ -826,14 +840,14 @@ def _check(root, nodei, nodef, free, nfree, aging, naging, min_size,
                 return 20, n
         s = nodei[n, HEAD]
         while s >= 0:
-            if not moved[s]:
+            if not moved[eslot[s]]:
                 for a in range(3):
-                    if (centers[s, a] - radii[s] < nodef[n, TLO + a]
-                            or centers[s, a] + radii[s] > nodef[n, THI + a]):
+                    if (ent[s, a] - ent[s, ER] < nodef[n, TLO + a]
+                            or ent[s, a] + ent[s, ER] > nodef[n, THI + a]):
                         return 19, n
-                if vdist[s] > nodef[n, VMAX] or vdist[s] < nodef[n, VMIN]:
+                if ent[s, EV] > nodef[n, VMAX] or ent[s, EV] < nodef[n, VMIN]:
                     return 20, n
-            s = onext[s]
+            s = enext[s]
     return 0, -1
 
 
@@ -855,10 +869,8 @@ class FixedOctree(SpatialIndex):
                              f"got {min_size!r}")
         super().__init__(capacity)
         self.min_size = m
-        cap = self.capacity
-        self._onode = np.full(cap, NO_NODE, dtype=np.int64)
-        self._onext = np.full(cap, -1, dtype=np.int64)
-        self._oprev = np.full(cap, -1, dtype=np.int64)
+        self._s2e = np.full(self.capacity, NO_NODE, dtype=np.int64)  # slot -> entry
+        self._init_entries(self.capacity)
         self._init_pool(1024)
         self._root = -1
         self._pending: list[np.ndarray] = []  # inserted slots waiting for the next flush
@@ -867,7 +879,47 @@ class FixedOctree(SpatialIndex):
         self.cycles = 0  # update cycles (flushes) so far
         self.pruned = 0  # dead leaves pruned so far
 
-    # ------------------------------------------------------------ node pool
+    # ------------------------------------------------------------ pools
+
+    def _init_entries(self, cap: int) -> None:
+        # Entries are the tree's packed copies of placed objects. They are numbered apart from
+        # the caller's slots so that a batch can take them in spatial (Morton) order: objects
+        # of a node and of neighbouring nodes then sit close in memory, which is what makes
+        # walking the per-node linked lists fast.
+        self._ent = np.zeros((cap, NE), dtype=np.float64)
+        self._enode = np.full(cap, NO_NODE, dtype=np.int64)
+        self._enext = np.full(cap, -1, dtype=np.int64)
+        self._eprev = np.full(cap, -1, dtype=np.int64)
+        self._eslot = np.full(cap, -1, dtype=np.int64)
+        self._ent_free = np.arange(cap - 1, -1, -1, dtype=np.int64)  # top = lowest index
+        self._ent_nfree = cap
+
+    def _alloc_entries(self, n: int) -> np.ndarray:
+        """Pop ``n`` entries, in ascending order when the pool is fresh."""
+        if n > self._ent_nfree:
+            old = self._ent.shape[0]
+            new = max(2 * old, old - self._ent_nfree + n)
+
+            def grown(a: np.ndarray, fill: float) -> np.ndarray:
+                out = np.full((new,) + a.shape[1:], fill, dtype=a.dtype)
+                out[:old] = a
+                return out
+
+            self._ent = grown(self._ent, 0.0)
+            self._enode = grown(self._enode, NO_NODE)
+            self._enext = grown(self._enext, -1)
+            self._eprev = grown(self._eprev, -1)
+            self._eslot = grown(self._eslot, -1)
+            free = np.empty(new, dtype=np.int64)
+            extra = np.arange(new - 1, old - 1, -1, dtype=np.int64)
+            free[: extra.shape[0]] = extra
+            nf = self._ent_nfree
+            free[extra.shape[0]: extra.shape[0] + nf] = self._ent_free[:nf]
+            self._ent_free = free
+            self._ent_nfree += extra.shape[0]
+        out = self._ent_free[self._ent_nfree - n: self._ent_nfree][::-1].copy()
+        self._ent_nfree -= n
+        return out
 
     def _init_pool(self, cap: int) -> None:
         self._nodei = np.zeros((cap, NI), dtype=np.int32)
@@ -908,28 +960,30 @@ class FixedOctree(SpatialIndex):
     # ------------------------------------------------------------ hooks of the base class
 
     def _grow(self, new_capacity: int) -> None:
-        def grown(a: np.ndarray, fill: int) -> np.ndarray:
-            out = np.full(new_capacity, fill, dtype=a.dtype)
-            out[: a.shape[0]] = a
-            return out
-
-        self._onode = grown(self._onode, NO_NODE)
-        self._onext = grown(self._onext, -1)
-        self._oprev = grown(self._oprev, -1)
+        s2e = np.full(new_capacity, NO_NODE, dtype=np.int64)
+        s2e[: self._s2e.shape[0]] = self._s2e
+        self._s2e = s2e
 
     def _on_insert(self, slots: np.ndarray) -> None:
-        self._onode[slots] = PENDING
+        self._s2e[slots] = PENDING
         self._pending.append(slots.copy())
         self._changed = True
 
     def _on_update(self, slots, old_centers, old_radii, old_vdist) -> None:
-        # Pending objects are placed with their latest values anyway.
-        self._moved.append(slots[self._onode[slots] >= 0])
+        # Pending objects are copied with their latest values at the flush anyway.
+        self._moved.append(slots[self._s2e[slots] >= 0])
         self._changed = True
 
     def _on_remove(self, slots: np.ndarray) -> None:
-        _unlink_batch(np.ascontiguousarray(slots, dtype=np.int64), self._onode, self._onext,
-                      self._oprev, self._nodei, self._aging, self._naging, self._root)
+        ents = self._s2e[slots]
+        ents = np.ascontiguousarray(ents[ents >= 0])
+        _unlink_batch(ents, self._enode, self._enext, self._eprev, self._nodei, self._aging,
+                      self._naging, self._root)
+        self._eslot[ents] = -1
+        n = ents.shape[0]
+        self._ent_free[self._ent_nfree: self._ent_nfree + n] = ents
+        self._ent_nfree += n
+        self._s2e[slots] = NO_NODE
         self._changed = True
 
     # ------------------------------------------------------------ the update cycle
@@ -940,24 +994,23 @@ class FixedOctree(SpatialIndex):
         self._pending.clear()
         self._moved.clear()
         if slots.shape[0]:
-            lo_ = self._centers[slots] - self._radii[slots, None]
-            hi_ = self._centers[slots] + self._radii[slots, None]
+            ents = self._take_entries(slots)
+            lo_ = self._ent[ents, EX:EX + 3] - self._ent[ents, ER, None]
+            hi_ = self._ent[ents, EX:EX + 3] + self._ent[ents, ER, None]
             self._fit_root(lo_.min(axis=0), hi_.max(axis=0))
             start = 0
-            while start < slots.shape[0]:
+            while start < ents.shape[0]:
                 need = int(self._nodei[self._root, LEVEL]) + 2
-                self._ensure_nodes(max(need, min(slots.shape[0] - start, 1 << 16)))
-                start = _place(slots, start, need, self._centers, self._radii, self._onode,
-                               self._onext, self._oprev, self._nodei, self._nodef,
-                               self._node_free, self._node_nfree, self._aging, self._naging,
-                               self._root)
+                self._ensure_nodes(max(need, min(ents.shape[0] - start, 1 << 16)))
+                start = _place(ents, start, need, self._ent, self._enode, self._enext,
+                               self._eprev, self._nodei, self._nodef, self._node_free,
+                               self._node_nfree, self._aging, self._naging, self._root)
         if self._root >= 0:
             self.pruned += _tick(self._nodei, self._node_free, self._node_nfree, self._aging,
                                  self._naging, self._root, self._outcome)
             self._root = int(_shrink_root(self._nodei, self._node_free, self._node_nfree,
                                           self._root))
-            _refresh(self._root, self._nodei, self._nodef, self._centers, self._radii,
-                     self._vdist, self._onext, self._order)
+            _refresh(self._root, self._nodei, self._nodef, self._ent, self._enext, self._order)
         self.cycles += 1
         self._changed = False
 
@@ -966,8 +1019,24 @@ class FixedOctree(SpatialIndex):
         if not self._pending and not self._moved:
             return np.zeros(0, dtype=np.int64)
         slots = np.unique(np.concatenate(self._pending + self._moved))
-        node = self._onode[slots]
-        return np.ascontiguousarray(slots[(node == PENDING) | (node >= 0)], dtype=np.int64)
+        return np.ascontiguousarray(slots[self._s2e[slots] != NO_NODE], dtype=np.int64)
+
+    def _take_entries(self, slots: np.ndarray) -> np.ndarray:
+        """Entries of queued slots (new ones taken in Morton order), copied from the store."""
+        e = self._s2e[slots]
+        new = slots[e == PENDING]
+        if new.shape[0]:
+            new = new[np.argsort(_morton(self._centers[new]), kind="stable")]
+            fresh = self._alloc_entries(new.shape[0])
+            self._s2e[new] = fresh
+            self._eslot[fresh] = new
+            self._enode[fresh] = NO_NODE
+        ents = np.ascontiguousarray(self._s2e[np.concatenate((new, slots[e >= 0]))])
+        src = self._eslot[ents]
+        self._ent[ents, EX:EX + 3] = self._centers[src]
+        self._ent[ents, ER] = self._radii[src]
+        self._ent[ents, EV] = self._vdist[src]
+        return ents
 
     def _fit_root(self, bmin: np.ndarray, bmax: np.ndarray) -> None:
         """Create the root around [bmin, bmax], or grow it until it contains that box."""
@@ -1011,8 +1080,8 @@ class FixedOctree(SpatialIndex):
         self._outcome.fill(0)
         stack = self._stack()
         k, ws, visited, occ_n, occ_o = _frustum(
-            self._root, self._nodei, self._nodef, self._onext, self._centers, self._radii,
-            self._vdist, planes, eye, use_vd, vp, zd, zo, zw, zh, out, self._outcome,
+            self._root, self._nodei, self._nodef, self._enext, self._eslot, self._ent,
+            planes, eye, use_vd, vp, zd, zo, zw, zh, out, self._outcome,
             stack, np.empty_like(stack), self._stack())
         return QueryResult(visible=out[:k], working_set=int(ws), nodes_visited=int(visited),
                            occluded_nodes=int(occ_n), occluded_objects=int(occ_o))
@@ -1021,22 +1090,22 @@ class FixedOctree(SpatialIndex):
         self._sync()
         out = np.empty(self._count, dtype=np.int64)
         scratch = np.zeros(self._outcome.shape[0], dtype=np.int8)
-        k = _box(self._root, self._nodei, self._nodef, self._onext, self._centers, self._radii,
+        k = _box(self._root, self._nodei, self._nodef, self._enext, self._eslot, self._ent,
                  lo, hi, out, self._stack(), self._stack(), scratch)
         return out[:k]
 
     def _query_sphere(self, center, radius) -> np.ndarray:
         self._sync()
         out = np.empty(self._count, dtype=np.int64)
-        k = _sphere(self._root, self._nodei, self._nodef, self._onext, self._centers,
-                    self._radii, center, radius, out, self._stack())
+        k = _sphere(self._root, self._nodei, self._nodef, self._enext, self._eslot, self._ent,
+                    center, radius, out, self._stack())
         return out[:k]
 
     def _query_ray(self, origin, direction) -> tuple[np.ndarray, np.ndarray]:
         self._sync()
         out = np.empty(self._count, dtype=np.int64)
         ts = np.empty(self._count, dtype=np.float64)
-        k = _ray(self._root, self._nodei, self._nodef, self._onext, self._centers, self._radii,
+        k = _ray(self._root, self._nodei, self._nodef, self._enext, self._eslot, self._ent,
                  origin, direction, out, ts, self._stack())
         return out[:k], ts[:k]
 
@@ -1047,7 +1116,7 @@ class FixedOctree(SpatialIndex):
         if (slots < 0).any():
             raise ValueError(f"object_cells: unknown ids: {ids[slots < 0][:8].tolist()}")
         self._sync()
-        nodes = self._onode[slots]
+        nodes = self._enode[self._s2e[slots]]
         return self._nodef[nodes, LO:LO + 3].copy(), self._nodef[nodes, SIZE].copy()
 
     # ------------------------------------------------------------ overlays, stats, checks
@@ -1073,8 +1142,8 @@ class FixedOctree(SpatialIndex):
     def stats(self) -> dict[str, Any]:
         """Nodes, depth, objects per depth, queued work, dying leaves, root cube."""
         live = self._live_nodes()
-        placed = np.flatnonzero(self._onode >= 0)
-        depth_of = self._root_level() - self._nodei[self._onode[placed], LEVEL].astype(np.int64)
+        placed = self._enode[self._enode >= 0]
+        depth_of = self._root_level() - self._nodei[placed, LEVEL].astype(np.int64)
         node_depth = self._root_level() - self._nodei[live, LEVEL].astype(np.int64)
         ttl = self._nodei[live, TTL]
         out = super().stats()
@@ -1101,26 +1170,46 @@ class FixedOctree(SpatialIndex):
 
     def _validate(self) -> None:
         alive = self._alive
-        placed_or_pending = self._onode[alive]
-        if (placed_or_pending == NO_NODE).any():
+        if (self._s2e[alive] == NO_NODE).any():
             raise AssertionError("a live object is neither placed nor pending")
-        if (self._onode[~alive] != NO_NODE).any():
+        if (self._s2e[~alive] != NO_NODE).any():
             raise AssertionError("a dead slot is still placed or pending")
+        used = self._enode >= 0
+        if used.sum() + self._ent_nfree != self._ent.shape[0]:
+            raise AssertionError("entries leaked: placed + free != entry capacity")
+        if used[self._ent_free[: self._ent_nfree]].any():
+            raise AssertionError("a placed entry is on the entry free list")
         moved = np.zeros(self.capacity, dtype=np.bool_)
         if self._moved:
             moved[np.concatenate(self._moved)] = True
+        queued = np.zeros(self.capacity, dtype=np.bool_)
         if self._pending:
-            queued = np.zeros(self.capacity, dtype=np.bool_)
             queued[np.concatenate(self._pending)] = True
-        else:
-            queued = np.zeros(self.capacity, dtype=np.bool_)
-        if ((self._onode == PENDING) & ~queued).any():
+        if ((self._s2e == PENDING) & ~queued).any():
             raise AssertionError("an object is pending but not in the insert queue")
-        if not self._changed and (self._onode == PENDING).any():
+        if not self._changed and (self._s2e == PENDING).any():
             raise AssertionError("objects pending although nothing is queued")
         code, which = _check(self._root, self._nodei, self._nodef, self._node_free,
                              int(self._node_nfree[0]), self._aging, int(self._naging[0]),
-                             self.min_size, self._onode, self._onext, self._oprev, self._alive,
-                             self._centers, self._radii, self._vdist, moved)
+                             self.min_size, self._enode, self._enext, self._eprev, self._eslot,
+                             self._ent, self._s2e, self._alive, self._centers, self._radii,
+                             self._vdist, moved)
         if code:
             raise AssertionError(f"fixed-octree: {_ERRORS[int(code)]} (at {int(which)})")
+
+
+def _morton(points: np.ndarray) -> np.ndarray:
+    """Morton (Z-order) codes of points, 21 bits per axis over their bounding box."""
+    lo = points.min(axis=0)
+    ext = max(float((points.max(axis=0) - lo).max()), 1e-300)
+    q = np.clip((points - lo) * ((2**21 - 1) / ext), 0, 2**21 - 1).astype(np.uint64)
+    code = np.zeros(points.shape[0], dtype=np.uint64)
+    for a in range(3):
+        v = q[:, a]
+        v = (v | (v << np.uint64(32))) & np.uint64(0x1F00000000FFFF)
+        v = (v | (v << np.uint64(16))) & np.uint64(0x1F0000FF0000FF)
+        v = (v | (v << np.uint64(8))) & np.uint64(0x100F00F00F00F00F)
+        v = (v | (v << np.uint64(4))) & np.uint64(0x10C30C30C30C30C3)
+        v = (v | (v << np.uint64(2))) & np.uint64(0x1249249249249249)
+        code |= v << np.uint64(a)
+    return code
