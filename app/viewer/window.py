@@ -65,7 +65,18 @@ class ViewerWindow:
         self.viewer.target.resize((w, h))
         view = self.camera.view(w / max(h, 1))
         self.viewer.frame(dt, view)
-        self.ctx.copy_framebuffer(self.ctx.screen, self.viewer.target.fbo)
+        self.blit_to_screen((w, h))
+
+    def blit_to_screen(self, size) -> None:
+        """Colour only: the target's depth format need not match the window's."""
+        from pyglet import gl
+
+        src = self.viewer.target
+        gl.glBindFramebuffer(gl.GL_READ_FRAMEBUFFER, src.fbo.glo)
+        gl.glBindFramebuffer(gl.GL_DRAW_FRAMEBUFFER, 0)
+        gl.glBlitFramebuffer(0, 0, src.size[0], src.size[1], 0, 0, size[0], size[1],
+                             gl.GL_COLOR_BUFFER_BIT, gl.GL_NEAREST)
+        gl.glBindFramebuffer(gl.GL_FRAMEBUFFER, 0)
 
     # ------------------------------------------------------------------ input
 
@@ -78,8 +89,8 @@ class ViewerWindow:
             if self.captured:
                 self.set_capture(False)
             else:
-                self.window.close()
-            return True  # never let pyglet's default handler close on Esc twice
+                self.quit()
+            return True  # pyglet's default handler would close the window itself
         if symbol == key.F1:
             v.toggles.help = not v.toggles.help
         elif symbol == key.I:
@@ -142,14 +153,22 @@ class ViewerWindow:
     def on_mouse_scroll(self, x, y, scroll_x, scroll_y):
         self.base_speed *= math.pow(1.2, scroll_y)
 
-    def on_close(self):
-        self.closed = True
+    def quit(self) -> None:
+        import pyglet
+
         self.viewer.close()  # the log is complete before the window goes
+        pyglet.app.exit()
+
+    def on_close(self):
+        self.viewer.close()
+        self.closed = True
 
 
 def run_window(args) -> int:
     try:
         import pyglet
+
+        pyglet.options["debug_gl"] = False  # no glGetError after every pyglet GL call
     except ImportError as exc:
         print(f"demo: pyglet is not installed ({exc}); use --headless", file=sys.stderr)
         return 2

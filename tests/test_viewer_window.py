@@ -1,0 +1,186 @@
+"""A real window under Xvfb, driven with xdotool: keys, recording, screenshots, closing, Ctrl-C.
+
+CI installs xvfb and xdotool (.ci/run); the tests skip only when xvfb-run is absent.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = [
+    pytest.mark.xvfb,
+    pytest.mark.skipif(shutil.which("xvfb-run") is None, reason="xvfb-run is not installed"),
+]
+
+
+class XvfbViewer:
+    """``xvfb-run python -m app demo ...`` plus the DISPLAY/XAUTHORITY to drive it."""
+
+    def __init__(self, tmp: Path, *demo_args: str) -> None:
+        if shutil.which("xdotool") is None:
+            pytest.fail("xdotool is missing (CI installs it with xvfb)")
+        self.tmp = tmp
+        self.auth = tmp / "Xauthority"
+        self.pidfile = tmp / "viewer.pid"
+        self.out = open(tmp / "viewer.out", "w")  # noqa: SIM115 - closed in stop()
+        cmd = ["xvfb-run", "-a", "-n", str(90 + os.getpid() % 100), "-f", str(self.auth),
+               "-s", "-screen 0 1280x720x24 -nolisten tcp",
+               "sh", "-c", 'echo $$ > "$0"; exec "$@"', str(self.pidfile),
+               sys.executable, "-m", "app", "demo", *demo_args]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.out, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self.env = None
+        self.window = None
+
+    def wait_window(self, timeout: float = 120.0) -> str:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"viewer exited early ({self.proc.returncode}): {self.output()}")
+            if self.env is None and self.auth.exists():
+                listing = subprocess.run(["xauth", "-f", str(self.auth), "list"],
+                                         capture_output=True, text=True).stdout.split()
+                if listing:
+                    display = ":" + listing[0].rsplit(":", 1)[1]
+                    self.env = dict(os.environ, DISPLAY=display, XAUTHORITY=str(self.auth))
+            if self.env is not None:
+                r = subprocess.run(["xdotool", "search", "--name", "cullview"], env=self.env,
+                                   capture_output=True, text=True)
+                ids = r.stdout.split()
+                if ids:
+                    self.window = ids[0]
+                    return self.window
+            time.sleep(0.5)
+        pytest.fail(f"no viewer window within {timeout} s: {self.output()}")
+
+    def key(self, *keys: str, pause: float = 1.0) -> None:
+        for k in keys:
+            subprocess.run(["xdotool", "key", "--window", self.window, k], env=self.env,
+                           check=True, capture_output=True)
+            time.sleep(pause)
+
+    def viewer_pid(self) -> int:
+        return int(self.pidfile.read_text().strip())
+
+    def wait_exit(self, timeout: float = 60.0) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            pytest.fail(f"viewer did not exit within {timeout} s: {self.output()}")
+
+    def output(self) -> str:
+        self.out.flush()
+        return (self.tmp / "viewer.out").read_text()[-3000:]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.out.close()
+
+
+def _rows(path: Path) -> int:
+    return max(path.read_text().count("\n") - 1, 0) if path.exists() else 0
+
+
+def _wait_rows(path: Path, rows: int, timeout: float = 240.0) -> int:
+    """Wait until the log has ``rows`` rows (the first use of an index may compile it)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        n = _rows(path)
+        if n >= rows:
+            return n
+        time.sleep(0.3)
+    pytest.fail(f"{path} did not reach {rows} rows")
+
+
+def _wait_file(path: Path, timeout: float = 60.0) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if path.exists() and path.stat().st_size > 0:
+            return
+        time.sleep(0.3)
+    pytest.fail(f"{path} was not written")
+
+
+def _check_png(path: Path) -> None:
+    from PIL import Image
+
+    assert path.exists() and path.stat().st_size > 0, f"no screenshot {path}"
+    img = np.asarray(Image.open(path).convert("RGB")).astype(np.int16)
+    assert img.shape[0] > 100 and img.shape[1] > 100
+    assert img.std() > 2.0, "screenshot is a uniform colour"
+
+
+def test_window_keys_recording_screenshot_and_close(tmp_path):
+    from app.framelog import CONTRACT_COLUMNS, read_log
+    from app.spatial import INDEX_NAMES
+
+    log, shot = tmp_path / "win.csv", tmp_path / "shot.png"
+    v = XvfbViewer(tmp_path, "--scene", "demo", "--objects", "2000", "--record", str(log),
+                   "--screenshot", str(shot), "--size", "640x360", "--index", "brute")
+    try:
+        v.wait_window()
+        _wait_rows(log, 3)
+        # Each group of keys is followed by a wait for frames, so that keys are not all
+        # handled between the same two frames.
+        for group in (["i"], ["i"], ["b", "b", "F1"], ["F1", "b", "l", "plus", "minus"],
+                      ["f", "f", "v", "v", "z", "w", "z", "p", "p", "h", "h"]):
+            v.key(*group, pause=0.3)
+            _wait_rows(log, _rows(log) + 2)
+        v.key("F12", pause=0.5)
+        _wait_file(shot)
+        v.key("r", pause=0.5)  # stop recording
+        v.key("r", pause=0.5)  # start again: a new file, the first is kept
+        _wait_rows(tmp_path / "win-2.csv", 2)
+        v.key("k", pause=0.5)  # second screenshot
+        _wait_file(tmp_path / "shot-2.png")
+        v.key("Escape")
+        assert v.wait_exit() == 0, v.output()
+    finally:
+        v.stop()
+    data = read_log(log)
+    assert list(data)[: len(CONTRACT_COLUMNS)] == list(CONTRACT_COLUMNS)
+    assert len(data["frame"]) >= 3
+    labels = list(dict.fromkeys(data["index"]))
+    assert labels[0] == "brute"
+    if len(INDEX_NAMES) > 1:
+        assert len(labels) >= 2, f"index switch not in the log: {labels}"
+    second = tmp_path / "win-2.csv"
+    assert second.exists(), "the restarted recording wrote no new log"
+    assert len(read_log(second)["frame"]) >= 1
+    _check_png(shot)
+    _check_png(tmp_path / "shot-2.png")
+
+
+def test_ctrl_c_while_recording_leaves_a_parseable_log(tmp_path):
+    from app.framelog import CONTRACT_COLUMNS, read_log
+
+    log = tmp_path / "sigint.csv"
+    v = XvfbViewer(tmp_path, "--scene", "demo", "--objects", "2000", "--record", str(log),
+                   "--size", "480x270")
+    try:
+        v.wait_window()
+        _wait_rows(log, 5)
+        os.kill(v.viewer_pid(), signal.SIGINT)
+        v.wait_exit()
+    finally:
+        v.stop()
+    text = log.read_text()
+    assert text.endswith("\n"), "the last row was cut short"
+    data = read_log(log)
+    assert list(data)[: len(CONTRACT_COLUMNS)] == list(CONTRACT_COLUMNS)
+    assert len(data["frame"]) >= 5
+    assert list(data["frame"]) == list(range(len(data["frame"])))
