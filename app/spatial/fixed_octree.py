@@ -13,10 +13,15 @@ State (flat arrays, compiled kernels)
     ``_nodei`` (int32) and ``_nodef`` (float64) are the node pool, one row per node, with a
     free stack.  Objects of a node form a doubly linked list threaded through the per-slot
     arrays ``_onext``/``_oprev``; ``_onode[slot]`` is the slot's node (-1 none, -2 pending).
-    Each node also keeps a tight, slightly padded AABB of the spheres of its subtree and the
-    subtree's max and min view distance.  They are recomputed lazily, bottom-up, for nodes
-    marked dirty (a changed node marks itself and its ancestors), because culling with the
-    tight box is much better than with the loose cube and recomputing is cheap per batch.
+    Entries (``_ent``: centre, radius, view distance) are the tree's packed copy of placed
+    objects, numbered apart from slots and taken in Morton order per batch, so list walks
+    touch memory mostly in order; a moved object's copy is refreshed at the flush.
+    Each node also keeps its subtree's object count and a slightly padded AABB and view
+    distance range of its subtree's spheres.  Counts are exact (updated along the climb and
+    descent paths); bounds only grow (along the path up, stopping at the first node that
+    already covers the sphere) and are reset when a subtree empties.  They are therefore
+    conservative, but never looser than the node cube, and exact for static scenes: culling
+    with them is much better than with the loose cube, and keeping them costs O(1) per move.
 
 Lazy updates and the update cycle
     ``insert`` only queues slots, ``update`` only records moved slots and ``remove`` unlinks
@@ -82,11 +87,10 @@ COUNT = 11  # objects in the node itself
 LEVEL = 12  # side = min_size * 2**LEVEL; depth = root level - LEVEL
 LIFE = 13  # current lifespan of the node once it is an empty leaf (8..64)
 TTL = 14  # countdown of an empty leaf, -1 when not counting
-DIRTY = 15  # aggregates (tight box, view distances, SUBCOUNT) need recomputing
-SUBCOUNT = 16  # objects in the subtree
-INLIST = 17  # node has an entry in the ageing list
-ALIVE = 18
-NI = 19
+SUBCOUNT = 15  # objects in the subtree
+INLIST = 16  # node has an entry in the ageing list
+ALIVE = 17
+NI = 18
 # float64 columns of _nodef
 LO = 0  # cube corner (3)
 SIZE = 3
@@ -129,7 +133,6 @@ def _alloc_node(nodei, nodef, free, nfree, parent, level, lx, ly, lz, size):
     nodei[n, LEVEL] = level
     nodei[n, LIFE] = LIFE_START
     nodei[n, TTL] = -1
-    nodei[n, DIRTY] = 1
     nodei[n, ALIVE] = 1
     nodef[n, LO] = lx
     nodef[n, LO + 1] = ly
@@ -149,14 +152,6 @@ def _free_node(nodei, free, nfree, n):
     nodei[n, INLIST] = 0
     free[nfree[0]] = n
     nfree[0] += 1
-
-
-@njit(cache=True)
-def _mark_dirty(nodei, n):
-    # Invariant: a dirty node's ancestors are all dirty, so the climb stops at the first one.
-    while n >= 0 and nodei[n, DIRTY] == 0:
-        nodei[n, DIRTY] = 1
-        n = nodei[n, PARENT]
 
 
 @njit(cache=True)
@@ -253,7 +248,7 @@ def _descend(n, cx, cy, cz, r, nodei, nodef, free, nfree):
             ch = _alloc_node(nodei, nodef, free, nfree, n, nodei[n, LEVEL] - 1, lx, ly, lz, h)
             nodei[n, CHILD0 + o] = ch
             nodei[n, NCHILD] += 1
-            _mark_dirty(nodei, n)
+        nodei[ch, SUBCOUNT] += 1  # the object now lies in this subtree
         n = ch
     return n
 
@@ -279,23 +274,91 @@ def _place(ents, start, need, ent, enode, enext, eprev,
         cur = enode[s]
         n = root
         if cur >= 0:
-            # climb to the first ancestor that still contains the sphere (the root does)
+            # Climb to the first ancestor that still contains the sphere (the root does);
+            # the object leaves the subtrees of the nodes passed on the way.
             n = cur
             while not _contains(nodef, n, cx, cy, cz, r) and nodei[n, PARENT] >= 0:
+                _count_out(nodei, nodef, n)
                 n = nodei[n, PARENT]
+        else:
+            nodei[root, SUBCOUNT] += 1
         n = _descend(n, cx, cy, cz, r, nodei, nodef, free, nfree)
         if n != cur:
             if cur >= 0:
                 _unlink(s, enode, enext, eprev, nodei)
-                _mark_dirty(nodei, cur)
                 _start_ageing(nodei, aging, naging, cur, root)
             _link(s, n, enode, enext, eprev, nodei)
-        _mark_dirty(nodei, n)
+        _expand(n, cx, cy, cz, r, ent[s, EV], nodei, nodef)
     return ents.shape[0]
 
 
 @njit(cache=True)
-def _unlink_batch(ents, enode, enext, eprev, nodei, aging, naging, root):
+def _count_out(nodei, nodef, n):
+    """One object fewer in the subtree of ``n``; an emptied subtree forgets its bounds."""
+    nodei[n, SUBCOUNT] -= 1
+    if nodei[n, SUBCOUNT] == 0:
+        for a in range(3):
+            nodef[n, TLO + a] = np.inf
+            nodef[n, THI + a] = -np.inf
+        nodef[n, VMAX] = -np.inf
+        nodef[n, VMIN] = np.inf
+
+
+@njit(cache=True)
+def _expand(n, cx, cy, cz, r, vd, nodei, nodef):
+    """Grow the subtree bounds of ``n`` and its ancestors to include a sphere.
+
+    Bounds only grow (shrinking would need a rescan), so they are conservative: never
+    smaller than the objects, never larger than the node cube, since every sphere of a
+    subtree lies inside it. The climb stops at the first node that already covers the
+    sphere, because every node's bounds lie inside its parent's.
+    """
+    lx = cx - r
+    hx = cx + r
+    ly = cy - r
+    hy = cy + r
+    lz = cz - r
+    hz = cz + r
+    # pad outward so that float rounding in node tests can never cut off a sphere
+    lx -= _PAD * (abs(lx) + 1.0)
+    ly -= _PAD * (abs(ly) + 1.0)
+    lz -= _PAD * (abs(lz) + 1.0)
+    hx += _PAD * (abs(hx) + 1.0)
+    hy += _PAD * (abs(hy) + 1.0)
+    hz += _PAD * (abs(hz) + 1.0)
+    while n >= 0:
+        grew = False
+        if lx < nodef[n, TLO]:
+            nodef[n, TLO] = lx
+            grew = True
+        if ly < nodef[n, TLO + 1]:
+            nodef[n, TLO + 1] = ly
+            grew = True
+        if lz < nodef[n, TLO + 2]:
+            nodef[n, TLO + 2] = lz
+            grew = True
+        if hx > nodef[n, THI]:
+            nodef[n, THI] = hx
+            grew = True
+        if hy > nodef[n, THI + 1]:
+            nodef[n, THI + 1] = hy
+            grew = True
+        if hz > nodef[n, THI + 2]:
+            nodef[n, THI + 2] = hz
+            grew = True
+        if vd > nodef[n, VMAX]:
+            nodef[n, VMAX] = vd
+            grew = True
+        if vd < nodef[n, VMIN]:
+            nodef[n, VMIN] = vd
+            grew = True
+        if not grew:
+            return
+        n = nodei[n, PARENT]
+
+
+@njit(cache=True)
+def _unlink_batch(ents, enode, enext, eprev, nodei, nodef, aging, naging, root):
     """Take removed objects' entries out of their nodes at once."""
     for i in range(ents.shape[0]):
         s = ents[i]
@@ -304,8 +367,10 @@ def _unlink_batch(ents, enode, enext, eprev, nodei, aging, naging, root):
             enode[s] = NO_NODE
             continue
         _unlink(s, enode, enext, eprev, nodei)
-        _mark_dirty(nodei, n)
         _start_ageing(nodei, aging, naging, n, root)
+        while n >= 0:
+            _count_out(nodei, nodef, n)
+            n = nodei[n, PARENT]
 
 
 @njit(cache=True)
@@ -324,6 +389,9 @@ def _grow_root_once(nodei, nodef, free, nfree, aging, naging, root, bmin, bmax):
     nodei[new, CHILD0 + o] = root
     nodei[new, NCHILD] = 1
     nodei[root, PARENT] = new
+    nodei[new, SUBCOUNT] = nodei[root, SUBCOUNT]
+    for j in range(TLO, NF):  # same objects, same bounds
+        nodef[new, j] = nodef[root, j]
     _start_ageing(nodei, aging, naging, root, new)  # an empty old root is now a dying leaf
     return new
 
@@ -362,7 +430,6 @@ def _tick(nodei, free, nfree, aging, naging, root, outcome):
             outcome[n] = 0
             _free_node(nodei, free, nfree, n)
             pruned += 1
-            _mark_dirty(nodei, p)
             if p == root or nodei[p, COUNT] != 0 or nodei[p, NCHILD] != 0:
                 break
             n = p
@@ -383,67 +450,6 @@ def _shrink_root(nodei, free, nfree, root):
         _free_node(nodei, free, nfree, root)
         root = ch
     return root
-
-
-@njit(cache=True)
-def _refresh(root, nodei, nodef, ent, enext, order):
-    """Recompute subtree aggregates of dirty nodes, children before parents."""
-    if root < 0 or nodei[root, DIRTY] == 0:
-        return 0
-    k = 1
-    order[0] = root
-    j = 0
-    while j < k:  # breadth-first list of dirty nodes: every child comes after its parent
-        n = order[j]
-        j += 1
-        for c in range(8):
-            ch = nodei[n, CHILD0 + c]
-            if ch >= 0 and nodei[ch, DIRTY] != 0:
-                order[k] = ch
-                k += 1
-    for j in range(k - 1, -1, -1):
-        _recompute(order[j], nodei, nodef, ent, enext)
-    return k
-
-
-@njit(cache=True)
-def _recompute(n, nodei, nodef, ent, enext):
-    lo = np.full(3, np.inf)
-    hi = np.full(3, -np.inf)
-    vmax = -np.inf
-    vmin = np.inf
-    s = nodei[n, HEAD]
-    while s >= 0:
-        r = ent[s, ER]
-        for a in range(3):
-            lo[a] = min(lo[a], ent[s, a] - r)
-            hi[a] = max(hi[a], ent[s, a] + r)
-        vmax = max(vmax, ent[s, EV])
-        vmin = min(vmin, ent[s, EV])
-        s = enext[s]
-    if nodei[n, COUNT] > 0:
-        # pad outward so that float rounding in node tests can never cut off a sphere
-        for a in range(3):
-            lo[a] -= _PAD * (abs(lo[a]) + 1.0)
-            hi[a] += _PAD * (abs(hi[a]) + 1.0)
-    sub = nodei[n, COUNT]
-    for c in range(8):
-        ch = nodei[n, CHILD0 + c]
-        if ch < 0 or nodei[ch, SUBCOUNT] == 0:
-            continue
-        sub += nodei[ch, SUBCOUNT]
-        for a in range(3):
-            lo[a] = min(lo[a], nodef[ch, TLO + a])
-            hi[a] = max(hi[a], nodef[ch, THI + a])
-        vmax = max(vmax, nodef[ch, VMAX])
-        vmin = min(vmin, nodef[ch, VMIN])
-    for a in range(3):
-        nodef[n, TLO + a] = lo[a]
-        nodef[n, THI + a] = hi[a]
-    nodef[n, VMAX] = vmax
-    nodef[n, VMIN] = vmin
-    nodei[n, SUBCOUNT] = sub
-    nodei[n, DIRTY] = 0
 
 
 # ---------------------------------------------------------------- queries (compiled)
@@ -673,7 +679,6 @@ _ERRORS = {
     14: "countdown out of [0, lifespan] or running on a node that is not an empty leaf",
     15: "empty non-root leaf whose countdown is not running",
     16: "placed objects counted in nodes differ from placed slots",
-    17: "dirty node under a clean parent",
     18: "subtree object count is wrong",
     19: "tight box does not contain an object or a child's box",
     20: "subtree view distance bounds are wrong",
@@ -814,12 +819,7 @@ def _check(root, nodei, nodef, free, nfree, aging, naging, min_size,
             return 15, n
         if ttl >= 0 and not inlist[n]:
             return 22, n
-        # aggregates of clean nodes
-        p = nodei[n, PARENT]
-        if nodei[n, DIRTY] != 0:
-            if p >= 0 and nodei[p, DIRTY] == 0:
-                return 17, n
-            continue
+        # subtree bounds: conservative, nested, and covering every object
         sub = nodei[n, COUNT]
         for o in range(8):
             ch = nodei[n, CHILD0 + o]
@@ -839,14 +839,13 @@ def _check(root, nodei, nodef, free, nfree, aging, naging, min_size,
             if nodef[ch, VMAX] > nodef[n, VMAX] or nodef[ch, VMIN] < nodef[n, VMIN]:
                 return 20, n
         s = nodei[n, HEAD]
-        while s >= 0:
-            if not moved[eslot[s]]:
-                for a in range(3):
-                    if (ent[s, a] - ent[s, ER] < nodef[n, TLO + a]
-                            or ent[s, a] + ent[s, ER] > nodef[n, THI + a]):
-                        return 19, n
-                if ent[s, EV] > nodef[n, VMAX] or ent[s, EV] < nodef[n, VMIN]:
-                    return 20, n
+        while s >= 0:  # the packed copy is what the bounds were grown with
+            for a in range(3):
+                if (ent[s, a] - ent[s, ER] < nodef[n, TLO + a]
+                        or ent[s, a] + ent[s, ER] > nodef[n, THI + a]):
+                    return 19, n
+            if ent[s, EV] > nodef[n, VMAX] or ent[s, EV] < nodef[n, VMIN]:
+                return 20, n
             s = enext[s]
     return 0, -1
 
@@ -929,7 +928,6 @@ class FixedOctree(SpatialIndex):
         self._aging = np.zeros(cap, dtype=np.int64)
         self._naging = np.zeros(1, dtype=np.int64)
         self._outcome = np.zeros(cap, dtype=np.int8)
-        self._order = np.zeros(cap, dtype=np.int64)
 
     def _ensure_nodes(self, k: int) -> None:
         """Make sure at least ``k`` nodes are free (the pool doubles when it must grow)."""
@@ -947,7 +945,6 @@ class FixedOctree(SpatialIndex):
         self._nodef = grown(self._nodef)
         self._aging = grown(self._aging)
         self._outcome = grown(self._outcome)
-        self._order = np.zeros(new, dtype=np.int64)
         nf = int(self._node_nfree[0])
         free = np.empty(new, dtype=np.int64)
         extra = np.arange(new - 1, old - 1, -1, dtype=np.int64)
@@ -977,8 +974,8 @@ class FixedOctree(SpatialIndex):
     def _on_remove(self, slots: np.ndarray) -> None:
         ents = self._s2e[slots]
         ents = np.ascontiguousarray(ents[ents >= 0])
-        _unlink_batch(ents, self._enode, self._enext, self._eprev, self._nodei, self._aging,
-                      self._naging, self._root)
+        _unlink_batch(ents, self._enode, self._enext, self._eprev, self._nodei, self._nodef,
+                      self._aging, self._naging, self._root)
         self._eslot[ents] = -1
         n = ents.shape[0]
         self._ent_free[self._ent_nfree: self._ent_nfree + n] = ents
@@ -1010,7 +1007,6 @@ class FixedOctree(SpatialIndex):
                                  self._naging, self._root, self._outcome)
             self._root = int(_shrink_root(self._nodei, self._node_free, self._node_nfree,
                                           self._root))
-            _refresh(self._root, self._nodei, self._nodef, self._ent, self._enext, self._order)
         self.cycles += 1
         self._changed = False
 
