@@ -27,10 +27,13 @@ point query and serve the queries that have nothing to do with view distance (fr
 view distance, box, sphere, ray). Moves and removals leave them loose but valid.
 
 Walking a linked list through a million-slot store is a cache miss per object, so the tree
-also keeps a *packed copy* of every node's objects (x, y, z, radius, view distance, contiguous
-per node). The linked lists stay the truth: a node whose list changed is marked stale and read
-through its list until the next rebuild, a compiled pass in slot order that refits all bounds
-and repacks all nodes once enough changes have piled up.
+also keeps a *packed copy* of every node's objects (x, y, z, radius, view distance, one
+contiguous range per node). The linked lists stay the truth; the copy follows them cheaply:
+an in-place move rewrites the object's row, a removal moves the range's last row into the hole,
+and an object linked since the last rebuild is simply not packed yet. Links push at the front,
+so each list reads [unpacked..., packed...] and a query walks only the unpacked prefix before
+scanning the range. A compiled rebuild in slot order refits all bounds and repacks everything
+once enough unpacked objects or bound-loosening changes have piled up.
 """
 
 from __future__ import annotations
@@ -81,8 +84,8 @@ COUNT = 3  # objects in the node's own list
 NCHILD = 4  # children that exist
 CHILD = 5  # 5..12 child per octant (bit 0: x upper half, bit 1: y, bit 2: z), -1 when none
 ALIVE = 13
-PSTART = 14  # first row of the node's objects in the packed copy; -1 when the copy is stale
-PLEN = 15  # rows in the packed copy
+PSTART = 14  # first row of the node's range in the packed copy
+PLEN = 15  # rows of the range in use (objects removed since the rebuild are swapped out)
 NI = 16
 
 # Meta ints (_meta).
@@ -91,15 +94,17 @@ NFREE = 1  # number of entries on the node free stack
 NLIVE = 2  # live nodes
 INF_HEAD = 3  # first slot of the infinite-view-distance list
 INF_COUNT = 4
-STALE = 5  # list changes and in-place moves since the last rebuild
+STALE = 5  # moves and removals since the last rebuild (the bounds are that much looser)
 EMIN = 6  # level of the finest nodes
 TREE_COUNT = 7  # objects stored in nodes
-NMETA = 8
+UNPACKED = 8  # objects linked into nodes since the last rebuild (not in the packed copy)
+NMETA = 9
 
 # Object int columns (_obj), one row per store slot.
 ONODE = 0  # node holding the object; NO_NODE when the slot is dead, IN_INF for the inf list
 ONEXT = 1
 OPREV = 2
+OPK = 3  # row in the packed copy, -1 when not packed
 NO_NODE = -1
 IN_INF = -2
 
@@ -136,7 +141,7 @@ def _alloc_node(nf, ni, free, meta, x, y, z, level, parent):
     for j in range(8):
         ni[node, CHILD + j] = -1
     ni[node, ALIVE] = 1
-    ni[node, PSTART] = -1
+    ni[node, PSTART] = 0
     ni[node, PLEN] = 0
     return node
 
@@ -150,20 +155,18 @@ def _release_node(ni, free, meta, node):
     meta[NLIVE] -= 1
 
 
-@njit(cache=True, inline="always")
-def _mark_stale(ni, meta, node):
-    """The node's packed copy no longer matches its list: queries walk the list instead."""
-    ni[node, PSTART] = -1
-    meta[STALE] += 1
-
-
 @njit(cache=True)
 def _link(ni, obj, meta, node, s):
-    """Push slot ``s`` at the front of a node's list (or the infinite list for IN_INF)."""
+    """Push slot ``s`` at the front of a node's list (or the infinite list for IN_INF).
+
+    The new object is not in the packed copy; pushing at the front keeps every node's list
+    ordered as [unpacked..., packed...], so queries walk only the unpacked prefix.
+    """
     head = meta[INF_HEAD] if node == IN_INF else ni[node, HEAD]
     obj[s, ONODE] = node
     obj[s, ONEXT] = head
     obj[s, OPREV] = -1
+    obj[s, OPK] = -1
     if head != -1:
         obj[head, OPREV] = s
     if node == IN_INF:
@@ -173,11 +176,24 @@ def _link(ni, obj, meta, node, s):
         ni[node, HEAD] = s
         ni[node, COUNT] += 1
         meta[TREE_COUNT] += 1
-        _mark_stale(ni, meta, node)
+        meta[UNPACKED] += 1
 
 
 @njit(cache=True)
-def _unlink(ni, obj, meta, s):
+def _unpack(ni, obj, pk, pk_slot, node, row):
+    """Remove a row from a node's packed range by moving the range's last row into it."""
+    last = ni[node, PSTART] + ni[node, PLEN] - 1
+    if row != last:
+        for j in range(5):
+            pk[row, j] = pk[last, j]
+        moved = pk_slot[last]
+        pk_slot[row] = moved
+        obj[moved, OPK] = row
+    ni[node, PLEN] -= 1
+
+
+@njit(cache=True)
+def _unlink(ni, obj, meta, pk, pk_slot, s):
     """Take slot ``s`` out of whatever list holds it, in O(1); returns the node it was in."""
     node = obj[s, ONODE]
     nxt = obj[s, ONEXT]
@@ -195,10 +211,15 @@ def _unlink(ni, obj, meta, s):
     else:
         ni[node, COUNT] -= 1
         meta[TREE_COUNT] -= 1
-        _mark_stale(ni, meta, node)
+        meta[STALE] += 1
+        if obj[s, OPK] >= 0:
+            _unpack(ni, obj, pk, pk_slot, node, obj[s, OPK])
+        else:
+            meta[UNPACKED] -= 1
     obj[s, ONODE] = NO_NODE
     obj[s, ONEXT] = -1
     obj[s, OPREV] = -1
+    obj[s, OPK] = -1
     return node
 
 
@@ -414,7 +435,7 @@ def _place(nf, ni, free, meta, obj, s, start, cx, cy, cz, r, vd):
 
 
 @njit(cache=True)
-def _insert_batch(nf, ni, free, meta, obj, centers, radii, vdist, slots, first):
+def _insert_batch(nf, ni, free, meta, obj, pk, pk_slot, centers, radii, vdist, slots, first):
     """Insert ``slots[first:]``; returns how far it got (it stops when the node pool is low)."""
     for i in range(first, slots.shape[0]):
         s = slots[i]
@@ -432,7 +453,7 @@ def _insert_batch(nf, ni, free, meta, obj, centers, radii, vdist, slots, first):
 
 
 @njit(cache=True)
-def _update_batch(nf, ni, free, meta, obj, centers, radii, vdist, slots, first):
+def _update_batch(nf, ni, free, meta, obj, pk, pk_slot, centers, radii, vdist, slots, first):
     """Re-place moved objects (the store holds the new values); returns how far it got.
 
     In-place mutation: an object whose view sphere still satisfies its node's rule stays in
@@ -450,17 +471,24 @@ def _update_batch(nf, ni, free, meta, obj, centers, radii, vdist, slots, first):
         old = obj[s, ONODE]
         if math.isinf(vd):
             if old != IN_INF:
-                _unlink(ni, obj, meta, s)
+                _unlink(ni, obj, meta, pk, pk_slot, s)
                 _link(ni, obj, meta, IN_INF, s)
                 _cleanup(ni, free, meta, old)
             continue
         if old != IN_INF and _fits_node(nf, ni, old, cx, cy, cz, vd, emin):
             _expand_up(nf, ni, old, cx, cy, cz, r, vd)
-            _mark_stale(ni, meta, old)
+            row = obj[s, OPK]
+            if row >= 0:  # keep the packed copy current in place
+                pk[row, 0] = cx
+                pk[row, 1] = cy
+                pk[row, 2] = cz
+                pk[row, 3] = r
+                pk[row, 4] = vd
+            meta[STALE] += 1
             continue
         if meta[NFREE] < _nodes_needed(nf, ni, meta, cx, cy, cz, vd):
             return i
-        _unlink(ni, obj, meta, s)
+        _unlink(ni, obj, meta, pk, pk_slot, s)
         if old == IN_INF:
             _place(nf, ni, free, meta, obj, s, meta[ROOT], cx, cy, cz, r, vd)
         else:
@@ -470,10 +498,10 @@ def _update_batch(nf, ni, free, meta, obj, centers, radii, vdist, slots, first):
 
 
 @njit(cache=True)
-def _remove_batch(ni, free, meta, obj, slots):
+def _remove_batch(ni, free, meta, obj, pk, pk_slot, slots):
     """Unlink each object in O(1) and free the nodes it leaves empty."""
     for i in range(slots.shape[0]):
-        node = _unlink(ni, obj, meta, slots[i])
+        node = _unlink(ni, obj, meta, pk, pk_slot, slots[i])
         if node != IN_INF:
             _cleanup(ni, free, meta, node)
 
@@ -521,6 +549,7 @@ def _rebuild(nf, ni, meta, obj, centers, radii, vdist, pk, pk_slot):
         pk[p, 3] = r
         pk[p, 4] = vdist[s]
         pk_slot[p] = s
+        obj[s, OPK] = p
         nf[node, VMAX] = max(nf[node, VMAX], vdist[s])
     # Children are exactly one level below their parent: merging finest levels first makes
     # every child complete before it is merged into its parent.
@@ -541,6 +570,7 @@ def _rebuild(nf, ni, meta, obj, centers, radii, vdist, pk, pk_slot):
             nf[p, SHI + a] = max(nf[p, SHI + a], nf[node, SHI + a])
         nf[p, VMAX] = max(nf[p, VMAX], nf[node, VMAX])
     meta[STALE] = 0
+    meta[UNPACKED] = 0
 
 
 # ---------------------------------------------------------------- node tests for queries
@@ -679,27 +709,25 @@ def _query_eye(nf, ni, meta, obj, centers, radii, vdist, pk, pk_slot, planes, ey
         outcome[node] = NODE_INSIDE if cls == INSIDE else NODE_PARTIAL
         visited += 1
         considered += ni[node, COUNT]
+        s = ni[node, HEAD]
+        while s != -1 and obj[s, OPK] < 0:  # linked since the last rebuild: not packed
+            x = centers[s, 0]
+            y = centers[s, 1]
+            z = centers[s, 2]
+            if within_view_distance(ex, ey, ez, x, y, z, vdist[s]) and sphere_in_frustum(
+                    planes, x, y, z, radii[s]):
+                out[k] = s
+                k += 1
+            s = obj[s, ONEXT]
         start = ni[node, PSTART]
-        if start >= 0:
-            for p in range(start, start + ni[node, PLEN]):
-                x = pk[p, 0]
-                y = pk[p, 1]
-                z = pk[p, 2]
-                if within_view_distance(ex, ey, ez, x, y, z, pk[p, 4]) and sphere_in_frustum(
-                        planes, x, y, z, pk[p, 3]):
-                    out[k] = pk_slot[p]
-                    k += 1
-        else:
-            s = ni[node, HEAD]
-            while s != -1:
-                x = centers[s, 0]
-                y = centers[s, 1]
-                z = centers[s, 2]
-                if within_view_distance(ex, ey, ez, x, y, z, vdist[s]) and sphere_in_frustum(
-                        planes, x, y, z, radii[s]):
-                    out[k] = s
-                    k += 1
-                s = obj[s, ONEXT]
+        for p in range(start, start + ni[node, PLEN]):
+            x = pk[p, 0]
+            y = pk[p, 1]
+            z = pk[p, 2]
+            if within_view_distance(ex, ey, ez, x, y, z, pk[p, 4]) and sphere_in_frustum(
+                    planes, x, y, z, pk[p, 3]):
+                out[k] = pk_slot[p]
+                k += 1
         for j in range(8):
             c = ni[node, CHILD + j]
             if c != -1:
@@ -753,20 +781,18 @@ def _query_planes(nf, ni, meta, obj, centers, radii, pk, pk_slot, planes, stack_
         outcome[node] = NODE_INSIDE if whole else NODE_PARTIAL
         visited += 1
         considered += ni[node, COUNT]
+        s = ni[node, HEAD]
+        while s != -1 and obj[s, OPK] < 0:  # linked since the last rebuild: not packed
+            if whole or sphere_in_frustum(planes, centers[s, 0], centers[s, 1], centers[s, 2],
+                                          radii[s]):
+                out[k] = s
+                k += 1
+            s = obj[s, ONEXT]
         start = ni[node, PSTART]
-        if start >= 0:
-            for p in range(start, start + ni[node, PLEN]):
-                if whole or sphere_in_frustum(planes, pk[p, 0], pk[p, 1], pk[p, 2], pk[p, 3]):
-                    out[k] = pk_slot[p]
-                    k += 1
-        else:
-            s = ni[node, HEAD]
-            while s != -1:
-                if whole or sphere_in_frustum(planes, centers[s, 0], centers[s, 1],
-                                              centers[s, 2], radii[s]):
-                    out[k] = s
-                    k += 1
-                s = obj[s, ONEXT]
+        for p in range(start, start + ni[node, PLEN]):
+            if whole or sphere_in_frustum(planes, pk[p, 0], pk[p, 1], pk[p, 2], pk[p, 3]):
+                out[k] = pk_slot[p]
+                k += 1
         for j in range(8):
             c = ni[node, CHILD + j]
             if c != -1:
@@ -802,7 +828,7 @@ def _query_region(nf, ni, meta, obj, centers, radii, pk, pk_slot, kind, q, qr, s
         top = 1
     s = meta[INF_HEAD]  # the infinite list first, then each node's objects
     while True:
-        while s != -1:
+        while s != -1 and obj[s, OPK] < 0:  # a list, up to the node's packed objects
             t = _object_hit(centers[s, 0], centers[s, 1], centers[s, 2], radii[s], kind, q, qr)
             if t >= 0.0:
                 out[k] = s
@@ -819,15 +845,13 @@ def _query_region(nf, ni, meta, obj, centers, radii, pk, pk_slot, kind, q, qr, s
         if not _box_hit(lo, hi, kind, q, qr, pad):
             continue
         start = ni[node, PSTART]
-        if start >= 0:
-            for p in range(start, start + ni[node, PLEN]):
-                t = _object_hit(pk[p, 0], pk[p, 1], pk[p, 2], pk[p, 3], kind, q, qr)
-                if t >= 0.0:
-                    out[k] = pk_slot[p]
-                    ts[k] = t
-                    k += 1
-        else:
-            s = ni[node, HEAD]
+        for p in range(start, start + ni[node, PLEN]):
+            t = _object_hit(pk[p, 0], pk[p, 1], pk[p, 2], pk[p, 3], kind, q, qr)
+            if t >= 0.0:
+                out[k] = pk_slot[p]
+                ts[k] = t
+                k += 1
+        s = ni[node, HEAD]
         for j in range(8):
             c = ni[node, CHILD + j]
             if c != -1:
@@ -880,6 +904,7 @@ def _check(nf, ni, free, meta, obj, centers, radii, vdist, alive_slots, pk, pk_s
         return 2, -1
     nlive = 0
     tree_count = 0
+    unpacked = 0
     for node in range(ncap):
         if ni[node, ALIVE] == 0:
             continue
@@ -922,14 +947,28 @@ def _check(nf, ni, free, meta, obj, centers, radii, vdist, alive_slots, pk, pk_s
                     return 8, node
         if nchild != ni[node, NCHILD]:
             return 7, node
-        # The node's list: links, membership, placement band, bounds.
+        # The node's list: links, membership, placement band, bounds, packed copy.
         count = 0
+        packed = 0
         prev = -1
+        start = ni[node, PSTART]
         s = ni[node, HEAD]
         while s != -1:
             count += 1
             if count > ni[node, COUNT] or obj[s, OPREV] != prev or obj[s, ONODE] != node:
                 return 9, node
+            row = obj[s, OPK]
+            if row < 0:
+                if packed:
+                    return 14, s  # unpacked objects must precede the packed ones
+                unpacked += 1
+            else:
+                packed += 1
+                if (row < start or row >= start + ni[node, PLEN] or row >= pk.shape[0]
+                        or pk_slot[row] != s or pk[row, 0] != centers[s, 0]
+                        or pk[row, 1] != centers[s, 1] or pk[row, 2] != centers[s, 2]
+                        or pk[row, 3] != radii[s] or pk[row, 4] != vdist[s]):
+                    return 14, s
             vd = vdist[s]
             if not _fits_node(nf, ni, node, centers[s, 0], centers[s, 1], centers[s, 2],
                               vd, emin):
@@ -946,20 +985,9 @@ def _check(nf, ni, free, meta, obj, centers, radii, vdist, alive_slots, pk, pk_s
         if count != ni[node, COUNT]:
             return 9, node
         tree_count += count
-        # A current packed copy holds exactly the node's objects, with the store's values.
-        start = ni[node, PSTART]
-        if start >= 0:
-            if ni[node, PLEN] != count or start + count > pk.shape[0]:
-                return 14, node
-            for p in range(start, start + count):
-                s = pk_slot[p]
-                if s < 0 or s >= obj.shape[0] or obj[s, ONODE] != node:
-                    return 14, node
-                if (pk[p, 0] != centers[s, 0] or pk[p, 1] != centers[s, 1]
-                        or pk[p, 2] != centers[s, 2] or pk[p, 3] != radii[s]
-                        or pk[p, 4] != vdist[s]):
-                    return 14, node
-    if nlive != meta[NLIVE] or tree_count != meta[TREE_COUNT]:
+        if packed != ni[node, PLEN]:
+            return 14, node
+    if nlive != meta[NLIVE] or tree_count != meta[TREE_COUNT] or unpacked != meta[UNPACKED]:
         return 2, -1
     # Every live node must hang from the root.
     reach = 0
@@ -987,7 +1015,7 @@ def _check(nf, ni, free, meta, obj, centers, radii, vdist, alive_slots, pk, pk_s
     while s != -1:
         count += 1
         if (count > meta[INF_COUNT] or obj[s, OPREV] != prev or obj[s, ONODE] != IN_INF
-                or not math.isinf(vdist[s])):
+                or not math.isinf(vdist[s]) or obj[s, OPK] != -1):
             return 12, s
         prev = s
         s = obj[s, ONEXT]
@@ -1017,7 +1045,7 @@ _CHECK_MESSAGES = {
     11: "a live node is not reachable from the root",
     12: "broken infinite-view-distance list",
     13: "live object not in exactly the right list",
-    14: "packed copy of a node marked current differs from its list or the store",
+    14: "packed copy differs from the node's list or the store, or out of list order",
 }
 
 
@@ -1034,8 +1062,10 @@ class ViewDistanceTree(SpatialIndex):
     """Matthews' variable-radius sphere octree over the objects' view spheres."""
 
     name = "viewdist"
-    # Above this many list changes and moves (and an eighth of the objects) the subtree
-    # bounds are refitted and the packed copy rebuilt before the next query.
+    # The packed copy is rebuilt (and the bounds refitted) before a query once more than
+    # max(rebuild_min, objects / 16) objects were linked into nodes since the last rebuild
+    # (they are read through the lists, a cache miss each), or once moves and removals have
+    # loosened the bounds by more than max(rebuild_min, 2 * objects) changes.
     rebuild_min = 4096
 
     def __init__(self, min_node_size: float = 1.0 / 16.0, tight: bool = True,
@@ -1049,7 +1079,7 @@ class ViewDistanceTree(SpatialIndex):
             raise ValueError(f"viewdist: min_node_size must be > 0, got {min_node_size}")
         super().__init__()
         self._tight = bool(tight)
-        self._obj = np.full((self.capacity, 3), -1, dtype=np.int64)
+        self._obj = np.full((self.capacity, 4), -1, dtype=np.int64)
         self._meta = np.zeros(NMETA, dtype=np.int64)
         self._meta[ROOT] = -1
         self._meta[INF_HEAD] = -1
@@ -1125,10 +1155,11 @@ class ViewDistanceTree(SpatialIndex):
         self._run_batch(_update_batch, slots)
 
     def _on_remove(self, slots: np.ndarray) -> None:
-        _remove_batch(self._ni, self._node_free, self._meta, self._obj, slots)
+        _remove_batch(self._ni, self._node_free, self._meta, self._obj, self._pk, self._pk_slot,
+                      slots)
 
     def _grow(self, new_capacity: int) -> None:
-        grown = np.full((new_capacity, 3), -1, dtype=np.int64)
+        grown = np.full((new_capacity, 4), -1, dtype=np.int64)
         grown[: self._obj.shape[0]] = self._obj
         self._obj = grown
 
@@ -1136,8 +1167,8 @@ class ViewDistanceTree(SpatialIndex):
         """Run a compiled batch, growing the node pool whenever it stops for room."""
         done = 0
         while done < slots.shape[0]:
-            done = kernel(self._nf, self._ni, self._node_free, self._meta, self._obj,
-                          self._centers, self._radii, self._vdist, slots, done)
+            done = kernel(self._nf, self._ni, self._node_free, self._meta, self._obj, self._pk,
+                          self._pk_slot, self._centers, self._radii, self._vdist, slots, done)
             if done < slots.shape[0]:
                 self._grow_nodes(2 * self._ni.shape[0] + 4096)
 
@@ -1189,7 +1220,9 @@ class ViewDistanceTree(SpatialIndex):
         return 8 * (depth + 2)
 
     def _maybe_rebuild(self) -> None:
-        if self._meta[STALE] > max(self.rebuild_min, int(self._meta[TREE_COUNT]) // 8):
+        n = int(self._meta[TREE_COUNT])
+        if (self._meta[UNPACKED] > max(self.rebuild_min, n // 16)
+                or self._meta[STALE] > max(self.rebuild_min, 2 * n)):
             self.rebuild()
 
     def _query_frustum(self, planes, eye, use_vd, occlusion):
