@@ -201,9 +201,10 @@ def test_remote_cluster_is_never_visited():
     assert not np.isin(out[remote], [NODE_INSIDE, NODE_PARTIAL]).any()
 
 
-@pytest.mark.parametrize("rebuild_min", [0, 10**9])
-def test_packed_copy_and_lists_give_the_exact_answer(rebuild_min, monkeypatch):
-    monkeypatch.setattr(ViewDistanceTree, "rebuild_min", rebuild_min)
+@pytest.mark.parametrize("mode", ["often", "never", "once"])
+def test_packed_copy_and_lists_give_the_exact_answer(mode, monkeypatch):
+    """Rebuilt at almost every query, never (lists only), or once then patched by changes."""
+    monkeypatch.setattr(ViewDistanceTree, "rebuild_min", 0 if mode == "often" else 10**9)
     rng = np.random.default_rng(10)
     idx = ViewDistanceTree()
     oracle = Oracle()
@@ -211,6 +212,8 @@ def test_packed_copy_and_lists_give_the_exact_answer(rebuild_min, monkeypatch):
     vd[::17] = np.inf
     idx.insert(ids, c, r, vd)
     oracle.insert(ids, c, r, vd)
+    if mode == "once":
+        idx.rebuild()
     for step in range(6):
         eye = rng.uniform(-200, 200, 3)
         planes = camera_planes(eye, eye + rng.normal(size=3), far=400)
@@ -234,6 +237,12 @@ def test_packed_copy_and_lists_give_the_exact_answer(rebuild_min, monkeypatch):
         gone = rng.choice(live, 100, replace=False)
         idx.remove(gone)
         oracle.remove(gone)
+        back = gone[:50]  # re-inserted objects are linked, not packed, until a rebuild
+        c_back = rng.uniform(-200, 200, (50, 3))
+        idx.insert(back, c_back, np.ones(50), np.full(50, 20.0))
+        oracle.insert(back, c_back, np.ones(50), np.full(50, 20.0))
+    if mode == "once":
+        assert idx._meta[vt.UNPACKED] > 0 and (idx._ni[:, vt.PLEN] > 0).any()
 
 
 def corruptions():
