@@ -116,6 +116,41 @@ _SLACK = 1e-12
 _PAD = 1e-12  # relative padding of tight boxes, same reason
 
 
+# ---------------------------------------------------------------- batch helpers (compiled)
+
+@njit(cache=True)
+def _unique_live(slots, s2e, seen):
+    """Distinct slots that are still pending or placed (``seen`` is an all-False scratch)."""
+    out = np.empty(slots.shape[0], dtype=np.int64)
+    k = 0
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        if not seen[s] and s2e[s] != NO_NODE:
+            seen[s] = True
+            out[k] = s
+            k += 1
+    return out[:k]
+
+
+@njit(cache=True)
+def _copy_in(ents, eslot, ent, centers, radii, vdist, bounds):
+    """Refresh the packed copies of ``ents`` from the store; bounds = AABB of their spheres."""
+    for a in range(3):
+        bounds[0, a] = np.inf
+        bounds[1, a] = -np.inf
+    for i in range(ents.shape[0]):
+        e = ents[i]
+        s = eslot[e]
+        r = radii[s]
+        ent[e, ER] = r
+        ent[e, EV] = vdist[s]
+        for a in range(3):
+            c = centers[s, a]
+            ent[e, EX + a] = c
+            bounds[0, a] = min(bounds[0, a], c - r)
+            bounds[1, a] = max(bounds[1, a], c + r)
+
+
 # ---------------------------------------------------------------- node helpers (compiled)
 
 @njit(cache=True)
@@ -992,9 +1027,10 @@ class FixedOctree(SpatialIndex):
         self._moved.clear()
         if slots.shape[0]:
             ents = self._take_entries(slots)
-            lo_ = self._ent[ents, EX:EX + 3] - self._ent[ents, ER, None]
-            hi_ = self._ent[ents, EX:EX + 3] + self._ent[ents, ER, None]
-            self._fit_root(lo_.min(axis=0), hi_.max(axis=0))
+            bounds = np.empty((2, 3))
+            _copy_in(ents, self._eslot, self._ent, self._centers, self._radii, self._vdist,
+                     bounds)
+            self._fit_root(bounds[0], bounds[1])
             start = 0
             while start < ents.shape[0]:
                 need = int(self._nodei[self._root, LEVEL]) + 2
@@ -1014,11 +1050,11 @@ class FixedOctree(SpatialIndex):
         """Slots to (re)place: queued inserts still pending plus moved objects still placed."""
         if not self._pending and not self._moved:
             return np.zeros(0, dtype=np.int64)
-        slots = np.unique(np.concatenate(self._pending + self._moved))
-        return np.ascontiguousarray(slots[self._s2e[slots] != NO_NODE], dtype=np.int64)
+        slots = np.concatenate(self._pending + self._moved)
+        return _unique_live(slots, self._s2e, np.zeros(self.capacity, dtype=np.bool_))
 
     def _take_entries(self, slots: np.ndarray) -> np.ndarray:
-        """Entries of queued slots (new ones taken in Morton order), copied from the store."""
+        """Entries of queued slots: new ones allocated in Morton order, then the moved ones."""
         e = self._s2e[slots]
         new = slots[e == PENDING]
         if new.shape[0]:
@@ -1027,12 +1063,11 @@ class FixedOctree(SpatialIndex):
             self._s2e[new] = fresh
             self._eslot[fresh] = new
             self._enode[fresh] = NO_NODE
-        ents = np.ascontiguousarray(self._s2e[np.concatenate((new, slots[e >= 0]))])
-        src = self._eslot[ents]
-        self._ent[ents, EX:EX + 3] = self._centers[src]
-        self._ent[ents, ER] = self._radii[src]
-        self._ent[ents, EV] = self._vdist[src]
-        return ents
+        else:
+            fresh = new
+        # moved entries in entry order, i.e. roughly spatial: memory is walked forwards
+        moved = np.sort(e[e >= 0])
+        return np.ascontiguousarray(np.concatenate((fresh, moved)))
 
     def _fit_root(self, bmin: np.ndarray, bmax: np.ndarray) -> None:
         """Create the root around [bmin, bmax], or grow it until it contains that box."""
