@@ -31,7 +31,7 @@ def _side(p: float, r: float, s: float) -> int:
 
 
 @njit(cache=True, inline="always")
-def keeps_big_object(lo, hi, r: float) -> bool:
+def keeps_big_object(lo, hi, n: int, r: float) -> bool:
     """Non-leafy rule: an object stays at an internal node when it is at least 1/8 of its box.
 
     The object's volume is its bounding cube (2r)^3, the same box the tree bounds it with, so
@@ -40,17 +40,17 @@ def keeps_big_object(lo, hi, r: float) -> bool:
     """
     side = 2.0 * r
     vol = side * side * side
-    box = (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2])
-    return vol > 0.0 and 8.0 * vol >= box
+    box = (hi[n, 0] - lo[n, 0]) * (hi[n, 1] - lo[n, 1]) * (hi[n, 2] - lo[n, 2])
+    return (vol > 0.0) & (8.0 * vol >= box)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def which_child(child, is_split, axis, split, lo, hi, leafy: bool, n: int,
                 cx: float, cy: float, cz: float, r: float) -> int:
     """Child index (0..K-1) the heuristic picks for a sphere at split node n; -1 keeps it at n."""
     if not is_split[n]:
         return -1
-    if not leafy and keeps_big_object(lo[n], hi[n], r):
+    if not leafy and keeps_big_object(lo, hi, n, r):
         return -1
     k = child.shape[1]
     sx = split[n, 0]

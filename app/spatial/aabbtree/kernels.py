@@ -101,7 +101,7 @@ def grow_objects(ob: Objects, capacity: int) -> Objects:
 
 # ---------------------------------------------------------------------- node pool
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def allocate_node(nd, parent: int) -> int:
     """Pop a node off the free stack and reset it as an empty leaf under ``parent`` (-1 if full)."""
     nfree = nd.meta[META_NFREE]
@@ -128,7 +128,7 @@ def allocate_node(nd, parent: int) -> int:
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def free_node(nd, n: int) -> None:
     """Push a node back on the free stack (the caller has unlinked it from its parent)."""
     nd.depth[n] = -1
@@ -139,7 +139,7 @@ def free_node(nd, n: int) -> None:
     nd.meta[META_NFREE] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def attach_child(nd, n: int, c: int) -> int:
     """Create child ``c`` of node ``n`` (an empty leaf)."""
     ch = allocate_node(nd, n)
@@ -185,16 +185,15 @@ def unlink_object(nd, ob, s: int) -> None:
 # ---------------------------------------------------------------------- boxes
 
 @njit(cache=True, inline="always")
-def box_contains(nd, n: int, lx: float, ly: float, lz: float,
+def box_contains(lo, hi, n: int, lx: float, ly: float, lz: float,
                  hx: float, hy: float, hz: float) -> bool:
-    """Node n's box contains the box [l, h]."""
-    lo = nd.lo
-    hi = nd.hi
-    return (lo[n, 0] <= lx and lo[n, 1] <= ly and lo[n, 2] <= lz
-            and hi[n, 0] >= hx and hi[n, 1] >= hy and hi[n, 2] >= hz)
+    """Node n's box (rows of the pool's lo, hi arrays) contains the box [l, h]."""
+    # Bitwise & on the comparisons: numba compiles a returned `and` chain very poorly.
+    return ((lo[n, 0] <= lx) & (lo[n, 1] <= ly) & (lo[n, 2] <= lz)
+            & (hi[n, 0] >= hx) & (hi[n, 1] >= hy) & (hi[n, 2] >= hz))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def grow_up(nd, n: int, cx: float, cy: float, cz: float, r: float, vd: float) -> None:
     """Expand boxes and view-distance bounds from n towards the root to cover a sphere.
 
@@ -207,7 +206,7 @@ def grow_up(nd, n: int, cx: float, cy: float, cz: float, r: float, vd: float) ->
     hy = cy + r
     hz = cz + r
     while n >= 0:
-        if box_contains(nd, n, lx, ly, lz, hx, hy, hz) and nd.maxvd[n] >= vd:
+        if box_contains(nd.lo, nd.hi, n, lx, ly, lz, hx, hy, hz) and nd.maxvd[n] >= vd:
             return
         nd.lo[n, 0] = min(nd.lo[n, 0], lx)
         nd.lo[n, 1] = min(nd.lo[n, 1], ly)
@@ -219,7 +218,7 @@ def grow_up(nd, n: int, cx: float, cy: float, cz: float, r: float, vd: float) ->
         n = nd.parent[n]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def invalidate_up(nd, n: int, cx: float, cy: float, cz: float, r: float, vd: float) -> None:
     """A sphere leaves n's subtree: mark boxes it was flush against for lazy recomputation.
 
@@ -234,9 +233,9 @@ def invalidate_up(nd, n: int, cx: float, cy: float, cz: float, r: float, vd: flo
     hy = cy + r
     hz = cz + r
     while n >= 0:
-        flush = (lx <= nd.lo[n, 0] or ly <= nd.lo[n, 1] or lz <= nd.lo[n, 2]
-                 or hx >= nd.hi[n, 0] or hy >= nd.hi[n, 1] or hz >= nd.hi[n, 2]
-                 or (vd >= nd.maxvd[n] and vd < np.inf))
+        flush = ((lx <= nd.lo[n, 0]) | (ly <= nd.lo[n, 1]) | (lz <= nd.lo[n, 2])
+                 | (hx >= nd.hi[n, 0]) | (hy >= nd.hi[n, 1]) | (hz >= nd.hi[n, 2])
+                 | ((vd >= nd.maxvd[n]) & (vd < np.inf)))
         if not flush:
             return
         nd.dirty[n] = True
@@ -299,7 +298,7 @@ def refit_node(nd, ob, centers, radii, vdist, n: int, threshold: int) -> None:
             sy += threshold * nd.split[ch, 1]
             sz += threshold * nd.split[ch, 2]
             w += threshold
-            still_dirty = still_dirty or nd.dirty[ch]
+            still_dirty |= nd.dirty[ch]
     nd.lo[n, 0] = lx
     nd.lo[n, 1] = ly
     nd.lo[n, 2] = lz
@@ -323,6 +322,8 @@ def descend(nd, leafy: bool, n: int, cx: float, cy: float, cz: float, r: float) 
     A missing child is created on the way; a new child is an unsplit leaf, so it ends the walk.
     """
     while True:
+        if not nd.is_split[n]:
+            return n  # the common case, without a call
         c = which_child(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, leafy, n,
                         cx, cy, cz, r)
         if c < 0:
@@ -338,7 +339,7 @@ def descend(nd, leafy: bool, n: int, cx: float, cy: float, cz: float, r: float) 
         n = ch
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def reset_root(nd) -> None:
     """An empty tree: the root is an unsplit leaf with an empty box."""
     nd.is_split[ROOT] = False
@@ -349,7 +350,7 @@ def reset_root(nd) -> None:
     nd.maxvd[ROOT] = -np.inf
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def collect_garbage(nd, n: int) -> None:
     """Free empty leaves from n upwards; a parent left without children is unsplit (2.1.3)."""
     while n != ROOT and nd.count[n] == 0 and nd.nchild[n] == 0:
@@ -433,11 +434,10 @@ def split_node(nd, ob, centers, radii, vdist, n: int, leafy: bool, threshold: in
     return 1
 
 
-@njit(cache=True)
-def maybe_split(nd, ob, centers, radii, vdist, n: int, leafy: bool, threshold: int) -> None:
-    """Split n if it is an unsplit leaf holding more objects than the threshold."""
-    if not nd.is_split[n] and nd.count[n] > threshold:
-        split_node(nd, ob, centers, radii, vdist, n, leafy, threshold)
+@njit(cache=True, inline="always")
+def needs_split(is_split, count, n: int, threshold: int) -> bool:
+    """n is an unsplit leaf holding more objects than the threshold (2.1.1)."""
+    return (not is_split[n]) & (count[n] > threshold)
 
 
 # ---------------------------------------------------------------------- batches
@@ -486,10 +486,10 @@ def update_objects(nd, ob, centers, radii, vdist, slots, old_c, old_r, old_v,
         r = radii[s]
         x = ob.node[s]
         a = x
-        while a != ROOT and not box_contains(nd, a, cx - r, cy - r, cz - r,
+        while a != ROOT and not box_contains(nd.lo, nd.hi, a, cx - r, cy - r, cz - r,
                                              cx + r, cy + r, cz + r):
             a = nd.parent[a]
-        d = descend(nd, leafy, a, cx, cy, cz, r)
+        d = descend(nd, leafy, a, cx, cy, cz, r) if nd.is_split[a] else a
         invalidate_up(nd, x, old_c[i, 0], old_c[i, 1], old_c[i, 2], old_r[i], old_v[i])
         if d != x:
             unlink_object(nd, ob, s)

@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from app.culling.occlusion import box_occluded, sphere_occluded
-from app.spatial.aabbtree.kernels import ROOT, maybe_split, refit_node
+from app.spatial.aabbtree.kernels import ROOT, needs_split, refit_node, split_node
 from app.spatial.geometry import (
     INSIDE,
     NODE_INSIDE,
@@ -38,11 +38,11 @@ from app.spatial.geometry import (
 
 
 @njit(cache=True, inline="always")
-def _push_children(nd, n: int, stack, sp: int, flag: int) -> int:
+def _push_children(child, nchild, n: int, stack, sp: int, flag: int) -> int:
     """Push n's children (encoded as node * 2 + flag) and return the new stack size."""
-    if nd.nchild[n] > 0:
-        for j in range(nd.child.shape[1]):
-            ch = nd.child[n, j]
+    if nchild[n] > 0:
+        for j in range(child.shape[1]):
+            ch = child[n, j]
             if ch >= 0:
                 stack[sp] = ch * 2 + flag
                 sp += 1
@@ -99,7 +99,8 @@ def query_frustum(nd, ob, centers, radii, vdist, planes, eye, use_vd: bool,
             nd.outcome[n] = NODE_INSIDE
         else:
             nd.outcome[n] = NODE_PARTIAL
-            maybe_split(nd, ob, centers, radii, vdist, n, leafy, threshold)
+            if needs_split(nd.is_split, nd.count, n, threshold):
+                split_node(nd, ob, centers, radii, vdist, n, leafy, threshold)
         working += nd.count[n]
         s = nd.head[n]
         if cls == INSIDE and not use_vd and not occl:
@@ -128,14 +129,14 @@ def query_frustum(nd, ob, centers, radii, vdist, planes, eye, use_vd: bool,
                 out[k] = s
                 k += 1
                 s = s_next
-        sp = _push_children(nd, n, stack, sp, 1 if cls == INSIDE else 0)
+        sp = _push_children(nd.child, nd.nchild, n, stack, sp, 1 if cls == INSIDE else 0)
     return out[:k], working, visited, occ_nodes, occ_objects
 
 
 @njit(cache=True, inline="always")
 def _boxes_overlap(lo, hi, qlo, qhi) -> bool:
-    return (lo[0] <= qhi[0] and hi[0] >= qlo[0] and lo[1] <= qhi[1] and hi[1] >= qlo[1]
-            and lo[2] <= qhi[2] and hi[2] >= qlo[2])
+    return ((lo[0] <= qhi[0]) & (hi[0] >= qlo[0]) & (lo[1] <= qhi[1]) & (hi[1] >= qlo[1])
+            & (lo[2] <= qhi[2]) & (hi[2] >= qlo[2]))
 
 
 @njit(cache=True)
@@ -154,7 +155,8 @@ def query_box(nd, ob, centers, radii, vdist, qlo, qhi, leafy: bool, threshold: i
             refit_node(nd, ob, centers, radii, vdist, n, threshold)
         if not _boxes_overlap(nd.lo[n], nd.hi[n], qlo, qhi):
             continue
-        maybe_split(nd, ob, centers, radii, vdist, n, leafy, threshold)
+        if needs_split(nd.is_split, nd.count, n, threshold):
+            split_node(nd, ob, centers, radii, vdist, n, leafy, threshold)
         s = nd.head[n]
         while s >= 0:
             if sphere_overlaps_box(centers[s, 0], centers[s, 1], centers[s, 2], radii[s],
@@ -162,7 +164,7 @@ def query_box(nd, ob, centers, radii, vdist, qlo, qhi, leafy: bool, threshold: i
                 out[k] = s
                 k += 1
             s = ob.next[s]
-        sp = _push_children(nd, n, stack, sp, 0)
+        sp = _push_children(nd.child, nd.nchild, n, stack, sp, 0)
     return out[:k]
 
 
@@ -188,7 +190,8 @@ def query_sphere(nd, ob, centers, radii, vdist, q, qr: float, leafy: bool, thres
             refit_node(nd, ob, centers, radii, vdist, n, threshold)
         if box_point_dist(nd.lo[n], nd.hi[n], qx, qy, qz) > reach:
             continue
-        maybe_split(nd, ob, centers, radii, vdist, n, leafy, threshold)
+        if needs_split(nd.is_split, nd.count, n, threshold):
+            split_node(nd, ob, centers, radii, vdist, n, leafy, threshold)
         s = nd.head[n]
         while s >= 0:
             if spheres_touch(centers[s, 0], centers[s, 1], centers[s, 2], radii[s],
@@ -196,7 +199,7 @@ def query_sphere(nd, ob, centers, radii, vdist, q, qr: float, leafy: bool, thres
                 out[k] = s
                 k += 1
             s = ob.next[s]
-        sp = _push_children(nd, n, stack, sp, 0)
+        sp = _push_children(nd.child, nd.nchild, n, stack, sp, 0)
     return out[:k]
 
 
@@ -225,7 +228,8 @@ def query_ray(nd, ob, centers, radii, vdist, o, d, leafy: bool, threshold: int, 
             refit_node(nd, ob, centers, radii, vdist, n, threshold)
         if not ray_box_hits(ox, oy, oz, idx, idy, idz, nd.lo[n], nd.hi[n]):
             continue
-        maybe_split(nd, ob, centers, radii, vdist, n, leafy, threshold)
+        if needs_split(nd.is_split, nd.count, n, threshold):
+            split_node(nd, ob, centers, radii, vdist, n, leafy, threshold)
         s = nd.head[n]
         while s >= 0:
             t = ray_sphere_entry(ox, oy, oz, dx, dy, dz,
@@ -235,5 +239,5 @@ def query_ray(nd, ob, centers, radii, vdist, o, d, leafy: bool, threshold: int, 
                 ts[k] = t
                 k += 1
             s = ob.next[s]
-        sp = _push_children(nd, n, stack, sp, 0)
+        sp = _push_children(nd.child, nd.nchild, n, stack, sp, 0)
     return out[:k], ts[:k]

@@ -84,14 +84,20 @@ class AABBTree(SpatialIndex):
     def _grow(self, new_capacity: int) -> None:
         self._objs = kn.grow_objects(self._objs, new_capacity)
 
+    def _room_for_new_leaves(self, n: int) -> int:
+        """Nodes an insert or update of n objects may create: one new leaf per object at
+        most, and only where a split node lacks a child."""
+        nd = self._nodes
+        return min(n, int(np.count_nonzero(nd.is_split)) * nd.child.shape[1]) + 1
+
     def _on_insert(self, slots: np.ndarray) -> None:
-        self._reserve_nodes(slots.shape[0] + 1)  # at most one new leaf per object
+        self._reserve_nodes(self._room_for_new_leaves(slots.shape[0]))
         kn.insert_objects(self._nodes, self._objs, self._centers, self._radii, self._vdist,
                          slots, self.leafy)
 
     def _on_update(self, slots: np.ndarray, old_centers: np.ndarray, old_radii: np.ndarray,
                    old_vdist: np.ndarray) -> None:
-        self._reserve_nodes(slots.shape[0] + 1)
+        self._reserve_nodes(self._room_for_new_leaves(slots.shape[0]))
         self.last_moved = int(kn.update_objects(
             self._nodes, self._objs, self._centers, self._radii, self._vdist, slots,
             np.ascontiguousarray(old_centers), old_radii, old_vdist, self.leafy))
