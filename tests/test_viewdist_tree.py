@@ -293,3 +293,23 @@ def test_validate_catches_corruption(what):
     corruptions()[what](idx)
     with pytest.raises(AssertionError):
         idx.validate()
+
+
+def test_absurd_view_distances_and_coordinates_go_to_the_unbounded_list():
+    idx = ViewDistanceTree()
+    oracle = Oracle()
+    c = np.array([[0.0, 0, 0], [1e300, 0, 0], [5, 5, 5], [1e19, 1, 1], [3, 4, 5]])
+    r = np.ones(5)
+    vd = np.array([1e308, 5.0, 1e30, 3.0, 20.0])
+    idx.insert(np.arange(5), c, r, vd)
+    oracle.insert(np.arange(5), c, r, vd)
+    idx.validate()
+    assert idx.stats()["infinite"] == 4 and idx.stats()["nodes"] == 1
+    for use_vd in (True, False):
+        got = idx.query_frustum(ALL_PLANES, eye=np.zeros(3), use_view_distance=use_vd).visible
+        with np.errstate(over="ignore"):
+            assert np.array_equal(np.sort(got), oracle.frustum(ALL_PLANES, np.zeros(3), use_vd))
+    idx.update(np.array([1, 4]), np.array([[1.0, 1, 1], [1e200, 0, 0]]),
+               view_distances=np.array([2.0, 1.0]))
+    idx.validate()
+    assert idx.stats()["infinite"] == 4 and idx.stats()["root_size"] == 8.0

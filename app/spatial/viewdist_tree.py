@@ -15,7 +15,9 @@ Extreme levels (documented deviations from the band):
   ``min_node_size`` so that every child corner is exact) and grows by doubling toward any
   sphere it cannot hold; it shrinks again when it holds nothing and has a single child.
 
-Objects with an infinite view distance live apart in their own list and are always considered.
+Objects with an infinite view distance live apart in their own list and are always considered;
+so do the few with a view distance or a coordinate beyond 2**60 (about 1e18), which would need
+hundreds of levels.
 
 State is flat: a node pool (``_nf`` floats, ``_ni`` ints, one row per node, columns below) with
 a free stack, per-node doubly linked object lists threaded through ``_obj`` (one row per object
@@ -111,6 +113,9 @@ IN_INF = -2
 # Per-query rounding slack, relative to the magnitudes involved, so that node pruning never
 # drops an object that the exact per-object predicate would keep.
 _REL_PAD = 1e-9
+
+# View distances and coordinates beyond this go to the infinite list (see _unbounded).
+_UNBOUNDED = 2.0**60
 
 
 # ---------------------------------------------------------------- node pool and lists
@@ -284,6 +289,17 @@ def _expand_up(nf, ni, node, cx, cy, cz, r, vd):
 
 
 @njit(cache=True)
+def _unbounded(cx, cy, cz, vd):
+    """Kept in the infinite list: an infinite (or absurd) view distance, or absurd coordinates.
+
+    Beyond _UNBOUNDED the tree would need hundreds of levels (or overflow), so such objects
+    are tested one by one like the infinite ones.
+    """
+    return not (vd <= _UNBOUNDED and abs(cx) <= _UNBOUNDED and abs(cy) <= _UNBOUNDED
+                and abs(cz) <= _UNBOUNDED)
+
+
+@njit(cache=True)
 def _level_for(vd, emin):
     """Smallest level whose nodes may hold radius ``vd`` (``vd <= S/2``), at least ``emin``."""
     if vd <= math.ldexp(1.0, emin - 1):
@@ -443,7 +459,7 @@ def _insert_batch(nf, ni, free, meta, obj, pk, pk_slot, centers, radii, vdist, s
         cy = centers[s, 1]
         cz = centers[s, 2]
         vd = vdist[s]
-        if math.isinf(vd):
+        if _unbounded(cx, cy, cz, vd):
             _link(ni, obj, meta, IN_INF, s)
             continue
         if meta[NFREE] < _nodes_needed(nf, ni, meta, cx, cy, cz, vd):
@@ -469,7 +485,7 @@ def _update_batch(nf, ni, free, meta, obj, pk, pk_slot, centers, radii, vdist, s
         r = radii[s]
         vd = vdist[s]
         old = obj[s, ONODE]
-        if math.isinf(vd):
+        if _unbounded(cx, cy, cz, vd):
             if old != IN_INF:
                 _unlink(ni, obj, meta, pk, pk_slot, s)
                 _link(ni, obj, meta, IN_INF, s)
@@ -630,16 +646,23 @@ def _is_empty(nf, node):
 # rebuild. Both paths make the same exact per-object decision.
 
 
-
 @njit(cache=True)
-def _scan_infinite(obj, meta, centers, radii, planes, out):
-    """Frustum-test the infinite-view-distance list into ``out``; returns (kept, considered)."""
+def _scan_infinite(obj, meta, centers, radii, vdist, planes, use_vd, eye, out):
+    """Test the unbounded list into ``out``; returns (kept, considered).
+
+    Its view distances are infinite or beyond _UNBOUNDED, so the view-distance test is kept
+    for the exact answer (it only rejects objects at absurd coordinates).
+    """
     k = 0
     considered = 0
     s = meta[INF_HEAD]
     while s != -1:
         considered += 1
-        if sphere_in_frustum(planes, centers[s, 0], centers[s, 1], centers[s, 2], radii[s]):
+        x = centers[s, 0]
+        y = centers[s, 1]
+        z = centers[s, 2]
+        if (not use_vd or within_view_distance(eye[0], eye[1], eye[2], x, y, z, vdist[s])) and (
+                sphere_in_frustum(planes, x, y, z, radii[s])):
             out[k] = s
             k += 1
         s = obj[s, ONEXT]
@@ -673,7 +696,7 @@ def _query_eye(nf, ni, meta, obj, centers, radii, vdist, pk, pk_slot, planes, ey
     Returns (slots, considered, nodes visited, nodes occluded, objects occluded).
     """
     out = np.empty(meta[TREE_COUNT] + meta[INF_COUNT], dtype=np.int64)
-    k, considered = _scan_infinite(obj, meta, centers, radii, planes, out)
+    k, considered = _scan_infinite(obj, meta, centers, radii, vdist, planes, True, eye, out)
     visited = 0
     occ_nodes = 0
     ex = eye[0]
@@ -745,7 +768,8 @@ def _query_planes(nf, ni, meta, obj, centers, radii, pk, pk_slot, planes, stack_
     Subtrees whose bounds are inside every plane are accepted without per-object plane tests.
     """
     out = np.empty(meta[TREE_COUNT] + meta[INF_COUNT], dtype=np.int64)
-    k, considered = _scan_infinite(obj, meta, centers, radii, planes, out)
+    k, considered = _scan_infinite(obj, meta, centers, radii, radii, planes, False, planes[0],
+                                   out)
     visited = 0
     occ_nodes = 0
     qmag = 0.0
@@ -1015,7 +1039,8 @@ def _check(nf, ni, free, meta, obj, centers, radii, vdist, alive_slots, pk, pk_s
     while s != -1:
         count += 1
         if (count > meta[INF_COUNT] or obj[s, OPREV] != prev or obj[s, ONODE] != IN_INF
-                or not math.isinf(vdist[s]) or obj[s, OPK] != -1):
+                or not _unbounded(centers[s, 0], centers[s, 1], centers[s, 2], vdist[s])
+                or obj[s, OPK] != -1):
             return 12, s
         prev = s
         s = obj[s, ONEXT]
@@ -1026,7 +1051,8 @@ def _check(nf, ni, free, meta, obj, centers, radii, vdist, alive_slots, pk, pk_s
         return 13, -1
     for i in range(alive_slots.shape[0]):
         s = alive_slots[i]
-        if obj[s, ONODE] == NO_NODE or (obj[s, ONODE] == IN_INF) != math.isinf(vdist[s]):
+        unbounded = _unbounded(centers[s, 0], centers[s, 1], centers[s, 2], vdist[s])
+        if obj[s, ONODE] == NO_NODE or (obj[s, ONODE] == IN_INF) != unbounded:
             return 13, s
     return 0, -1
 
@@ -1175,7 +1201,7 @@ class ViewDistanceTree(SpatialIndex):
     def _choose_root(self, slots: np.ndarray) -> None:
         """Root cube for an empty tree, sized from the batch so it need not grow at once."""
         vd = self._vdist[slots]
-        finite = np.isfinite(vd)
+        finite = (vd <= _UNBOUNDED) & (np.abs(self._centers[slots]) <= _UNBOUNDED).all(axis=1)
         if not finite.any():
             return
         c = self._centers[slots[finite]]
