@@ -235,7 +235,12 @@ class RtreePeer(NumpyBrute):
             self._allfinite = fin.size == self.vd.size
 
     def query_frustum(self, planes, eye=None, use_view_distance=False, occlusion=None):
-        lo, hi = convex_bbox(planes)
+        # The rule rejects a sphere only when it is entirely outside one plane, so near the
+        # frustum's edges it accepts spheres that do not touch the frustum itself: the centres
+        # that can pass fill the frustum with every plane pushed out by the largest radius.
+        pushed = np.array(planes, dtype=np.float64)
+        pushed[:, 3] += float(self.r.max()) if self.r.size else 0.0
+        lo, hi = convex_bbox(pushed)
         if use_view_distance and self._allfinite:
             e = np.asarray(eye, dtype=np.float64)
             lo = np.maximum(lo, e - self._maxvd)

@@ -1,0 +1,88 @@
+"""Smoke tests of the benchmarks: the --quick modes run end to end in a subprocess."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(args: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_bench_index_quick(tmp_path):
+    csv = tmp_path / "index.csv"
+    md = tmp_path / "index.md"
+    p = _run(["bench", "index", "--quick", "--csv", str(csv), "--md", str(md)])
+    assert p.returncode == 0, p.stderr[-3000:]
+    for w in ("static", "moving", "viewdist", "remote"):
+        assert f"== {w}" in p.stdout
+    assert "numpy-brute" in p.stdout and "numba-brute" in p.stdout
+    assert "target >= 40x" in p.stdout
+    lines = csv.read_text().splitlines()
+    assert lines[0].startswith("workload,index,n,")
+    # numpy brute force is always present and always exact
+    assert any(line.startswith("static,numpy-brute,") and ",yes," in line for line in lines)
+    assert md.read_text().startswith("# `python -m app bench index` results")
+    # every index that did not fail matched brute force exactly
+    bad = [line for line in lines[1:] if ",NO " in line]
+    assert not bad, bad
+
+
+def test_bench_paper_quick(tmp_path):
+    out = tmp_path / "paper"
+    p = _run(["bench", "paper", "--quick", "--out", str(out)])
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "our results against the paper" in p.stdout
+    for f in ("sweep.csv", "leafy.csv", "dist.csv", "report.md", "fig4_2_uniform.png",
+              "fig4_5_sphere.png"):
+        assert (out / f).exists(), f
+    if any(n in p.stdout for n in ("kd/", "icoseptree")):
+        assert (out / "fig3_1_thresholds.png").exists()
+    report = (out / "report.md").read_text()
+    assert "## Our results against the paper's conclusions" in report
+    dist = (out / "dist.csv").read_text().splitlines()
+    assert len(dist) > 8
+
+
+def test_peers_agree_with_reference():
+    """The numpy, numba and rtree peers answer exactly like the reference definitions."""
+    from app.bench.baselines import PEERS, convex_bbox
+    from app.bench.workloads import box_truth, frustum_truth
+    from app.culling.frustum import camera_planes
+
+    rng = np.random.default_rng(3)
+    n = 3000
+    c = rng.random((n, 3)) * 100
+    r = rng.uniform(0.3, 3, n)
+    vd = 10 * r
+    ids = np.arange(n, dtype=np.int64)
+    eye = np.array([50.0, 50, 50])
+    planes = camera_planes(eye, eye + [1, 0.2, 0], far=40.0)
+    lo, hi = convex_bbox(planes)
+    inside = frustum_truth(c, np.zeros(n), planes)  # centres strictly in the frustum
+    assert ((c[inside] >= lo) & (c[inside] <= hi)).all()
+    for name, factory in PEERS.items():
+        if name == "rtree":
+            try:
+                import rtree  # noqa: F401
+            except ImportError:
+                continue
+        s = factory()
+        s.insert(ids, c, r, vd)
+        movers = ids[::7]
+        c2 = c.copy()
+        c2[movers] += rng.normal(size=(movers.shape[0], 3))
+        s.update(movers, c2[movers])
+        for use_vd in (False, True):
+            got = np.sort(s.query_frustum(planes, eye, use_vd).visible)
+            want = frustum_truth(c2, r, planes, eye, vd if use_vd else None)
+            assert np.array_equal(got, want), (name, use_vd)
+        b0, b1 = np.array([20.0, 30, 10]), np.array([60.0, 45, 90])
+        assert np.array_equal(np.sort(s.query_box(b0, b1)), box_truth(c2, r, b0, b1)), name
