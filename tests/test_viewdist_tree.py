@@ -313,3 +313,29 @@ def test_absurd_view_distances_and_coordinates_go_to_the_unbounded_list():
                view_distances=np.array([2.0, 1.0]))
     idx.validate()
     assert idx.stats()["infinite"] == 4 and idx.stats()["root_size"] == 8.0
+
+
+@pytest.mark.parametrize("use_vd", [True, False])
+def test_occlusion_only_removes_objects_and_counts_them(use_vd):
+    from app.culling.frustum import look_at, perspective
+    from app.culling.occlusion import ZPyramid
+
+    idx = ViewDistanceTree()
+    ids, c, r, _ = scattered(3000, seed=13)
+    idx.insert(ids, c, r, np.full(3000, 120.0))
+    eye = np.array([0.0, 0.0, -150.0])
+    target = np.array([0.0, 0.0, 100.0])
+    vp = perspective(60, 1.0, 0.1, 600) @ look_at(eye, target)
+    planes = camera_planes(eye, target, aspect=1.0, far=600)
+    free = idx.query_frustum(planes, eye=eye, use_view_distance=use_vd)
+    levels = [np.full((64 >> k, 64 >> k), 1.0, np.float32) for k in range(7)]
+    far_wall = idx.query_frustum(planes, eye=eye, use_view_distance=use_vd,
+                                 occlusion=ZPyramid.from_levels(vp, levels))
+    assert np.array_equal(np.sort(far_wall.visible), np.sort(free.visible))
+    near = [lv * 0.0 for lv in levels]  # everything lies behind a wall at the near plane
+    walled = idx.query_frustum(planes, eye=eye, use_view_distance=use_vd,
+                               occlusion=ZPyramid.from_levels(vp, near))
+    assert len(free.visible) > 0
+    assert set(walled.visible.tolist()) <= set(free.visible.tolist())
+    assert len(walled.visible) < len(free.visible)
+    assert walled.occluded_nodes + walled.occluded_objects > 0
