@@ -1,0 +1,253 @@
+"""The hierarchical hashed grid (``grid``): levels, cells, cell size, structure upkeep, validate."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.culling.frustum import camera_planes, look_at, perspective
+from app.culling.occlusion import ZPyramid
+from app.spatial import create_index
+from app.spatial.hashgrid import TARGET_PER_CELL, HashedGrid, choose_cell_size
+from tests.oracle import Oracle
+
+
+def filled(n=500, spread=50.0, rmax=3.0, seed=0, **kw) -> tuple[HashedGrid, Oracle]:
+    rng = np.random.default_rng(seed)
+    g = create_index("grid", **kw)
+    o = Oracle()
+    ids = np.arange(n, dtype=np.int64) * 5 + 1
+    c = rng.uniform(-spread, spread, (n, 3))
+    r = rng.uniform(0, rmax, n)
+    vd = rng.uniform(0, 2 * spread, n)
+    g.insert(ids, c, r, vd)
+    o.insert(ids, c, r, vd)
+    return g, o
+
+
+def object_cells(g: HashedGrid) -> set[tuple[int, int, int, int]]:
+    """(level, ix, iy, iz) each live object belongs in, from the definition."""
+    ids = g.all_ids()
+    c, r, _ = g.get(ids)
+    lvl = g.level_of(r)
+    size = g.cell_size * 2.0 ** lvl
+    ijk = np.floor(c / size[:, None]).astype(np.int64)
+    return {(int(a), *map(int, b)) for a, b in zip(lvl, ijk, strict=True)}
+
+
+def occupied_cells(g: HashedGrid) -> set[tuple[int, int, int, int]]:
+    lo, hi, depth = g.node_boxes()
+    size = hi[:, 0] - lo[:, 0]
+    ijk = np.rint(lo / size[:, None]).astype(np.int64)
+    return {(int(a), *map(int, b)) for a, b in zip(depth, ijk, strict=True)}
+
+
+def test_level_selection_by_diameter():
+    g = create_index("grid", cell_size=1.0)
+    r = np.array([0.0, 0.25, 0.5, 0.5000001, 1.0, 1.01, 2.0, 100.0])
+    # smallest L with 2r <= 2**L
+    assert list(g.level_of(r)) == [0, 0, 0, 1, 1, 2, 2, 8]
+    g.insert(np.arange(len(r)), np.zeros((len(r), 3)) + 0.5, r)
+    g.validate()
+    assert g.stats()["levels"] == {0: 3, 1: 2, 2: 2, 8: 1}
+    assert sorted(g.node_boxes()[2].tolist()) == [0, 1, 2, 8]
+
+
+def test_every_object_in_the_cell_of_its_center_and_no_empty_cells():
+    g, _ = filled(800, rmax=6.0, cell_size=2.0)
+    g.validate()
+    assert occupied_cells(g) == object_cells(g)
+    lo, hi, depth = g.node_boxes()
+    assert np.allclose(hi - lo, (2.0 * 2.0 ** depth)[:, None])
+
+
+def test_moves_relink_and_empty_cells_leave_table():
+    g, o = filled(400, cell_size=4.0)
+    rng = np.random.default_rng(1)
+    ids = g.all_ids()
+    for _ in range(5):
+        c = rng.uniform(-500, 500, (len(ids), 3))
+        g.update(ids, c)
+        o.update(ids, c)
+        g.validate()
+        assert occupied_cells(g) == object_cells(g)
+    st = g.stats()
+    assert 2 * st["table_used"] <= st["table_size"]  # tombstones are cleaned by rehashing
+    g.remove(ids)
+    g.validate()
+    assert g.stats()["nodes"] == 0
+    assert g.node_boxes()[0].shape == (0, 3)
+
+
+def test_small_moves_inside_a_cell_change_no_structure():
+    g, _ = filled(300, cell_size=10.0)
+    before = g.node_boxes()
+    ids = g.all_ids()
+    c, _, _ = g.get(ids)
+    cell = np.floor(c / 10.0)
+    nudged = np.clip(c + 1e-3, cell * 10.0, cell * 10.0 + 9.999)  # stays in its cell
+    g.update(ids, nudged)
+    g.validate()
+    after = g.node_boxes()
+    for a, b in zip(before, after, strict=True):
+        assert np.array_equal(a, b)
+
+
+def test_huge_radii_reported_once_and_exact():
+    rng = np.random.default_rng(2)
+    g = create_index("grid", cell_size=0.5)
+    o = Oracle()
+    n = 200
+    ids = np.arange(n)
+    c = rng.uniform(-20, 20, (n, 3))
+    r = np.where(rng.random(n) < 0.3, rng.uniform(50, 5000, n), rng.uniform(0, 0.2, n))
+    g.insert(ids, c, r)
+    o.insert(ids, c, r)
+    g.validate()
+    for k in range(5):
+        eye = rng.uniform(-30, 30, 3)
+        planes = camera_planes(eye, eye + rng.normal(size=3), far=100)
+        vis = g.query_frustum(planes, eye=eye).visible
+        assert len(np.unique(vis)) == len(vis)
+        assert np.array_equal(np.sort(vis), o.frustum(planes))
+        lo = rng.uniform(-30, 30, 3)
+        hi = lo + 10
+        got = g.query_box(lo, hi)
+        assert len(np.unique(got)) == len(got)
+        assert np.array_equal(np.sort(got), o.box(lo, hi))
+        q = rng.uniform(-30, 30, 3)
+        got = g.query_sphere(q, 3.0 * k)
+        assert len(np.unique(got)) == len(got)
+        assert np.array_equal(np.sort(got), o.sphere(q, 3.0 * k))
+        ro = rng.uniform(-30, 30, 3)
+        rd = rng.normal(size=3)
+        gi, _ = g.query_ray(ro, rd)
+        assert len(np.unique(gi)) == len(gi)
+        assert np.array_equal(np.sort(gi), np.sort(o.ray(ro, rd)[0]))
+
+
+def test_clamped_far_coordinates_stay_exact():
+    g = create_index("grid", cell_size=1.0)
+    o = Oracle()
+    c = np.array([[1e300, 0, 0], [-1e300, 5, 5], [0, 1e200, 0], [1, 2, 3]])
+    r = np.array([1.0, 2.0, 1e199, 0.5])
+    g.insert(np.arange(4), c, r)
+    o.insert(np.arange(4), c, r)
+    g.validate()
+    for lo, hi in (([9e299, -1, -1], [2e300, 1, 1]), ([-1, -1, -1], [5, 5, 5]),
+                   ([-2e300, 0, 0], [-1e299, 9, 9])):
+        lo, hi = np.array(lo, float), np.array(hi, float)
+        assert np.array_equal(np.sort(g.query_box(lo, hi)), o.box(lo, hi))
+    planes = camera_planes([0, 0, 0], [1, 0.01, 0], far=10)
+    assert np.array_equal(np.sort(g.query_frustum(planes).visible), o.frustum(planes))
+
+
+def test_cell_size_override_and_validation():
+    assert create_index("grid", cell_size=3.0).cell_size == 3.0
+    g = create_index("grid")
+    assert g.cell_size is None
+    for bad in (0.0, -1.0, np.inf, np.nan):
+        with pytest.raises(ValueError):
+            create_index("grid", cell_size=bad)
+    with pytest.raises(ValueError):
+        create_index("grid", leafy=True)
+    with pytest.raises(ValueError):
+        create_index("grid", split_threshold=3)
+    create_index("grid", leafy=False, split_threshold=None)  # the "not applicable" values
+
+
+def test_default_cell_size_from_density_and_diameter():
+    rng = np.random.default_rng(3)
+    n = 20000
+    c = rng.uniform(0, 100, (n, 3))
+    r = rng.uniform(0.1, 0.3, n)
+    g = create_index("grid")
+    g.insert(np.arange(n), c, r)
+    want = (0.98**3 * 100**3 * TARGET_PER_CELL / (0.98 * n)) ** (1 / 3)
+    assert g.cell_size == pytest.approx(want, rel=0.05)
+    assert g.stats()["mean_per_cell"] == pytest.approx(TARGET_PER_CELL, rel=0.3)
+    # Sparse big objects: the median diameter wins over the density.
+    c = rng.uniform(0, 10, (5000, 3))
+    assert choose_cell_size(c, np.full(5000, 40.0)) == pytest.approx(80.0)
+    # Degenerate data still gets a usable size.
+    assert choose_cell_size(np.zeros((5, 3)), np.zeros(5)) > 0
+    assert choose_cell_size(np.zeros((0, 3)), np.zeros(0)) == 1.0
+
+
+def test_frustum_counts_outcomes_and_view_distance():
+    g, o = filled(2000, spread=100.0, cell_size=8.0)
+    eye = np.zeros(3)
+    planes = camera_planes(eye, [1, 0.3, 0.2], far=80)
+    res = g.query_frustum(planes, eye=eye)
+    assert np.array_equal(np.sort(res.visible), o.frustum(planes))
+    assert res.working_set >= len(res.visible)
+    assert 0 < res.nodes_visited <= g.stats()["nodes"]
+    out = g.node_outcomes()
+    assert out.shape[0] == g.node_boxes()[0].shape[0]
+    assert (out != 0).sum() == res.nodes_visited
+    vd = g.query_frustum(planes, eye=eye, use_view_distance=True)
+    assert np.array_equal(np.sort(vd.visible), o.frustum(planes, eye, True))
+    # Shrink every view distance: the loose per-cell bounds are refreshed lazily.
+    ids = g.all_ids()
+    c, _, _ = g.get(ids)
+    g.update(ids, c, view_distances=np.full(len(ids), 5.0))
+    o.update(ids, c, vd=np.full(len(ids), 5.0))
+    vd2 = g.query_frustum(planes, eye=eye, use_view_distance=True)
+    assert np.array_equal(np.sort(vd2.visible), o.frustum(planes, eye, True))
+    assert vd2.working_set < vd.working_set
+    g.validate()
+
+
+def test_occlusion_rejects_cells_behind_a_near_wall():
+    g, o = filled(1000, spread=100.0, cell_size=8.0)
+    eye = np.zeros(3)
+    target = np.array([1.0, 0.2, 0.1])
+    vp = perspective(60, 16 / 9, 0.1, 300) @ look_at(eye, target)
+    planes = camera_planes(eye, target)
+    far_wall = ZPyramid.from_levels(vp, [np.ones((8, 8), np.float32)])
+    res = g.query_frustum(planes, eye=eye, occlusion=far_wall)
+    assert np.array_equal(np.sort(res.visible), o.frustum(planes))
+    near_wall = ZPyramid.from_levels(vp, [np.zeros((8, 8), np.float32)])
+    res = g.query_frustum(planes, eye=eye, occlusion=near_wall)
+    assert res.occluded_nodes > 0
+    assert len(res.visible) < len(o.frustum(planes))
+
+
+def corruptions():
+    def item_copy(g):
+        g._items[0][g._oitem[g._alive.argmax()], 0] += 1.0
+
+    def wrong_cell(g):
+        s = np.flatnonzero(g._alive)
+        g._ocell[s[0]] = g._ocell[s[-1]] if g._ocell[s[0]] != g._ocell[s[-1]] else -1
+
+    def broken_link(g):
+        inext = g._items[4]
+        it = np.flatnonzero(inext[: g._st[5]] >= 0)[0]
+        inext[it] = -1
+
+    def count(g):
+        g._ccount[g._ocell[g._alive.argmax()]] += 1
+
+    def table(g):
+        g._hval[g._cpos[g._ocell[g._alive.argmax()]]] = -2
+
+    def level_radius(g):
+        g._lrmax[:] = 0.0
+
+    def extent(g):
+        g._lext[:, 3:] = -(1 << 41)
+
+    def vd_bound(g):
+        g._cvdmax[g._ocell[g._alive.argmax()]] = -1.0
+
+    return [item_copy, wrong_cell, broken_link, count, table, level_radius, extent, vd_bound]
+
+
+@pytest.mark.parametrize("corrupt", corruptions(), ids=lambda f: f.__name__)
+def test_validate_catches_corruption(corrupt):
+    g, _ = filled(300, cell_size=5.0)
+    g.validate()
+    corrupt(g)
+    with pytest.raises(AssertionError):
+        g.validate()
