@@ -120,7 +120,10 @@ _PAD = 1e-12  # relative padding of tight boxes, same reason
 
 @njit(cache=True)
 def _unique_live(slots, s2e, seen):
-    """Distinct slots that are still pending or placed (``seen`` is an all-False scratch)."""
+    """Distinct slots that are still pending or placed.
+
+    ``seen`` is an all-False per-slot scratch, left all-False again (cheaper than a fresh one).
+    """
     out = np.empty(slots.shape[0], dtype=np.int64)
     k = 0
     for i in range(slots.shape[0]):
@@ -129,6 +132,8 @@ def _unique_live(slots, s2e, seen):
             seen[s] = True
             out[k] = s
             k += 1
+    for i in range(k):
+        seen[out[i]] = False
     return out[:k]
 
 
@@ -904,6 +909,7 @@ class FixedOctree(SpatialIndex):
         super().__init__(capacity)
         self.min_size = m
         self._s2e = np.full(self.capacity, NO_NODE, dtype=np.int64)  # slot -> entry
+        self._seen = np.zeros(self.capacity, dtype=np.bool_)  # scratch of _queued_slots
         self._init_entries(self.capacity)
         self._init_pool(1024)
         self._root = -1
@@ -1051,7 +1057,9 @@ class FixedOctree(SpatialIndex):
         if not self._pending and not self._moved:
             return np.zeros(0, dtype=np.int64)
         slots = np.concatenate(self._pending + self._moved)
-        return _unique_live(slots, self._s2e, np.zeros(self.capacity, dtype=np.bool_))
+        if self._seen.shape[0] != self.capacity:
+            self._seen = np.zeros(self.capacity, dtype=np.bool_)
+        return _unique_live(slots, self._s2e, self._seen)
 
     def _take_entries(self, slots: np.ndarray) -> np.ndarray:
         """Entries of queued slots: new ones allocated in Morton order, then the moved ones."""
