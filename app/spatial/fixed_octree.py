@@ -11,11 +11,12 @@ Structure
 
 State (flat arrays, compiled kernels)
     ``_nodei`` (int32) and ``_nodef`` (float64) are the node pool, one row per node, with a
-    free stack.  Objects of a node form a doubly linked list threaded through the per-slot
-    arrays ``_onext``/``_oprev``; ``_onode[slot]`` is the slot's node (-1 none, -2 pending).
-    Entries (``_ent``: centre, radius, view distance) are the tree's packed copy of placed
-    objects, numbered apart from slots and taken in Morton order per batch, so list walks
-    touch memory mostly in order; a moved object's copy is refreshed at the flush.
+    free stack.  Entries (``_ent``: centre, radius, view distance) are the tree's packed copy
+    of placed objects, numbered apart from slots and taken in Morton order per batch, so list
+    walks touch memory mostly in order; a moved object's copy is refreshed at the flush.
+    Entries of a node form a doubly linked list threaded through ``_enext``/``_eprev``;
+    ``_enode[entry]`` is its node, ``_eslot``/``_s2e`` map entries and slots both ways
+    (``_s2e`` is -1 for no object, -2 for an object still in the insert queue).
     Each node also keeps its subtree's object count and a slightly padded AABB and view
     distance range of its subtree's spheres.  Counts are exact (updated along the climb and
     descent paths); bounds only grow (along the path up, stopping at the first node that
@@ -41,6 +42,15 @@ Dead branches
     the countdown stops.  A pruned leaf takes its whole dead branch with it: ancestors left
     with neither objects nor children go too, rather than each waiting out its own countdown
     (a chain of 17 single-child nodes would otherwise take 136 cycles to disappear).
+
+Frustum query
+    Nodes are tested through their subtree bounds: rejected by view distance
+    (``box_point_dist`` > subtree max view distance), by the planes, or by the Z-pyramid;
+    a node inside the planes (and, with view distance, whose farthest point is within the
+    subtree's min view distance, and with no occlusion) is accepted wholesale.  Otherwise
+    its own objects are tested with the shared predicates.  ``working_set`` counts tested
+    plus wholesale-accepted objects; ``nodes_visited`` counts tested nodes plus the nodes
+    walked to collect accepted subtrees.
 
 Root growth (unlike the article)
     An object that leaves the root is never destroyed: the root doubles towards it (the old
