@@ -63,6 +63,11 @@ class ObjectRenderer:
             raise ValueError(f"mesh index out of range for objects {np.flatnonzero(bad)[:8]}")
         self.staging = np.zeros((n, STRIDE), np.float32)
         self._mask = np.zeros(n, np.bool_)
+        # Occluders: objects much larger than the typical one are drawn first, front to back,
+        # so that llvmpipe's early depth test rejects what they hide.
+        r = np.asarray(radii, np.float64)
+        self.big = r >= 4.0 * float(np.median(r)) if n else np.zeros(0, np.bool_)
+        self.has_big = bool(self.big.any()) and int(self.big.sum()) <= max(4096, n // 8)
         need = max(n, 16) * STRIDE * 4
         if self.inst.size < need:
             self.inst.orphan(need)
@@ -75,11 +80,12 @@ class ObjectRenderer:
     def update_all_centers(self, centers: np.ndarray) -> None:
         self.packed[:, 0:3] = centers
 
-    def upload(self, visible: np.ndarray | None) -> int:
+    def upload(self, visible: np.ndarray | None, eye: np.ndarray | None = None) -> int:
         """Gather the visible instances (None: all), grouped by mesh, in one buffer write.
 
-        Instances are written in ascending id order within each mesh kind, whatever order the
-        index returned them in, so the image does not depend on the index.
+        Within each mesh kind the large objects (occluders) come first, nearest to ``eye``
+        first, then the rest in ascending id order; the order depends only on the visible set,
+        never on the index, so culling does not change the image.
         """
         n_all = self.capacity
         if visible is None:
@@ -101,6 +107,8 @@ class ObjectRenderer:
                 hit = mesh_vis == k
                 sel = np.flatnonzero(hit) if order is None else order[hit]
                 cnt = sel.shape[0]
+            if self.has_big and eye is not None and cnt:
+                sel = self._occluders_first(sel if sel is not None else np.arange(n_all), eye)
             self.starts[k] = total
             self.counts[k] = cnt
             if cnt:
@@ -113,6 +121,14 @@ class ObjectRenderer:
         if total:
             self.inst.write(memoryview(self.staging[:total]).cast("B"))
         return total
+
+    def _occluders_first(self, sel: np.ndarray, eye: np.ndarray) -> np.ndarray:
+        big = self.big[sel]
+        if not big.any():
+            return sel
+        b = sel[big]
+        d = ((self.packed[b, 0:3] - np.asarray(eye, np.float32)) ** 2).sum(axis=1)
+        return np.concatenate([b[np.argsort(d, kind="stable")], sel[~big]])
 
     # ------------------------------------------------------------------ draw
 

@@ -371,7 +371,7 @@ class Viewer:
         t3 = time.perf_counter()
 
         # 4. upload the visible instances
-        st.drawn = self.objects.upload(visible)
+        st.drawn = self.objects.upload(visible, view.eye)
         t4 = time.perf_counter()
 
         # 5. main pass
@@ -381,6 +381,7 @@ class Viewer:
         self.ctx.enable(moderngl.DEPTH_TEST)
         self.ctx.disable(moderngl.BLEND)
         self.ctx.depth_func = "<"
+        self.ctx.enable(moderngl.CULL_FACE)  # meshes are closed and wound counter-clockwise
         fbo.clear(*BACKGROUND, depth=1.0)
         self.objects.draw(view.viewproj, LIGHT_DIR)
 
@@ -390,7 +391,7 @@ class Viewer:
             extra = self.occlusion.after_main_pass(fctx)
             if extra is not None and len(extra):
                 fbo.use()
-                st.drawn += self.objects.upload(np.asarray(extra, np.int64))
+                st.drawn += self.objects.upload(np.asarray(extra, np.int64), view.eye)
                 self.objects.draw(view.viewproj, LIGHT_DIR)
         self.ctx.finish()
         t5 = time.perf_counter()
@@ -429,6 +430,7 @@ class Viewer:
 
     def draw_overlays(self, view: CameraView, cull_view: CameraView, st: FrameStats) -> None:
         tg = self.toggles
+        self.ctx.disable(moderngl.CULL_FACE)
         self.ctx.enable(moderngl.BLEND)
         self.ctx.blend_func = moderngl.SRC_ALPHA, moderngl.ONE_MINUS_SRC_ALPHA
         if tg.boxes != "off" and self.pipeline.index is not None:
