@@ -251,3 +251,23 @@ def test_validate_catches_corruption(corrupt):
     corrupt(g)
     with pytest.raises(AssertionError):
         g.validate()
+
+
+def test_automatic_cell_size_is_rechosen_as_data_grows():
+    rng = np.random.default_rng(4)
+    g = create_index("grid")
+    o = Oracle()
+    c = rng.uniform(0, 100, (20000, 3))
+    r = rng.uniform(0.1, 0.3, 20000)
+    ids = np.arange(20000)
+    for a, b in ((0, 100), (100, 20000)):  # a small first chunk, then the rest
+        g.insert(ids[a:b], c[a:b], r[a:b])
+        o.insert(ids[a:b], c[a:b], r[a:b])
+    g.validate()
+    assert g.cell_size == pytest.approx(choose_cell_size(c, r), rel=0.5)
+    planes = camera_planes([50, 50, 50], [0, 0, 0], far=60)
+    assert np.array_equal(np.sort(g.query_frustum(planes).visible), o.frustum(planes))
+    fixed = create_index("grid", cell_size=2.0)
+    fixed.insert(ids[:100], c[:100], r[:100])
+    fixed.insert(ids[100:], c[100:], r[100:])
+    assert fixed.cell_size == 2.0

@@ -1228,21 +1228,9 @@ class HashedGrid(SpatialIndex):
         super().__init__()
         self._cell_size = cell_size
         self._auto = cell_size is None
-        self._sizes = self._level_sizes(cell_size or 1.0)
-        cap = self.capacity
-        self._oitem = np.full(cap, -1, dtype=np.int64)
-        self._ocell = np.full(cap, -1, dtype=np.int64)
-        self._items = self._new_items(cap)
-        self._new_cells(256)
-        self._new_table(256)
-        self._lcount = np.zeros(NLEVELS, dtype=np.int64)
-        self._lcells = np.zeros(NLEVELS, dtype=np.int64)
-        self._lrmax = np.zeros(NLEVELS, dtype=np.float64)
-        self._lext = np.empty((NLEVELS, 6), dtype=np.int64)
-        self._lext[:, :3] = LIM + 1
-        self._lext[:, 3:] = -LIM - 1
+        self._chosen_at = 0  # object count when the automatic cell size was last chosen
         self._stamp = 0
-        self._compacted_hw = 0  # item high-water mark right after the last compaction
+        self._empty_structure(cell_size or 1.0)
 
     # ------------------------------------------------------------------ public extras
 
@@ -1297,13 +1285,26 @@ class HashedGrid(SpatialIndex):
         if self._cell_size is None:
             self._cell_size = choose_cell_size(self._centers[slots], self._radii[slots])
             self._sizes = self._level_sizes(self._cell_size)
+            self._chosen_at = self._count
+        elif self._auto and self._count >= max(4 * self._chosen_at, 1000):
+            # Grown a lot since the size was chosen (e.g. a scene inserted in chunks): the
+            # first chunk's density may be far off. Re-choose, and rebuild if it moved much.
+            self._chosen_at = self._count
+            alive = np.flatnonzero(self._alive)
+            size = choose_cell_size(self._centers[alive], self._radii[alive])
+            if not 0.67 < size / self._cell_size < 1.5:
+                self._rebuild(size)
+                return
+        self._link_new(slots)
+        self._maybe_compact()
+
+    def _link_new(self, slots: np.ndarray) -> None:
         start = 0
         while start < slots.shape[0]:
             self._reserve(slots.shape[0] - start)
             start = _insert_batch(slots, start, self._centers, self._radii, self._vdist,
                                   self._oitem, self._ocell, self._sizes, self._grid(),
                                   self._items)
-        self._maybe_compact()
 
     def _on_update(self, slots, old_centers, old_radii, old_vdist) -> None:
         old_vd = np.ascontiguousarray(old_vdist, dtype=np.float64)
@@ -1359,6 +1360,30 @@ class HashedGrid(SpatialIndex):
                     self._grid(), self._cstamp, self._stamp)
 
     # ------------------------------------------------------------------ internals
+
+    def _empty_structure(self, cell_size: float) -> None:
+        """No cells, no items: every live object unlinked (used by __init__ and _rebuild)."""
+        self._sizes = self._level_sizes(cell_size)
+        cap = self.capacity
+        self._oitem = np.full(cap, -1, dtype=np.int64)
+        self._ocell = np.full(cap, -1, dtype=np.int64)
+        self._items = self._new_items(cap)
+        self._new_cells(256)
+        self._new_table(256)
+        self._lcount = np.zeros(NLEVELS, dtype=np.int64)
+        self._lcells = np.zeros(NLEVELS, dtype=np.int64)
+        self._lrmax = np.zeros(NLEVELS, dtype=np.float64)
+        self._lext = np.empty((NLEVELS, 6), dtype=np.int64)
+        self._lext[:, :3] = LIM + 1
+        self._lext[:, 3:] = -LIM - 1
+        self._compacted_hw = 0  # item high-water mark right after the last compaction
+
+    def _rebuild(self, cell_size: float) -> None:
+        """Relink every live object under a new finest cell size (one compiled pass)."""
+        self._cell_size = cell_size
+        self._empty_structure(cell_size)
+        self._link_new(np.flatnonzero(self._alive))
+        self._compact()
 
     @staticmethod
     def _level_sizes(cell_size: float) -> np.ndarray:
