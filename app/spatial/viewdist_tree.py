@@ -1088,10 +1088,11 @@ class ViewDistanceTree(SpatialIndex):
     """Matthews' variable-radius sphere octree over the objects' view spheres."""
 
     name = "viewdist"
-    # The packed copy is rebuilt (and the bounds refitted) before a query once more than
-    # max(rebuild_min, objects / 16) objects were linked into nodes since the last rebuild
-    # (they are read through the lists, a cache miss each), or once moves and removals have
-    # loosened the bounds by more than max(rebuild_min, 2 * objects) changes.
+    # After a batch of changes the packed copy is rebuilt (and the bounds refitted) once more
+    # than max(rebuild_min, objects / 16) objects were linked into nodes since the last
+    # rebuild (queries read those through the lists, a cache miss each), or once moves and
+    # removals have loosened the bounds by more than max(rebuild_min, 2 * objects) changes.
+    # Doing it in the mutation keeps the cost out of the cull.
     rebuild_min = 4096
 
     def __init__(self, min_node_size: float = 1.0 / 16.0, tight: bool = True,
@@ -1176,13 +1177,16 @@ class ViewDistanceTree(SpatialIndex):
         if self._meta[ROOT] == -1:
             self._choose_root(slots)
         self._run_batch(_insert_batch, slots)
+        self._maybe_rebuild()
 
     def _on_update(self, slots, old_centers, old_radii, old_vdist) -> None:
         self._run_batch(_update_batch, slots)
+        self._maybe_rebuild()
 
     def _on_remove(self, slots: np.ndarray) -> None:
         _remove_batch(self._ni, self._node_free, self._meta, self._obj, self._pk, self._pk_slot,
                       slots)
+        self._maybe_rebuild()
 
     def _grow(self, new_capacity: int) -> None:
         grown = np.full((new_capacity, 4), -1, dtype=np.int64)
@@ -1252,7 +1256,6 @@ class ViewDistanceTree(SpatialIndex):
             self.rebuild()
 
     def _query_frustum(self, planes, eye, use_vd, occlusion):
-        self._maybe_rebuild()
         vp, zd, zo, zw, zh = occlusion_arrays(occlusion)
         self._outcome[:] = NODE_NOT_VISITED
         if use_vd:
@@ -1270,7 +1273,6 @@ class ViewDistanceTree(SpatialIndex):
                            occluded_objects=int(occ_o))
 
     def _region(self, kind: int, q: np.ndarray, qr: float) -> tuple[np.ndarray, np.ndarray]:
-        self._maybe_rebuild()
         return _query_region(self._nf, self._ni, self._meta, self._obj, self._centers,
                              self._radii, self._pk, self._pk_slot, kind, q, qr, self._stack_cap())
 
