@@ -6,6 +6,7 @@ with the provider's pyramid, main pass, the provider's hook and second draw) wit
 tests and to measure the occlusion modes without the viewer's overlays and HUD::
 
     python -m app.render.occlusion_pass --scene fig26 --mode two-pass --frames 120
+    python -m app.render.occlusion_pass summarize LOG.csv ...   # means of viewer logs
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def summary(rows: list[dict], skip: int = 1) -> dict:
     out = {k: float(np.mean([x[k] for x in r])) for k in
            ("visible", "drawn", "working_set", "frame_ms", "cull_ms")}
     out["occlusion_ms"] = float(np.mean([x.get("occlusion_ms", 0.0) or 0.0 for x in r]))
-    if r and r[0].get("true_visible", "") != "":
+    if r and r[0].get("true_visible", "") not in ("", None):
         tv = sum(int(x["true_visible"]) for x in r)
         fn = [int(x["false_negatives"]) for x in r]
         worst = int(np.argmax(fn))
@@ -106,10 +107,45 @@ def summary(rows: list[dict], skip: int = 1) -> dict:
     return out
 
 
+def summarize_log(path: str, skip: int = 5) -> dict:
+    """:func:`summary` of a viewer frame log (CSV written by ``python -m app demo --record``)."""
+    import csv
+
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+
+    def num(v):
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return v
+
+    rows = [{k: num(v) for k, v in r.items()} for r in rows]
+    for r in rows:
+        r.setdefault("drawn", r.get("visible", 0))
+        if r.get("true_visible", "") == "":
+            r.pop("true_visible", None)
+    out = summary(rows, skip)
+    r = rows[skip:] or rows
+    out["render_ms"] = float(np.mean([x["render_ms"] for x in r]))
+    out["frame_ms_median"] = float(np.median([x["frame_ms"] for x in r]))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     from app.render.context import create_headless_context
     from app.scene import load_scene
 
+    if argv is None:
+        import sys
+
+        argv = sys.argv[1:]
+    if argv and argv[0] == "summarize":
+        for path in argv[1:]:
+            s = summarize_log(path)
+            print(f"{path}: " + "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else
+                                          f"{k} {v}" for k, v in s.items()))
+        return 0
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--scene", default="fig26")
     p.add_argument("--index", default="brute")
