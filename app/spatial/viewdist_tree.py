@@ -6,7 +6,16 @@ centre lies in the cube (closed) and whose radius lies in the band ``[S/4, S/2]`
 spheres go to the child octant holding their centre (children are created lazily), bigger ones
 to an ancestor. So the whole subtree of a node holds spheres within the node's cube expanded by
 ``S/2``; for any point, at most two such expanded cubes per axis (2**3 nodes per level) contain
-it, which bounds the point query "which view spheres contain the eye".
+it, which bounds the point query "which view spheres contain the eye" (a rounding pad of
+~1e-9 relative makes it three per axis only within that sliver of a cell boundary). A dense
+cluster farther than twice its view distances from the eye is never entered, so its size does
+not change the query's cost (Matthews' promise).
+
+query_frustum(use_view_distance=True) is that point query, pruned further by each subtree's
+bounds against the planes and the Z-pyramid, followed by the exact per-object tests of
+app.spatial.geometry; its working set is the objects of the entered nodes plus the infinite
+list. Without view distance (and for box, sphere and ray queries) the tree is walked through
+the subtree bounds of the objects' own spheres instead.
 
 Extreme levels (documented deviations from the band):
 * the *finest* level is ``min_node_size`` (a power of two, an absolute size); its nodes also
@@ -21,7 +30,10 @@ hundreds of levels.
 
 State is flat: a node pool (``_nf`` floats, ``_ni`` ints, one row per node, columns below) with
 a free stack, per-node doubly linked object lists threaded through ``_obj`` (one row per object
-slot: node, next, prev), so that removal is O(1) plus the cleanup of nodes left empty.
+slot: node, next, prev, packed row), so that removal is O(1) plus the cleanup of nodes left
+empty. Updates follow the article's in-place mutation: an object whose view sphere still obeys
+its node's rule stays put in O(1); otherwise it is relinked by searching up from its old node
+and then down, and the old node is cleaned up last.
 
 Besides the structural cube, every node keeps grow-only *subtree bounds*: the AABB of object
 centres, the AABB of the objects' own spheres, and the largest view distance. They tighten the
