@@ -74,7 +74,9 @@ class ObjectRenderer:
 
     def update_moved(self, ids: np.ndarray, centers: np.ndarray) -> None:
         """Refresh the packed centres of the objects that moved (``centers`` is the full array)."""
-        if ids.shape[0]:
+        if ids.shape[0] * 4 >= self.capacity:  # most moved: one contiguous copy is cheaper
+            self.packed[:, 0:3] = centers
+        elif ids.shape[0]:
             self.packed[ids, 0:3] = centers[ids]
 
     def update_all_centers(self, centers: np.ndarray) -> None:

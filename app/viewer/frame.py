@@ -3,10 +3,11 @@
 :meth:`Viewer.frame` reads top to bottom as the list of passes of one frame:
 
 1. motion         ``scene.step(dt)`` -> moved ids (skipped while paused)
-2. index update   ``index.update(moved ids)``; the packed instance data of the moved rows
+2. index update   ``index.update(moved ids)``
 3. cull           ``index.query_frustum(planes of the culling camera, eye, view distance,
                   occlusion pyramid)`` (the culling camera is the view camera unless frozen)
-4. upload         the visible instances, grouped by mesh kind, in one buffer write
+4. upload         the moved rows of the packed instance array, then the visible instances,
+                  grouped by mesh kind, in one buffer write
 5. main pass      clear, one instanced draw per mesh kind, into ``target`` (colour + depth
                   texture)
 6. occlusion      ``occlusion.after_main_pass(frame)``: build the pyramid for the next frame
@@ -355,9 +356,8 @@ class Viewer:
         st.moved = int(moved.shape[0])
         t1 = time.perf_counter()
 
-        # 2. index update (and the packed instance rows of the moved objects)
+        # 2. index update
         self.pipeline.update(moved, o.centers)
-        self.objects.update_moved(moved, o.centers)
         t2 = time.perf_counter()
 
         # 3. cull, with the culling camera (frozen or the view camera)
@@ -370,7 +370,8 @@ class Viewer:
         visible = None if res is None else res.visible
         t3 = time.perf_counter()
 
-        # 4. upload the visible instances
+        # 4. upload: refresh the packed rows of the moved objects, then the visible instances
+        self.objects.update_moved(moved, o.centers)
         st.drawn = self.objects.upload(visible, view.eye)
         t4 = time.perf_counter()
 
@@ -481,7 +482,7 @@ class Viewer:
 
     def draw_hud(self, st: FrameStats) -> None:
         w, h = self.target.size
-        if self.toggles.hud:
+        if self.toggles.hud and not self.toggles.help:
             self.hud.text(8, 6, self.hud_lines(st), color=(0.95, 0.97, 1.0, 1.0))
             now = time.perf_counter()
             while self.notices and self.notices[0][0] < now:
