@@ -54,10 +54,10 @@ class Config:
 
 
 FULL = Config(sweep_n=[10_000, 100_000],
-              thresholds=[5, 10, 15, 20, 25, 30, 35, 40, 50, 60, 70, 85, 100, 130],
+              thresholds=[5, 10, 20, 30, 40, 50, 70, 100, 130],
               leafy_n=[1_000, 10_000, 100_000, 300_000],
               dist_n=[1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000],
-              cycles=40, sweep_cycles=25)
+              cycles=30, sweep_cycles=20)
 QUICK = Config(sweep_n=[3_000], thresholds=[10, 50], leafy_n=[2_000],
                dist_n=[1_000, 8_000], cycles=4, sweep_cycles=4)
 
