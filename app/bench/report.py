@@ -86,7 +86,8 @@ def index_rows(rows, workload: str):
             continue
         if r.error:
             out.append([r.subject, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-                        "FAILED: " + _short(r.error), "failed"])
+                        ("" if r.error.startswith("skipped") else "FAILED: ") + _short(r.error),
+                        "skipped" if r.error.startswith("skipped") else "failed"])
             continue
         out.append([r.subject, r.build_s, r.first_query_ms, r.update_ms, r.query_ms,
                     r.frame_ms, r.x_numpy, r.x_numba, r.visible, r.working_set,
