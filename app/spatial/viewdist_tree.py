@@ -464,7 +464,10 @@ def _place(nf, ni, free, meta, obj, s, start, cx, cy, cz, r, vd):
 
 @njit(cache=True)
 def _insert_batch(nf, ni, free, meta, obj, pk, pk_slot, centers, radii, vdist, slots, first):
-    """Insert ``slots[first:]``; returns how far it got (it stops when the node pool is low)."""
+    """Insert ``slots[first:]``; returns how far it got (it stops when the node pool is low).
+
+    New objects are not packed (``pk`` is unused; the batch kernels share one signature).
+    """
     for i in range(first, slots.shape[0]):
         s = slots[i]
         cx = centers[s, 0]
