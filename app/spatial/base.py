@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from app.culling.occlusion import ZPyramid
 from app.spatial.idmap import IdMap
@@ -37,6 +38,52 @@ class QueryResult:
     occluded_nodes: int = 0
     occluded_objects: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@njit(cache=True)
+def _repeated_slots(slots: np.ndarray, stamp: np.ndarray, epoch: np.int64) -> np.ndarray:
+    """Positions in ``slots`` that repeat an earlier entry: O(n) with a per-slot stamp, no sort."""
+    out = np.empty(0, dtype=np.int64)
+    bad = 0
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        if stamp[s] == epoch:
+            bad += 1
+        stamp[s] = epoch
+    if bad == 0:
+        return out
+    out = np.empty(bad, dtype=np.int64)
+    k = 0
+    for i in range(slots.shape[0]):
+        stamp[slots[i]] = epoch - 1
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        if stamp[s] == epoch:
+            out[k] = i
+            k += 1
+        stamp[s] = epoch
+    return out
+
+
+@njit(cache=True)
+def _swap_in(slots, centers, radii, vdist, store_c, store_r, store_v, old_c, old_r, old_v):
+    """Copy the old values out and the new ones in, one pass over the batch."""
+    has_r = radii.shape[0] == slots.shape[0]
+    has_v = vdist.shape[0] == slots.shape[0]
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        for a in range(3):
+            old_c[i, a] = store_c[s, a]
+            store_c[s, a] = centers[i, a]
+        old_r[i] = store_r[s]
+        old_v[i] = store_v[s]
+        if has_r:
+            store_r[s] = radii[i]
+        if has_v:
+            store_v[s] = vdist[i]
+
+
+_EMPTY_F = np.zeros(0, dtype=np.float64)
 
 
 def _reject_repeats(op: str, ids: np.ndarray) -> None:
@@ -70,6 +117,8 @@ class SpatialIndex:
         self._nfree = capacity
         self._idmap = IdMap(capacity)
         self._count = 0
+        self._slot_mark = np.zeros(capacity, dtype=np.int64)  # per-slot marks for repeat checks
+        self._mark_epoch = 0
 
     # ------------------------------------------------------------------ public API
 
@@ -124,18 +173,14 @@ class SpatialIndex:
                                                     radii_optional=True)
         if ids.shape[0] == 0:
             return
-        _reject_repeats("update", ids)
-        slots = self._idmap.lookup(ids)
-        if (slots < 0).any():
-            raise ValueError(f"update: unknown ids: {_name_ids(ids[slots < 0])}")
-        old_c = self._centers[slots].copy()
-        old_r = self._radii[slots].copy()
-        old_v = self._vdist[slots].copy()
-        self._centers[slots] = centers
-        if radii is not None:
-            self._radii[slots] = radii
-        if vd is not None:
-            self._vdist[slots] = vd
+        slots = self._resolve_known("update", ids)
+        n = ids.shape[0]
+        old_c = np.empty((n, 3))
+        old_r = np.empty(n)
+        old_v = np.empty(n)
+        _swap_in(slots, centers, _EMPTY_F if radii is None else radii,
+                 _EMPTY_F if vd is None else vd,
+                 self._centers, self._radii, self._vdist, old_c, old_r, old_v)
         self._on_update(slots, old_c, old_r, old_v)
 
     def remove(self, ids: np.ndarray) -> None:
@@ -143,10 +188,7 @@ class SpatialIndex:
         ids = self._check_ids(ids)
         if ids.shape[0] == 0:
             return
-        _reject_repeats("remove", ids)
-        slots = self._idmap.lookup(ids)
-        if (slots < 0).any():
-            raise ValueError(f"remove: unknown ids: {_name_ids(ids[slots < 0])}")
+        slots = self._resolve_known("remove", ids)
         self._on_remove(slots)
         self._idmap.delete(ids)
         self._alive[slots] = False
@@ -284,6 +326,21 @@ class SpatialIndex:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ internals
+
+    def _resolve_known(self, op: str, ids: np.ndarray) -> np.ndarray:
+        """Slots of ``ids``; ValueError naming unknown or repeated ids (nothing changed)."""
+        slots = self._idmap.lookup(ids)
+        unknown = slots < 0
+        if unknown.any():
+            raise ValueError(f"{op}: unknown ids: {_name_ids(ids[unknown])}")
+        if self._slot_mark.shape[0] < self.capacity:
+            self._slot_mark = np.zeros(self.capacity, dtype=np.int64)
+            self._mark_epoch = 0
+        self._mark_epoch += 2  # two values per call: _repeated_slots uses epoch - 1 as scratch
+        rep = _repeated_slots(slots, self._slot_mark, np.int64(self._mark_epoch))
+        if rep.shape[0]:
+            raise ValueError(f"{op}: ids given more than once in the batch: {_name_ids(ids[rep])}")
+        return slots
 
     def _alloc_slots(self, n: int) -> np.ndarray:
         if n > self._nfree:
