@@ -340,6 +340,10 @@ def test_end_to_end_small_scene(gl, tmp_path, mode):
     assert png.stat().st_size > 0
     assert s["true_visible"] > 5
     assert s["visible"] < s["working_set"]  # occlusion removed something
+    for col in ("occlusion_ms", "occluded_nodes", "occluded_objects", "second_pass",
+                "true_visible", "false_negatives"):
+        assert col in rows[-1]
+    assert rows[-1]["occluded_objects"] > 0
     if mode == "two-pass":
         assert all(r["false_negatives"] == 0 for r in rows)  # nothing ever pops
     else:
