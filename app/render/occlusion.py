@@ -170,13 +170,14 @@ class OcclusionCuller:
 
     def hud_lines(self) -> list[str]:
         v = self._vals
-        line = (f"occlusion {self.mode}: occluded nodes {v.get('occluded_nodes', 0):,} "
-                f"objects {v.get('occluded_objects', 0):,}   pyramid {v.get('occlusion_ms', 0):.2f}"
-                f" ms")
+        lines = []
+        if self.mode != "off":
+            lines.append(f"occlusion {self.mode}: occluded nodes {v.get('occluded_nodes', 0):,}"
+                         f" objects {v.get('occluded_objects', 0):,}   pyramid "
+                         f"{v.get('occlusion_ms', 0):.2f} ms")
         if self.mode == "two-pass":
-            line += (f"   second pass {v.get('second_pass', 0):,} objects "
-                     f"({v.get('occlusion_cull_ms', 0):.2f} ms)")
-        lines = [line]
+            lines[0] += (f"   second pass {v.get('second_pass', 0):,} objects "
+                         f"({v.get('occlusion_cull_ms', 0):.2f} ms)")
         if self.ground_truth:
             t = self.totals
             lines.append(f"ground truth: visible {v.get('true_visible', '-')}   false negatives "
@@ -215,10 +216,13 @@ def _use_vd(frame) -> bool:
     return bool(getattr(tg, "view_distance", False))
 
 
-def create_provider(viewer, mode: str, ground_truth: bool = False) -> OcclusionCuller:
+def create_provider(viewer, mode: str, ground_truth: bool = False) -> OcclusionCuller | None:
     """Factory for ``Viewer(occlusion_factory=...)``: ``lambda v, m: create_provider(v, m, gt)``.
 
-    ``mode`` "off" gives a provider that only measures ground truth (no pyramid).
+    ``mode`` "off" gives a provider that only measures ground truth (no pyramid), or None
+    without ground truth.
     """
+    if mode == "off" and not ground_truth:
+        return None
     meshes = getattr(getattr(viewer, "objects", None), "meshes", None)
     return OcclusionCuller(viewer.ctx, mode, ground_truth=ground_truth, meshes=meshes)

@@ -287,6 +287,9 @@ class Viewer:
             if self.occlusion is not None:
                 self.occlusion.release()
             self.occlusion = None
+            if self.occlusion_factory is not None:
+                # A ground-truth-only provider (--ground-truth with occlusion off), else None.
+                self.occlusion = self.occlusion_factory(self, "off")
             self.toggles.occlusion = "off"
             return True
         if self.occlusion_factory is None:
