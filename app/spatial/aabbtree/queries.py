@@ -1,11 +1,12 @@
 """Compiled traversals of the dynamic AABB tree: frustum (with view distance and occlusion),
 box, sphere and ray queries (Shagam, section 2.2.1).
 
-Every traversal uses an explicit stack, refits dirty nodes it reaches (lazy AABB
-determination, 2.1.5) and splits overfull leaves it reaches (2.1.1): splits happen at query
-time, in all four query kinds, and only in nodes the query does not reject, i.e. in the part
-of the tree the application is actually looking at. Splitting never changes an answer: the
-final per-object decision is always the shared predicate of ``app.spatial.geometry``.
+Every traversal uses an explicit stack, refits the dirty nodes it does not reject on their
+stored (conservative) box (lazy AABB determination, 2.1.5) and splits the overfull leaves it
+reaches (2.1.1): splits happen at query time, in all four query kinds, and only in nodes the
+query does not reject, i.e. in the part of the tree the application is looking at.
+Splitting never changes an answer: the final per-object decision is always the shared
+predicate of ``app.spatial.geometry``.
 """
 
 from __future__ import annotations
@@ -49,26 +50,98 @@ def _push_children(child, nchild, n: int, stack, sp: int, flag: int) -> int:
     return sp
 
 
+LANES = 16  # object lists walked side by side (see _gather_objects)
+
+
+@njit(cache=True)
+def _gather_objects(nd, ob, centers, radii, vdist, qnode, qmode, nq: int, planes, eye,
+                    use_vd: bool, vp, zdata, zoff, zw, zh, out):
+    """Final per-object decisions for the queued nodes' lists; (count, occluded objects).
+
+    Walking one linked list is a chain of dependent loads, each a likely cache miss on a
+    large store; walking LANES lists in turn lets those misses overlap (about 10x faster on
+    a million objects). qmode 1 = node inside the frustum (no frustum test), 0 = partial.
+    """
+    occl = zw.shape[0] > 0
+    ex = eye[0]
+    ey = eye[1]
+    ez = eye[2]
+    cur = np.full(LANES, -1, np.int64)
+    md = np.zeros(LANES, np.int8)
+    qi = 0
+    active = 0
+    for w in range(LANES):
+        while qi < nq:
+            h = nd.head[qnode[qi]]
+            m = qmode[qi]
+            qi += 1
+            if h >= 0:
+                cur[w] = h
+                md[w] = m
+                active += 1
+                break
+    k = 0
+    occluded = 0
+    while active > 0:
+        for w in range(LANES):
+            s = cur[w]
+            if s < 0:
+                continue
+            nxt = ob.next[s]
+            keep = True
+            if md[w] == 0 or use_vd or occl:
+                cx = centers[s, 0]
+                cy = centers[s, 1]
+                cz = centers[s, 2]
+                r = radii[s]
+                if (use_vd and not within_view_distance(ex, ey, ez, cx, cy, cz, vdist[s])) or (
+                        md[w] == 0 and not sphere_in_frustum(planes, cx, cy, cz, r)):
+                    keep = False
+                elif occl and sphere_occluded(cx, cy, cz, r, vp, zdata, zoff, zw, zh):
+                    occluded += 1
+                    keep = False
+            if keep:
+                out[k] = s
+                k += 1
+            if nxt < 0:
+                # This list is done: the lane takes the next queued node's list.
+                while qi < nq:
+                    h = nd.head[qnode[qi]]
+                    m = qmode[qi]
+                    qi += 1
+                    if h >= 0:
+                        nxt = h
+                        md[w] = m
+                        break
+                if nxt < 0:
+                    active -= 1
+            cur[w] = nxt
+    return k, occluded
+
+
 @njit(cache=True)
 def query_frustum(nd, ob, centers, radii, vdist, planes, eye, use_vd: bool,
                   vp, zdata, zoff, zw, zh, leafy: bool, threshold: int, total: int):
     """Visible slots and counters: (slots, working_set, nodes_visited, occ_nodes, occ_objects).
 
-    A node fully inside the frustum hands its whole subtree over without frustum tests
-    (flag bit 1 on the stack); view distance and occlusion are still tested there, per node
-    first (subtree max view distance, box occlusion) and then per object.
+    Two phases: the node traversal decides which nodes' objects must be looked at (and how),
+    then :func:`_gather_objects` walks those lists. A node fully inside the frustum hands its
+    whole subtree over without frustum tests (flag bit 1 on the stack); view distance and
+    occlusion are still tested there, per node first (subtree max view distance, box
+    occlusion) and then per object.
     """
-    out = np.empty(total, np.int64)
+    m = nd.parent.shape[0]
     nd.outcome[:] = NODE_NOT_VISITED
     occl = zw.shape[0] > 0
-    stack = np.empty(nd.parent.shape[0] + 1, np.int64)
+    stack = np.empty(m + 1, np.int64)
+    qnode = np.empty(m, np.int32)
+    qmode = np.empty(m, np.int8)
+    nq = 0
     stack[0] = ROOT * 2
     sp = 1
-    k = 0
     working = 0
     visited = 0
     occ_nodes = 0
-    occ_objects = 0
     ex = eye[0]
     ey = eye[1]
     ez = eye[2]
@@ -78,19 +151,30 @@ def query_frustum(nd, ob, centers, radii, vdist, planes, eye, use_vd: bool,
         n = e >> 1
         inside = (e & 1) == 1
         visited += 1
-        if nd.dirty[n] and not inside:
+        # Test the stored box first: it is conservative even when dirty, so a rejection is
+        # final. Only a dirty node that survives is refitted (2.1.5) and tested again; the
+        # big unsplit leaves just outside the view are never walked for a refit.
+        rejected = NODE_NOT_VISITED
+        cls = INSIDE
+        for _attempt in range(2):
+            lo = nd.lo[n]
+            hi = nd.hi[n]
+            rejected = NODE_NOT_VISITED
+            cls = INSIDE
+            if use_vd and box_point_dist(lo, hi, ex, ey, ez) > nd.maxvd[n]:
+                rejected = NODE_REJECT_VIEWDIST
+            elif not inside:
+                cls = box_vs_frustum(planes, lo, hi)
+                if cls == OUTSIDE:
+                    rejected = NODE_REJECT_FRUSTUM
+            if rejected != NODE_NOT_VISITED or inside or not nd.dirty[n]:
+                break
             refit_node(nd, ob, centers, radii, vdist, n, threshold)
+        if rejected != NODE_NOT_VISITED:
+            nd.outcome[n] = rejected
+            continue
         lo = nd.lo[n]
         hi = nd.hi[n]
-        if use_vd and box_point_dist(lo, hi, ex, ey, ez) > nd.maxvd[n]:
-            nd.outcome[n] = NODE_REJECT_VIEWDIST
-            continue
-        cls = INSIDE
-        if not inside:
-            cls = box_vs_frustum(planes, lo, hi)
-            if cls == OUTSIDE:
-                nd.outcome[n] = NODE_REJECT_FRUSTUM
-                continue
         if occl and box_occluded(lo, hi, vp, zdata, zoff, zw, zh):
             nd.outcome[n] = NODE_REJECT_OCCLUSION
             occ_nodes += 1
@@ -101,35 +185,15 @@ def query_frustum(nd, ob, centers, radii, vdist, planes, eye, use_vd: bool,
             nd.outcome[n] = NODE_PARTIAL
             if needs_split(nd.is_split, nd.count, n, threshold):
                 split_node(nd, ob, centers, radii, vdist, n, leafy, threshold)
-        working += nd.count[n]
-        s = nd.head[n]
-        if cls == INSIDE and not use_vd and not occl:
-            # Accepted wholesale: no per-object test at all.
-            while s >= 0:
-                out[k] = s
-                k += 1
-                s = ob.next[s]
-        else:
-            while s >= 0:
-                cx = centers[s, 0]
-                cy = centers[s, 1]
-                cz = centers[s, 2]
-                r = radii[s]
-                s_next = ob.next[s]
-                if use_vd and not within_view_distance(ex, ey, ez, cx, cy, cz, vdist[s]):
-                    s = s_next
-                    continue
-                if cls != INSIDE and not sphere_in_frustum(planes, cx, cy, cz, r):
-                    s = s_next
-                    continue
-                if occl and sphere_occluded(cx, cy, cz, r, vp, zdata, zoff, zw, zh):
-                    occ_objects += 1
-                    s = s_next
-                    continue
-                out[k] = s
-                k += 1
-                s = s_next
+        if nd.count[n] > 0:
+            working += nd.count[n]
+            qnode[nq] = n
+            qmode[nq] = 1 if cls == INSIDE else 0
+            nq += 1
         sp = _push_children(nd.child, nd.nchild, n, stack, sp, 1 if cls == INSIDE else 0)
+    out = np.empty(total, np.int64)
+    k, occ_objects = _gather_objects(nd, ob, centers, radii, vdist, qnode, qmode, nq, planes,
+                                     eye, use_vd, vp, zdata, zoff, zw, zh, out)
     return out[:k], working, visited, occ_nodes, occ_objects
 
 
@@ -151,10 +215,12 @@ def query_box(nd, ob, centers, radii, vdist, qlo, qhi, leafy: bool, threshold: i
     while sp > 0:
         sp -= 1
         n = stack[sp] >> 1
-        if nd.dirty[n]:
-            refit_node(nd, ob, centers, radii, vdist, n, threshold)
         if not _boxes_overlap(nd.lo[n], nd.hi[n], qlo, qhi):
             continue
+        if nd.dirty[n]:
+            refit_node(nd, ob, centers, radii, vdist, n, threshold)
+            if not _boxes_overlap(nd.lo[n], nd.hi[n], qlo, qhi):
+                continue
         if needs_split(nd.is_split, nd.count, n, threshold):
             split_node(nd, ob, centers, radii, vdist, n, leafy, threshold)
         s = nd.head[n]
@@ -186,10 +252,12 @@ def query_sphere(nd, ob, centers, radii, vdist, q, qr: float, leafy: bool, thres
     while sp > 0:
         sp -= 1
         n = stack[sp] >> 1
-        if nd.dirty[n]:
-            refit_node(nd, ob, centers, radii, vdist, n, threshold)
         if box_point_dist(nd.lo[n], nd.hi[n], qx, qy, qz) > reach:
             continue
+        if nd.dirty[n]:
+            refit_node(nd, ob, centers, radii, vdist, n, threshold)
+            if box_point_dist(nd.lo[n], nd.hi[n], qx, qy, qz) > reach:
+                continue
         if needs_split(nd.is_split, nd.count, n, threshold):
             split_node(nd, ob, centers, radii, vdist, n, leafy, threshold)
         s = nd.head[n]
@@ -224,10 +292,12 @@ def query_ray(nd, ob, centers, radii, vdist, o, d, leafy: bool, threshold: int, 
     while sp > 0:
         sp -= 1
         n = stack[sp] >> 1
-        if nd.dirty[n]:
-            refit_node(nd, ob, centers, radii, vdist, n, threshold)
         if not ray_box_hits(ox, oy, oz, idx, idy, idz, nd.lo[n], nd.hi[n]):
             continue
+        if nd.dirty[n]:
+            refit_node(nd, ob, centers, radii, vdist, n, threshold)
+            if not ray_box_hits(ox, oy, oz, idx, idy, idz, nd.lo[n], nd.hi[n]):
+                continue
         if needs_split(nd.is_split, nd.count, n, threshold):
             split_node(nd, ob, centers, radii, vdist, n, leafy, threshold)
         s = nd.head[n]
