@@ -35,6 +35,13 @@ def _index_changes(log: dict) -> list[tuple[float, str]]:
     return [(float(frames[i]), idx[i]) for i in range(1, len(idx)) if idx[i] != idx[i - 1]]
 
 
+def _shared_ms_limit(logs: list[dict]) -> float:
+    """One y limit for every frame-time panel, so panels compare at a glance; ignores spikes."""
+    tops = [np.nanpercentile(np.asarray(log["frame_ms"], dtype=float), 98) for log in logs]
+    top = float(np.nanmax(tops)) if tops else 1.0
+    return max(top * 1.3, 1e-3) if np.isfinite(top) else 1.0
+
+
 def _plot(logs: list[tuple[Path, dict]], out: Path, title: str | None, dpi: int) -> None:
     import matplotlib
 
@@ -47,6 +54,7 @@ def _plot(logs: list[tuple[Path, dict]], out: Path, title: str | None, dpi: int)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     stage_colors = ("#4c72b0", "#dd8452", "#55a868")
     vis_ax = axes[-1, 0]
+    top = _shared_ms_limit([log for _, log in logs])
     for k, (path, log) in enumerate(logs):
         ax = axes[k, 0]
         frames = np.asarray(log["frame"], dtype=float)
@@ -55,7 +63,16 @@ def _plot(logs: list[tuple[Path, dict]], out: Path, title: str | None, dpi: int)
                      alpha=0.75)
         ax.plot(frames, np.asarray(log["frame_ms"], dtype=float), color="black", lw=1.0,
                 label="frame")
-        ax.set_title(_label(path, log), fontsize=10)
+        frame_ms = np.asarray(log["frame_ms"], dtype=float)
+        ax.set_title(f"{_label(path, log)}: median frame {np.nanmedian(frame_ms):.1f} ms",
+                     fontsize=10)
+        ax.set_ylim(0, top)
+        clipped = frame_ms > top
+        if clipped.any():
+            # Warm-up frames (JIT compilation, first splits) would flatten everything else.
+            ax.annotate(f"{int(clipped.sum())} frame(s) above {top:.0f} ms clipped "
+                        f"(max {np.nanmax(frame_ms):.0f} ms)", (0.01, 0.97),
+                        xycoords="axes fraction", va="top", fontsize=8, color="dimgray")
         ax.set_ylabel("ms")
         ax.set_xlabel("frame")
         ax.grid(alpha=0.3)
