@@ -43,6 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     q.add_argument("--only", default="", help="comma-separated index names or labels")
     q.add_argument("--parts", default="sweep,leafy,dist",
                    help="comma-separated subset of sweep,leafy,dist")
+    q.add_argument("--fresh", action="store_true",
+                   help="forget the results of an interrupted run in OUT/.runs.jsonl")
+    q.add_argument("--no-resume", action="store_true",
+                   help="neither reuse nor record per-run results in OUT/.runs.jsonl")
     q.add_argument("--max-n", type=int, default=None, help="largest n of the chapter 4 runs")
 
 

@@ -20,6 +20,7 @@ point are reported besides absolute times.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -39,6 +40,9 @@ PAPER_THRESHOLDS = {  # (leafy, non-leafy), Shagam chapter 3
     "kd": (35, 30), "ternary": (25, 20), "octree": (40, 30), "icoseptree": (70, 50),
 }
 HEURISTICS = ("kd", "ternary", "octree", "icoseptree")
+# rtree's moves are Python-level delete + insert (about 0.5-5 ms each in a big tree), so it runs
+# fewer cycles: its medians are over at most this many.
+RTREE_MAX_CYCLES = 6
 PEERS = ("numpy-brute", "numba-brute", "rtree")
 
 
@@ -118,7 +122,11 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
         out["nodes"] = int(st.get("nodes", 0) or 0)
         qts, mts, vis, ws, nv = [], [], [], [], []
         cur = centers.copy()
-        for c in range(task["cycles"]):
+        cycles = task["cycles"]
+        if task["label"] == "rtree":
+            cycles = min(cycles, RTREE_MAX_CYCLES)
+        out["cycles"] = cycles
+        for c in range(cycles):
             lo = rng.uniform(0.0, max(side - qb, 0.0), 3)
             hi = lo + qb
             t0 = clock()
@@ -129,7 +137,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
                 res = idx.query_frustum(box_planes(lo, hi))
                 ws.append(res.working_set)
                 nv.append(res.nodes_visited)
-            if c in (0, task["cycles"] - 1):
+            if c in (0, cycles - 1):
                 truth = box_truth(cur, radii, lo, hi)
                 exact &= np.array_equal(np.sort(got), truth)
             movers = rng.choice(n, min(MOVES, n), replace=False)
@@ -266,30 +274,62 @@ def dist_tasks(cfg: Config, only, max_n: int | None) -> list[dict]:
 def _cost(t: dict) -> float:
     c = t["n"] * (1.0 + 0.05 * t["cycles"])
     if t["label"] == "rtree":
-        c *= 4
+        c *= 3
     return c
 
 
-def run_tasks(tasks: list[dict], jobs: int, desc: str) -> list[dict]:
+def _key(t: dict) -> str:
+    return json.dumps({k: t[k] for k in ("part", "label", "kwargs", "dist", "n", "cycles")},
+                      sort_keys=True, default=str)
+
+
+def run_tasks(tasks: list[dict], jobs: int, desc: str, cache: Path | None = None) -> list[dict]:
+    """Run the tasks (longest first); results already in ``cache`` (a JSON-lines file of an
+    interrupted run with the same settings) are reused, new ones appended to it."""
     from tqdm import tqdm
 
-    tasks = sorted(tasks, key=_cost, reverse=True)  # longest first: better packing
     out = []
+    done: dict[str, dict] = {}
+    if cache is not None and cache.exists():
+        for line in cache.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+                done[rec.pop("_key")] = rec
+            except (ValueError, KeyError):
+                continue
+    todo = []
+    for t in tasks:
+        k = _key(t)
+        if k in done and not done[k].get("error"):
+            out.append(done[k])
+        else:
+            todo.append(t)
+    tasks = sorted(todo, key=_cost, reverse=True)  # longest first: better packing
+    fh = cache.open("a") if cache is not None else None
+
+    def keep(t: dict, r: dict) -> None:
+        out.append(r)
+        if fh is not None:
+            fh.write(json.dumps({**r, "_key": _key(t)}, default=str) + "\n")
+            fh.flush()
+
     bar = tqdm(total=len(tasks), desc=desc, file=sys.stderr, dynamic_ncols=True,
                mininterval=0.5)
     if jobs <= 1:
         for t in tasks:
-            out.append(run_task(t))
+            keep(t, run_task(t))
             bar.update(1)
     else:
         import multiprocessing as mp
 
         with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
-            futs = [ex.submit(run_task, t) for t in tasks]
+            futs = {ex.submit(run_task, t): t for t in tasks}
             for f in as_completed(futs):
-                out.append(f.result())
+                keep(futs[f], f.result())
                 bar.update(1)
     bar.close()
+    if fh is not None:
+        fh.close()
     return out
 
 
@@ -305,11 +345,14 @@ def run_paper(args) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     jobs = max(1, int(args.jobs))
+    cache = None if args.no_resume else out_dir / ".runs.jsonl"
+    if cache is not None and args.fresh and cache.exists():
+        cache.unlink()
     t_start = time.perf_counter()
     rows: list[dict] = []
     best: dict[str, int] = {}
     if "sweep" in parts:
-        rows += run_tasks(sweep_tasks(cfg, only), jobs, "sweep (fig 3.1)")
+        rows += run_tasks(sweep_tasks(cfg, only), jobs, "sweep (fig 3.1)", cache)
         best = best_thresholds(rows)
     later = []
     if "leafy" in parts:
@@ -317,7 +360,7 @@ def run_paper(args) -> int:
     if "dist" in parts:
         later += dist_tasks(cfg, only, args.max_n)
     if later:
-        rows += run_tasks(later, jobs, "leafy + distributions")
+        rows += run_tasks(later, jobs, "leafy + distributions", cache)
     elapsed = time.perf_counter() - t_start
     meta = {"quick": bool(args.quick), "jobs": jobs, "elapsed_s": elapsed, "cfg": cfg,
             "best": best, "cpu": os.cpu_count(), "moves": MOVES, "move_factor": MOVE_FACTOR}
