@@ -59,6 +59,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="headless: number of frames (default 300)")
     p.add_argument("--dt", type=float, default=1 / 60,
                    help="headless: simulated seconds per frame (default 1/60)")
+    p.add_argument("--warmup", type=int, default=0, metavar="N",
+                   help="headless: N unrecorded frames first (compiles the kernels)")
     p.add_argument("--start-time", type=float, default=0.0,
                    help="headless: camera-path time of the first frame")
     p.add_argument("--freeze-at", type=int, default=None, metavar="FRAME",

@@ -45,6 +45,11 @@ def run_headless(args) -> int:
     cam = scene.camera
     aspect = size[0] / size[1]
     try:
+        for _ in range(max(0, args.warmup)):  # numba kernels compile on first use
+            eye, target = scene.camera_at(args.start_time)
+            viewer.frame(args.dt, CameraView.make(eye, target, cam.fov_deg, aspect, cam.near,
+                                                  cam.far))
+        viewer.frame_index = 0
         if args.record:
             viewer.start_recording(args.record)
         t0 = time.perf_counter()
