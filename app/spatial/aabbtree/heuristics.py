@@ -44,7 +44,7 @@ def keeps_big_object(lo, hi, n: int, r: float) -> bool:
     return (vol > 0.0) & (8.0 * vol >= box)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def which_child(child, is_split, axis, split, lo, hi, leafy: bool, n: int,
                 cx: float, cy: float, cz: float, r: float) -> int:
     """Child index (0..K-1) the heuristic picks for a sphere at split node n; -1 keeps it at n."""

@@ -101,7 +101,7 @@ def grow_objects(ob: Objects, capacity: int) -> Objects:
 
 # ---------------------------------------------------------------------- node pool
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def allocate_node(nd, parent: int) -> int:
     """Pop a node off the free stack and reset it as an empty leaf under ``parent`` (-1 if full)."""
     nfree = nd.meta[META_NFREE]
@@ -139,7 +139,7 @@ def free_node(nd, n: int) -> None:
     nd.meta[META_NFREE] += 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def attach_child(nd, n: int, c: int) -> int:
     """Create child ``c`` of node ``n`` (an empty leaf)."""
     ch = allocate_node(nd, n)
@@ -194,7 +194,8 @@ def box_contains(lo, hi, n: int, lx: float, ly: float, lz: float,
 
 
 @njit(cache=True, inline="always")
-def grow_up(nd, n: int, cx: float, cy: float, cz: float, r: float, vd: float) -> None:
+def grow_up(lo, hi, maxvd, parent, n: int, cx: float, cy: float, cz: float, r: float,
+            vd: float) -> None:
     """Expand boxes and view-distance bounds from n towards the root to cover a sphere.
 
     Stops at the first node that already covers it: its ancestors contain its box.
@@ -206,20 +207,21 @@ def grow_up(nd, n: int, cx: float, cy: float, cz: float, r: float, vd: float) ->
     hy = cy + r
     hz = cz + r
     while n >= 0:
-        if box_contains(nd.lo, nd.hi, n, lx, ly, lz, hx, hy, hz) and nd.maxvd[n] >= vd:
+        if box_contains(lo, hi, n, lx, ly, lz, hx, hy, hz) and maxvd[n] >= vd:
             return
-        nd.lo[n, 0] = min(nd.lo[n, 0], lx)
-        nd.lo[n, 1] = min(nd.lo[n, 1], ly)
-        nd.lo[n, 2] = min(nd.lo[n, 2], lz)
-        nd.hi[n, 0] = max(nd.hi[n, 0], hx)
-        nd.hi[n, 1] = max(nd.hi[n, 1], hy)
-        nd.hi[n, 2] = max(nd.hi[n, 2], hz)
-        nd.maxvd[n] = max(nd.maxvd[n], vd)
-        n = nd.parent[n]
+        lo[n, 0] = min(lo[n, 0], lx)
+        lo[n, 1] = min(lo[n, 1], ly)
+        lo[n, 2] = min(lo[n, 2], lz)
+        hi[n, 0] = max(hi[n, 0], hx)
+        hi[n, 1] = max(hi[n, 1], hy)
+        hi[n, 2] = max(hi[n, 2], hz)
+        maxvd[n] = max(maxvd[n], vd)
+        n = parent[n]
 
 
 @njit(cache=True, inline="always")
-def invalidate_up(nd, n: int, cx: float, cy: float, cz: float, r: float, vd: float) -> None:
+def invalidate_up(lo, hi, maxvd, parent, dirty, n: int, cx: float, cy: float, cz: float,
+                  r: float, vd: float) -> None:
     """A sphere leaves n's subtree: mark boxes it was flush against for lazy recomputation.
 
     Walks up while the sphere touches a face of the box (or held the subtree's largest finite
@@ -233,13 +235,13 @@ def invalidate_up(nd, n: int, cx: float, cy: float, cz: float, r: float, vd: flo
     hy = cy + r
     hz = cz + r
     while n >= 0:
-        flush = ((lx <= nd.lo[n, 0]) | (ly <= nd.lo[n, 1]) | (lz <= nd.lo[n, 2])
-                 | (hx >= nd.hi[n, 0]) | (hy >= nd.hi[n, 1]) | (hz >= nd.hi[n, 2])
-                 | ((vd >= nd.maxvd[n]) & (vd < np.inf)))
+        flush = ((lx <= lo[n, 0]) | (ly <= lo[n, 1]) | (lz <= lo[n, 2])
+                 | (hx >= hi[n, 0]) | (hy >= hi[n, 1]) | (hz >= hi[n, 2])
+                 | ((vd >= maxvd[n]) & (vd < np.inf)))
         if not flush:
             return
-        nd.dirty[n] = True
-        n = nd.parent[n]
+        dirty[n] = True
+        n = parent[n]
 
 
 @njit(cache=True)
@@ -315,28 +317,49 @@ def refit_node(nd, ob, centers, radii, vdist, n: int, threshold: int) -> None:
 
 # ---------------------------------------------------------------------- structure
 
-@njit(cache=True)
-def descend(nd, leafy: bool, n: int, cx: float, cy: float, cz: float, r: float) -> int:
-    """Follow the heuristic from n down to the node that should hold a sphere (2.1.2).
+@njit(cache=True, inline="always")
+def find_place(child, is_split, axis, split, lo, hi, leafy: bool, n: int,
+               cx: float, cy: float, cz: float, r: float) -> tuple[int, int]:
+    """Follow the heuristic from n down the existing nodes (2.1.2).
 
-    A missing child is created on the way; a new child is an unsplit leaf, so it ends the walk.
+    Returns (node, c): the object goes to ``node`` when c is -1, else to a new child c of it.
+    Takes the pool's arrays rather than the pool: this runs for every insert and move.
     """
     while True:
-        if not nd.is_split[n]:
-            return n  # the common case, without a call
-        c = which_child(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, leafy, n,
-                        cx, cy, cz, r)
+        if not is_split[n]:
+            return n, -1
+        c = which_child(child, is_split, axis, split, lo, hi, leafy, n, cx, cy, cz, r)
         if c < 0:
-            return n
-        ch = nd.child[n, c]
+            return n, -1
+        ch = child[n, c]
         if ch < 0:
-            ch = attach_child(nd, n, c)
-            # Seed the split point for fragmentation avoidance until the leaf is refitted.
-            nd.split[ch, 0] = cx
-            nd.split[ch, 1] = cy
-            nd.split[ch, 2] = cz
-            return ch
+            return n, c
         n = ch
+
+
+@njit(cache=True)
+def new_leaf(nd, n: int, c: int, cx: float, cy: float, cz: float) -> int:
+    """Create child c of n as an empty leaf for an object centred at (cx, cy, cz)."""
+    ch = attach_child(nd, n, c)
+    # Seed the split point for fragmentation avoidance until the leaf is refitted.
+    nd.split[ch, 0] = cx
+    nd.split[ch, 1] = cy
+    nd.split[ch, 2] = cz
+    return ch
+
+
+@njit(cache=True)
+def descend(nd, leafy: bool, n: int, cx: float, cy: float, cz: float, r: float) -> int:
+    """The node that should hold a sphere, searching from n; a missing child is created.
+
+    Hot loops call find_place and new_leaf themselves: in numba, calls that take the whole
+    pool tuple cost far more than the work here.
+    """
+    p, c = find_place(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, leafy, n,
+                      cx, cy, cz, r)
+    if c < 0:
+        return p
+    return new_leaf(nd, p, c, cx, cy, cz)
 
 
 @njit(cache=True, inline="always")
@@ -350,7 +373,7 @@ def reset_root(nd) -> None:
     nd.maxvd[ROOT] = -np.inf
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def collect_garbage(nd, n: int) -> None:
     """Free empty leaves from n upwards; a parent left without children is unsplit (2.1.3)."""
     while n != ROOT and nd.count[n] == 0 and nd.nchild[n] == 0:
@@ -451,9 +474,12 @@ def insert_objects(nd, ob, centers, radii, vdist, slots, leafy: bool) -> None:
         cy = centers[s, 1]
         cz = centers[s, 2]
         r = radii[s]
-        n = descend(nd, leafy, ROOT, cx, cy, cz, r)
+        n, c = find_place(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, leafy, ROOT,
+                          cx, cy, cz, r)
+        if c >= 0:
+            n = new_leaf(nd, n, c, cx, cy, cz)
         link_object(nd, ob, n, s)
-        grow_up(nd, n, cx, cy, cz, r, vdist[s])
+        grow_up(nd.lo, nd.hi, nd.maxvd, nd.parent, n, cx, cy, cz, r, vdist[s])
 
 
 @njit(cache=True)
@@ -462,7 +488,8 @@ def remove_objects(nd, ob, centers, radii, vdist, slots) -> None:
     for i in range(slots.shape[0]):
         s = slots[i]
         n = ob.node[s]
-        invalidate_up(nd, n, centers[s, 0], centers[s, 1], centers[s, 2], radii[s], vdist[s])
+        invalidate_up(nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty, n,
+                      centers[s, 0], centers[s, 1], centers[s, 2], radii[s], vdist[s])
         unlink_object(nd, ob, s)
         collect_garbage(nd, n)
 
@@ -489,13 +516,17 @@ def update_objects(nd, ob, centers, radii, vdist, slots, old_c, old_r, old_v,
         while a != ROOT and not box_contains(nd.lo, nd.hi, a, cx - r, cy - r, cz - r,
                                              cx + r, cy + r, cz + r):
             a = nd.parent[a]
-        d = descend(nd, leafy, a, cx, cy, cz, r) if nd.is_split[a] else a
-        invalidate_up(nd, x, old_c[i, 0], old_c[i, 1], old_c[i, 2], old_r[i], old_v[i])
+        d = a
+        if nd.is_split[a]:
+            # Most moves end in the leaf they started from: no call at all then.
+            d = descend(nd, leafy, a, cx, cy, cz, r)
+        invalidate_up(nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty, x,
+                      old_c[i, 0], old_c[i, 1], old_c[i, 2], old_r[i], old_v[i])
         if d != x:
             unlink_object(nd, ob, s)
             link_object(nd, ob, d, s)
             moved += 1
-        grow_up(nd, d, cx, cy, cz, r, vdist[s])
+        grow_up(nd.lo, nd.hi, nd.maxvd, nd.parent, d, cx, cy, cz, r, vdist[s])
         if d != x:
             collect_garbage(nd, x)
     return moved
