@@ -43,7 +43,7 @@ class XvfbViewer:
         self.env = None
         self.window = None
 
-    def wait_window(self, timeout: float = 120.0) -> str:
+    def wait_window(self, timeout: float = 600.0) -> str:  # a cold numba cache compiles
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:

@@ -151,3 +151,37 @@ class CullPipeline:
                                        occlusion=occlusion)
         self.last_result = res
         return res
+
+
+def warm_up(names: tuple[str, ...] | list[str] | None = None) -> dict[str, float]:
+    """Build, update and query a tiny instance of every index (both variants of the trees) so
+    that numba compiles (or loads from its cache) their kernels now rather than at the first
+    switch. Returns ms per label; an index that fails is skipped (the switch will report it)."""
+    rng = np.random.default_rng(0)
+    n = 256
+    ids = np.arange(n, dtype=np.int64)
+    centers = rng.uniform(-50, 50, (n, 3))
+    radii = rng.uniform(0.5, 2.0, n)
+    vd = rng.uniform(20, 80, n)
+    from app.culling.frustum import camera_planes
+
+    planes = camera_planes(np.array([0.0, 0.0, 120.0]), np.zeros(3))
+    out: dict[str, float] = {}
+    for name in names or INDEX_NAMES:
+        variants = [True, False] if name in TREE_HEURISTICS else [True]
+        for leafy in variants:
+            cfg = IndexConfig(name, leafy)
+            t0 = time.perf_counter()
+            try:
+                idx = create_index(name, **cfg.index_kwargs())
+                idx.insert(ids, centers, radii, vd)
+                idx.update(ids[::2], centers[::2] + 1.0)
+                eye = np.array([0.0, 0.0, 120.0])
+                idx.query_frustum(planes, eye=eye, use_view_distance=False)
+                idx.query_frustum(planes, eye=eye, use_view_distance=True)
+                idx.node_boxes()
+                idx.node_outcomes()
+            except Exception:  # noqa: BLE001, S112 - reported when the user switches to it
+                continue
+            out[cfg.label()] = (time.perf_counter() - t0) * 1e3
+    return out

@@ -68,6 +68,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--orbit-out", type=float, default=0.0, metavar="FACTOR",
                    help="headless: draw from a camera FACTOR times farther out than the "
                         "path's (with --freeze-at, to look at the frozen frustum)")
+    p.add_argument("--no-warmup", action="store_true",
+                   help="window: skip compiling every index's kernels at start-up (the first "
+                        "switch to an index then waits for its compilation)")
     p.add_argument("--paused", action="store_true", help="start with motion paused")
 
 

@@ -189,7 +189,14 @@ def run_window(args) -> int:
         return 2
     import moderngl
 
+    from app.culling.pipeline import warm_up
     from app.viewer.cli import occlusion_factory
+
+    if not args.no_warmup:
+        t0 = time.perf_counter()
+        print("demo: compiling the index kernels (cached after the first run) ...", flush=True)
+        warm_up()
+        print(f"demo: ready in {time.perf_counter() - t0:.1f} s", flush=True)
     from app.viewer.frame import Viewer
 
     ctx = moderngl.create_context()
