@@ -1,0 +1,357 @@
+"""Behaviour specific to the dynamic AABB tree (Shagam): lazy splits, heuristics, GC, update,
+lazy refit with defragmentation, wholesale acceptance, view distance, occlusion, validate."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.culling.frustum import camera_planes, look_at, perspective
+from app.culling.occlusion import ZPyramid
+from app.spatial import create_index
+from app.spatial import geometry as geo
+from app.spatial.aabbtree import CHILDREN, DEFAULT_THRESHOLDS, AABBTree
+from app.spatial.aabbtree import kernels as kn
+from tests.oracle import Oracle
+
+HEURISTICS = list(CHILDREN)
+EVERYTHING = np.array([[1, 0, 0, 1e6], [-1, 0, 0, 1e6], [0, 1, 0, 1e6], [0, -1, 0, 1e6],
+                       [0, 0, 1, 1e6], [0, 0, -1, 1e6]], float)
+
+
+def uniform(n: int, seed: int = 0, spread: float = 100.0, rmax: float = 1.0):
+    rng = np.random.default_rng(seed)
+    return (np.arange(n, dtype=np.int64), rng.uniform(-spread, spread, (n, 3)),
+            rng.uniform(0.05, rmax, n))
+
+
+def filled(name: str, n: int = 2000, leafy: bool = False, t: int = 8, seed: int = 0):
+    idx = create_index(name, leafy=leafy, split_threshold=t)
+    ids, c, r = uniform(n, seed)
+    idx.insert(ids, c, r)
+    return idx, ids, c, r
+
+
+def slot_of(idx: AABBTree, i: int) -> int:
+    return int(idx._idmap.lookup(np.array([i]))[0])
+
+
+@pytest.mark.parametrize("name", HEURISTICS)
+def test_defaults_and_describe(name):
+    for leafy, want in ((True, DEFAULT_THRESHOLDS[name][0]), (False, DEFAULT_THRESHOLDS[name][1])):
+        idx = create_index(name, leafy=leafy)
+        assert idx.split_threshold == want
+        assert idx.describe() == f"{name} {'leafy' if leafy else 'non-leafy'} t={want}"
+    assert DEFAULT_THRESHOLDS == {"kd": (35, 30), "ternary": (25, 20), "octree": (40, 30),
+                                  "icoseptree": (70, 50)}
+    assert create_index(name, split_threshold=7).split_threshold == 7
+    for bad in (0, -3, 2.5, True, "10"):
+        with pytest.raises(ValueError):
+            create_index(name, split_threshold=bad)
+
+
+@pytest.mark.parametrize("name", HEURISTICS)
+def test_splits_happen_at_query_not_insert(name):
+    idx, ids, c, r = filled(name)
+    assert idx.stats()["nodes"] == 1, "insertion must not split"
+    # a view that sees nothing splits nothing
+    far_away = camera_planes([1e4, 1e4, 1e4], [2e4, 1e4, 1e4], far=10)
+    assert len(idx.query_frustum(far_away).visible) == 0
+    assert idx.stats()["nodes"] == 1
+    res = idx.query_frustum(camera_planes([0, 0, 0], [1, 0, 0], far=150))
+    st = idx.stats()
+    assert st["nodes"] > 1 and st["split_nodes"] >= 1
+    idx.validate()
+    # partially seen leaves over the threshold were split; leaves outside may stay big
+    lo, hi, depth = idx.node_boxes()
+    assert depth.max() >= 2
+    assert res.nodes_visited >= 1
+
+
+@pytest.mark.parametrize("query", ["box", "sphere", "ray"])
+def test_other_queries_split_too(query):
+    idx, ids, c, r = filled("octree")
+    if query == "box":
+        idx.query_box([-10, -10, -10], [10, 10, 10])
+    elif query == "sphere":
+        idx.query_sphere([0, 0, 0], 10.0)
+    else:
+        idx.query_ray([0, 0, 0], [1, 0.3, 0.2])
+    assert idx.stats()["nodes"] > 1
+    idx.validate()
+
+
+@pytest.mark.parametrize("name", HEURISTICS)
+@pytest.mark.parametrize("leafy", [True, False])
+def test_pathological_one_point_keeps_node_split(name, leafy):
+    idx = create_index(name, leafy=leafy, split_threshold=5)
+    n = 300
+    idx.insert(np.arange(n), np.full((n, 3), 5.0), np.full(n, 1.0))
+    for _ in range(3):  # must terminate, and must not split again
+        assert len(idx.query_box([5, 5, 5], [9, 9, 9])) == n
+    st = idx.stats()
+    assert st["nodes"] == 1 and st["split_nodes"] == 1 and st["stuck_split_nodes"] == 1
+    idx.validate()
+    # a new object elsewhere goes into a child of the stuck node; everything stays exact
+    idx.insert(np.array([n]), np.array([[50.0, 50.0, 50.0]]), np.array([1.0]))
+    assert len(idx.query_frustum(EVERYTHING).visible) == n + 1
+    idx.validate()
+
+
+@pytest.mark.parametrize("name", HEURISTICS)
+def test_removal_collects_garbage_and_unsplits(name):
+    rng = np.random.default_rng(1)
+    n = 400
+    a = rng.normal(scale=3.0, size=(n, 3)) + [-60, 0, 0]
+    b = rng.normal(scale=3.0, size=(n, 3)) + [60, 0, 0]
+    idx = create_index(name, split_threshold=10)
+    idx.insert(np.arange(2 * n), np.r_[a, b], np.full(2 * n, 0.2))
+    idx.query_box([-100, -100, -100], [100, 100, 100])
+    before = idx.stats()["nodes"]
+    idx.remove(np.arange(n, 2 * n))  # the right cluster goes
+    idx.validate()
+    assert idx.stats()["nodes"] < before
+    idx.remove(np.arange(n))
+    idx.validate()
+    st = idx.stats()
+    assert st["nodes"] == 1 and st["split_nodes"] == 0 and len(idx) == 0
+    lo, hi, depth = idx.node_boxes()
+    assert lo.shape == (0, 3)  # the empty root is not drawn
+    # and the tree is usable again
+    idx.insert(np.array([1]), np.array([[0.0, 0, 0]]), np.array([1.0]))
+    assert list(idx.query_sphere([0, 0, 0], 0.5)) == [1]
+    idx.validate()
+
+
+@pytest.mark.parametrize("name", HEURISTICS)
+def test_small_move_keeps_node(name):
+    idx, ids, c, r = filled(name)
+    idx.query_box([-100, -100, -100], [100, 100, 100])
+    nodes = idx._objs.node.copy()
+    # nudge objects a hair towards the centre of their node's box: still inside it
+    s = idx._idmap.lookup(ids)
+    centre = 0.5 * (idx._nodes.lo[nodes[s]] + idx._nodes.hi[nodes[s]])
+    c2 = c + 1e-6 * (centre - c)
+    idx.update(ids, c2)
+    assert idx.last_moved == 0
+    assert np.array_equal(idx._objs.node, nodes)
+    idx.validate()
+    # a long jump does move objects
+    far = c2.copy()
+    far[:10] += 500.0
+    idx.update(ids, far)
+    assert idx.last_moved >= 1  # (a leaf of the far octant may simply grow)
+    idx.validate()
+
+
+@pytest.mark.parametrize("name", HEURISTICS)
+def test_big_object_leafy_vs_non_leafy(name):
+    for leafy in (True, False):
+        idx, ids, c, r = filled(name, n=600, leafy=leafy, t=5)
+        big = 10_000
+        idx.insert(np.array([big]), np.array([[1.0, 2.0, 3.0]]), np.array([60.0]))
+        idx.query_box([-100, -100, -100], [100, 100, 100])
+        idx.validate()
+        node = idx._objs.node[slot_of(idx, big)]
+        if leafy:
+            if CHILDREN[name] in (2, 8):  # by center: it goes down like any other object
+                assert node != kn.ROOT
+            assert idx._nodes.nchild[node] == 0 or CHILDREN[name] in (3, 27)
+        else:
+            # (2r)^3 >= 1/8 of the root's box: kept at the root
+            assert node == kn.ROOT and idx._nodes.is_split[kn.ROOT]
+
+
+@pytest.mark.parametrize("name", HEURISTICS)
+def test_working_set_and_wholesale_acceptance(name):
+    idx, ids, c, r = filled(name)
+    res = idx.query_frustum(EVERYTHING)
+    assert len(res.visible) == len(ids) and res.working_set == len(ids)
+    assert res.nodes_visited == idx.stats()["nodes"]
+    out = idx.node_outcomes()
+    assert out.shape == idx.node_boxes()[2].shape
+    # nothing was split (root fully inside: no reason to), root accepted wholesale
+    assert (out == geo.NODE_INSIDE).all()
+    planes = camera_planes([0, 0, 0], [1, 0.2, 0.1], far=120)
+    for _ in range(2):
+        res = idx.query_frustum(planes)
+    assert res.working_set >= len(res.visible)
+    out = idx.node_outcomes()
+    lo, hi, depth = idx.node_boxes()
+    assert lo.shape == hi.shape == (depth.shape[0], 3) and out.shape == depth.shape
+    assert set(np.unique(out)) <= {geo.NODE_NOT_VISITED, geo.NODE_INSIDE, geo.NODE_PARTIAL,
+                                   geo.NODE_REJECT_FRUSTUM}
+    assert (out == geo.NODE_INSIDE).any() and (out == geo.NODE_REJECT_FRUSTUM).any()
+    assert (out != geo.NODE_NOT_VISITED).sum() == res.nodes_visited
+    oracle = Oracle()
+    oracle.insert(ids, c, r)
+    assert np.array_equal(np.sort(res.visible), oracle.frustum(planes))
+
+
+@pytest.mark.parametrize("name", HEURISTICS)
+def test_view_distance_rejects_nodes(name):
+    rng = np.random.default_rng(4)
+    ids, c, r = uniform(4000, 4)
+    vd = 40 * r
+    idx = create_index(name, split_threshold=8)
+    idx.insert(ids, c, r, vd)
+    oracle = Oracle()
+    oracle.insert(ids, c, r, vd)
+    eye = np.zeros(3)
+    planes = camera_planes(eye, [1, 0, 0], far=300)
+    for _ in range(2):
+        res = idx.query_frustum(planes, eye=eye, use_view_distance=True)
+    assert np.array_equal(np.sort(res.visible), oracle.frustum(planes, eye, True))
+    assert (idx.node_outcomes() == geo.NODE_REJECT_VIEWDIST).any()
+    # shrink some view distances: bounds are invalidated and the answer stays exact
+    sel = rng.choice(ids, 500, replace=False)
+    idx.update(sel, c[sel], view_distances=np.zeros(500))
+    oracle.update(sel, c[sel], vd=np.zeros(500))
+    res = idx.query_frustum(planes, eye=eye, use_view_distance=True)
+    assert np.array_equal(np.sort(res.visible), oracle.frustum(planes, eye, True))
+    idx.validate()
+
+
+def test_occlusion_counts_and_subset():
+    idx, ids, c, r = filled("octree", n=3000)
+    eye = np.array([-150.0, 0, 0])
+    target = np.zeros(3)
+    proj = perspective(60, 1.0, 0.1, 500)
+    view = look_at(eye, target)
+    planes = camera_planes(eye, target, aspect=1.0, far=500)
+    vp = proj @ view
+    # a wall at window depth 0.5 everywhere: far objects are hidden, near ones are not
+    levels = []
+    w = 64
+    while True:
+        levels.append(np.full((w, w), 0.9, np.float32))
+        if w == 1:
+            break
+        w //= 2
+    pyr = ZPyramid.from_levels(vp, levels)
+    free = idx.query_frustum(planes)
+    occ = idx.query_frustum(planes, occlusion=pyr)
+    assert occ.occluded_nodes + occ.occluded_objects > 0
+    assert set(occ.visible) <= set(free.visible)
+    assert len(occ.visible) < len(free.visible)
+    assert (idx.node_outcomes() == geo.NODE_REJECT_OCCLUSION).any() or occ.occluded_nodes == 0
+    idx.validate()
+
+
+def test_refit_recentres_split_point():
+    idx, ids, c, r = filled("octree", n=3000, t=8)
+    idx.query_frustum(EVERYTHING[:1] * [[1, 0, 0, 0]] + [[0, 0, 0, 0]])  # half space x >= 0
+    nd = idx._nodes
+    assert nd.is_split[kn.ROOT]
+    # remove the objects that touch the root box: the root gets dirty, the next query refits it
+    lo, hi = nd.lo[kn.ROOT].copy(), nd.hi[kn.ROOT].copy()
+    flush = ((c - r[:, None] <= lo) | (c + r[:, None] >= hi)).any(axis=1)
+    idx.remove(ids[flush])
+    assert nd.dirty[kn.ROOT]
+    # the weighted mean of 2.1.6, from the state the refit sees
+    t = idx.split_threshold
+    kids = nd.child[kn.ROOT][nd.child[kn.ROOT] >= 0]
+    own = []
+    s = nd.head[kn.ROOT]
+    while s >= 0:
+        own.append(s)
+        s = idx._objs.next[s]
+    want = ((idx._centers[own].sum(axis=0) + t * nd.split[kids].sum(axis=0))
+            / (len(own) + t * len(kids)))
+    kn.refit_node(nd, idx._objs, idx._centers, idx._radii, idx._vdist, kn.ROOT, t)
+    np.testing.assert_allclose(nd.split[kn.ROOT], want, rtol=1e-12, atol=1e-9)
+    # two full queries: the first refits the children, the second the root again
+    for _ in range(3):
+        idx.query_box([-200, -200, -200], [200, 200, 200])
+    keep_ = ~flush
+    np.testing.assert_array_equal(idx._nodes.lo[kn.ROOT], (c - r[:, None])[keep_].min(axis=0))
+    np.testing.assert_array_equal(idx._nodes.hi[kn.ROOT], (c + r[:, None])[keep_].max(axis=0))
+    # queries refit lazily and stay exact
+    res = idx.query_box([-1, -1, -1], [1, 1, 1])
+    oracle = Oracle()
+    keep = ~flush
+    oracle.insert(ids[keep], c[keep], r[keep])
+    assert np.array_equal(np.sort(res), oracle.box(np.full(3, -1.0), np.ones(3)))
+    idx.validate()
+
+
+def _corruptions():
+    def box(idx):
+        leaf = int(np.flatnonzero((idx._nodes.depth >= 1) & (idx._nodes.count > 0))[0])
+        idx._nodes.hi[leaf] -= 5.0
+
+    def count(idx):
+        leaf = int(np.flatnonzero((idx._nodes.depth >= 1) & (idx._nodes.count > 0))[0])
+        idx._nodes.count[leaf] += 1
+
+    def link(idx):
+        leaf = int(np.flatnonzero((idx._nodes.depth >= 1) & (idx._nodes.count > 1))[0])
+        s = idx._nodes.head[leaf]
+        idx._objs.next[s] = -1
+
+    def parent(idx):
+        n = int(np.flatnonzero(idx._nodes.depth >= 2)[0])
+        idx._nodes.parent[n] = kn.ROOT
+
+    def free(idx):
+        idx._nodes.free[0] = kn.ROOT
+
+    def empty_leaf(idx):
+        leaf = int(np.flatnonzero((idx._nodes.depth >= 1) & (idx._nodes.nchild == 0))[0])
+        s = idx._nodes.head[leaf]
+        while s >= 0:
+            nxt = idx._objs.next[s]
+            idx._objs.node[s] = -1
+            s = nxt
+        idx._nodes.head[leaf] = -1
+        idx._nodes.count[leaf] = 0
+
+    def clean_but_loose(idx):
+        n = int(np.flatnonzero(idx._nodes.depth >= 1)[0])
+        idx._nodes.dirty[n] = False
+        idx._nodes.lo[n] -= 1.0
+        idx._nodes.lo[kn.ROOT] = np.minimum(idx._nodes.lo[kn.ROOT], idx._nodes.lo[n])
+        p = idx._nodes.parent[n]
+        while p >= 0:
+            idx._nodes.lo[p] = np.minimum(idx._nodes.lo[p], idx._nodes.lo[n])
+            p = idx._nodes.parent[p]
+
+    def split_flag(idx):
+        n = int(np.flatnonzero(idx._nodes.nchild > 0)[0])
+        idx._nodes.is_split[n] = False
+
+    return {f.__name__: f for f in (box, count, link, parent, free, empty_leaf, clean_but_loose,
+                                    split_flag)}
+
+
+@pytest.mark.parametrize("corrupt", list(_corruptions()))
+def test_validate_catches_corruption(corrupt):
+    idx, ids, c, r = filled("icoseptree", n=1500, t=6)
+    idx.query_frustum(EVERYTHING[:1] * [[1, 0, 0, 0]])
+    idx.query_box([-100, -100, -100], [100, 100, 100])
+    idx.validate()
+    _corruptions()[corrupt](idx)
+    with pytest.raises(AssertionError):
+        idx.validate()
+
+
+@pytest.mark.parametrize("name", HEURISTICS)
+def test_moving_crowd_stays_exact(name):
+    rng = np.random.default_rng(9)
+    ids, c, r = uniform(3000, 9, spread=60)
+    idx = create_index(name)  # paper defaults
+    idx.insert(ids, c, r)
+    oracle = Oracle()
+    oracle.insert(ids, c, r)
+    eye = np.zeros(3)
+    for f in range(8):
+        c = c + rng.normal(scale=1.0, size=c.shape)
+        idx.update(ids, c)
+        oracle.update(ids, c)
+        planes = camera_planes(eye, [np.cos(f), 0.2, np.sin(f)], far=80)
+        res = idx.query_frustum(planes)
+        assert np.array_equal(np.sort(res.visible), oracle.frustum(planes))
+    idx.validate()
+    st = idx.stats()
+    assert sum(st["objects_per_level"]) == len(ids)
+    assert st["max_depth"] == len(st["objects_per_level"]) - 1
