@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# The main job: set up .venv if needed, then run it (arguments go to `python -m app`).
+# The main job: set up .venv if needed, then open the viewer (arguments go to `python -m app`).
+# Without arguments it runs the demo: in a window when there is a display, otherwise headless
+# along the scene's camera path, writing a frame log, a screenshot and a plot into out/.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/ensure-env.sh"
 cd "$ROOT"
-if [ $# -eq 0 ]; then
-    set -- bench index --quick
+if [ $# -gt 0 ]; then
+    exec .venv/bin/python -m app "$@"
 fi
-exec .venv/bin/python -m app "$@"
+if [ -n "${DISPLAY:-}" ]; then
+    exec .venv/bin/python -m app demo
+fi
+echo "no display: rendering the demo headless (for the window: xvfb-run -a ./scripts/run.sh demo)"
+mkdir -p out
+.venv/bin/python -m app demo --headless --frames 300 --record out/demo.csv \
+    --screenshot out/demo.png
+exec .venv/bin/python -m app plot out/demo.csv -o out/demo-frames.png
