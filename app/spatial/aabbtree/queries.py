@@ -170,6 +170,11 @@ def query_frustum(nd, ob, centers, radii, vdist, planes, eye, use_vd: bool,
             if rejected != NODE_NOT_VISITED or inside or not nd.dirty[n]:
                 break
             refit_node(nd, ob, centers, radii, vdist, n, threshold)
+            # An overfull leaf the query reached is split even if its refitted box turns out
+            # to be outside: otherwise a big leaf grazing the view, dirtied by its movers,
+            # would be walked for a refit every frame.
+            if needs_split(nd.is_split, nd.count, n, threshold):
+                split_node(nd, ob, centers, radii, vdist, n, leafy, threshold)
         if rejected != NODE_NOT_VISITED:
             nd.outcome[n] = rejected
             continue

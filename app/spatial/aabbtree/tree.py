@@ -67,17 +67,27 @@ class AABBTree(SpatialIndex):
         self._nodes = kn.grow_nodes(nd, max(2 * cap, need))
 
     def _reserve_for_queries(self) -> None:
-        """Room for the splits a query may make; a query that still runs out asks for more."""
-        k = CHILDREN[self.heuristic]
-        expected = 4 * k * (self._count // self.split_threshold + 1)
+        """Room for the splits a query may make (a query that runs out asks for more)."""
         nd = self._nodes
         live = nd.parent.shape[0] - int(nd.meta[kn.META_NFREE])
-        want = 64 * k
+        want = 64 * nd.child.shape[1]
         if nd.meta[kn.META_WANT_GROW]:
-            want = max(want, live + 64 * k)
+            want = max(want, live)  # double
             nd.meta[kn.META_WANT_GROW] = 0
-        want = max(want, min(expected, 2 * live) - live)
         self._reserve_nodes(want)
+
+    def _run_query(self, kernel, *args):
+        """Run a query kernel; if it skipped splits for lack of nodes, grow and run it again.
+
+        Every run is exact, so this only matters for the tree's shape: the first query of a
+        big scene builds the whole visible part of the tree at once instead of over frames.
+        """
+        while True:
+            self._reserve_for_queries()
+            out = kernel(self._nodes, self._objs, self._centers, self._radii, self._vdist,
+                         *args)
+            if not self._nodes.meta[kn.META_WANT_GROW]:
+                return out
 
     # ------------------------------------------------------------------ hooks
 
@@ -113,35 +123,31 @@ class AABBTree(SpatialIndex):
         if self._count == 0:
             self._nodes.outcome[:] = 0
             return QueryResult(visible=np.zeros(0, np.int64), working_set=0, nodes_visited=0)
-        self._reserve_for_queries()
         vp, zd, zo, zw, zh = occlusion_arrays(occlusion)
-        slots, working, visited, occ_nodes, occ_objects = qu.query_frustum(
-            self._nodes, self._objs, self._centers, self._radii, self._vdist, planes, eye,
-            use_vd, vp, zd, zo, zw, zh, self.leafy, self.split_threshold, self._count)
+        slots, working, visited, occ_nodes, occ_objects = self._run_query(
+            qu.query_frustum, planes, eye, use_vd, vp, zd, zo, zw, zh, self.leafy,
+            self.split_threshold, self._count)
         return QueryResult(visible=slots, working_set=int(working), nodes_visited=int(visited),
                            occluded_nodes=int(occ_nodes), occluded_objects=int(occ_objects))
 
     def _query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         if self._count == 0:
             return np.zeros(0, np.int64)
-        self._reserve_for_queries()
-        return qu.query_box(self._nodes, self._objs, self._centers, self._radii, self._vdist,
-                           lo, hi, self.leafy, self.split_threshold, self._count)
+        return self._run_query(qu.query_box, lo, hi, self.leafy, self.split_threshold,
+                               self._count)
 
     def _query_sphere(self, center: np.ndarray, radius: float) -> np.ndarray:
         if self._count == 0:
             return np.zeros(0, np.int64)
-        self._reserve_for_queries()
-        return qu.query_sphere(self._nodes, self._objs, self._centers, self._radii, self._vdist,
-                              center, radius, self.leafy, self.split_threshold, self._count)
+        return self._run_query(qu.query_sphere, center, radius, self.leafy,
+                               self.split_threshold, self._count)
 
     def _query_ray(self, origin: np.ndarray, direction: np.ndarray) -> tuple[np.ndarray,
                                                                             np.ndarray]:
         if self._count == 0:
             return np.zeros(0, np.int64), np.zeros(0)
-        self._reserve_for_queries()
-        return qu.query_ray(self._nodes, self._objs, self._centers, self._radii, self._vdist,
-                           origin, direction, self.leafy, self.split_threshold, self._count)
+        return self._run_query(qu.query_ray, origin, direction, self.leafy,
+                               self.split_threshold, self._count)
 
     # ------------------------------------------------------------------ inspection
 
