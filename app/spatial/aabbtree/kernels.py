@@ -317,13 +317,15 @@ def refit_node(nd, ob, centers, radii, vdist, n: int, threshold: int) -> None:
 
 # ---------------------------------------------------------------------- structure
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def find_place(child, is_split, axis, split, lo, hi, leafy: bool, n: int,
                cx: float, cy: float, cz: float, r: float) -> tuple[int, int]:
     """Follow the heuristic from n down the existing nodes (2.1.2).
 
     Returns (node, c): the object goes to ``node`` when c is -1, else to a new child c of it.
-    Takes the pool's arrays rather than the pool: this runs for every insert and move.
+    Takes the pool's arrays rather than the pool tuple: in numba a call that passes the whole
+    tuple costs far more than this walk. Not inlined: the heuristic's code is large and
+    inlining it slows every caller's loop, while most moves never need it.
     """
     while True:
         if not is_split[n]:
@@ -346,20 +348,6 @@ def new_leaf(nd, n: int, c: int, cx: float, cy: float, cz: float) -> int:
     nd.split[ch, 1] = cy
     nd.split[ch, 2] = cz
     return ch
-
-
-@njit(cache=True)
-def descend(nd, leafy: bool, n: int, cx: float, cy: float, cz: float, r: float) -> int:
-    """The node that should hold a sphere, searching from n; a missing child is created.
-
-    Hot loops call find_place and new_leaf themselves: in numba, calls that take the whole
-    pool tuple cost far more than the work here.
-    """
-    p, c = find_place(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, leafy, n,
-                      cx, cy, cz, r)
-    if c < 0:
-        return p
-    return new_leaf(nd, p, c, cx, cy, cz)
 
 
 @njit(cache=True, inline="always")
@@ -519,7 +507,10 @@ def update_objects(nd, ob, centers, radii, vdist, slots, old_c, old_r, old_v,
         d = a
         if nd.is_split[a]:
             # Most moves end in the leaf they started from: no call at all then.
-            d = descend(nd, leafy, a, cx, cy, cz, r)
+            d, c = find_place(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, leafy, a,
+                              cx, cy, cz, r)
+            if c >= 0:
+                d = new_leaf(nd, d, c, cx, cy, cz)
         invalidate_up(nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty, x,
                       old_c[i, 0], old_c[i, 1], old_c[i, 2], old_r[i], old_v[i])
         if d != x:
