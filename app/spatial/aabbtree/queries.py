@@ -39,41 +39,66 @@ from app.spatial.geometry import (
 
 
 @njit(cache=True, inline="always")
-def _push_children(child, nchild, n: int, stack, sp: int, flag: int) -> int:
-    """Push n's children (encoded as node * 2 + flag) and return the new stack size."""
+def _push_children(child, nchild, n: int, stack, sp: int, tag: int) -> int:
+    """Push n's children (encoded as node << MASK_BITS | tag) and return the new stack size."""
     if nchild[n] > 0:
         for j in range(child.shape[1]):
             ch = child[n, j]
             if ch >= 0:
-                stack[sp] = ch * 2 + flag
+                stack[sp] = (ch << MASK_BITS) | tag
                 sp += 1
     return sp
 
 
 LANES = 16  # object lists walked side by side (see _gather_objects)
+MASK_BITS = 9  # stack entries are node << MASK_BITS | plane mask
+MAX_MASKED_PLANES = 8  # plane masking for frusta of up to 8 planes (design.md: 6)
 
 
 @njit(cache=True)
-def _gather_objects(nd, ob, centers, radii, vdist, qnode, qmode, nq: int, planes, eye,
-                    use_vd: bool, vp, zdata, zoff, zw, zh, out):
+def _plane_subsets(planes):
+    """For every plane mask, the rows of the planes in it, packed: (subsets, counts).
+
+    With more planes than masks can index, a single entry (mask 1) holds all of them.
+    """
+    k = planes.shape[0]
+    nmask = (1 << k) if k <= MAX_MASKED_PLANES else 2
+    subsets = np.zeros((nmask, k, 4))
+    counts = np.zeros(nmask, np.int64)
+    for m in range(1, nmask):
+        c = 0
+        for p in range(k):
+            if k > MAX_MASKED_PLANES or (m >> p) & 1:
+                for a in range(4):
+                    subsets[m, c, a] = planes[p, a]
+                c += 1
+        counts[m] = c
+    return subsets, counts
+
+
+@njit(cache=True)
+def _gather_objects(nd, ob, centers, radii, vdist, qnode, qmask, nq: int, subsets, counts,
+                    eye, use_vd: bool, vp, zdata, zoff, zw, zh, out):
     """Final per-object decisions for the queued nodes' lists; (count, occluded objects).
 
     Walking one linked list is a chain of dependent loads, each a likely cache miss on a
     large store; walking LANES lists in turn lets those misses overlap (about 10x faster on
-    a million objects). qmode 1 = node inside the frustum (no frustum test), 0 = partial.
+    a million objects). qmask is the node's plane mask: 0 = inside the frustum (no frustum
+    test), else only the planes its box straddles are tested (the others are passed by every
+    sphere inside the box, exactly: same arithmetic, monotone rounding).
     """
     occl = zw.shape[0] > 0
     ex = eye[0]
     ey = eye[1]
     ez = eye[2]
     cur = np.full(LANES, -1, np.int64)
-    md = np.zeros(LANES, np.int8)
+    md = np.zeros(LANES, np.int64)
     qi = 0
     active = 0
     for w in range(LANES):
         while qi < nq:
             h = nd.head[qnode[qi]]
-            m = qmode[qi]
+            m = qmask[qi]
             qi += 1
             if h >= 0:
                 cur[w] = h
@@ -89,13 +114,15 @@ def _gather_objects(nd, ob, centers, radii, vdist, qnode, qmode, nq: int, planes
                 continue
             nxt = ob.next[s]
             keep = True
-            if md[w] == 0 or use_vd or occl:
+            m = md[w]
+            if m != 0 or use_vd or occl:
                 cx = centers[s, 0]
                 cy = centers[s, 1]
                 cz = centers[s, 2]
                 r = radii[s]
                 if (use_vd and not within_view_distance(ex, ey, ez, cx, cy, cz, vdist[s])) or (
-                        md[w] == 0 and not sphere_in_frustum(planes, cx, cy, cz, r)):
+                        m != 0
+                        and not sphere_in_frustum(subsets[m, :counts[m]], cx, cy, cz, r)):
                     keep = False
                 elif occl and sphere_occluded(cx, cy, cz, r, vp, zdata, zoff, zw, zh):
                     occluded += 1
@@ -107,7 +134,7 @@ def _gather_objects(nd, ob, centers, radii, vdist, qnode, qmode, nq: int, planes
                 # This list is done: the lane takes the next queued node's list.
                 while qi < nq:
                     h = nd.head[qnode[qi]]
-                    m = qmode[qi]
+                    m = qmask[qi]
                     qi += 1
                     if h >= 0:
                         nxt = h
@@ -119,25 +146,51 @@ def _gather_objects(nd, ob, centers, radii, vdist, qnode, qmode, nq: int, planes
     return k, occluded
 
 
+@njit(cache=True, inline="always")
+def _classify(planes, mask: int, lo, hi) -> int:
+    """The planes of ``mask`` that the box straddles (a new mask), or -1 if it is outside one.
+
+    Each plane goes through geometry.box_vs_frustum on its own, so that the node test is
+    the shared one; a frustum of more than MAX_MASKED_PLANES planes is tested whole (mask 1).
+    """
+    k = planes.shape[0]
+    if k > MAX_MASKED_PLANES:
+        cls = box_vs_frustum(planes, lo, hi)
+        return -1 if cls == OUTSIDE else (0 if cls == INSIDE else 1)
+    straddled = 0
+    for p in range(k):
+        if (mask >> p) & 1:
+            cls = box_vs_frustum(planes[p:p + 1], lo, hi)
+            if cls == OUTSIDE:
+                return -1
+            if cls != INSIDE:
+                straddled |= 1 << p
+    return straddled
+
+
 @njit(cache=True)
 def query_frustum(nd, ob, centers, radii, vdist, planes, eye, use_vd: bool,
                   vp, zdata, zoff, zw, zh, leafy: bool, threshold: int, total: int):
     """Visible slots and counters: (slots, working_set, nodes_visited, occ_nodes, occ_objects).
 
-    Two phases: the node traversal decides which nodes' objects must be looked at (and how),
-    then :func:`_gather_objects` walks those lists. A node fully inside the frustum hands its
-    whole subtree over without frustum tests (flag bit 1 on the stack); view distance and
-    occlusion are still tested there, per node first (subtree max view distance, box
-    occlusion) and then per object.
+    Two phases: the node traversal decides which nodes' objects must be looked at (and
+    against which planes), then :func:`_gather_objects` walks those lists. Each stack entry
+    carries the planes its parent's box straddles; a node inside them all (mask 0) hands
+    its whole subtree over without frustum tests. View distance and occlusion are still
+    tested there, per node first (subtree max view distance, box occlusion) and then per
+    object.
     """
     m = nd.parent.shape[0]
     nd.outcome[:] = NODE_NOT_VISITED
     occl = zw.shape[0] > 0
+    subsets, counts = _plane_subsets(planes)
+    full = subsets.shape[0] - 1
+    low = (1 << MASK_BITS) - 1
     stack = np.empty(m + 1, np.int64)
     qnode = np.empty(m, np.int32)
-    qmode = np.empty(m, np.int8)
+    qmask = np.empty(m, np.int16)
     nq = 0
-    stack[0] = ROOT * 2
+    stack[0] = (ROOT << MASK_BITS) | full
     sp = 1
     working = 0
     visited = 0
@@ -148,24 +201,25 @@ def query_frustum(nd, ob, centers, radii, vdist, planes, eye, use_vd: bool,
     while sp > 0:
         sp -= 1
         e = stack[sp]
-        n = e >> 1
-        inside = (e & 1) == 1
+        n = e >> MASK_BITS
+        mask = e & low
+        inside = mask == 0
         visited += 1
         # Test the stored box first: it is conservative even when dirty, so a rejection is
         # final. Only a dirty node that survives is refitted (2.1.5) and tested again; the
         # big unsplit leaves just outside the view are never walked for a refit.
         rejected = NODE_NOT_VISITED
-        cls = INSIDE
+        newmask = 0
         for _attempt in range(2):
             lo = nd.lo[n]
             hi = nd.hi[n]
             rejected = NODE_NOT_VISITED
-            cls = INSIDE
+            newmask = 0
             if use_vd and box_point_dist(lo, hi, ex, ey, ez) > nd.maxvd[n]:
                 rejected = NODE_REJECT_VIEWDIST
             elif not inside:
-                cls = box_vs_frustum(planes, lo, hi)
-                if cls == OUTSIDE:
+                newmask = _classify(planes, mask, lo, hi)
+                if newmask < 0:
                     rejected = NODE_REJECT_FRUSTUM
             if rejected != NODE_NOT_VISITED or inside or not nd.dirty[n]:
                 break
@@ -184,7 +238,7 @@ def query_frustum(nd, ob, centers, radii, vdist, planes, eye, use_vd: bool,
             nd.outcome[n] = NODE_REJECT_OCCLUSION
             occ_nodes += 1
             continue
-        if cls == INSIDE:
+        if newmask == 0:
             nd.outcome[n] = NODE_INSIDE
         else:
             nd.outcome[n] = NODE_PARTIAL
@@ -193,12 +247,12 @@ def query_frustum(nd, ob, centers, radii, vdist, planes, eye, use_vd: bool,
         if nd.count[n] > 0:
             working += nd.count[n]
             qnode[nq] = n
-            qmode[nq] = 1 if cls == INSIDE else 0
+            qmask[nq] = newmask
             nq += 1
-        sp = _push_children(nd.child, nd.nchild, n, stack, sp, 1 if cls == INSIDE else 0)
+        sp = _push_children(nd.child, nd.nchild, n, stack, sp, newmask)
     out = np.empty(total, np.int64)
-    k, occ_objects = _gather_objects(nd, ob, centers, radii, vdist, qnode, qmode, nq, planes,
-                                     eye, use_vd, vp, zdata, zoff, zw, zh, out)
+    k, occ_objects = _gather_objects(nd, ob, centers, radii, vdist, qnode, qmask, nq, subsets,
+                                     counts, eye, use_vd, vp, zdata, zoff, zw, zh, out)
     return out[:k], working, visited, occ_nodes, occ_objects
 
 
@@ -214,12 +268,12 @@ def query_box(nd, ob, centers, radii, vdist, qlo, qhi, leafy: bool, threshold: i
     """Slots whose sphere's bounding box overlaps [qlo, qhi]."""
     out = np.empty(total, np.int64)
     stack = np.empty(nd.parent.shape[0] + 1, np.int64)
-    stack[0] = ROOT * 2
+    stack[0] = ROOT << MASK_BITS
     sp = 1
     k = 0
     while sp > 0:
         sp -= 1
-        n = stack[sp] >> 1
+        n = stack[sp] >> MASK_BITS
         if not _boxes_overlap(nd.lo[n], nd.hi[n], qlo, qhi):
             continue
         if nd.dirty[n]:
@@ -245,7 +299,7 @@ def query_sphere(nd, ob, centers, radii, vdist, q, qr: float, leafy: bool, thres
     """Slots with ``|c - q| <= r + qr``."""
     out = np.empty(total, np.int64)
     stack = np.empty(nd.parent.shape[0] + 1, np.int64)
-    stack[0] = ROOT * 2
+    stack[0] = ROOT << MASK_BITS
     sp = 1
     k = 0
     qx = q[0]
@@ -256,7 +310,7 @@ def query_sphere(nd, ob, centers, radii, vdist, q, qr: float, leafy: bool, thres
     reach = qr + 1e-9 * (1.0 + qr + abs(qx) + abs(qy) + abs(qz))
     while sp > 0:
         sp -= 1
-        n = stack[sp] >> 1
+        n = stack[sp] >> MASK_BITS
         if box_point_dist(nd.lo[n], nd.hi[n], qx, qy, qz) > reach:
             continue
         if nd.dirty[n]:
@@ -282,7 +336,7 @@ def query_ray(nd, ob, centers, radii, vdist, o, d, leafy: bool, threshold: int, 
     out = np.empty(total, np.int64)
     ts = np.empty(total, np.float64)
     stack = np.empty(nd.parent.shape[0] + 1, np.int64)
-    stack[0] = ROOT * 2
+    stack[0] = ROOT << MASK_BITS
     sp = 1
     k = 0
     ox = o[0]
@@ -296,7 +350,7 @@ def query_ray(nd, ob, centers, radii, vdist, o, d, leafy: bool, threshold: int, 
     idz = 1.0 / dz if dz != 0.0 else math.inf
     while sp > 0:
         sp -= 1
-        n = stack[sp] >> 1
+        n = stack[sp] >> MASK_BITS
         if not ray_box_hits(ox, oy, oz, idx, idy, idz, nd.lo[n], nd.hi[n]):
             continue
         if nd.dirty[n]:
