@@ -348,3 +348,35 @@ def test_end_to_end_small_scene(gl, tmp_path, mode):
         assert all(r["false_negatives"] == 0 for r in rows)  # nothing ever pops
     else:
         assert s["fn_rate"] <= 0.05
+
+
+@pytest.mark.parametrize("first", [0, 1, 2])
+def test_rect_test_equals_exact_test_at_finest_stored_level(first):
+    """With the hierarchical descent the answer is exactly: every texel of the finest stored
+    level that the rectangle's pixels fall in is behind the depth."""
+    from app.culling.occlusion import rect_occluded
+
+    rng = np.random.default_rng(11 + first)
+    h, w = 37, 61
+    depth = np.full((h, w), 0.9, np.float32)
+    for _ in range(25):  # nearer blocks scattered over a far background
+        x0, y0 = rng.integers(0, w), rng.integers(0, h)
+        depth[y0:y0 + rng.integers(1, 20), x0:x0 + rng.integers(1, 30)] = rng.uniform(0.2, 0.8)
+    pyr = ZPyramid.from_depth(np.eye(4), depth, first_level=first)
+    fine = pyr.level(first)
+    s = 2 ** first
+    agree = occluded = 0
+    for _ in range(3000):
+        x = np.sort(rng.uniform(-1, 1, 2))
+        y = np.sort(rng.uniform(-1, 1, 2)) * rng.uniform(0.05, 1.0)
+        z = rng.uniform(0.3, 1.0)
+        got = rect_occluded(x[0], y[0], x[1], y[1], z, *pyr.arrays()[1:])
+        px = np.clip((x * 0.5 + 0.5) * w, 0, w - 1)
+        py = np.clip((y * 0.5 + 0.5) * h, 0, h - 1)
+        ix = np.minimum(np.floor(px / s).astype(int), fine.shape[1] - 1)
+        iy = np.minimum(np.floor(py / s).astype(int), fine.shape[0] - 1)
+        want = bool((fine[iy[0]:iy[1] + 1, ix[0]:ix[1] + 1] < z - DEPTH_EPS).all())
+        agree += got == want
+        occluded += want
+    assert agree == 3000
+    assert 100 < occluded < 2900
