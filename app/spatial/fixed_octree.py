@@ -205,7 +205,7 @@ def _renumber(root, nodei, ent, enode, enext, eslot, s2e,
                 k += 1
                 s = enext[s]
             enext2[k - 1] = -1
-        for c in range(8):
+        for c in range(7, -1, -1):  # popped in octant order: memory order
             ch = nodei[n, CHILD0 + c]
             if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
                 stack[sp] = ch
@@ -216,6 +216,64 @@ def _renumber(root, nodei, ent, enode, enext, eslot, s2e,
         eprev2[e] = -1
         eslot2[e] = -1
     return k
+
+
+@njit(cache=True)
+def _refresh(moved, eslot, ent, enode, centers, radii, vdist, nodei, nodef, min_size, slow,
+             bounds):
+    """Refresh the packed copies of moved entries, and settle at once the common small move.
+
+    An object whose new sphere still lies in its node's cube and fits no octant of it (or
+    whose node has ``min_size``) stays where it is: only the bounds grow, a few float tests
+    and no tree walk. The others are written to ``slow`` (returns how many) for ``_place``,
+    and ``bounds`` gets the AABB of their spheres (for root growth).
+    """
+    for a in range(3):
+        bounds[0, a] = np.inf
+        bounds[1, a] = -np.inf
+    ns = 0
+    for i in range(moved.shape[0]):
+        e = moved[i]
+        s = eslot[e]
+        r = radii[s]
+        vd = vdist[s]
+        cx = centers[s, 0]
+        cy = centers[s, 1]
+        cz = centers[s, 2]
+        ent[e, 0] = cx
+        ent[e, 1] = cy
+        ent[e, 2] = cz
+        ent[e, ER] = r
+        ent[e, EV] = vd
+        n = enode[e]
+        lx = nodef[n, LO]
+        ly = nodef[n, LO + 1]
+        lz = nodef[n, LO + 2]
+        sz = nodef[n, SIZE]
+        stay = False
+        if (cx - r >= lx and cx + r <= lx + sz and cy - r >= ly and cy + r <= ly + sz
+                and cz - r >= lz and cz + r <= lz + sz):
+            if sz == min_size:  # level 0, without touching the int row
+                stay = True
+            else:  # the octant test of _octant/_descend, inline
+                h = sz * 0.5
+                ox = lx + h if cx >= lx + h else lx
+                oy = ly + h if cy >= ly + h else ly
+                oz = lz + h if cz >= lz + h else lz
+                stay = not (cx - r >= ox and cx + r <= ox + h and cy - r >= oy
+                            and cy + r <= oy + h and cz - r >= oz and cz + r <= oz + h)
+        if stay:
+            _expand(n, cx, cy, cz, r, vd, nodei, nodef)
+            continue
+        slow[ns] = e
+        ns += 1
+        bounds[0, 0] = min(bounds[0, 0], cx - r)
+        bounds[1, 0] = max(bounds[1, 0], cx + r)
+        bounds[0, 1] = min(bounds[0, 1], cy - r)
+        bounds[1, 1] = max(bounds[1, 1], cy + r)
+        bounds[0, 2] = min(bounds[0, 2], cz - r)
+        bounds[1, 2] = max(bounds[1, 2], cz + r)
+    return ns
 
 
 @njit(cache=True)
@@ -600,7 +658,7 @@ def _collect(top, nodei, enext, eslot, out, k, outcome, stack):
             out[k] = eslot[s]
             k += 1
             s = enext[s]
-        for c in range(8):
+        for c in range(7, -1, -1):  # popped in octant order: memory order
             ch = nodei[n, CHILD0 + c]
             if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
                 stack[sp] = ch
@@ -671,7 +729,7 @@ def _frustum(root, nodei, nodef, enext, eslot, ent, planes, eye, use_vd,
                 out[k] = eslot[s]
                 k += 1
             s = enext[s]
-        for c in range(8):
+        for c in range(7, -1, -1):  # popped in octant order: memory order
             ch = nodei[n, CHILD0 + c]
             if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
                 stack[sp] = ch
@@ -706,7 +764,7 @@ def _box(root, nodei, nodef, enext, eslot, ent, qlo, qhi, out, stack, stack2, ou
                 out[k] = eslot[s]
                 k += 1
             s = enext[s]
-        for c in range(8):
+        for c in range(7, -1, -1):  # popped in octant order: memory order
             ch = nodei[n, CHILD0 + c]
             if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
                 stack[sp] = ch
@@ -741,7 +799,7 @@ def _sphere(root, nodei, nodef, enext, eslot, ent, q, qr, out, stack):
                 out[k] = eslot[s]
                 k += 1
             s = enext[s]
-        for c in range(8):
+        for c in range(7, -1, -1):  # popped in octant order: memory order
             ch = nodei[n, CHILD0 + c]
             if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
                 stack[sp] = ch
@@ -774,7 +832,7 @@ def _ray(root, nodei, nodef, enext, eslot, ent, o, d, out, ts, stack):
                 ts[k] = t
                 k += 1
             s = enext[s]
-        for c in range(8):
+        for c in range(7, -1, -1):  # popped in octant order: memory order
             ch = nodei[n, CHILD0 + c]
             if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
                 stack[sp] = ch
@@ -1117,11 +1175,26 @@ class FixedOctree(SpatialIndex):
         new, moved = self._queued()
         self._pending.clear()
         self._moved.clear()
-        if new.shape[0] or moved.shape[0]:
-            ents = self._take_entries(new, moved)
-            bounds = np.empty((2, 3))
-            _copy_in(ents, self._eslot, self._ent, self._centers, self._radii, self._vdist,
-                     bounds)
+        ents = np.zeros(0, dtype=np.int64)
+        bounds = np.empty((2, 3))
+        if moved.shape[0]:
+            # small moves are settled here; the rest are placed after the new objects
+            slow = np.empty(moved.shape[0], dtype=np.int64)
+            ns = _refresh(moved, self._eslot, self._ent, self._enode, self._centers,
+                          self._radii, self._vdist, self._nodei, self._nodef, self.min_size,
+                          slow, bounds)
+            ents = slow[:ns]
+        if new.shape[0]:
+            fresh = self._take_entries(new)
+            nb = np.empty((2, 3))
+            _copy_in(fresh, self._eslot, self._ent, self._centers, self._radii, self._vdist,
+                     nb)
+            if ents.shape[0]:
+                nb[0] = np.minimum(nb[0], bounds[0])
+                nb[1] = np.maximum(nb[1], bounds[1])
+            bounds = nb
+            ents = np.concatenate((fresh, ents))
+        if ents.shape[0]:
             self._fit_root(bounds[0], bounds[1])
             start = 0
             while start < ents.shape[0]:
@@ -1169,16 +1242,14 @@ class FixedOctree(SpatialIndex):
             self._emark = np.zeros(self._ent.shape[0], dtype=np.bool_)
         return _gather(slots, self._s2e, self._seen, self._emark)
 
-    def _take_entries(self, new: np.ndarray, moved: np.ndarray) -> np.ndarray:
-        """Entries to place: new ones allocated in Morton order, then the moved ones (sorted)."""
-        if new.shape[0]:
-            new = new[np.argsort(_morton(self._centers[new]), kind="stable")]
-            fresh = self._alloc_entries(new.shape[0])
-            self._s2e[new] = fresh
-            self._eslot[fresh] = new
-            self._enode[fresh] = NO_NODE
-            return np.concatenate((fresh, moved))
-        return moved
+    def _take_entries(self, new: np.ndarray) -> np.ndarray:
+        """Entries for newly inserted slots, allocated in Morton order of their centres."""
+        new = new[np.argsort(_morton(self._centers[new]), kind="stable")]
+        fresh = self._alloc_entries(new.shape[0])
+        self._s2e[new] = fresh
+        self._eslot[fresh] = new
+        self._enode[fresh] = NO_NODE
+        return fresh
 
     def _fit_root(self, bmin: np.ndarray, bmax: np.ndarray) -> None:
         """Create the root around [bmin, bmax], or grow it until it contains that box."""
