@@ -124,10 +124,11 @@ NE = 5
 # the final per-object decision always uses the shared predicates of geometry.py.
 _SLACK = 1e-12
 _PAD = 1e-12  # relative padding of tight boxes, same reason
-# Entries are laid out again in query order (O(n), ~2 ms per 100k objects) once as many
-# entries were (re)linked since the last layout as there are placed entries: after every
-# bulk insert, and from time to time as moved objects change nodes.
-_RENUMBER_AT = 1.0
+# Entries are laid out again in query order (O(n), ~2-3 ms per 100k objects) once this
+# fraction of the placed entries were linked into a node since the last layout: after bulk
+# inserts, and every few cycles when most objects keep changing nodes; never when only a
+# few objects move, however long (they are the only ones out of place).
+_RENUMBER_AT = 0.5
 
 
 # ---------------------------------------------------------------- batch helpers (compiled)
@@ -436,7 +437,7 @@ def _descend(n, cx, cy, cz, r, nodei, nodef, free, nfree):
 
 @njit(cache=True)
 def _place(ents, start, need, ent, enode, enext, eprev,
-           nodei, nodef, free, nfree, aging, naging, root, relinked):
+           nodei, nodef, free, nfree, aging, naging, root, displaced, relinked):
     """Put queued (new or moved) entries in their smallest containing node.
 
     Returns the index of the first entry not processed: it stops early when fewer than
@@ -463,7 +464,9 @@ def _place(ents, start, need, ent, enode, enext, eprev,
             nodei[root, SUBCOUNT] += 1
         n = _descend(n, cx, cy, cz, r, nodei, nodef, free, nfree)
         if n != cur:
-            relinked[0] += 1
+            if not displaced[s]:  # first time out of the query-order layout
+                displaced[s] = True
+                relinked[0] += 1
             if cur >= 0:
                 _unlink(s, enode, enext, eprev, nodei)
                 _start_ageing(nodei, aging, naging, cur, root)
@@ -1051,7 +1054,7 @@ class FixedOctree(SpatialIndex):
         self._s2e = np.full(self.capacity, NO_NODE, dtype=np.int64)  # slot -> entry
         self._seen = np.zeros(self.capacity, dtype=np.bool_)  # per-slot scratch of _queued
         self._emark = np.zeros(0, dtype=np.bool_)  # per-entry scratch of _queued
-        self._relinked = np.zeros(1, dtype=np.int64)  # entries (re)linked since the renumber
+        self._relinked = np.zeros(1, dtype=np.int64)  # entries displaced since the renumber
         self._spare: tuple[np.ndarray, ...] | None = None  # second entry arrays (renumber)
         self._init_entries(self.capacity)
         self._init_pool(1024)
@@ -1074,6 +1077,7 @@ class FixedOctree(SpatialIndex):
         self._enext = np.full(cap, -1, dtype=np.int64)
         self._eprev = np.full(cap, -1, dtype=np.int64)
         self._eslot = np.full(cap, -1, dtype=np.int64)
+        self._displaced = np.zeros(cap, dtype=np.bool_)  # linked since the last renumber
         self._ent_free = np.arange(cap - 1, -1, -1, dtype=np.int64)  # top = lowest index
         self._ent_nfree = cap
 
@@ -1094,6 +1098,7 @@ class FixedOctree(SpatialIndex):
             self._enext = grown(self._enext, -1)
             self._eprev = grown(self._eprev, -1)
             self._eslot = grown(self._eslot, -1)
+            self._displaced = grown(self._displaced, False)
             free = np.empty(new, dtype=np.int64)
             extra = np.arange(new - 1, old - 1, -1, dtype=np.int64)
             free[: extra.shape[0]] = extra
@@ -1162,6 +1167,7 @@ class FixedOctree(SpatialIndex):
         _unlink_batch(ents, self._enode, self._enext, self._eprev, self._nodei, self._nodef,
                       self._aging, self._naging, self._root)
         self._eslot[ents] = -1
+        self._displaced[ents] = False
         n = ents.shape[0]
         self._ent_free[self._ent_nfree: self._ent_nfree + n] = ents
         self._ent_nfree += n
@@ -1203,7 +1209,7 @@ class FixedOctree(SpatialIndex):
                 start = _place(ents, start, need, self._ent, self._enode, self._enext,
                                self._eprev, self._nodei, self._nodef, self._node_free,
                                self._node_nfree, self._aging, self._naging, self._root,
-                               self._relinked)
+                               self._displaced, self._relinked)
         if self._root >= 0:
             self.pruned += _tick(self._nodei, self._node_free, self._node_nfree, self._aging,
                                  self._naging, self._root, self._outcome)
@@ -1230,6 +1236,7 @@ class FixedOctree(SpatialIndex):
         self._ent_free[: cap - k] = np.arange(cap - 1, k - 1, -1, dtype=np.int64)
         self._ent_nfree = cap - k
         self._relinked[0] = 0
+        self._displaced.fill(False)
 
     def _queued(self) -> tuple[np.ndarray, np.ndarray]:
         """(distinct slots still pending, distinct entries of moved objects still placed)."""
