@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 
 from app.culling.occlusion import ZPyramid
-from app.spatial.idmap import IdMap
+from app.spatial.idmap import IdMap, hash_lookup
 
 _MAX_NAMED = 8  # how many offending ids an error message lists
 
@@ -83,7 +83,42 @@ def _swap_in(slots, centers, radii, vdist, store_c, store_r, store_v, old_c, old
             store_v[s] = vdist[i]
 
 
+@njit(cache=True)
+def _fast_update(ids, centers, radii, vdist, keys, vals, dense, stamp, epoch,
+                 store_c, store_r, store_v, slots, old_c, old_r, old_v) -> bool:
+    """Validate, resolve and apply an update batch in two compiled passes.
+
+    Pass one checks every id and value and changes nothing; only when the whole batch is
+    good does pass two swap the values in. False means "something is wrong": the caller then
+    takes the slow path, which names the offending ids.
+    """
+    has_r = radii.shape[0] == ids.shape[0]
+    has_v = vdist.shape[0] == ids.shape[0]
+    nd = dense.shape[0]
+    for i in range(ids.shape[0]):
+        k = ids[i]
+        s = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
+        if s < 0 or stamp[s] == epoch:
+            return False
+        stamp[s] = epoch
+        slots[i] = s
+        for a in range(3):
+            if not np.isfinite(centers[i, a]):
+                return False
+        if has_r and not (np.isfinite(radii[i]) and radii[i] >= 0.0):
+            return False
+        if has_v and not (vdist[i] >= 0.0):  # NaN fails too; inf is allowed
+            return False
+    _swap_in(slots, centers, radii, vdist, store_c, store_r, store_v, old_c, old_r, old_v)
+    return True
+
+
 _EMPTY_F = np.zeros(0, dtype=np.float64)
+
+
+def _is_f64(a: object, shape: tuple[int, ...]) -> bool:
+    return (isinstance(a, np.ndarray) and a.dtype == np.float64 and a.shape == shape
+            and a.flags.c_contiguous)
 
 
 def _reject_repeats(op: str, ids: np.ndarray) -> None:
@@ -169,6 +204,8 @@ class SpatialIndex:
         view_distances: np.ndarray | None = None,
     ) -> None:
         """Move objects (and optionally change their radius or view distance)."""
+        if self._update_fast(ids, centers, radii, view_distances):
+            return
         ids, centers, radii, vd = self._check_batch(ids, centers, radii, view_distances,
                                                     radii_optional=True)
         if ids.shape[0] == 0:
@@ -300,7 +337,10 @@ class SpatialIndex:
 
     def _on_update(self, slots: np.ndarray, old_centers: np.ndarray, old_radii: np.ndarray,
                    old_vdist: np.ndarray) -> None:
-        """Objects at ``slots`` changed; the store holds the new values."""
+        """Objects at ``slots`` changed; the store holds the new values.
+
+        ``old_*`` may be views of reused buffers: copy them to keep them past the call.
+        """
 
     def _on_remove(self, slots: np.ndarray) -> None:
         """Objects at ``slots`` are about to be freed; the store still holds them."""
@@ -326,6 +366,45 @@ class SpatialIndex:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ internals
+
+    def _update_scratch(self, n: int):
+        """Reused per-batch buffers: fresh multi-megabyte arrays every frame cost page faults.
+
+        Hooks get the old values as views of these; they must copy what they keep.
+        """
+        if getattr(self, "_scratch_n", 0) < n:
+            cap = max(n, 1024)
+            self._scratch = (np.empty(cap, dtype=np.int64), np.empty((cap, 3)),
+                             np.empty(cap), np.empty(cap))
+            self._scratch_n = cap
+        sl, c, r, v = self._scratch
+        return sl[:n], c[:n], r[:n], v[:n]
+
+    def _update_fast(self, ids, centers, radii, vd) -> bool:
+        """The per-frame path: well-typed arrays, one compiled call. False -> use the slow path."""
+        if not (isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.ndim == 1
+                and ids.flags.c_contiguous):
+            return False
+        n = ids.shape[0]
+        if n == 0 or not _is_f64(centers, (n, 3)):
+            return False
+        if (radii is not None and not _is_f64(radii, (n,))) or (
+                vd is not None and not _is_f64(vd, (n,))):
+            return False
+        if self._slot_mark.shape[0] < self.capacity:
+            self._slot_mark = np.zeros(self.capacity, dtype=np.int64)
+            self._mark_epoch = 0
+        self._mark_epoch += 2
+        _, old_c, old_r, old_v = self._update_scratch(n)
+        slots = np.empty(n, dtype=np.int64)  # hooks may keep this one (fixed-octree queues it)
+        keys, vals, dense = self._idmap.arrays()
+        ok = _fast_update(ids, centers, _EMPTY_F if radii is None else radii,
+                          _EMPTY_F if vd is None else vd, keys, vals, dense,
+                          self._slot_mark, np.int64(self._mark_epoch),
+                          self._centers, self._radii, self._vdist, slots, old_c, old_r, old_v)
+        if ok:
+            self._on_update(slots, old_c, old_r, old_v)
+        return ok
 
     def _resolve_known(self, op: str, ids: np.ndarray) -> np.ndarray:
         """Slots of ``ids``; ValueError naming unknown or repeated ids (nothing changed)."""
