@@ -251,18 +251,20 @@ def _refresh(moved, eslot, ent, enode, centers, radii, vdist, nodei, nodef, min_
         ly = nodef[n, LO + 1]
         lz = nodef[n, LO + 2]
         sz = nodef[n, SIZE]
-        stay = False
-        if (cx - r >= lx and cx + r <= lx + sz and cy - r >= ly and cy + r <= ly + sz
-                and cz - r >= lz and cz + r <= lz + sz):
-            if sz == min_size:  # level 0, without touching the int row
-                stay = True
-            else:  # the octant test of _octant/_descend, inline
-                h = sz * 0.5
-                ox = lx + h if cx >= lx + h else lx
-                oy = ly + h if cy >= ly + h else ly
-                oz = lz + h if cz >= lz + h else lz
-                stay = not (cx - r >= ox and cx + r <= ox + h and cy - r >= oy
-                            and cy + r <= oy + h and cz - r >= oz and cz + r <= oz + h)
+        # Branch-free (the outcome is unpredictable, and mispredictions cost more than the
+        # arithmetic): the sphere lies in the cube and, unless the node has min_size, it
+        # crosses a mid-plane, i.e. no octant holds it. With the sphere in the cube, "the
+        # octant of the centre holds it" is, per axis, being wholly on one side of the mid-plane
+        # (the same float expressions as _octant and _descend).
+        inside = ((cx - r >= lx) & (cx + r <= lx + sz) & (cy - r >= ly) & (cy + r <= ly + sz)
+                  & (cz - r >= lz) & (cz + r <= lz + sz))
+        h = sz * 0.5
+        mx = lx + h
+        my = ly + h
+        mz = lz + h
+        fits = (((cx + r <= mx) | (cx - r >= mx)) & ((cy + r <= my) | (cy - r >= my))
+                & ((cz + r <= mz) | (cz - r >= mz)))
+        stay = inside and (sz == min_size or not fits)
         if stay:
             _expand(n, cx, cy, cz, r, vd, nodei, nodef)
             continue
