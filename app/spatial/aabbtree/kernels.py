@@ -487,37 +487,65 @@ def update_objects(nd, ob, centers, radii, vdist, slots, old_c, old_r, old_v,
                    leafy: bool) -> int:
     """Move slots (2.1.4); returns how many changed node.
 
-    Walk up from the object's node to the first box that still contains its new bounds (the
-    root at worst), then down with the heuristic. Only when that lands on another node is the
-    object relinked; otherwise its node's box just grows and, if the old sphere was flush,
-    is marked for recomputation.
+    Fast path (most small moves): the new bounds and view distance still fit the box of the
+    object's node and that node is a leaf, so the object stays and no box grows; only the old
+    sphere's flush test remains. Otherwise walk up from the object's node to the first box
+    that still contains its new bounds (the root at worst), then down with the heuristic.
+    Only when that lands on another node is the object relinked; otherwise its node's box
+    just grows and, if the old sphere was flush, is marked for recomputation.
     """
     moved = 0
+    lo = nd.lo
+    hi = nd.hi
+    maxvd = nd.maxvd
+    parent = nd.parent
+    dirty = nd.dirty
+    is_split = nd.is_split
+    node = ob.node
     for i in range(slots.shape[0]):
         s = slots[i]
         cx = centers[s, 0]
         cy = centers[s, 1]
         cz = centers[s, 2]
         r = radii[s]
-        x = ob.node[s]
+        vd = vdist[s]
+        ox = old_c[i, 0]
+        oy = old_c[i, 1]
+        oz = old_c[i, 2]
+        orad = old_r[i]
+        ovd = old_v[i]
+        x = node[s]
+        lx = cx - r
+        ly = cy - r
+        lz = cz - r
+        hx = cx + r
+        hy = cy + r
+        hz = cz + r
+        if (box_contains(lo, hi, x, lx, ly, lz, hx, hy, hz) & (maxvd[x] >= vd)
+                & (not is_split[x])):
+            # Same node, nothing grows (grow_up would stop at x at once).
+            flush = ((ox - orad <= lo[x, 0]) | (oy - orad <= lo[x, 1])
+                     | (oz - orad <= lo[x, 2]) | (ox + orad >= hi[x, 0])
+                     | (oy + orad >= hi[x, 1]) | (oz + orad >= hi[x, 2])
+                     | ((ovd >= maxvd[x]) & (ovd < np.inf)))
+            if flush:
+                invalidate_up(lo, hi, maxvd, parent, dirty, x, ox, oy, oz, orad, ovd)
+            continue
         a = x
-        while a != ROOT and not box_contains(nd.lo, nd.hi, a, cx - r, cy - r, cz - r,
-                                             cx + r, cy + r, cz + r):
-            a = nd.parent[a]
+        while a != ROOT and not box_contains(lo, hi, a, lx, ly, lz, hx, hy, hz):
+            a = parent[a]
         d = a
-        if nd.is_split[a]:
-            # Most moves end in the leaf they started from: no call at all then.
-            d, c = find_place(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, leafy, a,
+        if is_split[a]:
+            d, c = find_place(nd.child, is_split, nd.axis, nd.split, lo, hi, leafy, a,
                               cx, cy, cz, r)
             if c >= 0:
                 d = new_leaf(nd, d, c, cx, cy, cz)
-        invalidate_up(nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty, x,
-                      old_c[i, 0], old_c[i, 1], old_c[i, 2], old_r[i], old_v[i])
+        invalidate_up(lo, hi, maxvd, parent, dirty, x, ox, oy, oz, orad, ovd)
         if d != x:
             unlink_object(nd, ob, s)
             link_object(nd, ob, d, s)
             moved += 1
-        grow_up(nd.lo, nd.hi, nd.maxvd, nd.parent, d, cx, cy, cz, r, vdist[s])
+        grow_up(lo, hi, maxvd, parent, d, cx, cy, cz, r, vd)
         if d != x:
             collect_garbage(nd, x)
     return moved
