@@ -301,7 +301,7 @@ def run_tasks(tasks: list[dict], jobs: int, desc: str, cache: Path | None = None
     for t in tasks:
         k = _key(t)
         if k in done and not done[k].get("error"):
-            out.append(done[k])
+            out.append({**done[k], "reused": True})
         else:
             todo.append(t)
     tasks = sorted(todo, key=_cost, reverse=True)  # longest first: better packing
@@ -363,6 +363,7 @@ def run_paper(args) -> int:
         rows += run_tasks(later, jobs, "leafy + distributions", cache)
     elapsed = time.perf_counter() - t_start
     meta = {"quick": bool(args.quick), "jobs": jobs, "elapsed_s": elapsed, "cfg": cfg,
+            "reused": sum(1 for r in rows if r.get("reused")), "runs": len(rows),
             "best": best, "cpu": os.cpu_count(), "moves": MOVES, "move_factor": MOVE_FACTOR}
     report = write_outputs(rows, out_dir, meta)
     failed = [r for r in rows if r.get("error")]
