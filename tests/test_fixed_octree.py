@@ -369,3 +369,46 @@ def test_validate_catches_corruption(what):
     CORRUPTIONS[what](idx)
     with pytest.raises(AssertionError):
         idx.validate()
+
+
+# ---------------------------------------------------------------- entry layout (renumber)
+
+def test_clean_subtrees_are_copied_in_bulk_with_the_same_answer_and_outcomes():
+    """After a relayout, inside subtrees are contiguous entry runs copied without walking
+    their nodes; moves dirty only their paths. Visible set, working set and the overlay's
+    outcomes must equal those of a plain walk (every node forced dirty)."""
+    idx = octree()
+    rng = np.random.default_rng(7)
+    n = 4000
+    c = rng.uniform(0, 128, (n, 3))
+    r = rng.uniform(0.05, 1.5, n)
+    idx.insert(np.arange(n), c, r)
+    eye = np.array([64.0, 64.0, 64.0])
+    planes = camera_planes(eye, eye + [1.0, 0.3, 0.1], fovy_deg=70, aspect=1.5, far=60)
+    saved = 0
+    for frame in range(12):
+        movers = rng.choice(n, 300, replace=False)
+        c[movers] += rng.normal(scale=0.6, size=(300, 3))
+        idx.update(movers, c[movers])
+        if frame % 4 == 3:
+            gone = movers[:20]
+            idx.remove(gone)
+            idx.insert(gone, c[gone], r[gone])
+        res = idx.query_frustum(planes)
+        idx.validate()
+        outcomes = idx.node_outcomes()
+        clean = idx._nodei[:, fo.CLEAN].copy()
+        assert clean[idx._nodei[:, fo.ALIVE] != 0].any()  # some subtrees stay clean
+        idx._nodei[:, fo.CLEAN] = 0
+        walk = idx.query_frustum(planes)
+        assert np.array_equal(np.sort(res.visible), np.sort(walk.visible))
+        assert res.working_set == walk.working_set
+        assert res.nodes_visited <= walk.nodes_visited
+        saved += walk.nodes_visited - res.nodes_visited
+        np.testing.assert_array_equal(outcomes, idx.node_outcomes())
+        idx._nodei[:, fo.CLEAN] = clean
+        idx.validate()
+    assert saved > 0  # bulk copies happened
+    idx._nodei[:, fo.CLEAN] = 1  # a node said clean although its entries moved
+    with pytest.raises(AssertionError):
+        idx.validate()

@@ -100,7 +100,9 @@ TTL = 14  # countdown of an empty leaf, -1 when not counting
 SUBCOUNT = 15  # objects in the subtree
 INLIST = 16  # node has an entry in the ageing list
 ALIVE = 17
-NI = 18
+CLEAN = 18  # the subtree's entries are exactly [ESTART, ESTART + SUBCOUNT) (see _renumber)
+ESTART = 19
+NI = 20
 # float64 columns of _nodef
 LO = 0  # cube corner (3)
 SIZE = 3
@@ -190,6 +192,8 @@ def _renumber(root, nodei, ent, enode, enext, eslot, s2e,
     while sp > 0:
         sp -= 1
         n = stack[sp]
+        nodei[n, CLEAN] = 1
+        nodei[n, ESTART] = k  # preorder: the subtree's entries follow, SUBCOUNT of them
         s = nodei[n, HEAD]
         if s >= 0:
             nodei[n, HEAD] = k
@@ -208,7 +212,7 @@ def _renumber(root, nodei, ent, enode, enext, eslot, s2e,
             enext2[k - 1] = -1
         for c in range(7, -1, -1):  # popped in octant order: memory order
             ch = nodei[n, CHILD0 + c]
-            if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
+            if ch >= 0:  # empty subtrees too: every node becomes clean
                 stack[sp] = ch
                 sp += 1
     for e in range(k, enode2.shape[0]):
@@ -357,7 +361,17 @@ def _start_ageing(nodei, aging, naging, n, root):
 
 
 @njit(cache=True)
+def _dirty(nodei, n):
+    """The subtree of ``n`` and every ancestor's lose their entry range. A dirty node has
+    only dirty ancestors, so the walk stops at the first dirty one."""
+    while n >= 0 and nodei[n, CLEAN] != 0:
+        nodei[n, CLEAN] = 0
+        n = nodei[n, PARENT]
+
+
+@njit(cache=True)
 def _link(s, n, enode, enext, eprev, nodei):
+    _dirty(nodei, n)
     _revive(nodei, n)
     h = nodei[n, HEAD]
     enext[s] = h
@@ -372,6 +386,7 @@ def _link(s, n, enode, enext, eprev, nodei):
 @njit(cache=True)
 def _unlink(s, enode, enext, eprev, nodei):
     n = enode[s]
+    _dirty(nodei, n)
     p = eprev[s]
     q = enext[s]
     if p >= 0:
@@ -427,6 +442,7 @@ def _descend(n, cx, cy, cz, r, nodei, nodef, free, nfree):
         ch = nodei[n, CHILD0 + o]
         if ch < 0:
             _revive(nodei, n)
+            _dirty(nodei, n)  # a new (dirty) child needs dirty ancestors
             ch = _alloc_node(nodei, nodef, free, nfree, n, nodei[n, LEVEL] - 1, lx, ly, lz, h)
             nodei[n, CHILD0 + o] = ch
             nodei[n, NCHILD] += 1
@@ -649,7 +665,12 @@ def _far_dist(lo, hi, x, y, z):
 
 @njit(cache=True)
 def _collect(top, nodei, enext, eslot, out, k, outcome, stack):
-    """Append every object of the subtree of ``top`` to ``out``; returns (k, nodes walked)."""
+    """Append every object of the subtree of ``top`` to ``out``; returns (k, nodes walked).
+
+    A clean subtree (entries laid out by _renumber, nothing relinked in it since) is one
+    contiguous run of entries: copied without walking its nodes. Its nodes below are marked
+    inside for the overlay only on demand (:meth:`FixedOctree.node_outcomes`).
+    """
     sp = 1
     stack[0] = top
     walked = 0
@@ -658,6 +679,12 @@ def _collect(top, nodei, enext, eslot, out, k, outcome, stack):
         n = stack[sp]
         walked += 1
         outcome[n] = NODE_INSIDE
+        if nodei[n, CLEAN] != 0:
+            e0 = nodei[n, ESTART]
+            for j in range(nodei[n, SUBCOUNT]):
+                out[k + j] = eslot[e0 + j]
+            k += nodei[n, SUBCOUNT]
+            continue
         s = nodei[n, HEAD]
         while s >= 0:
             out[k] = eslot[s]
@@ -669,6 +696,26 @@ def _collect(top, nodei, enext, eslot, out, k, outcome, stack):
                 stack[sp] = ch
                 sp += 1
     return k, walked
+
+
+@njit(cache=True)
+def _fill_inside(root, nodei, outcome, stack):
+    """Mark inside the non-empty nodes below inside nodes that a bulk copy did not visit."""
+    if root < 0:
+        return
+    sp = 1
+    stack[0] = root
+    while sp > 0:
+        sp -= 1
+        n = stack[sp]
+        inside = outcome[n] == NODE_INSIDE
+        for c in range(7, -1, -1):
+            ch = nodei[n, CHILD0 + c]
+            if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
+                if inside and outcome[ch] == 0:
+                    outcome[ch] = NODE_INSIDE
+                stack[sp] = ch
+                sp += 1
 
 
 @njit(cache=True)
@@ -871,6 +918,7 @@ _ERRORS = {
     22: "node in the ageing list twice or counting without an entry",
     23: "entry and slot do not point at each other",
     24: "the tree's packed copy of an object differs from the store",
+    25: "clean entry range is wrong (a dirty node under a clean one, or an entry outside it)",
 }
 
 
@@ -1004,6 +1052,21 @@ def _check(root, nodei, nodef, free, nfree, aging, naging, min_size,
             return 15, n
         if ttl >= 0 and not inlist[n]:
             return 22, n
+        # entry ranges: dirty nodes have dirty ancestors; a clean node's range holds its list
+        p = nodei[n, PARENT]
+        if nodei[n, CLEAN] == 0 and p >= 0 and nodei[p, CLEAN] != 0:
+            return 25, n
+        if nodei[n, CLEAN] != 0:
+            e0 = nodei[n, ESTART]
+            if p >= 0 and nodei[p, CLEAN] != 0 and (
+                    e0 < nodei[p, ESTART]
+                    or e0 + nodei[n, SUBCOUNT] > nodei[p, ESTART] + nodei[p, SUBCOUNT]):
+                return 25, n
+            s = nodei[n, HEAD]
+            while s >= 0:
+                if s < e0 or s >= e0 + nodei[n, SUBCOUNT]:
+                    return 25, n
+                s = enext[s]
         # subtree bounds: conservative, nested, and covering every object
         sub = nodei[n, COUNT]
         for o in range(8):
@@ -1065,6 +1128,8 @@ class FixedOctree(SpatialIndex):
         self._moved: list[np.ndarray] = []  # placed slots whose sphere changed
         self._changed = False
         self.cycles = 0  # update cycles (flushes) so far
+        self._fill_pending = False  # node_outcomes() still has to mark bulk-copied subtrees
+        self._outcome_cycle = -1
         self.pruned = 0  # dead leaves pruned so far
 
     # ------------------------------------------------------------ pools
@@ -1301,6 +1366,8 @@ class FixedOctree(SpatialIndex):
         out = np.empty(self._count, dtype=np.int64)
         self._outcome.fill(0)
         stack = self._stack()
+        self._fill_pending = True
+        self._outcome_cycle = self.cycles
         k, ws, visited, occ_n, occ_o = _frustum(
             self._root, self._nodei, self._nodef, self._enext, self._eslot, self._ent,
             planes, eye, use_vd, vp, zd, zo, zw, zh, out, self._outcome,
@@ -1356,6 +1423,9 @@ class FixedOctree(SpatialIndex):
 
     def node_outcomes(self) -> np.ndarray:
         """NODE_* outcome of each node of node_boxes() in the last frustum query."""
+        if self._fill_pending and self._outcome_cycle == self.cycles:
+            _fill_inside(self._root, self._nodei, self._outcome, self._stack())
+        self._fill_pending = False
         return self._outcome[self._live_nodes()].copy()
 
     def _root_level(self) -> int:
