@@ -83,7 +83,7 @@ def test_city_has_static_buildings_and_moving_cars():
     s = load_scene("city")
     o = s.objects
     big = o.radii > 10
-    assert big.sum() >= 64 and np.all(o.static[big])
+    assert big.sum() >= 576 and np.all(o.static[big])
     moved = s.step(0.1)
     assert set(moved.tolist()) == set(np.flatnonzero(~o.static).tolist())
     assert not np.any(big[moved])
@@ -129,9 +129,9 @@ def test_step_zero_and_bad_dt():
 
 
 def test_objects_override_scales_groups_and_keeps_fixed():
-    s = load_scene("city", objects=1072)
-    assert len(s.objects) == 1072
-    assert (s.objects.radii > 10).sum() == 72  # 64 buildings + 8 towers unchanged
+    s = load_scene("city", objects=1600)
+    assert len(s.objects) == 1600
+    assert (s.objects.radii > 10).sum() == 600  # 576 buildings + 24 towers unchanged
     d = load_scene("demo", objects=301)
     assert len(d.objects) == 301
     counts = np.bincount(d.objects.group)
@@ -285,5 +285,5 @@ def test_flat_groups_move_in_their_plane():
 def test_zero_objects_and_fixed_only_scenes():
     s = load_scene("demo", objects=0)
     assert len(s.objects) == 0 and len(s.step(0.1)) == 0
-    city = load_scene("city", objects=72)
-    assert len(city.objects) == 72 and len(city.step(0.1)) == 0
+    city = load_scene("city", objects=600)
+    assert len(city.objects) == 600 and len(city.step(0.1)) == 0
