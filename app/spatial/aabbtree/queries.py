@@ -267,7 +267,9 @@ def query_frustum(nd, ob, centers, radii, vdist, planes, eye, use_vd: bool,
             qmask[nq] = newmask
             nq += 1
         sp = _push_children(nd.child, nd.nchild, n, stack, sp, newmask)
-    out = np.empty(total, np.int64)
+    # Every output is one of the working set: buffers of that size, not of the whole store
+    # (a store-sized allocation is a fresh mapping whose touched pages fault every frame).
+    out = np.empty(working, np.int64)
     k, occ_objects = _gather_objects(nd, ob, centers, radii, vdist, qnode, qmask, nq, subsets,
                                      counts, eye, use_vd, vp, zdata, zoff, zw, zh, out)
     return out[:k], working, visited, occ_nodes, occ_objects
