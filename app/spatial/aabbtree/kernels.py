@@ -546,6 +546,7 @@ def update_objects(nd, ob, centers, radii, vdist, slots, old_c, old_r, old_v,
             link_object(nd, ob, d, s)
             moved += 1
         grow_up(lo, hi, maxvd, parent, d, cx, cy, cz, r, vd)
-        if d != x:
+        if (d != x) & (nd.count[x] == 0) & (nd.nchild[x] == 0):
+            # Only then is there garbage: the call (with the whole pool) is not free.
             collect_garbage(nd, x)
     return moved
