@@ -50,8 +50,13 @@ def _numeric(s: str) -> bool:
 
 
 def md_table(headers: Sequence[str], rows: Sequence[Sequence]) -> str:
+    """Markdown table; a column is right-aligned when every cell in it is a number."""
+    def numeric_col(i: int) -> bool:
+        return i > 0 and all(_numeric(fmt(r[i])) for r in rows if i < len(r))
+
     out = ["| " + " | ".join(headers) + " |",
-           "| " + " | ".join("---" if i == 0 else "---:" for i in range(len(headers))) + " |"]
+           "| " + " | ".join("---:" if numeric_col(i) else "---"
+                             for i in range(len(headers))) + " |"]
     for r in rows:
         out.append("| " + " | ".join(fmt(c).replace("|", "/") for c in r) + " |")
     return "\n".join(out)
