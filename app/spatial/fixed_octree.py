@@ -12,8 +12,8 @@ Structure
 State (flat arrays, compiled kernels)
     ``_nodei`` (int32) and ``_nodef`` (float64) are the node pool, one row per node, with a
     free stack.  Entries (``_ent``: centre, radius, view distance) are the tree's packed copy
-    of placed objects, numbered apart from slots and taken in Morton order per batch, so list
-    walks touch memory mostly in order; a moved object's copy is refreshed at the flush.
+    of placed objects, numbered apart from slots and taken in Morton order per batch; a
+    moved object's copy is refreshed at the flush.
     Entries of a node form a doubly linked list threaded through ``_enext``/``_eprev``;
     ``_enode[entry]`` is its node, ``_eslot``/``_s2e`` map entries and slots both ways
     (``_s2e`` is -1 for no object, -2 for an object still in the insert queue).
@@ -24,15 +24,29 @@ State (flat arrays, compiled kernels)
     conservative, but never looser than the node cube, and exact for static scenes: culling
     with them is much better than with the loose cube, and keeping them costs O(1) per move.
 
+Entry layout (renumber)
+    Once half of the placed entries were linked into a node since the last layout (after a
+    bulk insert; every few cycles when most objects keep changing nodes; never when only a
+    few move), a flush ends by renumbering all entries in preorder of the tree, each node's
+    list contiguous (``_renumber``, O(n), into a second set of arrays that are swapped in).
+    The query then streams through memory instead of chasing scattered list links. Every node
+    it reaches is marked ``CLEAN``: its subtree's entries are exactly
+    ``[ESTART, ESTART + SUBCOUNT)``. Linking or unlinking an entry, or giving a node a new
+    child, clears ``CLEAN`` on the node and its ancestors (the walk stops at the first
+    dirty one: dirty nodes only have dirty ancestors).
+
 Lazy updates and the update cycle
     ``insert`` only queues slots, ``update`` only records moved slots and ``remove`` unlinks
     at once.  The next query of any kind (or an explicit :meth:`FixedOctree.flush`) applies
     the queue in one compiled batch: the root grows first if anything left it, new objects
     descend from the root, moved objects climb to the first ancestor that contains them and
-    descend again as far as they fit.  **One flush is one update cycle**: it happens at the
-    first query after any insert/update/remove (a viewer frame "update batch then cull" is
-    exactly one cycle) or when ``flush()`` is called; queries of an unchanged tree do not age
-    anything.
+    descend again as far as they fit.  The common small move (the sphere is still in its
+    node's cube and fits none of its octants) is settled while the moved objects' copies are
+    refreshed, with a few float tests (branch-free) and no tree walk; only the others go
+    through the climb and descent, in entry (i.e. spatial) order.
+    **One flush is one update cycle**: it happens at the first query after any
+    insert/update/remove (a viewer frame "update batch then cull" is exactly one cycle) or
+    when ``flush()`` is called; queries of an unchanged tree do not age anything.
 
 Dead branches
     A non-root leaf with no objects is kept for ``lifespan`` cycles (8 at first): every flush
@@ -47,10 +61,13 @@ Frustum query
     Nodes are tested through their subtree bounds: rejected by view distance
     (``box_point_dist`` > subtree max view distance), by the planes, or by the Z-pyramid;
     a node inside the planes (and, with view distance, whose farthest point is within the
-    subtree's min view distance, and with no occlusion) is accepted wholesale.  Otherwise
+    subtree's min view distance, and with no occlusion) is accepted wholesale: a clean
+    subtree as one copy of its entry run, without visiting its nodes (``node_outcomes``
+    marks them inside on demand, for the overlay), others by walking them.  Otherwise
     its own objects are tested with the shared predicates.  ``working_set`` counts tested
     plus wholesale-accepted objects; ``nodes_visited`` counts tested nodes plus the nodes
-    walked to collect accepted subtrees.
+    walked to collect accepted subtrees (a bulk-copied subtree counts as one).  Children are
+    pushed so that they pop in octant order, which is the renumbered memory order.
 
 Root growth (unlike the article)
     An object that leaves the root is never destroyed: the root doubles towards it (the old
