@@ -160,6 +160,7 @@ def _gather(slots, s2e, seen, emark):
     ``seen`` (per slot) and ``emark`` (per entry) are all-False scratch, left all-False.
     """
     new = np.empty(slots.shape[0], dtype=np.int64)
+    moved = np.empty(slots.shape[0], dtype=np.int64)
     nn = 0
     nm = 0
     for i in range(slots.shape[0]):
@@ -172,26 +173,23 @@ def _gather(slots, s2e, seen, emark):
                 nn += 1
         elif e >= 0 and not emark[e]:
             emark[e] = True
+            moved[nm] = e
             nm += 1
     for i in range(nn):
         seen[new[i]] = False
-    moved = np.empty(nm, dtype=np.int64)
-    k = 0
-    if nm * 16 < emark.shape[0]:  # few: collect them in batch order and sort
-        for i in range(slots.shape[0]):
-            e = s2e[slots[i]]
-            if e >= 0 and emark[e]:
-                emark[e] = False
-                moved[k] = e
-                k += 1
-        moved.sort()
+    if nm * 16 < emark.shape[0]:  # few: sort them
+        for i in range(nm):
+            emark[moved[i]] = False
+        out = np.sort(moved[:nm])
     else:  # many: one scan of the marks yields them sorted
+        out = moved[:nm]
+        k = 0
         for e in range(emark.shape[0]):
             if emark[e]:
                 emark[e] = False
-                moved[k] = e
+                out[k] = e
                 k += 1
-    return new[:nn], moved
+    return new[:nn], out
 
 
 @njit(cache=True)
