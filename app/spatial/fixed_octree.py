@@ -193,6 +193,41 @@ def _gather(slots, s2e, seen, emark):
 
 
 @njit(cache=True)
+def _gather_sparse(slots, s2e, seen):
+    """``_gather`` for batches much smaller than the entry pool: the placed ones come as
+    (entries, their slots), ascending and distinct, from one sort of packed keys, so that
+    neither a per-entry mark nor ``eslot`` is touched (each would be one more cache miss)."""
+    new = np.empty(slots.shape[0], dtype=np.int64)
+    keys = np.empty(slots.shape[0], dtype=np.int64)
+    nn = 0
+    nk = 0
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        e = s2e[s]
+        if e == PENDING:
+            if not seen[s]:
+                seen[s] = True
+                new[nn] = s
+                nn += 1
+        elif e >= 0:
+            keys[nk] = (e << 32) | s
+            nk += 1
+    for i in range(nn):
+        seen[new[i]] = False
+    keys = np.sort(keys[:nk])
+    ents = np.empty(nk, dtype=np.int64)
+    sl = np.empty(nk, dtype=np.int64)
+    k = 0
+    for i in range(nk):
+        if i > 0 and keys[i] == keys[i - 1]:
+            continue  # the same slot queued twice
+        ents[k] = keys[i] >> 32
+        sl[k] = keys[i] & 0xFFFFFFFF
+        k += 1
+    return new[:nn], ents[:k], sl[:k]
+
+
+@njit(cache=True)
 def _renumber(root, nodei, ent, enode, enext, eslot, s2e,
               ent2, enode2, enext2, eprev2, eslot2, stack):
     """Copy the placed entries into the second set of arrays, renumbered so that every
@@ -239,22 +274,24 @@ def _renumber(root, nodei, ent, enode, enext, eslot, s2e,
 
 
 @njit(cache=True)
-def _refresh(moved, eslot, ent, enode, centers, radii, vdist, nodei, nodef, min_size, slow,
-             bounds):
+def _refresh(moved, mslots, eslot, ent, enode, centers, radii, vdist, nodei, nodef, min_size,
+             slow, bounds):
     """Refresh the packed copies of moved entries, and settle at once the common small move.
 
     An object whose new sphere still lies in its node's cube and fits no octant of it (or
     whose node has ``min_size``) stays where it is: only the bounds grow, a few float tests
     and no tree walk. The others are written to ``slow`` (returns how many) for ``_place``,
-    and ``bounds`` gets the AABB of their spheres (for root growth).
+    and ``bounds`` gets the AABB of their spheres (for root growth). ``mslots`` are the
+    entries' slots when known (else empty: looked up in ``eslot``).
     """
     for a in range(3):
         bounds[0, a] = np.inf
         bounds[1, a] = -np.inf
     ns = 0
+    known = mslots.shape[0] == moved.shape[0]
     for i in range(moved.shape[0]):
         e = moved[i]
-        s = eslot[e]
+        s = mslots[i] if known else eslot[e]
         r = radii[s]
         vd = vdist[s]
         cx = centers[s, 0]
@@ -1260,7 +1297,7 @@ class FixedOctree(SpatialIndex):
 
     def flush(self) -> None:
         """Apply queued inserts and moves now; this is one update cycle (empty leaves age)."""
-        new, moved = self._queued()
+        new, moved, mslots = self._queued(with_slots=True)
         self._pending.clear()
         self._moved.clear()
         ents = np.zeros(0, dtype=np.int64)
@@ -1268,7 +1305,7 @@ class FixedOctree(SpatialIndex):
         if moved.shape[0]:
             # small moves are settled here; the rest are placed after the new objects
             slow = np.empty(moved.shape[0], dtype=np.int64)
-            ns = _refresh(moved, self._eslot, self._ent, self._enode, self._centers,
+            ns = _refresh(moved, mslots, self._eslot, self._ent, self._enode, self._centers,
                           self._radii, self._vdist, self._nodei, self._nodef, self.min_size,
                           slow, bounds)
             ents = slow[:ns]
@@ -1320,16 +1357,24 @@ class FixedOctree(SpatialIndex):
         self._relinked[0] = 0
         self._displaced.fill(False)
 
-    def _queued(self) -> tuple[np.ndarray, np.ndarray]:
-        """(distinct slots still pending, distinct entries of moved objects still placed)."""
+    def _queued(self, with_slots: bool = False) -> tuple[np.ndarray, ...]:
+        """(distinct slots still pending, distinct entries of moved objects still placed,
+        ascending) and with ``with_slots`` the moved entries' slots (empty: not gathered)."""
+        empty = np.zeros(0, dtype=np.int64)
         if not self._pending and not self._moved:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+            return (empty, empty, empty) if with_slots else (empty, empty)
         slots = np.concatenate(self._pending + self._moved)
+        if (with_slots and slots.shape[0] * 16 < self._ent.shape[0] < 2**31
+                and self.capacity < 2**32):  # keys pack (entry, slot) in one int64
+            if self._seen.shape[0] != self.capacity:
+                self._seen = np.zeros(self.capacity, dtype=np.bool_)
+            return _gather_sparse(slots, self._s2e, self._seen)
         if self._seen.shape[0] != self.capacity:
             self._seen = np.zeros(self.capacity, dtype=np.bool_)
         if self._emark.shape[0] != self._ent.shape[0]:
             self._emark = np.zeros(self._ent.shape[0], dtype=np.bool_)
-        return _gather(slots, self._s2e, self._seen, self._emark)
+        new, moved = _gather(slots, self._s2e, self._seen, self._emark)
+        return (new, moved, empty) if with_slots else (new, moved)
 
     def _take_entries(self, new: np.ndarray) -> np.ndarray:
         """Entries for newly inserted slots, allocated in Morton order of their centres."""
