@@ -10,11 +10,40 @@ from __future__ import annotations
 
 import moderngl
 import numpy as np
+from numba import njit
 
 from app.render.context import load_program
 from app.render.meshes import Mesh
 
 STRIDE = 8  # floats per instance: cx cy cz r  cr cg cb pad
+
+
+@njit(cache=True)
+def _gather_by_mesh(visible, mask, mesh_of, packed, staging, counts) -> int:
+    """Visible rows, grouped by mesh kind and in ascending id order, into ``staging``.
+
+    One compiled pass instead of mask + flatnonzero + a fancy-indexed take per mesh: at
+    100,000 objects that was a few milliseconds of the CPU frame.
+    """
+    for i in range(visible.shape[0]):
+        mask[visible[i]] = True
+    nm = counts.shape[0]
+    for k in range(nm):
+        counts[k] = 0
+    for j in range(mask.shape[0]):
+        if mask[j]:
+            counts[mesh_of[j]] += 1
+    starts = np.zeros(nm, dtype=np.int64)
+    for k in range(1, nm):
+        starts[k] = starts[k - 1] + counts[k - 1]
+    for j in range(mask.shape[0]):
+        if mask[j]:
+            mask[j] = False
+            row = starts[mesh_of[j]]
+            starts[mesh_of[j]] = row + 1
+            for c in range(packed.shape[1]):
+                staging[row, c] = packed[j, c]
+    return int(counts.sum())
 
 
 class ObjectRenderer:
@@ -90,6 +119,17 @@ class ObjectRenderer:
         never on the index, so culling does not change the image.
         """
         n_all = self.capacity
+        if visible is not None and not (self.has_big and eye is not None):
+            counts = np.zeros(len(self.meshes), dtype=np.int64)
+            total = _gather_by_mesh(np.ascontiguousarray(visible, dtype=np.int64), self._mask,
+                                    self.mesh_of, self.packed, self.staging, counts)
+            start = 0
+            for k in range(len(self.meshes)):
+                self.starts[k] = start
+                self.counts[k] = int(counts[k])
+                start += int(counts[k])
+            self._write(total)
+            return total
         if visible is None:
             order = None
             mesh_vis = self.mesh_of
@@ -120,9 +160,15 @@ class ObjectRenderer:
                 else:
                     np.take(self.packed, sel, axis=0, out=dst)
             total += cnt
-        if total:
-            self.inst.write(memoryview(self.staging[:total]).cast("B"))
+        self._write(total)
         return total
+
+    def _write(self, total: int) -> None:
+        """Orphan, then write: the previous frame's draw may still read the old storage, and
+        writing into it would make the driver wait for that draw to finish."""
+        if total:
+            self.inst.orphan(self.inst.size)
+            self.inst.write(memoryview(self.staging[:total]).cast("B"))
 
     def _occluders_first(self, sel: np.ndarray, eye: np.ndarray) -> np.ndarray:
         big = self.big[sel]
