@@ -9,7 +9,7 @@ on its curve.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from app.scene.distributions import in_box, lissajous_curve
 
@@ -72,14 +72,14 @@ def _jitter(key: np.uint64) -> float:
     return (2.0 * u - 1.0) * 1.7320508075688772
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def _walk(centers, rows, vel, speeds, sigma, seed, lo, hi, dt):  # pragma: no cover - compiled
     """One random-walk step over the rows: jitter heading, keep speed, move, bounce.
 
     The heading noise of row i, axis a comes from hashing (seed, i, a): no per-object
     allocation and no numpy RNG pass over 3n values, which dominated at 100k objects.
     """
-    for i in range(rows.shape[0]):
+    for i in prange(rows.shape[0]):  # rows are distinct: iterations are independent
         r = rows[i]
         s = speeds[i]
         inv = 1.0 / s if s > 1e-12 else 0.0
