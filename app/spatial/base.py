@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from app.culling.occlusion import ZPyramid
 from app.spatial.idmap import IdMap, hash_lookup
@@ -65,12 +65,12 @@ def _repeated_slots(slots: np.ndarray, stamp: np.ndarray, epoch: np.int64) -> np
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def _swap_in(slots, centers, radii, vdist, store_c, store_r, store_v, old_c, old_r, old_v):
-    """Copy the old values out and the new ones in, one pass over the batch."""
+    """Copy the old values out and the new ones in; slots are distinct, so rows never race."""
     has_r = radii.shape[0] == slots.shape[0]
     has_v = vdist.shape[0] == slots.shape[0]
-    for i in range(slots.shape[0]):
+    for i in prange(slots.shape[0]):
         s = slots[i]
         for a in range(3):
             old_c[i, a] = store_c[s, a]
@@ -83,32 +83,41 @@ def _swap_in(slots, centers, radii, vdist, store_c, store_r, store_v, old_c, old
             store_v[s] = vdist[i]
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def _fast_update(ids, centers, radii, vdist, keys, vals, dense, stamp, epoch,
                  store_c, store_r, store_v, slots, old_c, old_r, old_v) -> bool:
-    """Validate, resolve and apply an update batch in two compiled passes.
+    """Validate, resolve and apply an update batch in compiled passes.
 
-    Pass one checks every id and value and changes nothing; only when the whole batch is
-    good does pass two swap the values in. False means "something is wrong": the caller then
-    takes the slow path, which names the offending ids.
+    The checks change nothing; only when the whole batch is good are the values swapped in.
+    Look-ups and value checks run on both cores, the repeat check (a per-slot stamp) runs
+    serially, the swap in parallel. False means "something is wrong": the caller then takes
+    the slow path, which names the offending ids.
     """
-    has_r = radii.shape[0] == ids.shape[0]
-    has_v = vdist.shape[0] == ids.shape[0]
+    n = ids.shape[0]
+    has_r = radii.shape[0] == n
+    has_v = vdist.shape[0] == n
     nd = dense.shape[0]
-    for i in range(ids.shape[0]):
+    bad = np.zeros(n, dtype=np.bool_)
+    for i in prange(n):
         k = ids[i]
         s = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
-        if s < 0 or stamp[s] == epoch:
+        slots[i] = s
+        ok = s >= 0
+        for a in range(3):
+            ok = ok and np.isfinite(centers[i, a])
+        if has_r:
+            ok = ok and np.isfinite(radii[i]) and radii[i] >= 0.0
+        if has_v:
+            ok = ok and vdist[i] >= 0.0  # NaN fails too; inf is allowed
+        bad[i] = not ok
+    for i in range(n):
+        if bad[i]:
+            return False
+    for i in range(n):
+        s = slots[i]
+        if stamp[s] == epoch:
             return False
         stamp[s] = epoch
-        slots[i] = s
-        for a in range(3):
-            if not np.isfinite(centers[i, a]):
-                return False
-        if has_r and not (np.isfinite(radii[i]) and radii[i] >= 0.0):
-            return False
-        if has_v and not (vdist[i] >= 0.0):  # NaN fails too; inf is allowed
-            return False
     _swap_in(slots, centers, radii, vdist, store_c, store_r, store_v, old_c, old_r, old_v)
     return True
 
