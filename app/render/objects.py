@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import moderngl
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from app.render.context import load_program
 from app.render.meshes import Mesh
@@ -18,36 +18,49 @@ from app.render.meshes import Mesh
 STRIDE = 8  # floats per instance: cx cy cz r  cr cg cb pad
 
 
-@njit(cache=True)
+_CHUNKS = 16  # id ranges gathered in parallel; each knows where its rows go from a prefix sum
+
+
+@njit(cache=True, parallel=True)
 def _gather_by_mesh(visible, mask, mesh_of, centers, packed, staging, counts) -> int:
     """Visible rows, grouped by mesh kind and in ascending id order, into ``staging``.
 
     Centres come straight from the scene's float64 array (so moved objects need no separate
-    refresh pass), the rest of the row from the packed copy. One compiled pass instead of
-    mask + flatnonzero + a fancy-indexed take per mesh.
+    refresh pass), the rest of the row from the packed copy. The id range is cut into chunks:
+    each chunk counts its rows per mesh, a prefix sum gives every chunk its first row per
+    mesh, then the chunks copy in parallel. The order is the same as a serial pass.
     """
     for i in range(visible.shape[0]):
         mask[visible[i]] = True
+    n = mask.shape[0]
     nm = counts.shape[0]
+    step = (n + _CHUNKS - 1) // _CHUNKS
+    per = np.zeros((_CHUNKS, nm), dtype=np.int64)
+    for ch in prange(_CHUNKS):
+        for j in range(ch * step, min(n, (ch + 1) * step)):
+            if mask[j]:
+                per[ch, mesh_of[j]] += 1
+    first = np.zeros((_CHUNKS, nm), dtype=np.int64)
+    row = 0
     for k in range(nm):
         counts[k] = 0
-    for j in range(mask.shape[0]):
-        if mask[j]:
-            counts[mesh_of[j]] += 1
-    starts = np.zeros(nm, dtype=np.int64)
-    for k in range(1, nm):
-        starts[k] = starts[k - 1] + counts[k - 1]
-    for j in range(mask.shape[0]):
-        if mask[j]:
-            mask[j] = False
-            row = starts[mesh_of[j]]
-            starts[mesh_of[j]] = row + 1
-            staging[row, 0] = centers[j, 0]
-            staging[row, 1] = centers[j, 1]
-            staging[row, 2] = centers[j, 2]
-            for c in range(3, packed.shape[1]):
-                staging[row, c] = packed[j, c]
-    return int(counts.sum())
+        for ch in range(_CHUNKS):
+            first[ch, k] = row
+            row += per[ch, k]
+            counts[k] += per[ch, k]
+    for ch in prange(_CHUNKS):
+        nxt = first[ch].copy()
+        for j in range(ch * step, min(n, (ch + 1) * step)):
+            if mask[j]:
+                mask[j] = False
+                r = nxt[mesh_of[j]]
+                nxt[mesh_of[j]] = r + 1
+                staging[r, 0] = centers[j, 0]
+                staging[r, 1] = centers[j, 1]
+                staging[r, 2] = centers[j, 2]
+                for c in range(3, packed.shape[1]):
+                    staging[r, c] = packed[j, c]
+    return row
 
 
 class ObjectRenderer:
