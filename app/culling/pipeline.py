@@ -89,6 +89,8 @@ class CullPipeline:
         self.index: SpatialIndex | None = None
         self.last_rebuild_ms = 0.0
         self.last_result: QueryResult | None = None
+        self._rows_checked: np.ndarray | None = None
+        self._rows_ok = False
 
     # ------------------------------------------------------------------ build
 
@@ -131,7 +133,19 @@ class CullPipeline:
     def update(self, moved: np.ndarray, centers: np.ndarray) -> None:
         """Hand the moved objects (ids = rows of ``centers``) to the index."""
         if moved.shape[0] and self.index is not None:
-            self.index.update(moved, centers[moved])
+            if self._is_all_rows(moved, centers.shape[0]):
+                # Every row moved, in row order: hand over the array itself instead of a
+                # 100,000-row copy.
+                self.index.update(moved, centers)
+            else:
+                self.index.update(moved, centers[moved])
+
+    def _is_all_rows(self, moved: np.ndarray, n: int) -> bool:
+        """``moved`` is exactly 0..n-1; checked once per array (scenes reuse theirs)."""
+        if moved is not self._rows_checked:
+            self._rows_checked = moved
+            self._rows_ok = bool(moved.shape[0] == n and np.array_equal(moved, np.arange(n)))
+        return self._rows_ok and moved.shape[0] == n and not moved.flags.writeable
 
     def cull(self, planes: np.ndarray, eye: np.ndarray, *, frustum: bool, view_distance: bool,
              occlusion=None, all_ids: np.ndarray | None = None,

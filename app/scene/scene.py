@@ -75,6 +75,9 @@ class Scene:
         self.extent_lo, self.extent_hi = self._extent()
         moving = [m.rows for m in self._motions]
         self._moving = np.concatenate(moving) if moving else np.zeros(0, np.int64)
+        # The moved ids are the same every frame: build them once, hand out a read-only array.
+        self._moved_ids = self.objects.ids[self._moving]
+        self._moved_ids.flags.writeable = False
 
     def __repr__(self) -> str:
         return f"Scene({self.name!r}, objects={len(self.objects)}, path={str(self.path)!r})"
@@ -189,7 +192,7 @@ class Scene:
             return np.zeros(0, dtype=np.int64)
         for m in self._motions:
             m.step(self.objects.centers, dt, self._rng)
-        return self.objects.ids[self._moving]
+        return self._moved_ids
 
     def camera_at(self, t: float) -> tuple[np.ndarray, np.ndarray]:
         """(eye, target) on the looping camera path at time t seconds."""
