@@ -165,6 +165,43 @@ def test_window_keys_recording_screenshot_and_close(tmp_path):
     _check_png(tmp_path / "shot-2.png")
 
 
+def _image(path: Path) -> np.ndarray:
+    from PIL import Image
+
+    return np.asarray(Image.open(path).convert("RGB")).astype(np.int16)
+
+
+def test_held_keys_fly_the_camera(tmp_path):
+    """Holding W moves the camera: two shots without keys are equal, a third after W is not."""
+    log, shot = tmp_path / "fly.csv", tmp_path / "fly.png"
+    v = XvfbViewer(tmp_path, "--scene", "demo", "--objects", "2000", "--record", str(log),
+                   "--screenshot", str(shot), "--size", "480x270", "--index", "brute",
+                   "--paused", "--no-hud")
+    try:
+        v.wait_window()
+        _wait_rows(log, 3)
+        v.key("k", pause=0.3)
+        _wait_file(shot)
+        _wait_rows(log, _rows(log) + 2)
+        v.key("k", pause=0.3)
+        _wait_file(tmp_path / "fly-2.png")
+        for action in ("keydown", "keyup"):
+            subprocess.run(["xdotool", action, "--window", v.window, "w"], env=v.env,
+                           check=True, capture_output=True)
+            if action == "keydown":
+                _wait_rows(log, _rows(log) + 10)
+        _wait_rows(log, _rows(log) + 2)
+        v.key("k", pause=0.3)
+        _wait_file(tmp_path / "fly-3.png")
+        v.key("Escape")
+        v.wait_exit()
+    finally:
+        v.stop()
+    a, b, c = (_image(tmp_path / n) for n in ("fly.png", "fly-2.png", "fly-3.png"))
+    assert np.array_equal(a, b), "the image changed although nothing moved"
+    assert np.abs(c - b).mean() > 1.0, "holding W did not move the camera"
+
+
 def test_ctrl_c_while_recording_leaves_a_parseable_log(tmp_path):
     from app.framelog import CONTRACT_COLUMNS, read_log
 

@@ -33,8 +33,11 @@ class ViewerWindow:
         cam = scene.camera
         self.camera = FlyCamera(cam.position, cam.target, cam.fov_deg, cam.near, cam.far)
         self.keys = pyglet.window.key.KeyStateHandler()
-        window.push_handlers(self.keys)
+        # Handlers pushed last run first. The key-state table must see every press before
+        # on_key_press below consumes it (returning True stops the event), or WASD never
+        # registers as held.
         window.push_handlers(self)
+        window.push_handlers(self.keys)
         self.captured = False
         self.last = time.perf_counter()
         self.shot_count = 0
