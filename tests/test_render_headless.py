@@ -196,3 +196,19 @@ def test_window_without_display_says_so():
     assert r.returncode == 2
     lines = [s for s in r.stderr.splitlines() if s.strip()]
     assert len(lines) == 1 and "--headless" in lines[0] and "xvfb-run" in lines[0]
+
+
+@pytest.mark.parametrize("args,named", [
+    (["--record", "{tmp}/missing/run.csv"], "missing"),
+    (["--record", "{tmp}"], "folder"),
+    (["--screenshot", "{tmp}/shot.jpeg"], ".png"),
+    (["--dt", "-1"], "--dt"),
+    (["--orbit-out", "-2"], "--orbit-out"),
+])
+def test_bad_run_arguments_are_one_line_before_any_frame(tmp_path, args, named):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    r = _demo("--headless", "--objects", "10", "--frames", "1", "--size", "64x64", *args)
+    assert r.returncode == 2, r.stderr
+    lines = [s for s in r.stderr.splitlines() if s.strip()]
+    assert len(lines) == 1 and named in lines[0] and "Traceback" not in r.stderr
+    assert not (tmp_path / "missing").exists()

@@ -95,6 +95,38 @@ def occlusion_factory(args):
     return lambda viewer, mode: occlusion.create_provider(viewer, mode, gt)
 
 
+def _check_run_args(args: argparse.Namespace) -> str | None:
+    """Everything that can be checked before a frame runs; a message, or None when fine."""
+    import math
+    from pathlib import Path
+
+    if not (math.isfinite(args.dt) and args.dt >= 0):
+        return f"--dt must be a finite number >= 0, got {args.dt}"
+    if args.warmup < 0:
+        return f"--warmup must be >= 0, got {args.warmup}"
+    if not math.isfinite(args.start_time) or args.start_time < 0:
+        return f"--start-time must be a finite number >= 0, got {args.start_time}"
+    if args.freeze_at is not None and args.freeze_at < 0:
+        return f"--freeze-at must be >= 0, got {args.freeze_at}"
+    if not math.isfinite(args.orbit_out) or args.orbit_out < 0:
+        return f"--orbit-out must be >= 0, got {args.orbit_out}"
+    for flag, value, suffixes in (("--record", args.record, None),
+                                  ("--screenshot", args.screenshot, (".png",))):
+        if value is None:
+            continue
+        path = Path(value)
+        if path.is_dir():
+            return f"{flag} {value}: is a folder; give a file name"
+        if suffixes and path.suffix.lower() not in suffixes:
+            return f"{flag} {value}: expected a {' or '.join(suffixes)} file name"
+        parent = path.parent if str(path.parent) else Path(".")
+        if not parent.is_dir():
+            return f"{flag} {value}: the folder {parent} does not exist"
+        if not os.access(parent, os.W_OK):
+            return f"{flag} {value}: the folder {parent} is not writable"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     if (args.occlusion != "off" or args.ground_truth) and occlusion_factory(args) is None:
         what = "--ground-truth" if args.ground_truth and args.occlusion == "off" else \
@@ -108,10 +140,20 @@ def run(args: argparse.Namespace) -> int:
     if args.split_threshold is not None and args.split_threshold < 1:
         print("demo: --split-threshold must be >= 1", file=sys.stderr)
         return 2
-    if args.headless:
-        from app.viewer.headless import run_headless
+    problem = _check_run_args(args)
+    if problem:
+        print(f"demo: {problem}", file=sys.stderr)
+        return 2
+    from app.framelog import FrameLogError
 
-        return run_headless(args)
+    try:
+        if args.headless:
+            from app.viewer.headless import run_headless
+
+            return run_headless(args)
+    except (FrameLogError, OSError) as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 2
     if not _has_display():
         print("demo: no display (DISPLAY is not set); use --headless for an offscreen run, "
               "or run under xvfb-run", file=sys.stderr)
