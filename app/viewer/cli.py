@@ -43,7 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--occlusion", choices=OCCLUSION_CHOICES, default="off",
                    help="Z-pyramid occlusion culling mode")
     p.add_argument("--ground-truth", action="store_true",
-                   help="measure the true visible set with an id buffer (adds log columns)")
+                   help="measure the true visible set with an id buffer (adds log columns; its "
+                        "cost is inside render_ms and frame_ms, so time runs without it)")
     p.add_argument("--boxes", choices=("off", "depth", "outcome"), default="off",
                    help="node-box overlay at start")
     p.add_argument("--no-hud", action="store_true", help="hide the HUD text")
