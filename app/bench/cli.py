@@ -61,6 +61,25 @@ def run(args: argparse.Namespace) -> int:
     return 2
 
 
+def _check_index_args(only: list[str] | None, scale: float, frames: int) -> str | None:
+    """A message for arguments that would make a run meaningless, or None."""
+    from app.spatial import index_variants
+
+    if not (scale > 0 and scale <= 1):
+        return f"--scale must be in (0, 1], got {scale:g}"
+    if frames < 1:
+        return f"--frames must be >= 1, got {frames}"
+    if only:
+        known = {"numpy-brute", "numba-brute", "rtree"}
+        for label, name, _ in index_variants():
+            known.update((label, name))
+        unknown = [o for o in only if o not in known]
+        if unknown:
+            return (f"unknown index {', '.join(map(repr, unknown))}; choose from "
+                    f"{', '.join(sorted(known))}")
+    return None
+
+
 def _run_index(args: argparse.Namespace) -> int:
     from app.bench import report
     from app.bench.index_bench import run
@@ -74,6 +93,13 @@ def _run_index(args: argparse.Namespace) -> int:
             print(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}", file=sys.stderr)
             return 2
     only = [o.strip() for o in args.only.split(",") if o.strip()] or None
+    problem = _check_index_args(only, scale, frames)
+    if problem:
+        print(f"bench index: {problem}", file=sys.stderr)
+        return 2
+    if args.quick:
+        print("bench index --quick: a smoke test at 1/50 of the objects; the targets (and the "
+              "PASS/MISS verdicts) are meant for the full-size run", file=sys.stderr)
     t0 = time.perf_counter()
     rows = run(workloads, only, scale, frames, args.clock,
                progress=(lambda s: None) if args.quiet else
