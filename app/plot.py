@@ -24,9 +24,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _label(path: Path, log: dict) -> str:
-    """File name plus the index (or indexes, in order of appearance) the log used."""
+    """File name plus what the run culled with: index(es), occlusion mode, frustum off."""
     names = list(dict.fromkeys(x for x in log["index"] if x))
-    return f"{path.name} ({', '.join(names) or 'no index'})"
+    parts = [", ".join(names) or "no index"]
+    modes = [m for m in dict.fromkeys(log.get("occlusion", [])) if m and m != "off"]
+    if modes:
+        parts.append("occlusion " + "/".join(modes))
+    frustum = log.get("frustum")
+    if frustum is not None and len(frustum) and np.nanmax(np.asarray(frustum, float)) == 0:
+        parts.append("no culling")
+    return f"{path.name} ({'; '.join(parts)})"
 
 
 def _index_changes(log: dict) -> list[tuple[float, str]]:
@@ -81,17 +88,22 @@ def _plot(logs: list[tuple[Path, dict]], out: Path, title: str | None, dpi: int)
                     label=f"visible: {_label(path, log)}")
         vis_ax.plot(frames, np.asarray(log["working_set"], dtype=float), color=color, lw=1.0,
                     ls="--", label=f"working set: {_label(path, log)}")
-        for frame, name in _index_changes(log):
+        changes = _index_changes(log)
+        for j, (frame, name) in enumerate(changes):
             for a in (ax, vis_ax):
                 a.axvline(frame, color=color if a is vis_ax else "red", lw=0.8, ls=":")
-            ax.annotate(f"-> {name}", (frame, 1.0), xycoords=("data", "axes fraction"),
-                        xytext=(2, -12), textcoords="offset points", fontsize=8, color="red")
+            if len(changes) <= 12:  # beyond that the names only smear into each other
+                # Staggered in four rows below the top so neighbouring labels do not overlap.
+                ax.annotate(f"-> {name}", (frame, 1.0), xycoords=("data", "axes fraction"),
+                            xytext=(2, -24 - 10 * (j % 4)), textcoords="offset points",
+                            fontsize=7, color="red")
         ax.legend(loc="upper right", fontsize=8)
     vis_ax.set_title("visible objects (solid) and working set (dashed)", fontsize=10)
     vis_ax.set_xlabel("frame")
     vis_ax.set_ylabel("objects")
     vis_ax.grid(alpha=0.3)
-    vis_ax.legend(loc="upper right", fontsize=8)
+    # Below the panel: inside it, the legend hid the no-culling line.
+    vis_ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, fontsize=8)
     if title:
         fig.suptitle(title)
     fig.savefig(out, dpi=dpi)

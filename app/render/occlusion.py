@@ -182,8 +182,9 @@ class OcclusionCuller:
             t = self.totals
             lines.append(f"ground truth: visible {v.get('true_visible', '-')}   false negatives "
                          f"{v.get('false_negatives', '-')}   run total {t['false_negatives']:,} of "
-                         f"{t['true_visible']:,}   worst {t['worst_fn']} (frame "
-                         f"{t['worst_fn_frame']})")
+                         f"{t['true_visible']:,}   worst " + (
+                             f"{t['worst_fn']} (frame {t['worst_fn_frame']})"
+                             if t["worst_fn"] else "none"))
         return lines
 
     def release(self) -> None:

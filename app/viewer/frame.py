@@ -252,7 +252,7 @@ class Viewer:
             return 0.0
         st = self.pipeline.split_threshold()
         extra = f" split {st}" if st is not None else ""
-        self.notice(f"rebuilt {config.label()}{extra}: {len(self.scene.objects.ids)} objects "
+        self.notice(f"rebuilt {config.label()}{extra}: {len(self.scene.objects.ids):,} objects "
                     f"in {ms:.0f} ms")
         return ms
 
