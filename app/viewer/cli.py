@@ -128,6 +128,18 @@ def _check_run_args(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _note_unused_tree_options(args: argparse.Namespace) -> None:
+    """Say so when --leafy/--split-threshold are given for an index that has no such option."""
+    from app.spatial import TREE_HEURISTICS
+
+    given = [flag for flag, v in (("--leafy/--non-leafy", args.leafy),
+                                  ("--split-threshold", args.split_threshold)) if v is not None]
+    if given and args.index is not None and args.index not in TREE_HEURISTICS:
+        print(f"demo: note: {' and '.join(given)} apply to the tree indexes "
+              f"({', '.join(TREE_HEURISTICS)}), not to {args.index}; they are kept for when "
+              "you switch to a tree", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     if (args.occlusion != "off" or args.ground_truth) and occlusion_factory(args) is None:
         what = "--ground-truth" if args.ground_truth and args.occlusion == "off" else \
@@ -145,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"demo: {problem}", file=sys.stderr)
         return 2
+    _note_unused_tree_options(args)
     from app.framelog import FrameLogError
 
     try:
