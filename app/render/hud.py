@@ -134,7 +134,12 @@ class HudRenderer:
             self._quads.append(out.reshape(-1, 8))
         return w, h
 
-    def draw(self, size: tuple[int, int]) -> None:
+    def _pixel_exact(self, size) -> bool:
+        return self.target_size is None or tuple(size) == tuple(self.target_size)
+
+    def draw(self, size: tuple[float, float], target_size: tuple[int, int] | None = None) -> None:
+        """Draw the queued quads; ``size`` is the layout's screen, ``target_size`` the real one."""
+        self.target_size = target_size
         if not self._quads:
             return
         data = np.concatenate(self._quads).astype(np.float32)
@@ -145,6 +150,9 @@ class HudRenderer:
             self._make_vao()
         self.vbo.write(data.tobytes())
         self.prog["u_screen"].value = (float(size[0]), float(size[1]))
+        # Pixel-exact glyphs at 1:1; smoothed when the HUD is shrunk into a small window.
+        f = moderngl.NEAREST if self._pixel_exact(size) else moderngl.LINEAR
+        self.tex.filter = (f, f)
         self.tex.use(0)
         self.prog["u_atlas"].value = 0
         self.ctx.enable(moderngl.BLEND)

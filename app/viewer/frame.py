@@ -477,28 +477,35 @@ class Viewer:
             f"scene {self.scene.name}   F1 help",
         ]
         if tg.boxes == "outcome":
-            lines.append("boxes: green inside, yellow partial, red frustum-rejected, blue "
-                         "view-distance-rejected, magenta occluded, grey not visited")
+            lines.append("boxes: green inside, yellow partial, red frustum-rejected,")
+            lines.append("       blue view-distance-rejected, magenta occluded, grey not visited")
         if self.occlusion is not None:
             lines += list(self.occlusion.hud_lines())
         return lines
 
     def draw_hud(self, st: FrameStats) -> None:
         w, h = self.target.size
-        if self.toggles.hud and not self.toggles.help:
-            self.hud.text(8, 6, self.hud_lines(st), color=(0.95, 0.97, 1.0, 1.0))
-            now = time.perf_counter()
-            while self.notices and self.notices[0][0] < now:
-                self.notices.popleft()
-            msgs = [m for _, m in self.notices]
+        hud_lines = self.hud_lines(st) if self.toggles.hud and not self.toggles.help else []
+        now = time.perf_counter()
+        while self.notices and self.notices[0][0] < now:
+            self.notices.popleft()
+        msgs = [m for _, m in self.notices] if hud_lines else []
+        shown = hud_lines + msgs + (HELP_LINES if self.toggles.help else [])
+        # Text is laid out in a virtual screen at least as wide as the widest line, then
+        # scaled to the real one: in a small window the HUD shrinks instead of being cut off.
+        scale = max(1.0, (self.hud.text_size(shown)[0] + 16) / max(w, 1))
+        vw, vh = w * scale, h * scale
+        if hud_lines:
+            self.hud.text(8, 6, hud_lines, color=(0.95, 0.97, 1.0, 1.0))
             if msgs:
                 _, th = self.hud.text_size(msgs)
-                self.hud.text(8, h - th - 8, msgs, color=(1.0, 0.85, 0.3, 1.0))
+                self.hud.text(8, vh - th - 8, msgs, color=(1.0, 0.85, 0.3, 1.0))
         if self.toggles.help:
             tw, th = self.hud.text_size(HELP_LINES)
-            self.hud.text(max(8, (w - tw) // 2), max(8, (h - th) // 2), HELP_LINES,
+            self.hud.panel(0, 0, vw, vh, color=(0.0, 0.0, 0.0, 0.45))  # dim the scene behind
+            self.hud.text(max(8, (vw - tw) // 2), max(8, (vh - th) // 2), HELP_LINES,
                           color=(0.85, 1.0, 0.85, 1.0))
-        self.hud.draw(self.target.size)
+        self.hud.draw((vw, vh), (w, h))
 
     # ------------------------------------------------------------------ logging
 
