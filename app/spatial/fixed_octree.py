@@ -1364,13 +1364,11 @@ class FixedOctree(SpatialIndex):
         if not self._pending and not self._moved:
             return (empty, empty, empty) if with_slots else (empty, empty)
         slots = np.concatenate(self._pending + self._moved)
-        if (with_slots and slots.shape[0] * 16 < self._ent.shape[0] < 2**31
-                and self.capacity < 2**32):  # keys pack (entry, slot) in one int64
-            if self._seen.shape[0] != self.capacity:
-                self._seen = np.zeros(self.capacity, dtype=np.bool_)
-            return _gather_sparse(slots, self._s2e, self._seen)
         if self._seen.shape[0] != self.capacity:
             self._seen = np.zeros(self.capacity, dtype=np.bool_)
+        if (with_slots and slots.shape[0] * 16 < self._ent.shape[0] < 2**31
+                and self.capacity < 2**32):  # keys pack (entry, slot) in one int64
+            return _gather_sparse(slots, self._s2e, self._seen)
         if self._emark.shape[0] != self._ent.shape[0]:
             self._emark = np.zeros(self._ent.shape[0], dtype=np.bool_)
         new, moved = _gather(slots, self._s2e, self._seen, self._emark)
