@@ -862,8 +862,9 @@ def _frustum(planes, eye, use_vd, vp, zd, zo, zw, zh, n_objects,
 
 
 @njit(cache=True)
-def _box(lo, hi, n_objects, centers, radii, nxt, islot, sizes, G):
-    """Objects whose sphere's bounding box overlaps [lo, hi]."""
+def _cells_near_box(lo, hi, sizes, G):
+    """Live cells of every level whose cells, grown by the level's max radius, can touch
+    the box [lo, hi] (the candidates of box and sphere queries)."""
     (ckey, chead, ccount, cvdmax, cvdmin, cdirty, cpos, cfree, dirty, cout, st,
      hkey, hval, lcount, lcells, lrmax, lext) = G
     nlev = sizes.shape[0]
@@ -872,7 +873,15 @@ def _box(lo, hi, n_objects, centers, radii, nxt, islot, sizes, G):
     for lvl in range(nlev):
         if lcount[lvl] > 0:
             active[lvl] = _box_range(lvl, sizes[lvl], lrmax[lvl], lo, hi, lext, ranges[lvl])
-    cells = _cells_in_ranges(ranges, active, st[ST_HW], ckey, ccount, hkey, hval, lcells, st)
+    return _cells_in_ranges(ranges, active, st[ST_HW], ckey, ccount, hkey, hval, lcells, st)
+
+
+@njit(cache=True)
+def _box(lo, hi, n_objects, centers, radii, nxt, islot, sizes, G):
+    """Objects whose sphere's bounding box overlaps [lo, hi]."""
+    (ckey, chead, ccount, cvdmax, cvdmin, cdirty, cpos, cfree, dirty, cout, st,
+     hkey, hval, lcount, lcells, lrmax, lext) = G
+    cells = _cells_near_box(lo, hi, sizes, G)
     out = np.empty(n_objects, dtype=np.int64)
     k = 0
     for c in cells:
@@ -891,18 +900,12 @@ def _sphere(q, qr, n_objects, centers, radii, nxt, islot, sizes, G):
     """Objects with |c - q| <= r + qr."""
     (ckey, chead, ccount, cvdmax, cvdmin, cdirty, cpos, cfree, dirty, cout, st,
      hkey, hval, lcount, lcells, lrmax, lext) = G
-    nlev = sizes.shape[0]
-    ranges = np.zeros((nlev, 6), dtype=np.int64)
-    active = np.zeros(nlev, dtype=np.bool_)
     lo = np.empty(3)
     hi = np.empty(3)
     for a in range(3):
         lo[a] = q[a] - qr
         hi[a] = q[a] + qr
-    for lvl in range(nlev):
-        if lcount[lvl] > 0:
-            active[lvl] = _box_range(lvl, sizes[lvl], lrmax[lvl], lo, hi, lext, ranges[lvl])
-    cells = _cells_in_ranges(ranges, active, st[ST_HW], ckey, ccount, hkey, hval, lcells, st)
+    cells = _cells_near_box(lo, hi, sizes, G)
     out = np.empty(n_objects, dtype=np.int64)
     k = 0
     for c in cells:
