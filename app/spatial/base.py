@@ -84,14 +84,11 @@ def _swap_in(slots, centers, radii, vdist, store_c, store_r, store_v, old_c, old
 
 
 @njit(cache=True, parallel=True)
-def _fast_update(ids, centers, radii, vdist, keys, vals, dense, stamp, epoch,
-                 store_c, store_r, store_v, slots, old_c, old_r, old_v) -> bool:
-    """Validate, resolve and apply an update batch in compiled passes.
+def _resolve_batch(ids, centers, radii, vdist, keys, vals, dense, stamp, epoch, slots) -> bool:
+    """Resolve an update batch's ids into ``slots`` and check its values; changes nothing.
 
-    The checks change nothing; only when the whole batch is good are the values swapped in.
-    Look-ups and value checks run on both cores, the repeat check (a per-slot stamp) runs
-    serially, the swap in parallel. False means "something is wrong": the caller then takes
-    the slow path, which names the offending ids.
+    Look-ups and value checks run on both cores, the repeat check runs serially. False means
+    "something is wrong": the caller then takes the slow path, which names the offending ids.
     """
     n = ids.shape[0]
     has_r = radii.shape[0] == n
@@ -113,13 +110,7 @@ def _fast_update(ids, centers, radii, vdist, keys, vals, dense, stamp, epoch,
     for i in range(n):
         if bad[i]:
             return False
-    for i in range(n):
-        s = slots[i]
-        if stamp[s] == epoch:
-            return False
-        stamp[s] = epoch
-    _swap_in(slots, centers, radii, vdist, store_c, store_r, store_v, old_c, old_r, old_v)
-    return True
+    return _repeated_slots(slots, stamp, epoch).shape[0] == 0
 
 
 _EMPTY_F = np.zeros(0, dtype=np.float64)
@@ -163,6 +154,7 @@ class SpatialIndex:
         self._count = 0
         self._slot_mark = np.zeros(capacity, dtype=np.int64)  # per-slot marks for repeat checks
         self._mark_epoch = 0
+        self._scratch_n = 0  # size of the reused old-value buffers of _apply_update
 
     # ------------------------------------------------------------------ public API
 
@@ -219,15 +211,7 @@ class SpatialIndex:
                                                     radii_optional=True)
         if ids.shape[0] == 0:
             return
-        slots = self._resolve_known("update", ids)
-        n = ids.shape[0]
-        old_c = np.empty((n, 3))
-        old_r = np.empty(n)
-        old_v = np.empty(n)
-        _swap_in(slots, centers, _EMPTY_F if radii is None else radii,
-                 _EMPTY_F if vd is None else vd,
-                 self._centers, self._radii, self._vdist, old_c, old_r, old_v)
-        self._on_update(slots, old_c, old_r, old_v)
+        self._apply_update(self._resolve_known("update", ids), centers, radii, vd)
 
     def remove(self, ids: np.ndarray) -> None:
         """Remove objects by id."""
@@ -376,21 +360,27 @@ class SpatialIndex:
 
     # ------------------------------------------------------------------ internals
 
-    def _update_scratch(self, n: int):
-        """Reused per-batch buffers: fresh multi-megabyte arrays every frame cost page faults.
+    def _apply_update(self, slots: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
+                      vd: np.ndarray | None) -> None:
+        """Swap a checked batch's values into the store, then tell the subclass.
 
-        Hooks get the old values as views of these; they must copy what they keep.
+        The old values go to reused buffers (fresh multi-megabyte arrays every frame cost page
+        faults), so hooks get views of them and must copy what they keep; ``slots`` itself is
+        the caller's and may be kept (fixed-octree queues it).
         """
-        if getattr(self, "_scratch_n", 0) < n:
+        n = slots.shape[0]
+        if self._scratch_n < n:
             cap = max(n, 1024)
-            self._scratch = (np.empty(cap, dtype=np.int64), np.empty((cap, 3)),
-                             np.empty(cap), np.empty(cap))
+            self._scratch = (np.empty((cap, 3)), np.empty(cap), np.empty(cap))
             self._scratch_n = cap
-        sl, c, r, v = self._scratch
-        return sl[:n], c[:n], r[:n], v[:n]
+        old_c, old_r, old_v = (a[:n] for a in self._scratch)
+        _swap_in(slots, centers, _EMPTY_F if radii is None else radii,
+                 _EMPTY_F if vd is None else vd,
+                 self._centers, self._radii, self._vdist, old_c, old_r, old_v)
+        self._on_update(slots, old_c, old_r, old_v)
 
     def _update_fast(self, ids, centers, radii, vd) -> bool:
-        """The per-frame path: well-typed arrays, one compiled call. False -> use the slow path."""
+        """The per-frame path: well-typed arrays, compiled checks. False -> use the slow path."""
         if not (isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.ndim == 1
                 and ids.flags.c_contiguous):
             return False
@@ -400,20 +390,26 @@ class SpatialIndex:
         if (radii is not None and not _is_f64(radii, (n,))) or (
                 vd is not None and not _is_f64(vd, (n,))):
             return False
+        slots = np.empty(n, dtype=np.int64)
+        keys, vals, dense = self._idmap.arrays()
+        epoch = self._next_mark_epoch()  # first: it may reallocate the marks
+        if not _resolve_batch(ids, centers, _EMPTY_F if radii is None else radii,
+                              _EMPTY_F if vd is None else vd, keys, vals, dense,
+                              self._slot_mark, epoch, slots):
+            return False
+        self._apply_update(slots, centers, radii, vd)
+        return True
+
+    def _next_mark_epoch(self) -> np.int64:
+        """A fresh epoch for the per-slot marks (two values: _repeated_slots uses epoch - 1).
+
+        Call it before reading ``self._slot_mark``: it grows the marks to the store's capacity.
+        """
         if self._slot_mark.shape[0] < self.capacity:
             self._slot_mark = np.zeros(self.capacity, dtype=np.int64)
             self._mark_epoch = 0
         self._mark_epoch += 2
-        _, old_c, old_r, old_v = self._update_scratch(n)
-        slots = np.empty(n, dtype=np.int64)  # hooks may keep this one (fixed-octree queues it)
-        keys, vals, dense = self._idmap.arrays()
-        ok = _fast_update(ids, centers, _EMPTY_F if radii is None else radii,
-                          _EMPTY_F if vd is None else vd, keys, vals, dense,
-                          self._slot_mark, np.int64(self._mark_epoch),
-                          self._centers, self._radii, self._vdist, slots, old_c, old_r, old_v)
-        if ok:
-            self._on_update(slots, old_c, old_r, old_v)
-        return ok
+        return np.int64(self._mark_epoch)
 
     def _resolve_known(self, op: str, ids: np.ndarray) -> np.ndarray:
         """Slots of ``ids``; ValueError naming unknown or repeated ids (nothing changed)."""
@@ -421,11 +417,8 @@ class SpatialIndex:
         unknown = slots < 0
         if unknown.any():
             raise ValueError(f"{op}: unknown ids: {_name_ids(ids[unknown])}")
-        if self._slot_mark.shape[0] < self.capacity:
-            self._slot_mark = np.zeros(self.capacity, dtype=np.int64)
-            self._mark_epoch = 0
-        self._mark_epoch += 2  # two values per call: _repeated_slots uses epoch - 1 as scratch
-        rep = _repeated_slots(slots, self._slot_mark, np.int64(self._mark_epoch))
+        epoch = self._next_mark_epoch()  # first: it may reallocate the marks
+        rep = _repeated_slots(slots, self._slot_mark, epoch)
         if rep.shape[0]:
             raise ValueError(f"{op}: ids given more than once in the batch: {_name_ids(ids[rep])}")
         return slots
