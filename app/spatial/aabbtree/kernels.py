@@ -523,13 +523,9 @@ def update_objects(nd, ob, centers, radii, vdist, slots, old_c, old_r, old_v,
         hz = cz + r
         if (box_contains(lo, hi, x, lx, ly, lz, hx, hy, hz) & (maxvd[x] >= vd)
                 & (not is_split[x])):
-            # Same node, nothing grows (grow_up would stop at x at once).
-            flush = ((ox - orad <= lo[x, 0]) | (oy - orad <= lo[x, 1])
-                     | (oz - orad <= lo[x, 2]) | (ox + orad >= hi[x, 0])
-                     | (oy + orad >= hi[x, 1]) | (oz + orad >= hi[x, 2])
-                     | ((ovd >= maxvd[x]) & (ovd < np.inf)))
-            if flush:
-                invalidate_up(lo, hi, maxvd, parent, dirty, x, ox, oy, oz, orad, ovd)
+            # Same node, nothing grows (grow_up would stop at x at once); invalidate_up
+            # returns at once unless the old sphere was flush against x's box.
+            invalidate_up(lo, hi, maxvd, parent, dirty, x, ox, oy, oz, orad, ovd)
             continue
         a = x
         while a != ROOT and not box_contains(lo, hi, a, lx, ly, lz, hx, hy, hz):
