@@ -637,6 +637,13 @@ def _range_cells(rng):
             * float(rng[5] - rng[2] + 1))
 
 
+@njit(cache=True, inline="always")
+def _key_in_range(ckey, c, r):
+    """Whether cell ``c``'s coordinates lie in the range r = [i0, j0, k0, i1, j1, k1]."""
+    return (r[0] <= ckey[c, 1] <= r[3] and r[1] <= ckey[c, 2] <= r[4]
+            and r[2] <= ckey[c, 3] <= r[5])
+
+
 @njit(cache=True)
 def _cells_in_ranges(ranges, active, hw, ckey, ccount, hkey, hval, lcells, st):
     """Live cells inside each active level's coordinate range.
@@ -675,9 +682,7 @@ def _cells_in_ranges(ranges, active, hw, ckey, ccount, hkey, hval, lcells, st):
             lvl = ckey[c, 0]
             if not scan[lvl]:
                 continue
-            r = ranges[lvl]
-            if r[0] <= ckey[c, 1] <= r[3] and r[1] <= ckey[c, 2] <= r[4] \
-                    and r[2] <= ckey[c, 3] <= r[5]:
+            if _key_in_range(ckey, c, ranges[lvl]):
                 out[k] = c
                 k += 1
     return out[:k]
@@ -849,9 +854,7 @@ def _frustum(planes, eye, use_vd, vp, zd, zo, zw, zh, n_objects,
             lvl = ckey[c, 0]
             if not scan[lvl]:
                 continue
-            r = ranges[lvl]
-            if r[0] <= ckey[c, 1] <= r[3] and r[1] <= ckey[c, 2] <= r[4] \
-                    and r[2] <= ckey[c, 3] <= r[5]:
+            if _key_in_range(ckey, c, ranges[lvl]):
                 k = _cull_cell(c, -1, sizes[lvl], lrmax[lvl], planes, eye, use_vd,
                                vp, zd, zo, zw, zh, centers, radii, vdist, nxt, islot, ckey, chead,
                                cvdmax, cvdmin, cout, out, k, cnt, scr)
