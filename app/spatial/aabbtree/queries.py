@@ -76,6 +76,18 @@ def _plane_subsets(planes):
     return subsets, counts
 
 
+@njit(cache=True, inline="always")
+def _next_list(head, qnode, qmask, qi: int, nq: int):
+    """(head, mask, next qi) of the next queued node with a non-empty list; head -1 if none."""
+    while qi < nq:
+        h = head[qnode[qi]]
+        m = qmask[qi]
+        qi += 1
+        if h >= 0:
+            return h, m, qi
+    return -1, 0, qi
+
+
 @njit(cache=True)
 def _gather_objects(nd, ob, centers, radii, vdist, qnode, qmask, nq: int, subsets, counts,
                     eye, use_vd: bool, vp, zdata, zoff, zw, zh, out):
@@ -100,15 +112,11 @@ def _gather_objects(nd, ob, centers, radii, vdist, qnode, qmask, nq: int, subset
     qi = 0
     active = 0
     for w in range(LANES):
-        while qi < nq:
-            h = nd.head[qnode[qi]]
-            m = qmask[qi]
-            qi += 1
-            if h >= 0:
-                cur[w] = h
-                md[w] = m
-                active += 1
-                break
+        h, m, qi = _next_list(nd.head, qnode, qmask, qi, nq)
+        if h >= 0:
+            cur[w] = h
+            md[w] = m
+            active += 1
     k = 0
     nc = 0
     nxt_of = ob.next
@@ -128,15 +136,10 @@ def _gather_objects(nd, ob, centers, radii, vdist, qnode, qmask, nq: int, subset
                 nc += 1
             if nxt < 0:
                 # This list is done: the lane takes the next queued node's list.
-                while qi < nq:
-                    h = nd.head[qnode[qi]]
-                    m = qmask[qi]
-                    qi += 1
-                    if h >= 0:
-                        nxt = h
-                        md[w] = m
-                        break
-                if nxt < 0:
+                nxt, m, qi = _next_list(nd.head, qnode, qmask, qi, nq)
+                if nxt >= 0:
+                    md[w] = m
+                else:
                     active -= 1
             cur[w] = nxt
 
