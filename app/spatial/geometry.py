@@ -84,13 +84,15 @@ def sphere_overlaps_box(
     cx: float, cy: float, cz: float, r: float, lo: np.ndarray, hi: np.ndarray
 ) -> bool:
     """The sphere's bounding box overlaps the closed box [lo, hi] (contract of query_box)."""
+    # '&' of the six comparisons, not an 'and' chain: returning a short-circuit chain compiled
+    # to ~60 ns a call in numba against ~2 ns for this.
     return (
-        cx - r <= hi[0]
-        and cx + r >= lo[0]
-        and cy - r <= hi[1]
-        and cy + r >= lo[1]
-        and cz - r <= hi[2]
-        and cz + r >= lo[2]
+        (cx - r <= hi[0])
+        & (cx + r >= lo[0])
+        & (cy - r <= hi[1])
+        & (cy + r >= lo[1])
+        & (cz - r <= hi[2])
+        & (cz + r >= lo[2])
     )
 
 

@@ -93,7 +93,7 @@ def _delete(keys, vals, dense, del_keys) -> int:
             if v == -1:
                 break
             if v >= 0 and keys[h] == k:
-                vals[h] = -2
+                vals[h] = _TOMB
                 n += 1
                 break
             h = (h + 1) & mask
