@@ -190,7 +190,7 @@ def _classify(planes, mask: int, lo, hi) -> int:
 
 @njit(cache=True)
 def query_frustum(nd, ob, centers, radii, vdist, planes, eye, use_vd: bool,
-                  vp, zdata, zoff, zw, zh, leafy: bool, threshold: int, total: int):
+                  vp, zdata, zoff, zw, zh, leafy: bool, threshold: int):
     """Visible slots and counters: (slots, working_set, nodes_visited, occ_nodes, occ_objects).
 
     Two phases: the node traversal decides which nodes' objects must be looked at (and

@@ -126,7 +126,7 @@ class AABBTree(SpatialIndex):
         vp, zd, zo, zw, zh = occlusion_arrays(occlusion)
         slots, working, visited, occ_nodes, occ_objects = self._run_query(
             qu.query_frustum, planes, eye, use_vd, vp, zd, zo, zw, zh, self.leafy,
-            self.split_threshold, self._count)
+            self.split_threshold)
         return QueryResult(visible=slots, working_set=int(working), nodes_visited=int(visited),
                            occluded_nodes=int(occ_nodes), occluded_objects=int(occ_objects))
 
