@@ -154,20 +154,22 @@ class AABBTree(SpatialIndex):
     def _live_nodes(self) -> np.ndarray:
         return np.flatnonzero(self._nodes.depth >= 0)
 
-    def node_boxes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(lo, hi, depth) of the live nodes, in node-pool order (empty root excluded)."""
+    def _shown_nodes(self) -> np.ndarray:
+        """The live nodes that node_boxes and node_outcomes report (empty root excluded)."""
         live = self._live_nodes()
         if self._count == 0:
             live = live[live != kn.ROOT]
+        return live
+
+    def node_boxes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lo, hi, depth) of the live nodes, in node-pool order (empty root excluded)."""
+        live = self._shown_nodes()
         nd = self._nodes
         return nd.lo[live].copy(), nd.hi[live].copy(), nd.depth[live].astype(np.int64)
 
     def node_outcomes(self) -> np.ndarray:
         """Outcome codes (geometry.NODE_*) of the last frustum query, aligned with node_boxes."""
-        live = self._live_nodes()
-        if self._count == 0:
-            live = live[live != kn.ROOT]
-        return self._nodes.outcome[live].copy()
+        return self._nodes.outcome[self._shown_nodes()].copy()
 
     def stats(self) -> dict[str, Any]:
         """Nodes, depth, objects per level, leaves, split and dirty nodes, pool use."""
