@@ -132,12 +132,6 @@ class ObjectRenderer:
         if ids.shape[0]:
             self._packed_stale = True
 
-    def update_all_centers(self, centers: np.ndarray) -> None:
-        """Every object may have moved: refresh the packed centres now."""
-        self._centers = np.ascontiguousarray(centers, dtype=np.float64)
-        self.packed[:, 0:3] = centers
-        self._packed_stale = False
-
     def upload(self, visible: np.ndarray | None, eye: np.ndarray | None = None) -> int:
         """Gather the visible instances (None: all), grouped by mesh, in one buffer write.
 
@@ -175,7 +169,7 @@ class ObjectRenderer:
         nm = len(self.meshes)
         for k in range(nm):
             if nm == 1:
-                sel = order if order is not None else None
+                sel = order
                 cnt = n_all if order is None else order.shape[0]
             else:
                 hit = mesh_vis == k
