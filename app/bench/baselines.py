@@ -23,6 +23,20 @@ from numba import njit
 from app.spatial.base import QueryResult
 
 
+def _sphere_mask(x, y, z, r, vd, planes, eye, use_vd) -> np.ndarray:
+    """Spheres not entirely outside any plane (and, with ``use_vd``, within their view
+    distance ``vd`` of ``eye``), vectorised over the given arrays."""
+    ok = np.ones(x.shape[0], dtype=bool)
+    for a, b, c, d in np.asarray(planes, dtype=np.float64):
+        ok &= ~(a * x + b * y + c * z + d < -r)
+    if use_vd:
+        dx = x - eye[0]
+        dy = y - eye[1]
+        dz = z - eye[2]
+        ok &= np.sqrt(dx * dx + dy * dy + dz * dz) <= vd
+    return ok
+
+
 class _Store:
     """Objects as structure of arrays, with an id -> row table."""
 
@@ -80,16 +94,7 @@ class NumpyBrute(_Store):
     name = "numpy-brute"
 
     def _mask(self, planes, eye, use_vd):
-        x, y, z, r = self.x, self.y, self.z, self.r
-        ok = np.ones(x.shape[0], dtype=bool)
-        for a, b, c, d in np.asarray(planes, dtype=np.float64):
-            ok &= ~(a * x + b * y + c * z + d < -r)
-        if use_vd:
-            dx = x - eye[0]
-            dy = y - eye[1]
-            dz = z - eye[2]
-            ok &= np.sqrt(dx * dx + dy * dy + dz * dz) <= self.vd
-        return ok
+        return _sphere_mask(self.x, self.y, self.z, self.r, self.vd, planes, eye, use_vd)
 
     def query_frustum(self, planes, eye=None, use_view_distance=False, occlusion=None):
         ok = self._mask(planes, eye, use_view_distance)
@@ -252,15 +257,9 @@ class RtreePeer(NumpyBrute):
         hi = np.minimum(hi, 1e300)
         cand, _ = self._tree.intersection_v(lo[None, :], hi[None, :])
         rows = self._row[cand]
-        x, y, z, r = self.x[rows], self.y[rows], self.z[rows], self.r[rows]
-        ok = np.ones(rows.shape[0], dtype=bool)
-        for a, b, c, d in np.asarray(planes, dtype=np.float64):
-            ok &= ~(a * x + b * y + c * z + d < -r)
-        if use_view_distance:
-            dx = x - eye[0]
-            dy = y - eye[1]
-            dz = z - eye[2]
-            ok &= np.sqrt(dx * dx + dy * dy + dz * dz) <= self.vd[rows]
+        ok = _sphere_mask(self.x[rows], self.y[rows], self.z[rows], self.r[rows],
+                          self.vd[rows] if use_view_distance else None, planes, eye,
+                          use_view_distance)
         return QueryResult(visible=cand[ok], working_set=int(cand.shape[0]), nodes_visited=0)
 
     def query_box(self, lo, hi):
