@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -69,16 +69,6 @@ def _named_params(name: str) -> set[str]:
             if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
 
 
-@dataclass
-class CullStats:
-    visible: int = 0
-    working_set: int = 0
-    nodes_visited: int = 0
-    occluded_nodes: int = 0
-    occluded_objects: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 class CullPipeline:
     """The live index plus the cull query with the viewer's toggles."""
 
@@ -115,12 +105,8 @@ class CullPipeline:
         """The threshold in effect (asked from the index when it was left to its default)."""
         if self.config.split_threshold is not None:
             return self.config.split_threshold
-        idx = self.index
-        for attr in ("split_threshold", "_split_threshold", "threshold"):
-            v = getattr(idx, attr, None)
-            if isinstance(v, (int, np.integer)):
-                return int(v)
-        return None
+        v = getattr(self.index, "split_threshold", None)  # the trees' attribute
+        return int(v) if isinstance(v, (int, np.integer)) else None
 
     def describe(self) -> str:
         try:
