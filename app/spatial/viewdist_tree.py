@@ -133,6 +133,17 @@ _UNBOUNDED = 2.0**60
 # ---------------------------------------------------------------- node pool and lists
 
 
+@njit(cache=True, inline="always")
+def _clear_bounds(nf, node):
+    """Empty subtree bounds: nothing covered yet, no view distance."""
+    for a in range(3):
+        nf[node, CLO + a] = np.inf
+        nf[node, CHI + a] = -np.inf
+        nf[node, SLO + a] = np.inf
+        nf[node, SHI + a] = -np.inf
+    nf[node, VMAX] = -np.inf
+
+
 @njit(cache=True)
 def _alloc_node(nf, ni, free, meta, x, y, z, level, parent):
     """Pop a node off the free stack and initialise it as an empty cube."""
@@ -144,12 +155,7 @@ def _alloc_node(nf, ni, free, meta, x, y, z, level, parent):
     nf[node, LO + 1] = y
     nf[node, LO + 2] = z
     nf[node, SIZE] = math.ldexp(1.0, level)
-    for j in range(3):
-        nf[node, CLO + j] = np.inf
-        nf[node, CHI + j] = -np.inf
-        nf[node, SLO + j] = np.inf
-        nf[node, SHI + j] = -np.inf
-    nf[node, VMAX] = -np.inf
+    _clear_bounds(nf, node)
     ni[node, PARENT] = parent
     ni[node, LEVEL] = level
     ni[node, HEAD] = -1
@@ -547,18 +553,10 @@ def _rebuild(nf, ni, meta, obj, centers, radii, vdist, pk, pk_slot):
     """
     ncap = ni.shape[0]
     fill = np.empty(ncap, dtype=np.int64)
-    for node in range(ncap):
-        if ni[node, ALIVE] == 0:
-            continue
-        for a in range(3):
-            nf[node, CLO + a] = np.inf
-            nf[node, CHI + a] = -np.inf
-            nf[node, SLO + a] = np.inf
-            nf[node, SHI + a] = -np.inf
-        nf[node, VMAX] = -np.inf
     pos = 0
     for node in range(ncap):
         if ni[node, ALIVE] == 1:
+            _clear_bounds(nf, node)
             ni[node, PSTART] = pos
             ni[node, PLEN] = ni[node, COUNT]
             fill[node] = pos
