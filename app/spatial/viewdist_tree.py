@@ -1143,9 +1143,13 @@ class ViewDistanceTree(SpatialIndex):
         """Index name and finest node size."""
         return f"viewdist (finest node {self.min_node_size:g})"
 
+    def _live_nodes(self) -> np.ndarray:
+        """Indices of the allocated nodes, in pool order."""
+        return np.flatnonzero(self._ni[:, ALIVE] == 1)
+
     def stats(self) -> dict[str, Any]:
         """Nodes, depth, objects per level, root size and the infinite list's length."""
-        live = np.flatnonzero(self._ni[:, ALIVE] == 1)
+        live = self._live_nodes()
         st = super().stats()
         st["nodes"] = int(live.shape[0])
         root = int(self._meta[ROOT])
@@ -1163,7 +1167,7 @@ class ViewDistanceTree(SpatialIndex):
 
     def node_boxes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Node cubes (the structural cells, not the loose bounds) and their depth."""
-        live = np.flatnonzero(self._ni[:, ALIVE] == 1)
+        live = self._live_nodes()
         lo = self._nf[live, LO:LO + 3].copy()
         hi = lo + self._nf[live, SIZE][:, None]
         root = int(self._meta[ROOT])
@@ -1173,7 +1177,7 @@ class ViewDistanceTree(SpatialIndex):
 
     def node_outcomes(self) -> np.ndarray:
         """Outcome of each node of :meth:`node_boxes` in the last frustum query."""
-        return self._outcome[np.flatnonzero(self._ni[:, ALIVE] == 1)].copy()
+        return self._outcome[self._live_nodes()].copy()
 
     def rebuild(self) -> None:
         """Refit every node's bounds exactly and repack its objects (one compiled pass)."""
