@@ -287,3 +287,29 @@ def test_zero_objects_and_fixed_only_scenes():
     assert len(s.objects) == 0 and len(s.step(0.1)) == 0
     city = load_scene("city", objects=600)
     assert len(city.objects) == 600 and len(city.step(0.1)) == 0
+
+
+def test_linear_wrap_advances_and_wraps_exactly():
+    from app.scene.motion import LinearWrap
+
+    rows = np.array([0, 2, 3], np.int64)
+    centers = np.array([[9.5, 1, 1], [5.0, 5, 5], [0.2, 2, 2], [3.0, 3, 3]])
+    m = LinearWrap(rows, np.array([2.0, 2.0, 2.0]), np.zeros(3), np.full(3, 10.0),
+                   np.random.default_rng(0), axis=0)
+    m.vel = np.array([2.0, -2.0, 2.0])
+    m.step(centers, 0.5, None)
+    # 9.5 + 1 wraps to 0.5; 0.2 - 1 wraps to 9.2; 3 + 1 = 4; row 1 and the other axes untouched
+    np.testing.assert_allclose(centers[:, 0], [0.5, 5.0, 9.2, 4.0])
+    np.testing.assert_array_equal(centers[:, 1:], [[1, 1], [5, 5], [2, 2], [3, 3]])
+    m.step(centers, 100.0, None)  # a long step wraps many times and stays in the box
+    assert np.all((centers[rows, 0] >= 0) & (centers[rows, 0] < 10))
+
+
+def test_orbit_keeps_distance_to_axis_and_turns_by_the_angle():
+    from app.scene.motion import Orbit
+
+    rows = np.array([1], np.int64)
+    centers = np.array([[0.0, 0, 0], [3.0, 7.0, 0.0]])
+    Orbit(rows, np.pi / 2, np.array([1.0, 0.0, 0.0])).step(centers, 1.0, None)
+    np.testing.assert_allclose(centers[1], [1.0, 7.0, 2.0], atol=1e-12)  # (2, 0) -> (0, 2)
+    np.testing.assert_array_equal(centers[0], [0, 0, 0])
