@@ -80,7 +80,7 @@ class CullPipeline:
         self.last_rebuild_ms = 0.0
         self.last_result: QueryResult | None = None
         self._rows_checked: np.ndarray | None = None
-        self._rows_ok = False
+        self._run_start = -1
 
     # ------------------------------------------------------------------ build
 
@@ -119,19 +119,26 @@ class CullPipeline:
     def update(self, moved: np.ndarray, centers: np.ndarray) -> None:
         """Hand the moved objects (ids = rows of ``centers``) to the index."""
         if moved.shape[0] and self.index is not None:
-            if self._is_all_rows(moved, centers.shape[0]):
-                # Every row moved, in row order: hand over the array itself instead of a
-                # 100,000-row copy.
-                self.index.update(moved, centers)
+            start = self._row_run(moved, centers.shape[0])
+            if start >= 0:
+                # The moved ids are one run of rows (all cars of a city, every object of a
+                # cloud): hand over a view of those rows instead of a gathered copy.
+                self.index.update(moved, centers[start:start + moved.shape[0]])
             else:
                 self.index.update(moved, centers[moved])
 
-    def _is_all_rows(self, moved: np.ndarray, n: int) -> bool:
-        """``moved`` is exactly 0..n-1; checked once per array (scenes reuse theirs)."""
+    def _row_run(self, moved: np.ndarray, n: int) -> int:
+        """``s`` when ``moved`` is exactly the rows s, s+1, ... of an n-row array, else -1.
+
+        Checked once per array: scenes hand back the same read-only array every frame.
+        """
         if moved is not self._rows_checked:
             self._rows_checked = moved
-            self._rows_ok = bool(moved.shape[0] == n and np.array_equal(moved, np.arange(n)))
-        return self._rows_ok and moved.shape[0] == n and not moved.flags.writeable
+            m = moved.shape[0]
+            s = int(moved[0])
+            run = s >= 0 and s + m <= n and np.array_equal(moved, np.arange(s, s + m))
+            self._run_start = s if run else -1
+        return -1 if moved.flags.writeable else self._run_start
 
     def cull(self, planes: np.ndarray, eye: np.ndarray, *, frustum: bool, view_distance: bool,
              occlusion=None, all_ids: np.ndarray | None = None,
