@@ -75,7 +75,6 @@ class ObjectRenderer:
         self.inst = ctx.buffer(reserve=STRIDE * 4 * 16, dynamic=True)
         self._mask = np.zeros(0, np.bool_)
         self._centers: np.ndarray | None = None
-        self._packed_stale = False
         self.counts = [0] * len(meshes)
         self.starts = [0] * len(meshes)
         self.vaos = []
@@ -107,7 +106,6 @@ class ObjectRenderer:
         self.packed[:, 4:7] = colors
         self.mesh_of = np.asarray(mesh, np.int8).copy()
         self._centers = np.ascontiguousarray(centers, dtype=np.float64)
-        self._packed_stale = False
         bad = (self.mesh_of < 0) | (self.mesh_of >= len(self.meshes))
         if bad.any():
             raise ValueError(f"mesh index out of range for objects {np.flatnonzero(bad)[:8]}")
@@ -125,12 +123,10 @@ class ObjectRenderer:
     def update_moved(self, ids: np.ndarray, centers: np.ndarray) -> None:
         """Note that objects moved (``centers`` is the full array the scene moves in place).
 
-        The compiled gather reads centres from it directly; the packed copy is refreshed only
-        when the occluder-sorting path needs it.
+        Both gathers read centres from it directly, so the packed copy's centres are never
+        refreshed (they only seed it).
         """
         self._centers = centers
-        if ids.shape[0]:
-            self._packed_stale = True
 
     def upload(self, visible: np.ndarray | None, eye: np.ndarray | None = None) -> int:
         """Gather the visible instances (None: all), grouped by mesh, in one buffer write.
@@ -153,9 +149,6 @@ class ObjectRenderer:
                 start += int(counts[k])
             self._write(total)
             return total
-        if self._packed_stale:
-            self.packed[:, 0:3] = self._centers
-            self._packed_stale = False
         if visible is None:
             order = None
             mesh_vis = self.mesh_of
@@ -183,8 +176,10 @@ class ObjectRenderer:
                 dst = self.staging[total: total + cnt]
                 if sel is None:
                     dst[:] = self.packed
+                    dst[:, 0:3] = self._centers
                 else:
                     np.take(self.packed, sel, axis=0, out=dst)
+                    dst[:, 0:3] = self._centers[sel]
             total += cnt
         self._write(total)
         return total
@@ -201,7 +196,7 @@ class ObjectRenderer:
         if not big.any():
             return sel
         b = sel[big]
-        d = ((self.packed[b, 0:3] - np.asarray(eye, np.float32)) ** 2).sum(axis=1)
+        d = ((self._centers[b] - np.asarray(eye, np.float64)) ** 2).sum(axis=1)
         return np.concatenate([b[np.argsort(d, kind="stable")], sel[~big]])
 
     # ------------------------------------------------------------------ draw
