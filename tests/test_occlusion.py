@@ -18,6 +18,7 @@ from app.culling.occlusion import (
     box_occluded,
     level_sizes,
     reduce_levels,
+    reduce_stored_levels,
     sphere_ndc_bounds,
     sphere_occluded,
     spheres_occluded,
@@ -51,6 +52,21 @@ def test_reduction_matches_coverage_rule(size):
     for L, lv in enumerate(levels):
         np.testing.assert_array_equal(lv, naive_level(depth, L, *sizes[L]))
     assert levels[-1][0, 0] == depth.max()
+
+
+@pytest.mark.parametrize("size", ODD_SIZES)
+@pytest.mark.parametrize("first", [0, 1, 3])
+def test_compiled_top_of_chain_equals_reference(size, first):
+    """The CPU finish of the chain (from one read-back level up) equals reduce_levels."""
+    w, h = size
+    depth = np.random.default_rng(w * 31 + h).random((h, w)).astype(np.float32)
+    ref = ZPyramid.from_depth(np.eye(4), depth, first_level=first)
+    first = int(np.flatnonzero(ref.offsets >= 0)[0])
+    data = np.full_like(ref.data, -1.0)
+    n0 = ref.level(first).size
+    data[:n0] = ref.data[:n0]
+    reduce_stored_levels(data, ref.offsets, ref.widths, ref.heights, first)
+    np.testing.assert_array_equal(data, ref.data)
 
 
 def test_from_depth_skips_fine_levels():
@@ -263,13 +279,16 @@ def gl():
 @pytest.mark.gl
 @pytest.mark.parametrize("size", [(33, 17), (7, 5), (64, 36), (1, 9), (13, 1), (100, 61)])
 @pytest.mark.parametrize("first", [0, 2])
-def test_gpu_reduction_matches_numpy(gl, size, first):
+@pytest.mark.parametrize("cpu_top", [True, False], ids=["cpu-top", "gpu-all"])
+def test_gpu_reduction_matches_numpy(gl, size, first, cpu_top):
+    """Levels the GPU makes, and the pyramid the CPU test gets (read back, and with
+    ``cpu_top`` finished on the CPU), equal the numpy reference."""
     from app.render.depth_pyramid import DepthPyramid
 
     w, h = size
     depth = gl.depth_texture(size)
     depth.write(np.random.default_rng(w * h).random((h, w)).astype(np.float32).tobytes())
-    pyr = DepthPyramid(gl, size, first_level=first)
+    pyr = DepthPyramid(gl, size, first_level=first, cpu_top=cpu_top)
     zp = pyr.build_now(depth, VP)
     got = pyr.read_all_levels(depth)
     ref = reduce_levels(got[0])  # level 0 as GL stores it (24-bit depth)
@@ -280,6 +299,8 @@ def test_gpu_reduction_matches_numpy(gl, size, first):
         # Shader-sampled depth and glGetTexImage's conversion of 24-bit depth may differ by
         # one float32 ulp; the occlusion test's DEPTH_EPS is 16x that.
         np.testing.assert_allclose(got[L], ref[L], rtol=0, atol=1.2e-7)
+    computed = [L for L in range(1, len(ref)) if got[L] is not None]
+    assert computed == list(range(max(1, pyr.first_level), pyr.gpu_top + 1))
     for L in range(pyr.first_level, len(ref)):
         np.testing.assert_allclose(zp.level(L), ref[L], rtol=0, atol=1.2e-7)
     assert zp.offsets[: pyr.first_level].tolist() == [-1] * pyr.first_level

@@ -9,6 +9,13 @@ Only the coarse levels the CPU test needs are read back: from ``first_level`` up
 the finest level of at most ``cpu_texels`` texels, e.g. 320x180 for a 1280x720 frame), which
 is exact because :class:`~app.culling.occlusion.ZPyramid` keeps every level's size.
 
+By default (``cpu_top=True``) the GPU makes only ``first_level`` (one pass over the whole depth
+buffer: all the bandwidth) and the CPU finishes the small top of the chain from the read-back
+level with :func:`~app.culling.occlusion.reduce_stored_levels` (~30 us). On llvmpipe every
+extra pass costs ~80 us of fixed overhead whatever its size, so eight GPU passes for levels
+of 160x90 texels and less cost ~0.8 ms a frame. ``cpu_top=False`` reduces every level on the
+GPU and reads them all back (a GPU with cheap passes would choose that).
+
 Read-back goes through a ring of pixel-pack buffers: :meth:`DepthPyramid.build` reduces and
 *starts* the copy of frame N's levels into ring slot N; :meth:`DepthPyramid.previous` maps
 the slot of the frame before, whose copy finished long ago, so the frame never waits for the
@@ -23,7 +30,7 @@ import time
 import moderngl
 import numpy as np
 
-from app.culling.occlusion import ZPyramid, level_sizes
+from app.culling.occlusion import ZPyramid, level_sizes, reduce_stored_levels
 from app.render.context import load_program
 
 
@@ -40,7 +47,7 @@ class DepthPyramid:
 
     def __init__(self, ctx: moderngl.Context, size: tuple[int, int], *,
                  first_level: int | None = None, cpu_texels: int = 65536,
-                 ring: int = 2) -> None:
+                 ring: int = 2, cpu_top: bool = True) -> None:
         self.ctx = ctx
         self.size = (int(size[0]), int(size[1]))
         self.sizes = level_sizes(*self.size)
@@ -48,12 +55,21 @@ class DepthPyramid:
         if first_level is None:
             first_level = default_first_level(self.sizes, cpu_texels)
         self.first_level = min(max(int(first_level), 0), n - 1)
+        self.cpu_top = bool(cpu_top)
+        # The coarsest level the GPU makes, and the levels read back into the ring.
+        self.gpu_top = self.first_level if self.cpu_top else n - 1
+        self.read_levels = [self.first_level] if self.cpu_top else list(range(self.first_level, n))
         self.prog = load_program(ctx, "depthreduce")
         self.vao = ctx.vertex_array(self.prog, [])
-        # Level textures 1..n-1 (level 0 is the caller's depth texture).
+        # Level textures 1..gpu_top (level 0 is the caller's depth texture); the levels the
+        # GPU never makes get no texture.
         self.levels: list[moderngl.Texture | None] = [None]
         self.fbos: list[moderngl.Framebuffer | None] = [None]
-        for w, h in self.sizes[1:]:
+        for i, (w, h) in enumerate(self.sizes[1:], start=1):
+            if not max(1, self.first_level) <= i <= self.gpu_top:
+                self.levels.append(None)
+                self.fbos.append(None)
+                continue
             tex = ctx.texture((w, h), 1, dtype="f4")
             tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
             tex.repeat_x = tex.repeat_y = False
@@ -66,7 +82,8 @@ class DepthPyramid:
             self.offsets[i] = total
             total += self.sizes[i][0] * self.sizes[i][1]
         self.total = total
-        self.ring = [ctx.buffer(reserve=total * 4) for _ in range(max(1, int(ring)))]
+        self.read_texels = sum(self.sizes[i][0] * self.sizes[i][1] for i in self.read_levels)
+        self.ring = [ctx.buffer(reserve=self.read_texels * 4) for _ in range(max(1, int(ring)))]
         self.ring_vp: list[np.ndarray | None] = [None] * len(self.ring)
         self.ring_frame = [-1] * len(self.ring)
         self.frame = 0  # frames built so far
@@ -81,7 +98,8 @@ class DepthPyramid:
         """Run the reduction passes from ``depth`` (a depth texture of ``size``).
 
         The first pass jumps straight to the first level read back (or level 1), the rest
-        halve; levels between 0 and ``first_level`` are not computed, the CPU never sees them.
+        halve up to ``gpu_top``; levels between 0 and ``first_level`` are not computed, the CPU
+        never sees them.
         """
         if tuple(depth.size) != self.size:
             raise ValueError(f"depth texture is {depth.size}, pyramid was made for {self.size}")
@@ -92,7 +110,7 @@ class DepthPyramid:
         self.prog["u_src"].value = 0
         src: moderngl.Texture = depth
         src_level = 0
-        for i in range(max(1, self.first_level), len(self.sizes)):
+        for i in range(max(1, self.first_level), self.gpu_top + 1):
             self.fbos[i].use()
             ctx.viewport = (0, 0, *self.sizes[i])
             src.use(location=0)
@@ -106,13 +124,17 @@ class DepthPyramid:
 
     def _start_readback(self, depth: moderngl.Texture, slot: int) -> None:
         buf = self.ring[slot]
-        for i in range(self.first_level, len(self.sizes)):
+        for i in self.read_levels:  # stored back to back from offset 0, like ``offsets``
             tex = depth if i == 0 else self.levels[i]
             tex.read_into(buf, alignment=1, write_offset=int(self.offsets[i]) * 4)
 
     def _pyramid_from(self, slot: int) -> ZPyramid:
         t0 = time.perf_counter()
-        data = np.frombuffer(self.ring[slot].read(), dtype=np.float32)
+        data = np.empty(self.total, dtype=np.float32)
+        self.ring[slot].read_into(data, size=self.read_texels * 4)
+        if self.cpu_top:
+            reduce_stored_levels(data, self.offsets, self._widths, self._heights,
+                                 self.first_level)
         self.last_read_ms = (time.perf_counter() - t0) * 1e3
         return ZPyramid(viewproj=self.ring_vp[slot], data=data, offsets=self.offsets.copy(),
                         widths=self._widths, heights=self._heights)
@@ -146,13 +168,12 @@ class DepthPyramid:
         return self.previous(1)
 
     def read_all_levels(self, depth: moderngl.Texture) -> list[np.ndarray]:
-        """Every computed level as (h, w) float32 arrays, level 0 first (for tests; stalls).
-
-        Levels strictly between 0 and ``first_level`` are not computed and come back as None.
+        """Every level the GPU computed as (h, w) float32 arrays, level 0 first (for tests;
+        stalls). Levels it does not compute come back as None.
         """
         out: list[np.ndarray | None] = []
         for i, (w, h) in enumerate(self.sizes):
-            if 0 < i < self.first_level:
+            if i > 0 and self.levels[i] is None:
                 out.append(None)
                 continue
             tex = depth if i == 0 else self.levels[i]
@@ -162,5 +183,6 @@ class DepthPyramid:
 
     def release(self) -> None:
         for obj in [*self.fbos[1:], *self.levels[1:], *self.ring, self.vao]:
-            obj.release()
+            if obj is not None:
+                obj.release()
         self.fbos, self.levels, self.ring = [None], [None], []
