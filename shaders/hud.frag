@@ -1,10 +1,36 @@
 #version 330 core
-// The atlas holds glyph coverage in the red channel; a solid cell serves panels.
-uniform sampler2D u_atlas;
-in vec2 v_uv;
-in vec4 v_color;
+// The character cell under the pixel comes from u_chars (one row of ASCII codes per line of
+// text); the glyph's coverage from the font atlas (16 cells per row, code 32 first). Text is
+// composited over the block's background here, so each pixel is blended into the frame once.
+uniform sampler2D u_atlas;     // glyph coverage in the red channel
+uniform usampler2D u_chars;    // R8UI character codes
+uniform vec2 u_cell;           // glyph cell size in pixels
+uniform vec2 u_atlas_size;
+
+in vec2 v_local;
+flat in ivec3 v_grid;          // columns, rows, first row in u_chars
+flat in vec4 v_fg;
+flat in vec4 v_bg;
+
 out vec4 f_color;
+
 void main() {
-    float a = texture(u_atlas, v_uv).r;
-    f_color = vec4(v_color.rgb, v_color.a * a);
+    float cover = 0.0;
+    ivec2 cell = ivec2(floor(v_local / u_cell));
+    if (v_local.x >= 0.0 && v_local.y >= 0.0 && cell.x < v_grid.x && cell.y < v_grid.y) {
+        int code = int(texelFetch(u_chars, ivec2(cell.x, v_grid.z + cell.y), 0).r);
+        if (code > 32 && code < 127) {
+            int g = code - 32;
+            vec2 origin = vec2(g % 16, g / 16) * u_cell;
+            vec2 inside = clamp(v_local - vec2(cell) * u_cell, vec2(0.0), u_cell);
+            cover = texture(u_atlas, (origin + inside) / u_atlas_size).r;
+        }
+    }
+    float a_text = cover * v_fg.a;
+    float a = a_text + v_bg.a * (1.0 - a_text);
+    if (a <= 0.0) {
+        discard;
+    }
+    vec3 rgb = (v_fg.rgb * a_text + v_bg.rgb * v_bg.a * (1.0 - a_text)) / a;
+    f_color = vec4(rgb, a);
 }

@@ -212,3 +212,50 @@ def test_bad_run_arguments_are_one_line_before_any_frame(tmp_path, args, named):
     lines = [s for s in r.stderr.splitlines() if s.strip()]
     assert len(lines) == 1 and named in lines[0] and "Traceback" not in r.stderr
     assert not (tmp_path / "missing").exists()
+
+
+def test_hud_draws_each_glyph_of_the_atlas_in_its_cell(ctx):
+    """The character-grid shader puts glyph k of line j exactly where a per-glyph quad would:
+    at 1:1 the white-on-black image equals the atlas cells, pixel for pixel; the background
+    of a block covers the text plus its padding and nothing else."""
+    from app.render.hud import _COLS, HudRenderer
+
+    w, h = 160, 80
+    tex = ctx.texture((w, h), 4)
+    fbo = ctx.framebuffer(color_attachments=[tex])
+    hud = HudRenderer(ctx, 14)
+    atlas = np.frombuffer(hud.tex.read(alignment=1), np.uint8).reshape(hud.atlas_h, hud.atlas_w)
+    lines = ["Ag~", "", " 7#"]
+    fbo.use()
+    ctx.viewport = (0, 0, w, h)
+    fbo.clear(0.0, 0.0, 0.0, 1.0)
+    hud.text(10, 6, lines, color=(1, 1, 1, 1), background=False)
+    hud.draw((w, h), (w, h))
+    img = np.frombuffer(fbo.read(components=1, alignment=1), np.uint8).reshape(h, w)[::-1]
+    want = np.zeros((h, w), np.uint8)
+    for j, line in enumerate(lines):
+        for i, ch in enumerate(line):
+            if ch == " ":
+                continue
+            g = ord(ch) - 32
+            cell = atlas[(g // _COLS) * hud.ch:(g // _COLS + 1) * hud.ch,
+                         (g % _COLS) * hud.cw:(g % _COLS + 1) * hud.cw]
+            want[6 + j * hud.ch:6 + (j + 1) * hud.ch, 10 + i * hud.cw:10 + (i + 1) * hud.cw] = cell
+    assert want.max() == 255
+    assert np.abs(img.astype(int) - want.astype(int)).max() <= 1
+    # A panel-backed block: grey background exactly over the padded text rectangle.
+    fbo.clear(0.0, 0.0, 0.0, 1.0)
+    tw, th = hud.text(20, 10, ["  "], color=(1, 1, 1, 1))
+    hud.draw((w, h), (w, h))
+    img = np.frombuffer(fbo.read(components=1, alignment=1), np.uint8).reshape(h, w)[::-1]
+    assert img.max() == 0  # spaces only: black at alpha 0.55 over black stays black
+    fbo.clear(1.0, 1.0, 1.0, 1.0)
+    hud.text(20, 10, ["  "], color=(1, 1, 1, 1))
+    hud.draw((w, h), (w, h))
+    img = np.frombuffer(fbo.read(components=1, alignment=1), np.uint8).reshape(h, w)[::-1]
+    dark = np.argwhere(img < 200)
+    assert dark[:, 0].min() == 10 - 2 and dark[:, 0].max() == 10 + th + 2 - 1
+    assert dark[:, 1].min() == 20 - 4 and dark[:, 1].max() == 20 + tw + 4 - 1
+    hud.release()
+    fbo.release()
+    tex.release()
