@@ -6,8 +6,11 @@ over the level below (level 0 is the depth texture itself). The reduction rule (
 ``app/culling/occlusion.py`` documents and tests against numpy.
 
 Only the coarse levels the CPU test needs are read back: from ``first_level`` up (by default
-the finest level of at most ``cpu_texels`` texels, e.g. 320x180 for a 1280x720 frame), which
-is exact because :class:`~app.culling.occlusion.ZPyramid` keeps every level's size.
+the finest level of at most ``cpu_texels`` texels, e.g. 160x90 for a 1280x720 frame), which
+is exact because :class:`~app.culling.occlusion.ZPyramid` keeps every level's size. The first
+pass reads every depth pixel whichever level it writes, but a coarser level has fewer fragments
+(each gathering more): at 1280x720 on llvmpipe 160x90 costs 0.6 ms and 320x180 0.9 ms, for 1-5 %
+more objects drawn (fig26 88.8 vs 87.9 a frame, city 870 vs 833), hence 16,384 texels.
 
 By default (``cpu_top=True``) the GPU makes only ``first_level`` (one pass over the whole depth
 buffer: all the bandwidth) and the CPU finishes the small top of the chain from the read-back
@@ -46,7 +49,7 @@ class DepthPyramid:
     """Max-depth mip chain of a ``size`` depth texture, with a ring of read-back buffers."""
 
     def __init__(self, ctx: moderngl.Context, size: tuple[int, int], *,
-                 first_level: int | None = None, cpu_texels: int = 65536,
+                 first_level: int | None = None, cpu_texels: int = 16384,
                  ring: int = 2, cpu_top: bool = True) -> None:
         self.ctx = ctx
         self.size = (int(size[0]), int(size[1]))

@@ -48,7 +48,7 @@ class OcclusionCuller:
     """The occlusion provider: owns the GPU pyramid (and the id buffer for ground truth)."""
 
     def __init__(self, ctx, mode: str, *, ground_truth: bool = False, meshes=None,
-                 first_level: int | None = None, cpu_texels: int = 65536) -> None:
+                 first_level: int | None = None, cpu_texels: int = 16384) -> None:
         if mode not in MODES:
             raise ValueError(f"occlusion mode must be one of {', '.join(MODES)}, got {mode!r}")
         self.ctx = ctx
