@@ -2,7 +2,8 @@
 
 Each subcommand lives in its own module exposing ``add_arguments(parser)`` and
 ``run(args) -> int``; modules load only when their subcommand runs, so ``plot`` never
-compiles an index and ``bench`` never opens OpenGL.
+compiles an index and ``bench`` never opens OpenGL (``bench occlusion`` runs the viewer in
+child processes).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("app.viewer.cli", "open the viewer (or render headless with --headless)"),
-    "bench": ("app.bench.cli", "run the benchmarks (index, paper)"),
+    "bench": ("app.bench.cli", "run the benchmarks (index, paper, occlusion)"),
     "plot": ("app.plot", "plot one or more frame logs"),
 }
 

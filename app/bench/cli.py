@@ -1,4 +1,4 @@
-"""``python -m app bench {index,paper}``."""
+"""``python -m app bench {index,paper,occlusion}``."""
 
 from __future__ import annotations
 
@@ -49,6 +49,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="neither reuse nor record per-run results in OUT/.runs.jsonl")
     q.add_argument("--max-n", type=int, default=None, help="largest n of the chapter 4 runs")
 
+    o = sub.add_parser("occlusion", help="viewer frame time: occlusion modes vs frustum only",
+                       description="Median frame time of headless viewer runs along a scene's "
+                       "camera path with no culling / frustum only / previous / two-pass, "
+                       "modes alternated in fresh processes, ratios per repetition.")
+    o.add_argument("--scene", default="city", help="scene (default city)")
+    o.add_argument("--modes", default="off,previous,two-pass",
+                   help="comma-separated subset of none,off,previous,two-pass")
+    o.add_argument("--reps", type=int, default=3, help="repetitions (default 3)")
+    o.add_argument("--frames", type=int, default=150, help="recorded frames per run")
+    o.add_argument("--warmup", type=int, default=5, help="unrecorded frames first (default 5)")
+    o.add_argument("--size", default="1280x720", help="framebuffer size (default 1280x720)")
+    o.add_argument("--index", default=None, help="index (default: the scene's)")
+    o.add_argument("--objects", type=int, default=None, help="rescale the scene's objects")
+    o.add_argument("--no-hud", action="store_true", help="runs without the HUD text")
+    o.add_argument("--md", default=None, help="also write the table as markdown to this file")
+    o.add_argument("--quiet", action="store_true", help="no progress bar")
+
 
 def run(args: argparse.Namespace) -> int:
     if args.bench == "index":
@@ -57,7 +74,11 @@ def run(args: argparse.Namespace) -> int:
         from app.bench.paper import run_paper
 
         return run_paper(args)
-    print("usage: python -m app bench {index,paper} [--quick] ...  (see --help)")
+    if args.bench == "occlusion":
+        from app.bench.occlusion_frames import run_occlusion
+
+        return run_occlusion(args)
+    print("usage: python -m app bench {index,paper,occlusion} [--quick] ...  (see --help)")
     return 2
 
 
