@@ -401,3 +401,42 @@ def test_rect_test_equals_exact_test_at_finest_stored_level(first):
         occluded += want
     assert agree == 3000
     assert 100 < occluded < 2900
+
+
+@pytest.mark.gl
+def test_two_pass_image_equals_frustum_only_image(gl, tmp_path):
+    """Two-pass occlusion never changes a pixel: every frame, including those where the second
+    draw adds objects that became visible, equals the frustum-only frame (this caught the
+    second draw running without the depth test the pyramid passes had switched off)."""
+    from app.culling.pipeline import IndexConfig
+    from app.render.occlusion import create_provider
+    from app.scene import load_scene
+    from app.viewer.camera import CameraView
+    from app.viewer.frame import Toggles, Viewer
+
+    src = (Path(__file__).resolve().parents[1] / "scenes" / "fig26.toml").read_text()
+    path = tmp_path / "small.toml"
+    path.write_text(src.replace("count = 1331", "count = 343"))
+    size = (192, 108)
+    viewers = []
+    for mode in ("off", "two-pass"):
+        scene = load_scene(path)
+        v = Viewer(gl, scene, IndexConfig("octree", True, None), size, Toggles(hud=False),
+                   occlusion_factory=lambda vw, m: create_provider(vw, m, False))
+        v.set_occlusion(mode)
+        viewers.append((v, scene))
+    second = 0
+    for i in range(40):
+        images = []
+        for v, scene in viewers:
+            eye, tgt = scene.camera_at(i / 20)
+            c = scene.camera
+            st = v.frame(1 / 20, CameraView.make(eye, tgt, c.fov_deg, size[0] / size[1],
+                                                 c.near, c.far))
+            images.append(v.target.read_rgb())
+        second += int(viewers[1][0].occlusion.log_values()["second_pass"])
+        assert i < 2 or st.drawn < viewers[0][0].stats.drawn  # frame 0 had no pyramid
+        np.testing.assert_array_equal(images[0], images[1], err_msg=f"frame {i}")
+    assert second > 0  # the second draw ran
+    for v, _ in viewers:
+        v.close()

@@ -1,9 +1,13 @@
-"""View-volume planes from camera matrices (numpy/pyrr, no OpenGL)."""
+"""View-volume planes from camera matrices (numpy/pyrr, no OpenGL), and a compiled filter of
+a list of ids by the indexes' own frustum and view-distance predicates."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyrr
+from numba import njit
+
+from app.spatial.geometry import sphere_in_frustum, within_view_distance
 
 
 def planes_from_matrix(viewproj: np.ndarray) -> np.ndarray:
@@ -40,3 +44,26 @@ def camera_planes(eye: np.ndarray, target: np.ndarray, fovy_deg: float = 60.0,
                   aspect: float = 16 / 9, near: float = 0.1, far: float = 300.0) -> np.ndarray:
     """Frustum planes of a perspective camera; handy for tests and benchmarks."""
     return planes_from_matrix(perspective(fovy_deg, aspect, near, far) @ look_at(eye, target))
+
+
+@njit(cache=True)
+def filter_in_view(ids: np.ndarray, centers: np.ndarray, radii: np.ndarray,
+                   view_distances: np.ndarray, planes: np.ndarray, eye: np.ndarray,
+                   use_vd: bool) -> np.ndarray:  # pragma: no cover - compiled
+    """The ids (rows of ``centers``) whose sphere meets the frustum and, with ``use_vd``, whose
+    centre is within its view distance: the same predicates every index applies, so the result
+    is a subset of what ``query_frustum`` without occlusion returns."""
+    out = np.empty(ids.shape[0], dtype=np.int64)
+    k = 0
+    for j in range(ids.shape[0]):
+        i = ids[j]
+        cx = centers[i, 0]
+        cy = centers[i, 1]
+        cz = centers[i, 2]
+        if use_vd and not within_view_distance(eye[0], eye[1], eye[2], cx, cy, cz,
+                                                view_distances[i]):
+            continue
+        if sphere_in_frustum(planes, cx, cy, cz, radii[i]):
+            out[k] = i
+            k += 1
+    return out[:k]

@@ -8,22 +8,22 @@ Two modes (``app.viewer.frame.OcclusionProvider`` is the interface):
               frame maps it (:meth:`DepthPyramid.previous`), so no frame waits for its own
               reduction. Objects that become visible suddenly appear a frame late (popping).
 
-``two-pass``  popping-free. The cull (pass 1) is tested against the pyramid of the previous
-              frame's *first-pass* depth, which makes its result "last frame's visible set,
-              re-culled against this frame's frustum and the objects' new positions". After
-              the main pass draws it, this frame's depth is reduced and read back at once, the
-              index is queried again with this frame's camera against that pyramid, and the
-              objects it finds that pass 1 did not draw are returned for a second draw. An
-              object with a visible pixel in the final image is in front of pass 1's depth
-              there, so the conservative test keeps it: no false negatives. The pyramid is
-              kept for the next frame's pass 1.
+``two-pass``  popping-free, one query a frame. Pass 1 draws last frame's visible set (the
+              ids still inside this frame's frustum and view distance, at their new
+              positions; :meth:`first_pass_ids`) without querying the index. This frame's
+              depth is then reduced and read back at once, the index is queried with this
+              frame's camera against that pyramid, and the objects it finds that pass 1 did
+              not draw are returned for a second draw; the query's visible set is next
+              frame's pass 1. An object with a visible pixel in the final image is in front
+              of pass 1's depth there, so the conservative test keeps it: no false negatives.
 
 Ground truth (``ground_truth=True``): after the frame is drawn, an id buffer of every object in
 the frustum (same size, same matrices) gives ``true_visible``; ``false_negatives`` counts
 truly visible objects the cull did not draw.
 
-Log columns: ``occlusion_ms`` (pyramid reduction + read-back, both passes' share),
-``occlusion_cull_ms`` (two-pass: the second query), ``occluded_nodes``, ``occluded_objects``,
+Log columns: ``occlusion_ms`` (pyramid reduction + read-back), ``occlusion_cull_ms`` (two-pass:
+the frame's one query; the viewer's ``cull_ms`` is then only pass 1's filter of last frame's
+visible set), ``occluded_nodes``, ``occluded_objects``,
 ``second_pass`` (objects drawn by the second pass), and with ground truth ``true_visible``,
 ``false_negatives``, ``ground_truth_ms``.
 """
@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from app.culling.frustum import filter_in_view
 from app.culling.occlusion import ZPyramid
 from app.render.depth_pyramid import DepthPyramid
 
@@ -60,7 +61,7 @@ class OcclusionCuller:
         self.log_columns = BASE_COLUMNS + (GROUND_TRUTH_COLUMNS if self.ground_truth else ())
         self._pyr: DepthPyramid | None = None
         self._idbuf = None
-        self._kept: ZPyramid | None = None  # two-pass: this frame's pass-1 pyramid
+        self._last_visible = np.zeros(0, np.int64)  # two-pass: last query's visible ids
         self._vals: dict[str, Any] = {}
         self._pending_ms = 0.0  # previous mode: the map in pyramid(), added to the next row
         self.totals = {"frames": 0, "true_visible": 0, "false_negatives": 0,
@@ -74,23 +75,33 @@ class OcclusionCuller:
                 self._pyr.release()
             self._pyr = DepthPyramid(self.ctx, size, first_level=self.first_level,
                                      cpu_texels=self.cpu_texels)
-            self._kept = None
         return self._pyr
 
     # ------------------------------------------------------------------ provider API
 
+    def first_pass_ids(self, cull, view_distance: bool, objects) -> np.ndarray | None:
+        """two-pass: the ids to draw before any query, i.e. last frame's visible set minus what
+        left the frustum ``cull`` (or, with ``view_distance``, its view distance); the viewer
+        then skips its cull. None in the other modes."""
+        if self.mode != "two-pass":
+            return None
+        return filter_in_view(self._last_visible, objects.centers, objects.radii,
+                              objects.view_distances, cull.planes, cull.eye, bool(view_distance))
+
     def pyramid(self) -> ZPyramid | None:
-        """The pyramid this frame's cull tests against (None on the first frame)."""
+        """The pyramid this frame's cull tests against (``previous``: the last frame's; None
+        on the first frame and in the other modes)."""
         if self.mode != "previous":
             self._pending_ms = 0.0
-            return self._kept
+            return None
         t0 = time.perf_counter()
         p = self._pyr.previous(1) if self._pyr is not None else None
         self._pending_ms = (time.perf_counter() - t0) * 1e3
         return p
 
     def after_main_pass(self, frame) -> np.ndarray | None:
-        """Build the pyramid from ``frame.target.depth``; two-pass: return the ids to add."""
+        """Build the pyramid from ``frame.target.depth``; two-pass: run the frame's query
+        (its result replaces ``frame.result``) and return the ids to add."""
         target = frame.target
         pyr = self._pyramid_for(target.size)
         vals: dict[str, Any] = {"occlusion_cull_ms": 0.0, "second_pass": 0}
@@ -108,19 +119,18 @@ class OcclusionCuller:
         else:
             zp = pyr.build_now(target.depth, frame.view.viewproj)
             vals["occlusion_ms"] = round((time.perf_counter() - t0) * 1e3, 4)
-            self._kept = zp
             index = _index_of(frame)
-            if res is not None and index is not None:
+            if frame.visible is not None and index is not None:  # frustum culling is on
                 t1 = time.perf_counter()
-                res2 = index.query_frustum(frame.cull.planes, eye=frame.cull.eye,
-                                           use_view_distance=_use_vd(frame), occlusion=zp)
-                first = frame.visible if frame.visible is not None else np.zeros(0, np.int64)
+                res = index.query_frustum(frame.cull.planes, eye=frame.cull.eye,
+                                          use_view_distance=_use_vd(frame), occlusion=zp)
                 # Both are sets of unique ids: a sorted membership test, ~7x cheaper than
                 # setdiff1d (which sorts the concatenation) at ~1,000 ids.
-                extra = res2.visible[~np.isin(res2.visible, first, assume_unique=True)]
+                extra = res.visible[~np.isin(res.visible, frame.visible, assume_unique=True)]
                 vals["occlusion_cull_ms"] = round((time.perf_counter() - t1) * 1e3, 4)
                 vals["second_pass"] = int(extra.shape[0])
-                res = res2
+                self._last_visible = res.visible.copy()  # the index may reuse its buffers
+                frame.result = res
         vals["occluded_nodes"] = int(getattr(res, "occluded_nodes", 0)) if res is not None else 0
         vals["occluded_objects"] = (int(getattr(res, "occluded_objects", 0))
                                     if res is not None else 0)
@@ -196,7 +206,7 @@ class OcclusionCuller:
         if self._idbuf is not None:
             self._idbuf.release()
             self._idbuf = None
-        self._kept = None
+        self._last_visible = np.zeros(0, np.int64)
 
 
 def _index_of(frame):

@@ -5,13 +5,16 @@
 1. motion         ``scene.step(dt)`` -> moved ids (skipped while paused)
 2. index update   ``index.update(moved ids)``
 3. cull           ``index.query_frustum(planes of the culling camera, eye, view distance,
-                  occlusion pyramid)`` (the culling camera is the view camera unless frozen)
+                  occlusion pyramid)`` (the culling camera is the view camera unless frozen);
+                  two-pass occlusion instead hands over last frame's visible set, and its
+                  query runs in step 6
 4. upload         the moved rows of the packed instance array, then the visible instances,
                   grouped by mesh kind, in one buffer write
 5. main pass      clear, one instanced draw per mesh kind, into ``target`` (colour + depth
                   texture)
-6. occlusion      ``occlusion.after_main_pass(frame)``: build the pyramid for the next frame
-                  from ``target.depth``; may return ids for a second draw (two-pass)
+6. occlusion      ``occlusion.after_main_pass(frame)``: build the pyramid from
+                  ``target.depth``; two-pass queries the index against it and returns the
+                  ids for a second draw
 7. overlays       node boxes, the frozen culling frustum, HUD text, help
 8. record         one frame-log row
 
@@ -80,12 +83,17 @@ class OcclusionProvider(Protocol):
     mode: str  # "previous" or "two-pass": goes to the log's ``occlusion`` column
     log_columns: tuple[str, ...]  # extra log columns, e.g. ("true_visible", "false_negatives")
 
+    def first_pass_ids(self, cull: CameraView, view_distance: bool, objects) -> np.ndarray | None:
+        """Ids to draw before any query (two-pass: last frame's visible set still in view),
+        or None to cull as usual with :meth:`pyramid`."""
+
     def pyramid(self):  # -> app.culling.occlusion.ZPyramid | None, used by the cull pass
         ...
 
     def after_main_pass(self, frame: FrameContext) -> np.ndarray | None:
         """Build the pyramid from ``frame.target.depth``; may return ids to draw in addition
-        (the second phase of two-pass occlusion). Runs before the overlays."""
+        (the second phase of two-pass occlusion) and replace ``frame.result`` with the query
+        it ran. Runs before the overlays."""
 
     def log_values(self) -> dict[str, Any]: ...
 
@@ -140,7 +148,7 @@ class FrameContext:
     target: SceneTarget
     view: CameraView  # the camera the image is drawn from
     cull: CameraView  # the camera culling ran with (== view unless frozen)
-    result: Any  # QueryResult of this frame's cull, None when frustum culling is off
+    result: Any  # QueryResult of this frame's cull (None: frustum culling off, or not run yet)
     visible: np.ndarray | None  # ids drawn in the main pass (None: all)
     viewer: Viewer
 
@@ -363,14 +371,21 @@ class Viewer:
         self.pipeline.update(moved, o.centers)
         t2 = time.perf_counter()
 
-        # 3. cull, with the culling camera (frozen or the view camera)
+        # 3. cull, with the culling camera (frozen or the view camera); two-pass occlusion
+        #    draws last frame's visible set first and queries after the main pass
         cull_view = self.frozen_cull if (tg.frozen and self.frozen_cull is not None) else view
-        pyramid = self.occlusion.pyramid() if self.occlusion is not None else None
-        res = self.pipeline.cull(cull_view.planes, cull_view.eye, frustum=tg.frustum,
-                                 view_distance=tg.view_distance, occlusion=pyramid,
-                                 all_ids=o.ids, centers=o.centers,
-                                 view_distances=o.view_distances)
-        visible = None if res is None else res.visible
+        first = None
+        if self.occlusion is not None and tg.frustum:
+            first = self.occlusion.first_pass_ids(cull_view, tg.view_distance, o)
+        if first is not None:
+            res, visible = None, first
+        else:
+            pyramid = self.occlusion.pyramid() if self.occlusion is not None else None
+            res = self.pipeline.cull(cull_view.planes, cull_view.eye, frustum=tg.frustum,
+                                     view_distance=tg.view_distance, occlusion=pyramid,
+                                     all_ids=o.ids, centers=o.centers,
+                                     view_distances=o.view_distances)
+            visible = None if res is None else res.visible
         t3 = time.perf_counter()
 
         # 4. upload: refresh the packed rows of the moved objects, then the visible instances
@@ -380,12 +395,7 @@ class Viewer:
 
         # 5. main pass
         fbo = self.target.fbo
-        fbo.use()
-        self.ctx.viewport = (0, 0, *self.target.size)
-        self.ctx.enable(moderngl.DEPTH_TEST)
-        self.ctx.disable(moderngl.BLEND)
-        self.ctx.depth_func = "<"
-        self.ctx.enable(moderngl.CULL_FACE)  # meshes are closed and wound counter-clockwise
+        self._bind_main_pass()
         fbo.clear(*BACKGROUND, depth=1.0)
         self.objects.draw(view.viewproj, LIGHT_DIR)
 
@@ -393,8 +403,9 @@ class Viewer:
         if self.occlusion is not None:
             fctx = FrameContext(self.ctx, self.target, view, cull_view, res, visible, self)
             extra = self.occlusion.after_main_pass(fctx)
+            res = fctx.result
             if extra is not None and len(extra):
-                fbo.use()
+                self._bind_main_pass()  # the provider's passes changed the GL state
                 st.drawn += self.objects.upload(np.asarray(extra, np.int64), view.eye)
                 self.objects.draw(view.viewproj, LIGHT_DIR)
         self.ctx.finish()
@@ -429,6 +440,16 @@ class Viewer:
             self.recorder.write(self.log_row(st))
         self.frame_index += 1
         return st
+
+    def _bind_main_pass(self) -> None:
+        """The scene target and the state of the object draws (depth-tested, opaque,
+        back faces culled)."""
+        self.target.fbo.use()
+        self.ctx.viewport = (0, 0, *self.target.size)
+        self.ctx.enable(moderngl.DEPTH_TEST)
+        self.ctx.disable(moderngl.BLEND)
+        self.ctx.depth_func = "<"
+        self.ctx.enable(moderngl.CULL_FACE)  # meshes are closed and wound counter-clockwise
 
     # ------------------------------------------------------------------ overlays
 
