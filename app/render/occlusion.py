@@ -188,8 +188,8 @@ class OcclusionCuller:
                          f" objects {v.get('occluded_objects', 0):,}   pyramid "
                          f"{v.get('occlusion_ms', 0):.2f} ms")
         if self.mode == "two-pass":
-            lines[0] += (f"   second pass {v.get('second_pass', 0):,} objects "
-                         f"({v.get('occlusion_cull_ms', 0):.2f} ms)")
+            lines[0] += (f"   query {v.get('occlusion_cull_ms', 0):.2f} ms   second draw "
+                         f"{v.get('second_pass', 0):,} objects")
         if self.ground_truth:
             t = self.totals
             lines.append(f"ground truth: visible {v.get('true_visible', '-')}   false negatives "
