@@ -223,38 +223,3 @@ def test_bad_input_raises_and_changes_nothing(label, name, kwargs):
         except AssertionError as exc:
             raise AssertionError(f"{what}: a rejected batch changed the index") from exc
         idx.validate()
-
-
-@pytest.mark.parametrize("parallel", [False, True], ids=["serial", "parallel"])
-@pytest.mark.parametrize("name", ["kd", "grid", "viewdist", "brute"])
-def test_update_fast_path_serial_and_parallel_agree(monkeypatch, name, parallel):
-    """Small update batches run the compiled resolve/swap loops on one thread, large ones on
-    both cores (``PARALLEL_MIN``); both paths move exactly the oracle's objects and reject
-    the same bad batches without changing anything."""
-    from app.spatial import base
-
-    monkeypatch.setattr(base, "PARALLEL_MIN", 1 if parallel else 10**9)
-    rng = np.random.default_rng(5)
-    idx = make(name, {})
-    oracle = Oracle()
-    ids = np.arange(300, dtype=np.int64) * 7  # sparse ids: some go through the hash table
-    c = rng.uniform(-40, 40, (300, 3))
-    r = rng.uniform(0.1, 2, 300)
-    idx.insert(ids, c, r)
-    oracle.insert(ids, c, r, np.full(300, np.inf))
-    for _ in range(4):
-        moved = rng.choice(ids, 120, replace=False)
-        nc = rng.uniform(-40, 40, (120, 3))
-        nr = rng.uniform(0.1, 2, 120)
-        idx.update(moved, nc, nr)
-        oracle.update(moved, nc, nr, None)
-        check_all(idx, oracle, rng, 40.0)
-    before = snapshot(idx)
-    bad_c = rng.uniform(-40, 40, (3, 3))
-    bad_c[1, 0] = np.nan
-    for args, named in [((np.array([7, 8, 14]), rng.uniform(-1, 1, (3, 3))), "8"),
-                        ((np.array([7, 14, 21]), bad_c), "14"),
-                        ((np.array([7, 14, 7]), rng.uniform(-1, 1, (3, 3))), "7")]:
-        with pytest.raises(ValueError, match=named):
-            idx.update(*args)
-        assert_same(before, snapshot(idx))

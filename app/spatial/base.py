@@ -65,69 +65,26 @@ def _repeated_slots(slots: np.ndarray, stamp: np.ndarray, epoch: np.int64) -> np
     return out
 
 
-#: Batches smaller than this run the per-object loops of an update on one thread. Waking the
-#: (passive, see app/__init__.py) OpenMP workers costs ~0.2 ms a parallel loop, more than one
-#: core spends on 10,000 objects; the viewer's 60,000 moving cars still use both cores.
-PARALLEL_MIN = 32768
-
-
-@njit(cache=True, inline="always")
-def _swap_one(i, slots, centers, radii, vdist, store_c, store_r, store_v, old_c, old_r, old_v,
-              has_r, has_v):
-    s = slots[i]
-    for a in range(3):
-        old_c[i, a] = store_c[s, a]
-        store_c[s, a] = centers[i, a]
-    old_r[i] = store_r[s]
-    old_v[i] = store_v[s]
-    if has_r:
-        store_r[s] = radii[i]
-    if has_v:
-        store_v[s] = vdist[i]
-
-
 @njit(cache=True, parallel=True)
-def _swap_in_parallel(slots, centers, radii, vdist, store_c, store_r, store_v, old_c, old_r,
-                      old_v):
+def _swap_in(slots, centers, radii, vdist, store_c, store_r, store_v, old_c, old_r, old_v):
     """Copy the old values out and the new ones in; slots are distinct, so rows never race."""
     has_r = radii.shape[0] == slots.shape[0]
     has_v = vdist.shape[0] == slots.shape[0]
     for i in prange(slots.shape[0]):
-        _swap_one(i, slots, centers, radii, vdist, store_c, store_r, store_v, old_c, old_r,
-                  old_v, has_r, has_v)
-
-
-@njit(cache=True)
-def _swap_in_serial(slots, centers, radii, vdist, store_c, store_r, store_v, old_c, old_r,
-                    old_v):
-    """:func:`_swap_in_parallel` on one thread (small batches)."""
-    has_r = radii.shape[0] == slots.shape[0]
-    has_v = vdist.shape[0] == slots.shape[0]
-    for i in range(slots.shape[0]):
-        _swap_one(i, slots, centers, radii, vdist, store_c, store_r, store_v, old_c, old_r,
-                  old_v, has_r, has_v)
-
-
-@njit(cache=True, inline="always")
-def _resolve_one(i, ids, centers, radii, vdist, keys, vals, dense, slots, has_r, has_v) -> bool:
-    """Slot of ``ids[i]`` into ``slots[i]``; False when the id is unknown or a value is bad."""
-    k = ids[i]
-    nd = dense.shape[0]
-    s = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
-    slots[i] = s
-    ok = s >= 0
-    for a in range(3):
-        ok = ok and np.isfinite(centers[i, a])
-    if has_r:
-        ok = ok and np.isfinite(radii[i]) and radii[i] >= 0.0
-    if has_v:
-        ok = ok and vdist[i] >= 0.0  # NaN fails too; inf is allowed
-    return ok
+        s = slots[i]
+        for a in range(3):
+            old_c[i, a] = store_c[s, a]
+            store_c[s, a] = centers[i, a]
+        old_r[i] = store_r[s]
+        old_v[i] = store_v[s]
+        if has_r:
+            store_r[s] = radii[i]
+        if has_v:
+            store_v[s] = vdist[i]
 
 
 @njit(cache=True, parallel=True)
-def _resolve_parallel(ids, centers, radii, vdist, keys, vals, dense, stamp, epoch,
-                      slots) -> bool:
+def _resolve_batch(ids, centers, radii, vdist, keys, vals, dense, stamp, epoch, slots) -> bool:
     """Resolve an update batch's ids into ``slots`` and check its values; changes nothing.
 
     Look-ups and value checks run on both cores, the repeat check runs serially. False means
@@ -136,26 +93,22 @@ def _resolve_parallel(ids, centers, radii, vdist, keys, vals, dense, stamp, epoc
     n = ids.shape[0]
     has_r = radii.shape[0] == n
     has_v = vdist.shape[0] == n
+    nd = dense.shape[0]
     bad = np.zeros(n, dtype=np.bool_)
     for i in prange(n):
-        bad[i] = not _resolve_one(i, ids, centers, radii, vdist, keys, vals, dense, slots,
-                                  has_r, has_v)
+        k = ids[i]
+        s = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
+        slots[i] = s
+        ok = s >= 0
+        for a in range(3):
+            ok = ok and np.isfinite(centers[i, a])
+        if has_r:
+            ok = ok and np.isfinite(radii[i]) and radii[i] >= 0.0
+        if has_v:
+            ok = ok and vdist[i] >= 0.0  # NaN fails too; inf is allowed
+        bad[i] = not ok
     for i in range(n):
         if bad[i]:
-            return False
-    return _repeated_slots(slots, stamp, epoch).shape[0] == 0
-
-
-@njit(cache=True)
-def _resolve_serial(ids, centers, radii, vdist, keys, vals, dense, stamp, epoch,
-                    slots) -> bool:
-    """:func:`_resolve_parallel` on one thread (small batches)."""
-    n = ids.shape[0]
-    has_r = radii.shape[0] == n
-    has_v = vdist.shape[0] == n
-    for i in range(n):
-        if not _resolve_one(i, ids, centers, radii, vdist, keys, vals, dense, slots,
-                            has_r, has_v):
             return False
     return _repeated_slots(slots, stamp, epoch).shape[0] == 0
 
@@ -421,8 +374,7 @@ class SpatialIndex:
             self._scratch = (np.empty((cap, 3)), np.empty(cap), np.empty(cap))
             self._scratch_n = cap
         old_c, old_r, old_v = (a[:n] for a in self._scratch)
-        swap = _swap_in_parallel if n >= PARALLEL_MIN else _swap_in_serial
-        swap(slots, centers, _EMPTY_F if radii is None else radii,
+        _swap_in(slots, centers, _EMPTY_F if radii is None else radii,
                  _EMPTY_F if vd is None else vd,
                  self._centers, self._radii, self._vdist, old_c, old_r, old_v)
         self._on_update(slots, old_c, old_r, old_v)
@@ -441,10 +393,9 @@ class SpatialIndex:
         slots = np.empty(n, dtype=np.int64)
         keys, vals, dense = self._idmap.arrays()
         epoch = self._next_mark_epoch()  # first: it may reallocate the marks
-        resolve = _resolve_parallel if n >= PARALLEL_MIN else _resolve_serial
-        if not resolve(ids, centers, _EMPTY_F if radii is None else radii,
-                       _EMPTY_F if vd is None else vd, keys, vals, dense, self._slot_mark, epoch,
-                       slots):
+        if not _resolve_batch(ids, centers, _EMPTY_F if radii is None else radii,
+                              _EMPTY_F if vd is None else vd, keys, vals, dense,
+                              self._slot_mark, epoch, slots):
             return False
         self._apply_update(slots, centers, radii, vd)
         return True
