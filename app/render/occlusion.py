@@ -189,7 +189,7 @@ class OcclusionCuller:
                          f"{v.get('occlusion_ms', 0):.2f} ms")
         if self.mode == "two-pass":
             lines[0] += (f"   query {v.get('occlusion_cull_ms', 0):.2f} ms   second draw "
-                         f"{v.get('second_pass', 0):,} objects")
+                         f"+{v.get('second_pass', 0):,}")
         if self.ground_truth:
             t = self.totals
             lines.append(f"ground truth: visible {v.get('true_visible', '-')}   false negatives "
