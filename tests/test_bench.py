@@ -86,3 +86,45 @@ def test_peers_agree_with_reference():
             assert np.array_equal(got, want), (name, use_vd)
         b0, b1 = np.array([20.0, 30, 10]), np.array([60.0, 45, 90])
         assert np.array_equal(np.sort(s.query_box(b0, b1)), box_truth(c2, r, b0, b1)), name
+
+
+def test_bench_occlusion_small_run(tmp_path):
+    """Two modes, one repetition, a few frames of a small scene: a table with the ratio to
+    the frustum-only run of the same repetition, and the markdown copy."""
+    import pytest
+
+    pytest.importorskip("moderngl")
+    md = tmp_path / "occ.md"
+    p = _run(["bench", "occlusion", "--scene", "fig26", "--objects", "200", "--modes",
+              "off,previous", "--reps", "1", "--frames", "4", "--warmup", "1", "--size",
+              "160x90", "--quiet", "--md", str(md)])
+    if "EGL" in p.stderr:
+        pytest.skip("no headless EGL context")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "frustum only" in p.stdout and "previous" in p.stdout
+    row = next(line for line in md.read_text().splitlines() if line.startswith("| previous"))
+    ratio = float(row.split("|")[6])
+    assert 0 < ratio < 5
+
+
+def test_bench_occlusion_rejects_bad_arguments():
+    for args, msg in ((["--modes", "off,nosuch"], "unknown mode 'nosuch'"),
+                      (["--reps", "0"], "--reps and --frames must be >= 1")):
+        p = _run(["bench", "occlusion", *args])
+        assert p.returncode == 2 and msg in p.stderr, p.stderr
+    p = _run(["bench", "occlusion", "--scene", "nosuch", "--reps", "1", "--quiet"])
+    assert p.returncode == 1 and "run failed" in p.stderr and "nosuch" in p.stderr
+
+
+def test_occlusion_bench_ratios_pair_runs_of_the_same_repetition(tmp_path):
+    from app.bench.occlusion_frames import ModeRuns, log_medians, ratios, table_rows
+
+    runs = {"off": ModeRuns("off", [30.0, 20.0], [25, 15], [0, 0], [100, 100]),
+            "previous": ModeRuns("previous", [9.0, 8.0], [4, 4], [1, 1], [10, 10])}
+    assert ratios(runs, "previous") == [0.3, 0.4]
+    rows = table_rows(runs)
+    assert rows[1][5] == "0.350" and rows[1][6] == "0.300-0.400"
+    log = tmp_path / "log.csv"
+    log.write_text("frame,frame_ms,render_ms,drawn\n0,10,5,7\n1,30,6,9\n2,20,7,8\n")
+    assert log_medians(log) == {"frame_ms": 20.0, "render_ms": 6.0, "occlusion_ms": 0.0,
+                                "drawn": 8.0}
