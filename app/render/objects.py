@@ -12,6 +12,7 @@ import moderngl
 import numpy as np
 from numba import njit, prange
 
+from app.parallelism import threads_for
 from app.render.context import load_program
 from app.render.meshes import Mesh
 
@@ -139,9 +140,10 @@ class ObjectRenderer:
         if (visible is not None and self._centers is not None
                 and not (self.has_big and eye is not None)):
             counts = np.zeros(len(self.meshes), dtype=np.int64)
-            total = _gather_by_mesh(np.ascontiguousarray(visible, dtype=np.int64), self._mask,
-                                    self.mesh_of, self._centers, self.packed, self.staging,
-                                    counts)
+            with threads_for(self.capacity):  # the gather scans every object's mark
+                total = _gather_by_mesh(np.ascontiguousarray(visible, dtype=np.int64),
+                                        self._mask, self.mesh_of, self._centers, self.packed,
+                                        self.staging, counts)
             start = 0
             for k in range(len(self.meshes)):
                 self.starts[k] = start

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from app.parallelism import threads_for
 from app.scene.distributions import in_box, lissajous_curve
 
 MOTIONS = ("static", "random_walk", "linear_bounce", "linear_wrap", "orbit", "lissajous_drift")
@@ -129,8 +130,9 @@ class RandomWalk(Motion):
         # Heading noise scales with sqrt(dt) so the walk's statistics do not depend on frame rate.
         # One draw from the scene's generator per frame keeps runs reproducible from its seed.
         seed = np.uint64(rng.integers(0, 2**63 - 1))
-        _walk(centers, self.rows, self.vel, self.speeds, self.turn * np.sqrt(dt), seed,
-              self.lo, self.hi, dt)
+        with threads_for(self.rows.shape[0]):
+            _walk(centers, self.rows, self.vel, self.speeds, self.turn * np.sqrt(dt), seed,
+                  self.lo, self.hi, dt)
 
 
 class LinearBounce(Motion):

@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit, prange
 
 from app.culling.occlusion import ZPyramid
+from app.parallelism import threads_for
 from app.spatial.idmap import IdMap, hash_lookup
 
 _MAX_NAMED = 8  # how many offending ids an error message lists
@@ -205,8 +206,9 @@ class SpatialIndex:
         view_distances: np.ndarray | None = None,
     ) -> None:
         """Move objects (and optionally change their radius or view distance)."""
-        if self._update_fast(ids, centers, radii, view_distances):
-            return
+        with threads_for(len(ids) if np.ndim(ids) == 1 else 0):
+            if self._update_fast(ids, centers, radii, view_distances):
+                return
         ids, centers, radii, vd = self._check_batch(ids, centers, radii, view_distances,
                                                     radii_optional=True)
         if ids.shape[0] == 0:
