@@ -259,3 +259,26 @@ def test_hud_draws_each_glyph_of_the_atlas_in_its_cell(ctx):
     hud.release()
     fbo.release()
     tex.release()
+
+
+def test_requested_screenshot_is_the_next_frame_without_notices(ctx, tmp_path):
+    """A screenshot holds the frame, not the transient notices (an earlier "screenshot ..."
+    line used to show up in the next one); the notices still reach the screen, and a request
+    still pending when the viewer closes is written then."""
+    from PIL import Image
+
+    v, scene = _viewer(ctx, size=(480, 270))
+    v.toggles.hud = True
+    v.toggles.paused = True  # the same scene in every frame
+    plain = _render(v, scene, frames=1)
+    v.notice("a notice that must not be in the picture")
+    path = v.request_screenshot(tmp_path / "shot.png")
+    assert not path.exists()  # taken at the end of the next frame
+    shown = _render(v, scene, frames=1)
+    saved = np.asarray(Image.open(path).convert("RGB"))
+    bottom = slice(shown.shape[0] - 40, shown.shape[0])  # where notices go; the HUD is on top
+    assert not np.array_equal(shown[bottom], plain[bottom])  # the notice is on screen
+    np.testing.assert_array_equal(saved[bottom], plain[bottom])  # and not in the picture
+    later = v.request_screenshot(tmp_path / "at-close.png")
+    v.close()
+    assert later.exists() and later.stat().st_size > 0

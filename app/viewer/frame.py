@@ -228,6 +228,9 @@ class Viewer:
         self.sim_time = 0.0
         self.frozen_cull: CameraView | None = None
         self.notices: deque[tuple[float, str]] = deque(maxlen=4)
+        self._shot_path: Path | None = None  # a screenshot to take at the end of the next frame
+        self.last_screenshot: Path | None = None
+        self.last_screenshot_s = 0.0  # how long saving it took (not part of any frame)
         self._fps_times: deque[float] = deque(maxlen=60)
         self.fps = 0.0
         self._empty = np.zeros(0, np.int64)
@@ -340,11 +343,28 @@ class Viewer:
             self.start_recording(next_free_path(base) if base else None)
 
     def screenshot(self, path: str | Path) -> Path:
+        """Save the frame on the target now (with whatever notices it shows)."""
+        t0 = time.perf_counter()
         out = self.target.save_png(path)
+        self.last_screenshot = out
+        self.last_screenshot_s = time.perf_counter() - t0
         self.notice(f"screenshot {out}")
         return out
 
+    def request_screenshot(self, path: str | Path) -> Path:
+        """Save the next frame, drawn without the transient notices (an earlier "screenshot
+        ..." or "recording ..." line is not part of the picture); written when that frame
+        ends, or at :meth:`close`."""
+        self._shot_path = Path(path)
+        return self._shot_path
+
+    def _take_requested_screenshot(self) -> None:
+        if self._shot_path is not None:
+            path, self._shot_path = self._shot_path, None
+            self.screenshot(path)
+
     def close(self) -> None:
+        self._take_requested_screenshot()
         self.recorder.stop()
         if self.occlusion is not None:
             self.occlusion.release()
@@ -427,8 +447,9 @@ class Viewer:
             span = self._fps_times[-1] - self._fps_times[0]
             self.fps = (len(self._fps_times) - 1) / span if span > 0 else 0.0
 
-        # 7. overlays
-        self.draw_overlays(view, cull_view, st)
+        # 7. overlays (a frame that is to be saved gets its notices after the save)
+        shot = self._shot_path is not None
+        self.draw_overlays(view, cull_view, st, notices=not shot)
         self.ctx.finish()
         t6 = time.perf_counter()
         st.overlay_ms = (t6 - t5) * 1e3
@@ -439,6 +460,12 @@ class Viewer:
         if self.recorder.active:
             self.recorder.write(self.log_row(st))
         self.frame_index += 1
+        if shot:
+            self._take_requested_screenshot()
+            if self.toggles.hud and not self.toggles.help:
+                self.target.fbo.use()
+                self.ctx.viewport = (0, 0, *self.target.size)
+                self.draw_hud(st, lines=False)  # the notices, on screen only
         return st
 
     def _bind_main_pass(self) -> None:
@@ -453,7 +480,8 @@ class Viewer:
 
     # ------------------------------------------------------------------ overlays
 
-    def draw_overlays(self, view: CameraView, cull_view: CameraView, st: FrameStats) -> None:
+    def draw_overlays(self, view: CameraView, cull_view: CameraView, st: FrameStats,
+                      notices: bool = True) -> None:
         tg = self.toggles
         self.ctx.disable(moderngl.CULL_FACE)
         self.ctx.enable(moderngl.BLEND)
@@ -475,7 +503,7 @@ class Viewer:
             self.frustum_lines.set_frustum(cull_view.viewproj, cull_view.eye)
             self.frustum_lines.draw(view.viewproj)
         if tg.hud or tg.help:
-            self.draw_hud(st)
+            self.draw_hud(st, notices=notices)
 
     def hud_lines(self, st: FrameStats) -> list[str]:
         tg, c = self.toggles, self.config
@@ -504,24 +532,29 @@ class Viewer:
             lines += list(self.occlusion.hud_lines())
         return lines
 
-    def draw_hud(self, st: FrameStats) -> None:
+    def draw_hud(self, st: FrameStats, lines: bool = True, notices: bool = True) -> None:
+        """The HUD text (``lines``), the transient notices under it (``notices``) and the help
+        panel; notices show only with the HUD."""
         w, h = self.target.size
-        hud_lines = self.hud_lines(st) if self.toggles.hud and not self.toggles.help else []
+        hud_on = self.toggles.hud and not self.toggles.help
+        hud_lines = self.hud_lines(st) if hud_on else []
         now = time.perf_counter()
         while self.notices and self.notices[0][0] < now:
             self.notices.popleft()
-        msgs = [m for _, m in self.notices] if hud_lines else []
+        msgs = [m for _, m in self.notices] if hud_on and notices else []
         shown = hud_lines + msgs + (HELP_LINES if self.toggles.help else [])
         # Text is laid out in a virtual screen at least as wide as the widest line, then
         # scaled to the real one: in a small window the HUD shrinks instead of being cut off.
+        # (The scale counts the HUD lines even when only the notices are drawn, so that the
+        # notices keep their size.)
         scale = max(1.0, (self.hud.text_size(shown)[0] + 16) / max(w, 1))
         vw, vh = w * scale, h * scale
-        if hud_lines:
+        if hud_lines and lines:
             self.hud.text(8, 6, hud_lines, color=(0.95, 0.97, 1.0, 1.0))
-            if msgs:
-                _, th = self.hud.text_size(msgs)
-                self.hud.text(8, vh - th - 8, msgs, color=(1.0, 0.85, 0.3, 1.0))
-        if self.toggles.help:
+        if msgs:
+            _, th = self.hud.text_size(msgs)
+            self.hud.text(8, vh - th - 8, msgs, color=(1.0, 0.85, 0.3, 1.0))
+        if self.toggles.help and lines:
             tw, th = self.hud.text_size(HELP_LINES)
             self.hud.panel(0, 0, vw, vh, color=(0.0, 0.0, 0.0, 0.45))  # dim the scene behind
             self.hud.text(max(8, (vw - tw) // 2), max(8, (vh - th) // 2), HELP_LINES,

@@ -59,15 +59,15 @@ def run_headless(args) -> int:
             view = CameraView.make(eye, target, cam.fov_deg, aspect, cam.near, cam.far)
             if args.freeze_at is not None and i == args.freeze_at and not toggles.frozen:
                 viewer.toggle_freeze(view)
+            if args.screenshot and i == args.frames - 1:
+                viewer.request_screenshot(args.screenshot)  # the last frame, without notices
             if args.orbit_out and toggles.frozen:
                 eye2 = np.asarray(target) + (np.asarray(eye) - np.asarray(target)) * args.orbit_out
                 eye2 = eye2 + np.array([0.0, 0.35, 0.0]) * np.linalg.norm(eye2 - target)
                 view = CameraView.make(eye2, target, cam.fov_deg, aspect, cam.near,
                                        cam.far * max(1.0, args.orbit_out * 1.5))
             viewer.frame(args.dt, view)
-        wall = time.perf_counter() - t0
-        if args.screenshot:
-            viewer.screenshot(args.screenshot)
+        wall = time.perf_counter() - t0 - viewer.last_screenshot_s
         rows = viewer.recorder.rows
         viewer.close()
     except KeyboardInterrupt:

@@ -140,7 +140,7 @@ class ViewerWindow:
             path = Path("screenshots") / f"shot-{time.strftime('%Y%m%d-%H%M%S')}-" \
                                          f"{self.shot_count + 1}.png"
         self.shot_count += 1
-        return self.viewer.screenshot(path)
+        return self.viewer.request_screenshot(path)  # written when the next frame ends
 
     def set_capture(self, on: bool) -> None:
         self.captured = on
