@@ -14,6 +14,8 @@ if [ -n "${DISPLAY:-}" ]; then
 fi
 echo "no display: rendering the demo headless (for the window: xvfb-run -a ./scripts/run.sh demo)"
 mkdir -p out
-.venv/bin/python -m app demo --headless --frames 300 --record out/demo.csv \
+# 300 frames 2/15 s apart: one loop of the 40 s camera path, through the box and out again, so
+# the log shows the visible set shrinking to a fifth and growing back.
+.venv/bin/python -m app demo --headless --frames 300 --dt 0.13333 --record out/demo.csv \
     --screenshot out/demo.png
 exec .venv/bin/python -m app plot out/demo.csv -o out/demo-frames.png
