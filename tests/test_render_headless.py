@@ -172,6 +172,11 @@ def test_headless_command_writes_log_and_screenshot(tmp_path):
     assert (data["objects"] == 800).all()
     img = np.asarray(Image.open(png))
     assert img.shape[:2] == (180, 320) and img.std() > 1.0
+    assert "replacing" not in r.stderr
+    r = _demo("--headless", "--scene", "demo", "--objects", "800", "--frames", "3",
+              "--record", str(log), "--size", "64x64", "--no-hud")
+    assert r.returncode == 0 and f"replacing the existing log {log}" in r.stderr
+    assert list(read_log(log)["frame"]) == [0, 1, 2]
 
 
 def test_bad_scene_file_is_a_clear_error(tmp_path):

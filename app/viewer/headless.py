@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -51,6 +52,8 @@ def run_headless(args) -> int:
                                                   cam.far))
         viewer.frame_index = 0
         if args.record:
+            if Path(args.record).exists():  # a scripted run names its log: replace it, say so
+                print(f"demo: replacing the existing log {args.record}", file=sys.stderr)
             viewer.start_recording(args.record)
         t0 = time.perf_counter()
         for i in range(args.frames):
