@@ -136,10 +136,7 @@ class OcclusionCuller:
                                     if res is not None else 0)
         if self.ground_truth:
             vals.update(self._ground_truth(frame, extra))
-        # Leave the frame's target bound for what follows (second draw, overlays).
-        target.fbo.use()
-        self.ctx.viewport = (0, 0, *target.size)
-        self._vals = vals
+        self._vals = vals  # the viewer binds its target again for what follows
         return extra
 
     def _ground_truth(self, frame, extra: np.ndarray | None) -> dict[str, Any]:

@@ -229,7 +229,6 @@ class Viewer:
         self.frozen_cull: CameraView | None = None
         self.notices: deque[tuple[float, str]] = deque(maxlen=4)
         self._shot_path: Path | None = None  # a screenshot to take at the end of the next frame
-        self.last_screenshot: Path | None = None
         self.last_screenshot_s = 0.0  # how long saving it took (not part of any frame)
         self._fps_times: deque[float] = deque(maxlen=60)
         self.fps = 0.0
@@ -346,7 +345,6 @@ class Viewer:
         """Save the frame on the target now (with whatever notices it shows)."""
         t0 = time.perf_counter()
         out = self.target.save_png(path)
-        self.last_screenshot = out
         self.last_screenshot_s = time.perf_counter() - t0
         self.notice(f"screenshot {out}")
         return out
@@ -463,16 +461,19 @@ class Viewer:
         if shot:
             self._take_requested_screenshot()
             if self.toggles.hud and not self.toggles.help:
-                self.target.fbo.use()
-                self.ctx.viewport = (0, 0, *self.target.size)
+                self._bind_target()
                 self.draw_hud(st, lines=False)  # the notices, on screen only
         return st
+
+    def _bind_target(self) -> None:
+        """Draw into the scene target, whatever pass (pyramid, id buffer) ran before."""
+        self.target.fbo.use()
+        self.ctx.viewport = (0, 0, *self.target.size)
 
     def _bind_main_pass(self) -> None:
         """The scene target and the state of the object draws (depth-tested, opaque,
         back faces culled)."""
-        self.target.fbo.use()
-        self.ctx.viewport = (0, 0, *self.target.size)
+        self._bind_target()
         self.ctx.enable(moderngl.DEPTH_TEST)
         self.ctx.disable(moderngl.BLEND)
         self.ctx.depth_func = "<"
@@ -483,6 +484,7 @@ class Viewer:
     def draw_overlays(self, view: CameraView, cull_view: CameraView, st: FrameStats,
                       notices: bool = True) -> None:
         tg = self.toggles
+        self._bind_target()
         self.ctx.disable(moderngl.CULL_FACE)
         self.ctx.enable(moderngl.BLEND)
         self.ctx.blend_func = moderngl.SRC_ALPHA, moderngl.ONE_MINUS_SRC_ALPHA
