@@ -125,6 +125,10 @@ def test_occlusion_bench_ratios_pair_runs_of_the_same_repetition(tmp_path):
     rows = table_rows(runs)
     assert rows[1][5] == "0.350" and rows[1][6] == "0.300-0.400"
     log = tmp_path / "log.csv"
-    log.write_text("frame,frame_ms,render_ms,drawn\n0,10,5,7\n1,30,6,9\n2,20,7,8\n")
+    head = ("frame,time_s,frame_ms,update_ms,cull_ms,render_ms,visible,working_set,"
+            "nodes_visited,objects,index,occlusion,drawn\n")
+    log.write_text(head + "".join(f"{i},0,{f},0,0,{r},0,0,0,9,kd,off,{d}\n"
+                                  for i, (f, r, d) in enumerate([(10, 5, 7), (30, 6, 9),
+                                                                 (20, 7, 8)])))
     assert log_medians(log) == {"frame_ms": 20.0, "render_ms": 6.0, "occlusion_ms": 0.0,
                                 "drawn": 8.0}

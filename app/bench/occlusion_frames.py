@@ -12,13 +12,14 @@ the ratios), ``previous`` (Shagam's previous-frame Z-pyramid), ``two-pass`` (no 
 
 from __future__ import annotations
 
-import csv
 import statistics
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 MODES = ("none", "off", "previous", "two-pass")
 MODE_LABELS = {"none": "no culling", "off": "frustum only", "previous": "previous",
@@ -56,14 +57,16 @@ def demo_command(scene: str, mode: str, *, frames: int, warmup: int, size: str, 
 
 def log_medians(path: Path) -> dict[str, float]:
     """Medians of one frame log's frame_ms, render_ms, occlusion_ms (0 if absent), drawn."""
-    with open(path, newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    if not rows:
+    from app.framelog import read_log
+
+    log = read_log(path)
+    if len(log["frame"]) == 0:
         raise ValueError(f"{path}: empty frame log")
 
     def med(col: str) -> float:
-        vals = [float(r[col]) for r in rows if r.get(col, "") not in ("", None)]
-        return statistics.median(vals) if vals else 0.0
+        vals = np.asarray(log.get(col, []), dtype=np.float64)
+        vals = vals[~np.isnan(vals)]
+        return float(np.median(vals)) if vals.size else 0.0
 
     return {"frame_ms": med("frame_ms"), "render_ms": med("render_ms"),
             "occlusion_ms": med("occlusion_ms"), "drawn": med("drawn")}
