@@ -14,7 +14,7 @@ more objects drawn (fig26 88.8 vs 87.9 a frame, city 870 vs 833), hence 16,384 t
 
 By default (``cpu_top=True``) the GPU makes only ``first_level`` (one pass over the whole depth
 buffer: all the bandwidth) and the CPU finishes the small top of the chain from the read-back
-level with :func:`~app.culling.occlusion.reduce_stored_levels` (~30 us). On llvmpipe every
+level with :func:`~app.culling.occlusion.reduce_stored_levels` (~10 us). On llvmpipe every
 extra pass costs ~80 us of fixed overhead whatever its size, so eight GPU passes for levels
 of 160x90 texels and less cost ~0.8 ms a frame. ``cpu_top=False`` reduces every level on the
 GPU and reads them all back (a GPU with cheap passes would choose that).
