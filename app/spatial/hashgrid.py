@@ -676,16 +676,23 @@ def _cells_in_ranges(ranges, active, hw, ckey, ccount, hkey, hval, lcells, st):
                         out[k] = c
                         k += 1
     if any_scan:
-        for c in range(hw):
-            if ccount[c] <= 0:
-                continue
-            lvl = ckey[c, 0]
-            if not scan[lvl]:
-                continue
-            if _key_in_range(ckey, c, ranges[lvl]):
-                out[k] = c
-                k += 1
+        k = _scan_pool(ccount, ckey, scan, ranges, hw, out, k)
     return out[:k]
+
+
+@njit(cache=True, inline="always")
+def _scan_pool(ccount, ckey, scan, ranges, hw, out, k):
+    """Append to ``out`` (from ``k``) the live cells of the ``scan`` levels that lie in their
+    level's range, by one pass over the cell pool; returns the new count. For levels whose
+    range has more coordinates than the grid has live cells, this is cheaper than probing."""
+    for c in range(hw):
+        if ccount[c] <= 0:
+            continue
+        lvl = ckey[c, 0]
+        if scan[lvl] and _key_in_range(ckey, c, ranges[lvl]):
+            out[k] = c
+            k += 1
+    return k
 
 
 # ---------------------------------------------------------------------------- frustum
@@ -848,16 +855,13 @@ def _frustum(planes, eye, use_vd, vp, zd, zo, zw, zh, n_objects,
                 stack[sp + 1, 2] = mid + 1
             sp += 2
     if any_scan:
-        for c in range(hw):
-            if ccount[c] <= 0:
-                continue
+        cells = np.empty(hw, dtype=np.int64)
+        for j in range(_scan_pool(ccount, ckey, scan, ranges, hw, cells, 0)):
+            c = cells[j]
             lvl = ckey[c, 0]
-            if not scan[lvl]:
-                continue
-            if _key_in_range(ckey, c, ranges[lvl]):
-                k = _cull_cell(c, -1, sizes[lvl], lrmax[lvl], planes, eye, use_vd,
-                               vp, zd, zo, zw, zh, centers, radii, vdist, nxt, islot, ckey, chead,
-                               cvdmax, cvdmin, cout, out, k, cnt, scr)
+            k = _cull_cell(c, -1, sizes[lvl], lrmax[lvl], planes, eye, use_vd,
+                           vp, zd, zo, zw, zh, centers, radii, vdist, nxt, islot, ckey, chead,
+                           cvdmax, cvdmin, cout, out, k, cnt, scr)
     return out[:k], cnt
 
 
