@@ -715,6 +715,18 @@ def _far_dist(lo, hi, x, y, z):
     return math.sqrt(dx * dx + dy * dy + dz * dz)
 
 
+@njit(cache=True, inline="always")
+def _push_children(nodei, n, stack, sp):
+    """Push n's non-empty children so that they pop in octant order (memory order after a
+    renumbering); returns the new stack size."""
+    for c in range(7, -1, -1):
+        ch = nodei[n, CHILD0 + c]
+        if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
+            stack[sp] = ch
+            sp += 1
+    return sp
+
+
 @njit(cache=True)
 def _collect(top, nodei, enext, eslot, out, k, outcome, stack):
     """Append every object of the subtree of ``top`` to ``out``; returns (k, nodes walked).
@@ -742,11 +754,7 @@ def _collect(top, nodei, enext, eslot, out, k, outcome, stack):
             out[k] = eslot[s]
             k += 1
             s = enext[s]
-        for c in range(7, -1, -1):  # popped in octant order: memory order
-            ch = nodei[n, CHILD0 + c]
-            if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
-                stack[sp] = ch
-                sp += 1
+        sp = _push_children(nodei, n, stack, sp)
     return k, walked
 
 
@@ -868,11 +876,7 @@ def _box(root, nodei, nodef, enext, eslot, ent, qlo, qhi, out, stack, stack2, ou
                 out[k] = eslot[s]
                 k += 1
             s = enext[s]
-        for c in range(7, -1, -1):  # popped in octant order: memory order
-            ch = nodei[n, CHILD0 + c]
-            if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
-                stack[sp] = ch
-                sp += 1
+        sp = _push_children(nodei, n, stack, sp)
     return k
 
 
@@ -903,11 +907,7 @@ def _sphere(root, nodei, nodef, enext, eslot, ent, q, qr, out, stack):
                 out[k] = eslot[s]
                 k += 1
             s = enext[s]
-        for c in range(7, -1, -1):  # popped in octant order: memory order
-            ch = nodei[n, CHILD0 + c]
-            if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
-                stack[sp] = ch
-                sp += 1
+        sp = _push_children(nodei, n, stack, sp)
     return k
 
 
@@ -936,11 +936,7 @@ def _ray(root, nodei, nodef, enext, eslot, ent, o, d, out, ts, stack):
                 ts[k] = t
                 k += 1
             s = enext[s]
-        for c in range(7, -1, -1):  # popped in octant order: memory order
-            ch = nodei[n, CHILD0 + c]
-            if ch >= 0 and nodei[ch, SUBCOUNT] > 0:
-                stack[sp] = ch
-                sp += 1
+        sp = _push_children(nodei, n, stack, sp)
     return k
 
 
