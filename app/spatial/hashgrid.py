@@ -189,6 +189,18 @@ def _probe(hkey, hval, lvl, ix, iy, iz):
         h = (h + 1) & mask
 
 
+@njit(cache=True, inline="always")
+def _allocate(st, free, nfree, hw):
+    """A pool index: the last freed one (``free[:st[nfree]]``), else the next never used
+    (``st[hw]``, the high-water mark). Cells and items share this rule."""
+    if st[nfree] > 0:
+        st[nfree] -= 1
+        return free[st[nfree]]
+    i = st[hw]
+    st[hw] += 1
+    return i
+
+
 @njit(cache=True)
 def _find_or_add(lvl, ix, iy, iz, G):
     """Cell of a key, creating an empty one (pool + table) when absent."""
@@ -211,12 +223,7 @@ def _find_or_add(lvl, ix, iy, iz, G):
         h = tomb
     else:
         st[ST_USED] += 1
-    if st[ST_NFREE] > 0:
-        st[ST_NFREE] -= 1
-        c = cfree[st[ST_NFREE]]
-    else:
-        c = st[ST_HW]
-        st[ST_HW] += 1
+    c = _allocate(st, cfree, ST_NFREE, ST_HW)
     hkey[h, 0] = lvl
     hkey[h, 1] = ix
     hkey[h, 2] = iy
@@ -296,12 +303,7 @@ def _link(s, c, centers, radii, vdist, oitem, ocell, G, I):
     (ckey, chead, ccount, cvdmax, cvdmin, cdirty, cpos, cfree, dirty, cout, st,
      hkey, hval, lcount, lcells, lrmax, lext) = G
     icen, irad, ivd, islot, inext, iprev, ifree = I
-    if st[ST_INFREE] > 0:
-        st[ST_INFREE] -= 1
-        it = ifree[st[ST_INFREE]]
-    else:
-        it = st[ST_IHW]
-        st[ST_IHW] += 1
+    it = _allocate(st, ifree, ST_INFREE, ST_IHW)
     _copy_item(it, s, centers, radii, vdist, icen, irad, ivd)
     islot[it] = s
     oitem[s] = it
