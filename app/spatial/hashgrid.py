@@ -800,7 +800,6 @@ def _frustum(planes, eye, use_vd, vp, zd, zo, zw, zh, n_objects,
             continue
         # Walk the range as an implicit octree of blocks: outside blocks are skipped without
         # a probe, inside blocks accept their cells without a plane test.
-        sp = 0
         for a in range(6):
             stack[0, a] = rng[a]
         stack[0, 6] = -1
