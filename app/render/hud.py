@@ -5,7 +5,7 @@ Each block (lines of text with their translucent background, or a bare panel) is
 its fragment shader finds the character cell under the pixel in a small per-frame texture of
 character codes, reads the glyph's coverage from the atlas and composites text over the
 background. Every pixel is shaded and blended once: on llvmpipe a glyph quad per character
-plus a background quad cost ~1 ms a frame for the five-line HUD, this ~0.4 ms.
+plus a background quad cost ~1.0 ms a frame for the five-line HUD at 1280x720, this ~0.65 ms.
 """
 
 from __future__ import annotations
