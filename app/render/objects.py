@@ -121,11 +121,11 @@ class ObjectRenderer:
         if self.inst.size < need:
             self.inst.orphan(need)
 
-    def update_moved(self, ids: np.ndarray, centers: np.ndarray) -> None:
-        """Note that objects moved (``centers`` is the full array the scene moves in place).
+    def use_centers(self, centers: np.ndarray) -> None:
+        """Read centres from ``centers``, the full array the scene moves in place.
 
-        Both gathers read centres from it directly, so the packed copy's centres are never
-        refreshed (they only seed it).
+        Both gathers read centres from it directly, so moved objects need no refresh of the
+        packed copy (whose centres only seed it).
         """
         self._centers = centers
 

@@ -8,8 +8,8 @@
                   occlusion pyramid)`` (the culling camera is the view camera unless frozen);
                   two-pass occlusion instead hands over last frame's visible set, and its
                   query runs in step 6
-4. upload         the moved rows of the packed instance array, then the visible instances,
-                  grouped by mesh kind, in one buffer write
+4. upload         the visible instances (centres straight from the scene's array), grouped
+                  by mesh kind, in one buffer write
 5. main pass      clear, one instanced draw per mesh kind, into ``target`` (colour + depth
                   texture)
 6. occlusion      ``occlusion.after_main_pass(frame)``: build the pyramid from
@@ -406,8 +406,8 @@ class Viewer:
             visible = None if res is None else res.visible
         t3 = time.perf_counter()
 
-        # 4. upload: refresh the packed rows of the moved objects, then the visible instances
-        self.objects.update_moved(moved, o.centers)
+        # 4. upload: the visible instances, centres read from the scene's array
+        self.objects.use_centers(o.centers)
         st.drawn = self.objects.upload(visible, view.eye)
         t4 = time.perf_counter()
 
