@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from app.culling.frustum import camera_planes, look_at, perspective
-from app.culling.occlusion import ZPyramid
+from app.geom.zpyramid import ZPyramid
 from app.spatial import create_index
-from app.spatial import geometry as geo
+from app.geom import predicates as geo
 from app.spatial.aabbtree import CHILDREN, DEFAULT_THRESHOLDS, AABBTree
 from app.spatial.aabbtree import kernels as kn
 from tests.oracle import Oracle

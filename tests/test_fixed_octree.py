@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from app.culling.frustum import camera_planes, look_at, perspective
-from app.culling.occlusion import ZPyramid
+from app.geom.predicates import NODE_INSIDE, NODE_REJECT_VIEWDIST
+from app.geom.zpyramid import ZPyramid
 from app.spatial import create_index
 from app.spatial import fixed_octree as fo
-from app.spatial.geometry import NODE_INSIDE, NODE_REJECT_VIEWDIST
 
 
 def octree(**kw) -> fo.FixedOctree:

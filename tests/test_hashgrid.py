@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from app.culling.frustum import camera_planes, look_at, perspective
-from app.culling.occlusion import ZPyramid
+from app.geom.zpyramid import ZPyramid
 from app.spatial import create_index
 from app.spatial.hashgrid import TARGET_PER_CELL, HashedGrid, choose_cell_size
 from tests.oracle import Oracle

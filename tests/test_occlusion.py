@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from app.culling.frustum import look_at, perspective
-from app.culling.occlusion import (
+from app.geom.zpyramid import (
     DEPTH_EPS,
     ZPyramid,
     box_occluded,
@@ -172,7 +172,7 @@ def test_sphere_rectangle_is_tighter_than_its_box():
 
 
 def test_no_occlusion_arrays_never_occlude():
-    from app.culling.occlusion import no_occlusion_arrays
+    from app.geom.zpyramid import no_occlusion_arrays
     assert not sphere_occluded(0.0, 0.0, -10.0, 1.0, *no_occlusion_arrays())
     assert not box_occluded(np.array([-1.0, -1, -11]), np.array([1.0, 1, -10]),
                             *no_occlusion_arrays())
@@ -375,7 +375,7 @@ def test_end_to_end_small_scene(gl, tmp_path, mode):
 def test_rect_test_equals_exact_test_at_finest_stored_level(first):
     """With the hierarchical descent the answer is exactly: every texel of the finest stored
     level that the rectangle's pixels fall in is behind the depth."""
-    from app.culling.occlusion import rect_occluded
+    from app.geom.zpyramid import rect_occluded
 
     rng = np.random.default_rng(11 + first)
     h, w = 37, 61

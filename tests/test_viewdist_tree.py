@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from app.culling.frustum import camera_planes
+from app.geom.predicates import NODE_INSIDE, NODE_PARTIAL
 from app.spatial import create_index
 from app.spatial import viewdist_tree as vt
-from app.spatial.geometry import NODE_INSIDE, NODE_PARTIAL
 from app.spatial.viewdist_tree import ViewDistanceTree
 from tests.oracle import Oracle
 
@@ -318,7 +318,7 @@ def test_absurd_view_distances_and_coordinates_go_to_the_unbounded_list():
 @pytest.mark.parametrize("use_vd", [True, False])
 def test_occlusion_only_removes_objects_and_counts_them(use_vd):
     from app.culling.frustum import look_at, perspective
-    from app.culling.occlusion import ZPyramid
+    from app.geom.zpyramid import ZPyramid
 
     idx = ViewDistanceTree()
     ids, c, r, _ = scattered(3000, seed=13)

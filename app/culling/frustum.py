@@ -7,7 +7,7 @@ import numpy as np
 import pyrr
 from numba import njit
 
-from app.spatial.geometry import sphere_in_frustum, within_view_distance
+from app.geom.predicates import sphere_in_frustum, within_view_distance
 
 
 def planes_from_matrix(viewproj: np.ndarray) -> np.ndarray:

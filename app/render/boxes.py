@@ -1,7 +1,7 @@
 """Node-box overlay: every node box of the index as lines, one instanced draw.
 
 Two colourings: by depth (a palette cycling with the node's depth) and by the outcome of the
-last frustum query (``app.spatial.geometry.NODE_*``).
+last frustum query (``app.geom.predicates.NODE_*``).
 """
 
 from __future__ import annotations

@@ -3,18 +3,18 @@
 Each level is an R32F texture written by one full-screen pass of ``shaders/depthreduce.*``
 over the level below (level 0 is the depth texture itself). The reduction rule (next size
 ``max(1, w // 2)``, the last texel of a row or column also covers an odd leftover) is the one
-``app/culling/occlusion.py`` documents and tests against numpy.
+``app/geom/zpyramid.py`` documents and tests against numpy.
 
 Only the coarse levels the CPU test needs are read back: from ``first_level`` up (by default
 the finest level of at most ``cpu_texels`` texels, e.g. 160x90 for a 1280x720 frame), which
-is exact because :class:`~app.culling.occlusion.ZPyramid` keeps every level's size. The first
+is exact because :class:`~app.geom.zpyramid.ZPyramid` keeps every level's size. The first
 pass reads every depth pixel whichever level it writes, but a coarser level has fewer fragments
 (each gathering more): at 1280x720 on llvmpipe 160x90 costs 0.6 ms and 320x180 0.9 ms, for 1-5 %
 more objects drawn (fig26 88.8 vs 87.9 a frame, city 870 vs 833), hence 16,384 texels.
 
 By default (``cpu_top=True``) the GPU makes only ``first_level`` (one pass over the whole depth
 buffer: all the bandwidth) and the CPU finishes the small top of the chain from the read-back
-level with :func:`~app.culling.occlusion.reduce_stored_levels` (~10 us). On llvmpipe every
+level with :func:`~app.geom.zpyramid.reduce_stored_levels` (~10 us). On llvmpipe every
 extra pass costs ~80 us of fixed overhead whatever its size, so eight GPU passes for levels
 of 160x90 texels and less cost ~0.8 ms a frame. ``cpu_top=False`` reduces every level on the
 GPU and reads them all back (a GPU with cheap passes would choose that).
@@ -33,7 +33,7 @@ import time
 import moderngl
 import numpy as np
 
-from app.culling.occlusion import ZPyramid, level_sizes, reduce_stored_levels
+from app.geom.zpyramid import ZPyramid, level_sizes, reduce_stored_levels
 from app.render.context import load_program
 
 

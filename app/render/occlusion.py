@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from app.culling.frustum import filter_in_view
-from app.culling.occlusion import ZPyramid
+from app.geom.zpyramid import ZPyramid
 from app.render.depth_pyramid import DepthPyramid
 
 MODES = ("off", "previous", "two-pass")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from app.geom.hashing import mix64
 from app.parallelism import threads_for
 from app.scene.distributions import in_box, lissajous_curve
 
@@ -56,20 +57,13 @@ class Motion:
 
 
 @njit(cache=True, inline="always")
-def _mix(x: np.uint64) -> np.uint64:
-    """splitmix64 finaliser: a counter-based generator, so noise needs no shared RNG state."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-@njit(cache=True, inline="always")
 def _jitter(key: np.uint64) -> float:
     """Zero-mean, unit-variance noise from a 64-bit key: uniform on [-sqrt(3), sqrt(3)].
 
+    A counter-based generator (the hash of a key), so noise needs no shared RNG state.
     A heading jitter needs the variance, not the Gaussian shape, and this costs no log/cos.
     """
-    u = float(_mix(key) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+    u = float(mix64(key) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
     return (2.0 * u - 1.0) * 1.7320508075688772
 
 
@@ -84,7 +78,7 @@ def _walk(centers, rows, vel, speeds, sigma, seed, lo, hi, dt):  # pragma: no co
         r = rows[i]
         s = speeds[i]
         inv = 1.0 / s if s > 1e-12 else 0.0
-        base = _mix(seed ^ np.uint64(i) * np.uint64(0x9E3779B97F4A7C15))
+        base = mix64(seed ^ np.uint64(i) * np.uint64(0x9E3779B97F4A7C15))
         h0 = 0.0
         h1 = 0.0
         h2 = 0.0

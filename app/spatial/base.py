@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
-from app.culling.occlusion import ZPyramid
+from app.geom.zpyramid import ZPyramid
 from app.parallelism import threads_for
 from app.spatial.idmap import IdMap, hash_lookup
+from app.spatial.pool import grown, grown_free_stack
 
 _MAX_NAMED = 8  # how many offending ids an error message lists
 
@@ -298,7 +299,7 @@ class SpatialIndex:
     def node_outcomes(self) -> np.ndarray:
         """Outcome of each node of :meth:`node_boxes` in the last frustum query.
 
-        Codes are ``app.spatial.geometry.NODE_*`` (not visited, inside, partial, rejected by
+        Codes are ``app.geom.predicates.NODE_*`` (not visited, inside, partial, rejected by
         frustum, by view distance, by occlusion).
         """
         return np.zeros(self.node_boxes()[2].shape[0], dtype=np.int8)
@@ -439,24 +440,12 @@ class SpatialIndex:
 
     def _grow_store(self, new_cap: int) -> None:
         old = self.capacity
-
-        def grown(a: np.ndarray, fill: Any) -> np.ndarray:
-            out = np.full((new_cap,) + a.shape[1:], fill, dtype=a.dtype)
-            out[:old] = a
-            return out
-
-        self._ids = grown(self._ids, -1)
-        self._centers = grown(self._centers, 0.0)
-        self._radii = grown(self._radii, 0.0)
-        self._vdist = grown(self._vdist, np.inf)
-        self._alive = grown(self._alive, False)
-        free = np.empty(new_cap, dtype=np.int64)
-        # New slots go below the existing free ones so that low slots are reused first.
-        extra = np.arange(new_cap - 1, old - 1, -1, dtype=np.int64)
-        free[: extra.shape[0]] = extra
-        free[extra.shape[0] : extra.shape[0] + self._nfree] = self._free[: self._nfree]
-        self._nfree += extra.shape[0]
-        self._free = free
+        self._ids = grown(self._ids, new_cap, -1)
+        self._centers = grown(self._centers, new_cap, 0.0)
+        self._radii = grown(self._radii, new_cap, 0.0)
+        self._vdist = grown(self._vdist, new_cap, np.inf)
+        self._alive = grown(self._alive, new_cap, False)
+        self._free, self._nfree = grown_free_stack(self._free, self._nfree, old, new_cap)
         self._grow(new_cap)
 
     @staticmethod

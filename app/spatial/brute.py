@@ -9,20 +9,19 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from app.culling.occlusion import occlusion_arrays, sphere_occluded
-from app.spatial.base import QueryResult, SpatialIndex
-from app.spatial.geometry import (
+from app.geom.decide import ACCEPTED, accept_sphere
+from app.geom.predicates import (
+    NODE_REJECT_OCCLUSION,
     ray_sphere_entry,
-    sphere_in_frustum,
     sphere_overlaps_box,
     spheres_touch,
-    within_view_distance,
 )
+from app.geom.zpyramid import occluder
+from app.spatial.base import QueryResult, SpatialIndex
 
 
 @njit(cache=True)
-def _frustum(alive, centers, radii, vdist, planes, eye, use_vd,
-             vp, zdata, zoff, zw, zh):
+def _frustum(alive, centers, radii, vdist, planes, eye, use_vd, occ):
     n = alive.shape[0]
     out = np.empty(n, dtype=np.int64)
     k = 0
@@ -32,18 +31,13 @@ def _frustum(alive, centers, radii, vdist, planes, eye, use_vd,
         if not alive[s]:
             continue
         considered += 1
-        cx = centers[s, 0]
-        cy = centers[s, 1]
-        cz = centers[s, 2]
-        if use_vd and not within_view_distance(eye[0], eye[1], eye[2], cx, cy, cz, vdist[s]):
-            continue
-        if not sphere_in_frustum(planes, cx, cy, cz, radii[s]):
-            continue
-        if sphere_occluded(cx, cy, cz, radii[s], vp, zdata, zoff, zw, zh):
+        verdict = accept_sphere(planes, eye, use_vd, occ, centers[s, 0], centers[s, 1],
+                                centers[s, 2], radii[s], vdist[s])
+        if verdict == ACCEPTED:
+            out[k] = s
+            k += 1
+        elif verdict == NODE_REJECT_OCCLUSION:
             occluded += 1
-            continue
-        out[k] = s
-        k += 1
     return out[:k], considered, occluded
 
 
@@ -102,10 +96,9 @@ class BruteIndex(SpatialIndex):
         super().__init__()
 
     def _query_frustum(self, planes, eye, use_vd, occlusion):
-        vp, zd, zo, zw, zh = occlusion_arrays(occlusion)
         slots, considered, occluded = _frustum(self._alive, self._centers, self._radii,
                                                self._vdist, planes, eye, use_vd,
-                                               vp, zd, zo, zw, zh)
+                                               occluder(occlusion))
         return QueryResult(visible=slots, working_set=int(considered), nodes_visited=0,
                            occluded_objects=int(occluded))
 

@@ -84,9 +84,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from app.culling.occlusion import box_occluded, occlusion_arrays, sphere_occluded
-from app.spatial.base import QueryResult, SpatialIndex
-from app.spatial.geometry import (
+from app.geom.predicates import (
     INSIDE,
     NODE_INSIDE,
     NODE_PARTIAL,
@@ -103,6 +101,8 @@ from app.spatial.geometry import (
     spheres_touch,
     within_view_distance,
 )
+from app.geom.zpyramid import box_occluded, occlusion_arrays, sphere_occluded
+from app.spatial.base import QueryResult, SpatialIndex
 
 # ---------------------------------------------------------------- node pool layout
 # int32 columns of _nodei

@@ -30,7 +30,7 @@ tested. Measured on the 1M-object benchmark (1000-unit cube, far 300): 12-unit c
 the default aims at ~100 objects per cell (46-unit cells there), far coarser than the note's
 "cell = search diameter", which is right for small neighbourhood queries only.
 
-Every per-object decision uses :mod:`app.spatial.geometry`, so answers equal brute force bit
+Every per-object decision uses :mod:`app.geom.predicates`, so answers equal brute force bit
 for bit; cell tests only ever skip work (their boxes carry a small relative margin).
 """
 
@@ -42,9 +42,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from app.culling.occlusion import box_occluded, occlusion_arrays, sphere_occluded
-from app.spatial.base import QueryResult, SpatialIndex
-from app.spatial.geometry import (
+from app.geom.hashing import mix64
+from app.geom.predicates import (
     INSIDE,
     NODE_INSIDE,
     NODE_PARTIAL,
@@ -62,6 +61,8 @@ from app.spatial.geometry import (
     spheres_touch,
     within_view_distance,
 )
+from app.geom.zpyramid import box_occluded, occlusion_arrays, sphere_occluded
+from app.spatial.base import QueryResult, SpatialIndex
 
 NLEVELS = 48  # cell sides cell_size * 2**0 .. 2**47: any radius a finite scene needs
 LIM = 1 << 40  # grid coordinates are clamped to [-LIM, LIM]; such cells are unbounded
@@ -108,20 +109,13 @@ _ERRORS = {
 
 
 @njit(cache=True, inline="always")
-def _mix(x):
-    # splitmix64 finaliser (as in idmap): neighbouring cells must land far apart.
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-@njit(cache=True, inline="always")
 def _cell_hash(lvl, ix, iy, iz, mask):
     x = np.uint64(ix) * np.uint64(0x9E3779B97F4A7C15)
     x ^= np.uint64(iy) * np.uint64(0xC2B2AE3D27D4EB4F)
     x ^= np.uint64(iz) * np.uint64(0x165667B19E3779F9)
     x ^= np.uint64(lvl) * np.uint64(0x27D4EB2F165667C5)
-    return np.int64(_mix(x) & np.uint64(mask))
+    # Neighbouring cells must land far apart.
+    return np.int64(mix64(x) & np.uint64(mask))
 
 
 @njit(cache=True, inline="always")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from app.geom.hashing import mix64
+
 _EMPTY = np.int64(-1)  # slot value of a never-used bucket
 _TOMB = np.int64(-2)  # slot value of a deleted bucket (keeps probe chains intact)
 _DENSE_SLACK = 4  # the direct table may be this many times the number of ids (plus 1024)
@@ -18,12 +20,8 @@ _DENSE_SLACK = 4  # the direct table may be this many times the number of ids (p
 
 @njit(cache=True, inline="always")
 def _hash(key: np.int64, mask: np.int64) -> np.int64:
-    # splitmix64 finaliser: ids are often consecutive, so they must be scattered.
-    x = np.uint64(key)
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    x = x ^ (x >> np.uint64(31))
-    return np.int64(x & np.uint64(mask))
+    # Ids are often consecutive, so they must be scattered.
+    return np.int64(mix64(key) & np.uint64(mask))
 
 
 @njit(cache=True)

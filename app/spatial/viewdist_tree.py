@@ -13,7 +13,7 @@ not change the query's cost (Matthews' promise).
 
 query_frustum(use_view_distance=True) is that point query, pruned further by each subtree's
 bounds against the planes and the Z-pyramid, followed by the exact per-object tests of
-app.spatial.geometry; its working set is the objects of the entered nodes plus the infinite
+app.geom.predicates; its working set is the objects of the entered nodes plus the infinite
 list. Without view distance (and for box, sphere and ray queries) the tree is walked through
 the subtree bounds of the objects' own spheres instead.
 
@@ -58,9 +58,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from app.culling.occlusion import box_occluded, occlusion_arrays, sphere_occluded
-from app.spatial.base import QueryResult, SpatialIndex
-from app.spatial.geometry import (
+from app.geom.predicates import (
     INSIDE,
     NODE_INSIDE,
     NODE_NOT_VISITED,
@@ -77,6 +75,8 @@ from app.spatial.geometry import (
     spheres_touch,
     within_view_distance,
 )
+from app.geom.zpyramid import box_occluded, occlusion_arrays, sphere_occluded
+from app.spatial.base import QueryResult, SpatialIndex
 
 # ---------------------------------------------------------------- layout of the flat state
 

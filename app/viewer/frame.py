@@ -87,7 +87,7 @@ class OcclusionProvider(Protocol):
         """Ids to draw before any query (two-pass: last frame's visible set still in view),
         or None to cull as usual with :meth:`pyramid`."""
 
-    def pyramid(self):  # -> app.culling.occlusion.ZPyramid | None, used by the cull pass
+    def pyramid(self):  # -> app.geom.zpyramid.ZPyramid | None, used by the cull pass
         ...
 
     def after_main_pass(self, frame: FrameContext) -> np.ndarray | None:

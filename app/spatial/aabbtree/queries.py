@@ -6,7 +6,7 @@ stored (conservative) box (lazy AABB determination, 2.1.5) and splits the overfu
 reaches (2.1.1): splits happen at query time, in all four query kinds, and only in nodes the
 query does not reject, i.e. in the part of the tree the application is looking at.
 Splitting never changes an answer: the final per-object decision is always the shared
-predicate of ``app.spatial.geometry``.
+predicate of ``app.geom.predicates``.
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ import math
 import numpy as np
 from numba import njit
 
-from app.culling.occlusion import box_occluded, sphere_occluded
-from app.spatial.aabbtree.kernels import ROOT, needs_split, refit_node, split_node
-from app.spatial.geometry import (
+from app.geom.predicates import (
     INSIDE,
     NODE_INSIDE,
     NODE_NOT_VISITED,
@@ -36,6 +34,8 @@ from app.spatial.geometry import (
     spheres_touch,
     within_view_distance,
 )
+from app.geom.zpyramid import box_occluded, sphere_occluded
+from app.spatial.aabbtree.kernels import ROOT, needs_split, refit_node, split_node
 
 
 @njit(cache=True, inline="always")

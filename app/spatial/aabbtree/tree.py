@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from app.culling.occlusion import ZPyramid, occlusion_arrays
+from app.geom.zpyramid import ZPyramid, occlusion_arrays
 from app.spatial.aabbtree import kernels as kn
 from app.spatial.aabbtree import queries as qu
 from app.spatial.aabbtree.check import MESSAGES, check_tree

@@ -13,8 +13,9 @@ Not every level has to be on the CPU: ``offsets[L] < 0`` marks level L as *not s
 ``heights`` still list every level from the full-resolution level 0, so that NDC maps to
 texels exactly; the test then uses the finest stored level at or above the one it chose.
 
-Indexes call :func:`box_occluded` / :func:`sphere_occluded` inside their compiled traversal
-with the arrays of :meth:`ZPyramid.arrays`; an empty ``widths`` array means "no occlusion".
+Indexes call :func:`box_hidden` / :func:`sphere_hidden` inside their compiled traversal with
+the :class:`Occluder` of :func:`occluder` (one named tuple instead of five loose arrays); an
+occluder with an empty ``widths`` array means "no occlusion" (:data:`NO_OCCLUDER`).
 
 Conservativeness (what makes zero false negatives possible in the two-pass mode):
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -57,6 +59,19 @@ MAX_TEXELS = 4
 #: When a texel at the chosen level is in front, look at its children that overlap the
 #: rectangle at the finer stored levels before giving up (Greene's hierarchical descent).
 REFINE = True
+
+
+class Occluder(NamedTuple):
+    """The Z-pyramid as the compiled tests take it: one argument instead of five arrays.
+
+    Empty ``widths`` means "no occlusion" (every test answers "not hidden").
+    """
+
+    viewproj: np.ndarray  # (4, 4) float64, world -> clip, column vectors
+    data: np.ndarray  # float32, every stored level back to back
+    offsets: np.ndarray  # int64 per level, -1 when the level is not stored
+    widths: np.ndarray  # int64 per level
+    heights: np.ndarray  # int64 per level
 
 
 @dataclass
@@ -123,6 +138,10 @@ class ZPyramid:
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The tuple the compiled tests take: (viewproj, data, offsets, widths, heights)."""
         return self.viewproj, self.data, self.offsets, self.widths, self.heights
+
+    def occluder(self) -> Occluder:
+        """This pyramid as the one named tuple the compiled traversals take."""
+        return Occluder(self.viewproj, self.data, self.offsets, self.widths, self.heights)
 
     @property
     def size(self) -> tuple[int, int]:
@@ -225,6 +244,15 @@ _NO_OCC = (
 def occlusion_arrays(occlusion: ZPyramid | None):
     """Arrays for a pyramid, or the 'off' arrays for None."""
     return _NO_OCC if occlusion is None else occlusion.arrays()
+
+
+#: The occluder meaning "occlusion off": every test answers "not hidden".
+NO_OCCLUDER = Occluder(*_NO_OCC)
+
+
+def occluder(occlusion: ZPyramid | None) -> Occluder:
+    """The occluder of a pyramid, or :data:`NO_OCCLUDER` for None."""
+    return NO_OCCLUDER if occlusion is None else occlusion.occluder()
 
 
 @njit(cache=True)
@@ -463,3 +491,16 @@ def spheres_occluded(centers: np.ndarray, radii: np.ndarray,
         out[i] = sphere_occluded(centers[i, 0], centers[i, 1], centers[i, 2], radii[i],
                                  viewproj, data, offsets, widths, heights)
     return out
+
+
+@njit(cache=True, inline="always")
+def box_hidden(occ: Occluder, lo: np.ndarray, hi: np.ndarray) -> bool:
+    """:func:`box_occluded` against an :class:`Occluder` (False when occlusion is off)."""
+    return box_occluded(lo, hi, occ.viewproj, occ.data, occ.offsets, occ.widths, occ.heights)
+
+
+@njit(cache=True, inline="always")
+def sphere_hidden(occ: Occluder, cx: float, cy: float, cz: float, r: float) -> bool:
+    """:func:`sphere_occluded` against an :class:`Occluder` (False when occlusion is off)."""
+    return sphere_occluded(cx, cy, cz, r, occ.viewproj, occ.data, occ.offsets, occ.widths,
+                           occ.heights)

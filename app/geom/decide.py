@@ -1,0 +1,66 @@
+"""The culling decisions every index makes, written once: one for an object, one for a node.
+
+Each index walks its own structure, but what it decides at an object or at a node is the
+same three stages in the same order (view distance, the cheapest; the frustum; occlusion, the
+dearest), so every index returns bit for bit the brute-force answer and the overlay's outcome
+codes mean the same thing whichever index drew them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from app.geom.predicates import (
+    INSIDE,
+    NODE_INSIDE,
+    NODE_PARTIAL,
+    NODE_REJECT_FRUSTUM,
+    NODE_REJECT_OCCLUSION,
+    NODE_REJECT_VIEWDIST,
+    OUTSIDE,
+    box_point_dist,
+    box_vs_frustum,
+    sphere_in_frustum,
+    within_view_distance,
+)
+from app.geom.zpyramid import Occluder, box_hidden, sphere_hidden
+
+#: :func:`accept_sphere`'s answer for an object that is drawn.
+ACCEPTED = 0
+
+#: Relative slack of the node view-distance test: the box's distance to the eye and an object's
+#: distance round differently, and a node must never be rejected for an object that passes.
+VIEWDIST_SLACK = 1e-9
+
+
+@njit(cache=True, inline="always")
+def accept_sphere(planes: np.ndarray, eye: np.ndarray, use_vd: bool, occ: Occluder,
+                  cx: float, cy: float, cz: float, r: float, vd: float) -> int:
+    """:data:`ACCEPTED` when the sphere is drawn, else the ``NODE_REJECT_*`` code that culled it."""
+    if use_vd and not within_view_distance(eye[0], eye[1], eye[2], cx, cy, cz, vd):
+        return NODE_REJECT_VIEWDIST
+    if not sphere_in_frustum(planes, cx, cy, cz, r):
+        return NODE_REJECT_FRUSTUM
+    if sphere_hidden(occ, cx, cy, cz, r):
+        return NODE_REJECT_OCCLUSION
+    return ACCEPTED
+
+
+@njit(cache=True, inline="always")
+def node_verdict(planes: np.ndarray, eye: np.ndarray, use_vd: bool, occ: Occluder,
+                 lo: np.ndarray, hi: np.ndarray, max_vd: float) -> int:
+    """Outcome of a node whose box [lo, hi] holds every sphere below it.
+
+    ``max_vd`` is the largest view distance below the node. Returns ``NODE_REJECT_*`` (nothing
+    below can be drawn), ``NODE_INSIDE`` (every sphere below passes the frustum: only view
+    distance and occlusion remain per object) or ``NODE_PARTIAL``.
+    """
+    if use_vd and box_point_dist(lo, hi, eye[0], eye[1], eye[2]) > max_vd * (1.0 + VIEWDIST_SLACK):
+        return NODE_REJECT_VIEWDIST
+    cls = box_vs_frustum(planes, lo, hi)
+    if cls == OUTSIDE:
+        return NODE_REJECT_FRUSTUM
+    if box_hidden(occ, lo, hi):
+        return NODE_REJECT_OCCLUSION
+    return NODE_INSIDE if cls == INSIDE else NODE_PARTIAL
