@@ -347,6 +347,16 @@ class SpatialIndex:
     def _validate(self) -> None:
         """Structure-specific invariants."""
 
+    def _raise_check(self, code: int, messages: dict[int, str], where: object = None) -> None:
+        """Turn a compiled check's result into validate's AssertionError (0 means "all held").
+
+        Compiled checks cannot raise with a message, so each returns an int code naming the
+        first broken invariant (a key of ``messages``) and where it found it.
+        """
+        if int(code):
+            at = "" if where is None else f" (at {where})"
+            raise AssertionError(f"{self.describe()}: {messages[int(code)]}{at}")
+
     def _query_frustum(self, planes: np.ndarray, eye: np.ndarray, use_vd: bool,
                        occlusion: ZPyramid | None) -> QueryResult:
         raise NotImplementedError
