@@ -1,7 +1,8 @@
 """``brute``: no structure at all, every query tests every live object (compiled).
 
-The baseline every index is measured against, and the reference the property tests trust
-alongside the numpy oracle.
+The baseline every index is measured against: its frustum query is the branch-free float32
+scan of ``app.spatial.scan`` (exact: the few spheres near a plane are decided in float64),
+over a float32 copy of the store kept in slot order, on every core for large stores.
 """
 
 from __future__ import annotations
@@ -9,36 +10,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from app.geom.decide import ACCEPTED, accept_sphere
 from app.geom.predicates import (
-    NODE_REJECT_OCCLUSION,
     ray_sphere_entry,
     sphere_overlaps_box,
     spheres_touch,
 )
 from app.geom.zpyramid import occluder
+from app.parallelism import PARALLEL_MIN, threads_for
 from app.spatial.base import QueryResult, SpatialIndex
-
-
-@njit(cache=True)
-def _frustum(alive, centers, radii, vdist, planes, eye, use_vd, occ):
-    n = alive.shape[0]
-    out = np.empty(n, dtype=np.int64)
-    k = 0
-    considered = 0
-    occluded = 0
-    for s in range(n):
-        if not alive[s]:
-            continue
-        considered += 1
-        verdict = accept_sphere(planes, eye, use_vd, occ, centers[s, 0], centers[s, 1],
-                                centers[s, 2], radii[s], vdist[s])
-        if verdict == ACCEPTED:
-            out[k] = s
-            k += 1
-        elif verdict == NODE_REJECT_OCCLUSION:
-            occluded += 1
-    return out[:k], considered, occluded
+from app.spatial.scan import grown32, kill32, scan_frustum, spheres32, store32
 
 
 @njit(cache=True)
@@ -94,13 +74,43 @@ class BruteIndex(SpatialIndex):
         if kwargs.get("leafy") not in (None, False) or kwargs.get("split_threshold") is not None:
             raise ValueError("brute has no heuristic: leafy and split_threshold do not apply")
         super().__init__()
+        self._s32 = spheres32(self.capacity)
+        self._codes = np.empty(self.capacity, np.uint8)
+        self._max_abs = 0.0
+        self._max_r = 0.0
 
     def _query_frustum(self, planes, eye, use_vd, occlusion):
-        slots, considered, occluded = _frustum(self._alive, self._centers, self._radii,
-                                               self._vdist, planes, eye, use_vd,
-                                               occluder(occlusion))
-        return QueryResult(visible=slots, working_set=int(considered), nodes_visited=0,
+        n = self.capacity
+        parallel = self._count >= PARALLEL_MIN
+        with threads_for(self._count):
+            slots, occluded = scan_frustum(self._s32, n, planes, eye, use_vd, self._max_abs,
+                                           self._max_r, self._centers, self._radii, self._vdist,
+                                           occluder(occlusion), parallel=parallel,
+                                           codes=self._codes)
+        return QueryResult(visible=slots, working_set=self._count, nodes_visited=0,
                            occluded_objects=int(occluded))
+
+    # ------------------------------------------------------------------ the float32 copy
+
+    def _on_insert(self, slots):
+        self._copy32(slots)
+
+    def _on_update(self, slots, old_centers, old_radii, old_vdist):
+        self._copy32(slots)
+
+    def _on_remove(self, slots):
+        kill32(self._s32, slots)
+
+    def _grow(self, new_capacity):
+        self._s32 = grown32(self._s32, new_capacity)
+        self._codes = np.empty(new_capacity, np.uint8)
+
+    def _copy32(self, slots):
+        with threads_for(slots.shape[0]):
+            big, rad = store32(self._s32, slots, self._centers, self._radii, self._vdist, slots)
+        # Bounds only grow: a stale larger bound only widens the float64 band, never wrong.
+        self._max_abs = max(self._max_abs, float(big))
+        self._max_r = max(self._max_r, float(rad))
 
     def _query_box(self, lo, hi):
         return _box(self._alive, self._centers, self._radii, lo, hi)

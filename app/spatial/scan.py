@@ -1,0 +1,303 @@
+"""The branch-free float32 sphere scan: brute force done right, and every index's leaf loop.
+
+What a performance engineer writes instead of an index: the spheres as float32 structure of
+arrays (x, y, z, r and view distance in separate arrays), the six plane tests without
+branches, a byte of verdict per sphere, then one compaction. The verdict loop has no early
+exit and no data-dependent branch, so LLVM vectorises it (16 spheres per AVX-512 instruction);
+the compaction reads the verdicts eight at a time and skips empty words.
+
+Exactness: float32 rounding must never change an answer, so the float32 test is made
+*conservative* with a tolerance bounded from the coordinates' magnitude (:func:`tolerances`):
+a sphere clearly inside passes, clearly outside fails, and the few within the tolerance of a
+plane or of their view distance are decided again in float64 by the shared predicate
+(:func:`app.geom.decide.accept_sphere`), the contract's definition. Dead slots carry radius
+``-inf`` so they fail every test without an ``alive`` branch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit, prange
+
+from app.geom.decide import ACCEPTED, accept_sphere
+from app.geom.predicates import NODE_REJECT_OCCLUSION
+from app.geom.zpyramid import Occluder, sphere_hidden
+
+OUT = np.uint8(0)  # certainly culled
+NEAR = np.uint8(1)  # within the tolerance: decide again in float64
+IN = np.uint8(2)  # certainly drawn
+
+#: float32 unit roundoff; the tolerances below allow several roundings of every term.
+_U32 = 2.0 ** -24
+_ROUNDINGS = 16.0
+
+
+def tolerances(planes: np.ndarray, eye: np.ndarray, max_abs: float,
+               max_r: float) -> tuple[np.ndarray, float, float]:
+    """(planes as float32, plane tolerance, distance tolerance) for a scan.
+
+    ``max_abs`` bounds every coordinate and ``max_r`` every radius of the scanned spheres.
+    A float32 plane value ``a*x + b*y + c*z + d + r`` differs from the float64 one by less than
+    the plane tolerance, and a float32 eye distance from the float64 one by less than the
+    distance tolerance (both with a wide margin: 16 roundings of the largest term).
+    """
+    p = np.asarray(planes, dtype=np.float64)
+    if p.shape[0] < 6:  # pad with planes every point is inside: the scan tests six
+        p = np.vstack([p, np.tile([0.0, 0.0, 0.0, 1.0], (6 - p.shape[0], 1))])
+    term = (np.abs(p[:, :3]).sum(axis=1) * max_abs + np.abs(p[:, 3]) + max_r).max()
+    tol = float(_ROUNDINGS * _U32 * term) + 1e-30
+    e = float(np.abs(eye).max())
+    tol_d = float(_ROUNDINGS * _U32 * 4.0 * (max_abs + e)) + 1e-30
+    return np.ascontiguousarray(p, dtype=np.float32), tol, tol_d
+
+
+@njit(cache=True, fastmath=True)
+def _plane_verdicts(x, y, z, r, p32, tol, out) -> None:
+    """OUT / NEAR / IN by the six planes; straight-line code that vectorises.
+
+    The arrays are views of one range (a loop from 0 lets numba drop its negative-index
+    checks, which otherwise stop the vectorisation: 2.0 ms against 0.6 ms for 10^6 spheres).
+    """
+    for i in range(x.shape[0]):
+        xi = x[i]
+        yi = y[i]
+        zi = z[i]
+        m = np.float32(np.inf)
+        for p in range(6):  # a constant count: the loop unrolls and the spheres vectorise
+            v = p32[p, 0] * xi + p32[p, 1] * yi + p32[p, 2] * zi + p32[p, 3]
+            m = v if v < m else m
+        m = m + r[i]
+        out[i] = np.uint8(m >= tol) + np.uint8(m >= -tol)
+
+
+@njit(cache=True, fastmath=True)
+def _many_plane_verdicts(x, y, z, r, p32, tol, out) -> None:
+    """:func:`_plane_verdicts` for a volume of more than six planes (not vectorised)."""
+    for i in range(x.shape[0]):
+        m = np.float32(np.inf)
+        for p in range(p32.shape[0]):
+            v = p32[p, 0] * x[i] + p32[p, 1] * y[i] + p32[p, 2] * z[i] + p32[p, 3]
+            m = v if v < m else m
+        m = m + r[i]
+        out[i] = np.uint8(m >= tol) + np.uint8(m >= -tol)
+
+
+@njit(cache=True, fastmath=True)
+def _distance_verdicts(x, y, z, vd, ex, ey, ez, tol_d, out) -> None:
+    """Lower each verdict to the view-distance one (OUT / NEAR / IN); vectorises."""
+    shrink = np.float32(1.0 - 4e-7)
+    stretch = np.float32(1.0 + 4e-7)
+    for i in range(x.shape[0]):
+        dx = x[i] - ex
+        dy = y[i] - ey
+        dz = z[i] - ez
+        d = math.sqrt(dx * dx + dy * dy + dz * dz)
+        v = vd[i]
+        c = np.uint8(d <= v * shrink - tol_d) + np.uint8(d <= v * stretch + tol_d)
+        o = out[i]
+        out[i] = c if c < o else o
+
+
+@njit(cache=True)
+def verdicts(x, y, z, r, vd, p32, eye32, use_vd: bool, tol: float, tol_d: float,
+             lo: int, hi: int, out) -> None:
+    """Verdict bytes (OUT / NEAR / IN) of spheres ``lo .. hi-1`` into ``out[lo:hi]``."""
+    xs = x[lo:hi]
+    ys = y[lo:hi]
+    zs = z[lo:hi]
+    o = out[lo:hi]
+    if p32.shape[0] == 6:
+        _plane_verdicts(xs, ys, zs, r[lo:hi], p32, np.float32(tol), o)
+    else:
+        _many_plane_verdicts(xs, ys, zs, r[lo:hi], p32, np.float32(tol), o)
+    if use_vd:
+        _distance_verdicts(xs, ys, zs, vd[lo:hi], eye32[0], eye32[1], eye32[2],
+                           np.float32(tol_d), o)
+
+
+@njit(cache=True, parallel=True)
+def verdicts_parallel(x, y, z, r, vd, p32, eye32, use_vd: bool, tol: float, tol_d: float,
+                      n: int, out) -> None:
+    """:func:`verdicts` over ``0 .. n-1`` in chunks on every core."""
+    chunk = 16384
+    nchunks = (n + chunk - 1) // chunk
+    for c in prange(nchunks):
+        lo = c * chunk
+        verdicts(x, y, z, r, vd, p32, eye32, use_vd, tol, tol_d, lo, min(lo + chunk, n), out)
+
+
+@njit(cache=True)
+def compact(codes, lo: int, hi: int, sure, ns: int, near, nn: int):
+    """Append the positions in ``lo .. hi-1`` with verdict IN to ``sure`` and NEAR to ``near``.
+
+    Reads the verdicts eight bytes at a time and skips all-OUT words, so a sparse answer costs
+    little more than reading the bytes. Returns the new (ns, nn).
+    """
+    i = lo
+    while i < hi and (i & 7) != 0:
+        c = codes[i]
+        if c == IN:
+            sure[ns] = i
+            ns += 1
+        elif c == NEAR:
+            near[nn] = i
+            nn += 1
+        i += 1
+    words = codes[i - (i & 7):].view(np.uint64) if i < hi else codes[:0].view(np.uint64)
+    w = 0
+    while i + 8 <= hi:
+        if words[w] != 0:
+            for j in range(i, i + 8):
+                c = codes[j]
+                sure[ns] = j
+                ns += c == IN
+                near[nn] = j
+                nn += c == NEAR
+        i += 8
+        w += 1
+    while i < hi:
+        c = codes[i]
+        if c == IN:
+            sure[ns] = i
+            ns += 1
+        elif c == NEAR:
+            near[nn] = i
+            nn += 1
+        i += 1
+    return ns, nn
+
+
+@njit(cache=True)
+def settle(sure, ns: int, near, nn: int, centers, radii, vdist, planes, eye, use_vd: bool,
+           occ: Occluder, rows):
+    """Finish a scan: decide the NEAR positions in float64, test every drawn one for occlusion.
+
+    ``sure[:ns]`` and ``near[:nn]`` hold positions; ``rows`` maps a position to its row of the
+    float64 ``centers`` / ``radii`` / ``vdist`` (``rows`` empty: the same). Writes the drawn
+    positions to ``sure[:k]`` and returns (k, occluded).
+    """
+    same = rows.shape[0] == 0
+    occl = occ.widths.shape[0] > 0
+    k = 0
+    occluded = 0
+    if occl:  # the sure ones passed view distance and frustum: occlusion remains
+        for i in range(ns):
+            pos = sure[i]
+            s = pos if same else rows[pos]
+            if sphere_hidden(occ, centers[s, 0], centers[s, 1], centers[s, 2], radii[s]):
+                occluded += 1
+            else:
+                sure[k] = pos
+                k += 1
+    else:
+        k = ns
+    for i in range(nn):
+        pos = near[i]
+        s = pos if same else rows[pos]
+        verdict = accept_sphere(planes, eye, use_vd, occ, centers[s, 0], centers[s, 1],
+                                centers[s, 2], radii[s], vdist[s])
+        if verdict == ACCEPTED:
+            sure[k] = pos
+            k += 1
+        elif verdict == NODE_REJECT_OCCLUSION:
+            occluded += 1
+    return k, occluded
+
+
+class Spheres32(NamedTuple):
+    """The float32 copy the scan reads: one array per field, radius ``-inf`` in dead rows."""
+
+    x: np.ndarray
+    y: np.ndarray
+    z: np.ndarray
+    r: np.ndarray
+    vd: np.ndarray
+
+
+def spheres32(capacity: int) -> Spheres32:
+    """An empty float32 copy of ``capacity`` rows (all dead)."""
+    return Spheres32(np.zeros(capacity, np.float32), np.zeros(capacity, np.float32),
+                     np.zeros(capacity, np.float32), np.full(capacity, -np.inf, np.float32),
+                     np.full(capacity, np.inf, np.float32))
+
+
+def grown32(s: Spheres32, capacity: int) -> Spheres32:
+    """``s`` with room for ``capacity`` rows, the new ones dead."""
+    out = spheres32(capacity)
+    for a, b in zip(out, s, strict=True):
+        a[: b.shape[0]] = b
+    return out
+
+
+@njit(cache=True, parallel=True)
+def store32(s: Spheres32, rows, centers, radii, vdist, src):
+    """Copy float64 rows ``src`` of centers/radii/vdist into float32 rows ``rows`` of ``s``.
+
+    ``src`` empty: the i-th row of the inputs goes to ``rows[i]``. Returns the largest
+    coordinate magnitude and radius written, which bound the scan's tolerances.
+    """
+    n = rows.shape[0]
+    direct = src.shape[0] == 0
+    # Unpacked first: numba's parfor lowering drops writes through a named tuple's fields.
+    x, y, z, r, vd = s.x, s.y, s.z, s.r, s.vd
+    big = np.zeros(n)
+    rad = np.zeros(n)
+    for i in prange(n):
+        j = np.int64(i) if direct else src[i]
+        k = rows[i]
+        cx = centers[j, 0]
+        cy = centers[j, 1]
+        cz = centers[j, 2]
+        x[k] = cx
+        y[k] = cy
+        z[k] = cz
+        r[k] = radii[j]
+        vd[k] = vdist[j]
+        big[i] = max(abs(cx), abs(cy), abs(cz))
+        rad[i] = radii[j]
+    return (big.max() if n else 0.0), (rad.max() if n else 0.0)
+
+
+@njit(cache=True)
+def kill32(s: Spheres32, rows) -> None:
+    """Mark rows dead: radius -inf fails every plane test without a branch."""
+    for i in range(rows.shape[0]):
+        s.r[rows[i]] = -np.inf
+
+
+@njit(cache=True)
+def _scan(s: Spheres32, n: int, p32, eye32, use_vd: bool, tol: float, tol_d: float,
+          centers, radii, vdist, planes, eye, occ: Occluder, rows, codes, parallel: bool):
+    if parallel:
+        verdicts_parallel(s.x, s.y, s.z, s.r, s.vd, p32, eye32, use_vd, tol, tol_d, n, codes)
+    else:
+        verdicts(s.x, s.y, s.z, s.r, s.vd, p32, eye32, use_vd, tol, tol_d, 0, n, codes)
+    sure = np.empty(n, np.int64)
+    near = np.empty(n, np.int64)
+    ns, nn = compact(codes, 0, n, sure, 0, near, 0)
+    k, occluded = settle(sure, ns, near, nn, centers, radii, vdist, planes, eye, use_vd, occ,
+                         rows)
+    return sure[:k], occluded
+
+
+def scan_frustum(s: Spheres32, n: int, planes: np.ndarray, eye: np.ndarray, use_vd: bool,
+                 max_abs: float, max_r: float, centers: np.ndarray, radii: np.ndarray,
+                 vdist: np.ndarray, occ: Occluder, rows: np.ndarray | None = None,
+                 parallel: bool = False, codes: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """Brute force over rows ``0 .. n-1`` of ``s``: (drawn rows, occluded count).
+
+    ``max_abs`` / ``max_r`` bound every live row's coordinates and radius; ``rows`` maps a row
+    of ``s`` to its row of the float64 arrays (None: the same); ``codes`` is an optional
+    reusable verdict buffer of at least ``n`` bytes.
+    """
+    p32, tol, tol_d = tolerances(planes, eye, max_abs, max_r)
+    if codes is None or codes.shape[0] < n:
+        codes = np.empty(n, np.uint8)
+    return _scan(s, n, p32, eye.astype(np.float32), use_vd, tol, tol_d, centers, radii, vdist,
+                 planes, eye, occ, _NO_ROWS if rows is None else rows, codes, parallel)
+
+
+_NO_ROWS = np.zeros(0, np.int64)
