@@ -21,10 +21,12 @@ def test_bench_index_quick(tmp_path):
     md = tmp_path / "index.md"
     p = _run(["bench", "index", "--quick", "--csv", str(csv), "--md", str(md)])
     assert p.returncode == 0, p.stderr[-3000:]
-    for w in ("static", "moving", "viewdist", "remote"):
+    for w in ("static", "moving", "viewdist", "remote", "world"):
         assert f"== {w}" in p.stdout
-    assert "numpy-brute" in p.stdout and "numba-brute" in p.stdout
-    assert "target >= 40x" in p.stdout
+    for peer in ("numpy-brute", "numba-brute", "numba-brute-mt"):
+        assert peer in p.stdout
+    assert "target >= 2x the faster compiled brute force" in p.stdout
+    assert "target >= 30x the faster compiled brute force" in p.stdout
     lines = csv.read_text().splitlines()
     assert lines[0].startswith("workload,index,n,")
     # numpy brute force is always present and always exact

@@ -2,7 +2,8 @@
 (``insert``, ``update``, ``query_frustum``, ``query_box``, ``stats``):
 
 * ``numpy-brute``: every query is a vectorised numpy test over all objects;
-* ``numba-brute``: the same sphere-versus-planes loop, compiled with numba (one thread);
+* ``numba-brute`` / ``numba-brute-mt``: the brute force a performance engineer writes, the
+  branch-free float32 scan of ``app.spatial.scan`` on one thread / on every core;
 * ``rtree``: libspatialindex's R*-tree (PyPI ``rtree``), what a Python user would pick. Moves
   are delete + insert; a frustum query asks for the frustum's bounding box (clipped by the
   largest view distance around the eye) and tests the candidates exactly with numpy.
@@ -20,7 +21,9 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from app.geom.zpyramid import NO_OCCLUDER
 from app.spatial.base import QueryResult
+from app.spatial.scan import scan_frustum, spheres32, store32
 
 
 def _sphere_mask(x, y, z, r, vd, planes, eye, use_vd) -> np.ndarray:
@@ -108,58 +111,84 @@ class NumpyBrute(_Store):
 
 
 @njit(cache=True)
-def _nb_frustum(ids, x, y, z, r, vd, planes, eye, use_vd):
+def _nb_box(ids, x, y, z, r, lo, hi):
     out = np.empty(x.shape[0], dtype=np.int64)
     k = 0
     for i in range(x.shape[0]):
-        cx = x[i]
-        cy = y[i]
-        cz = z[i]
         ri = r[i]
-        ok = True
-        for p in range(planes.shape[0]):
-            if planes[p, 0] * cx + planes[p, 1] * cy + planes[p, 2] * cz + planes[p, 3] < -ri:
-                ok = False
-                break
-        if ok and use_vd:
-            dx = cx - eye[0]
-            dy = cy - eye[1]
-            dz = cz - eye[2]
-            ok = np.sqrt(dx * dx + dy * dy + dz * dz) <= vd[i]
-        if ok:
+        if (x[i] - ri <= hi[0]) & (x[i] + ri >= lo[0]) & (y[i] - ri <= hi[1]) & (
+                y[i] + ri >= lo[1]) & (z[i] - ri <= hi[2]) & (z[i] + ri >= lo[2]):
             out[k] = ids[i]
             k += 1
     return out[:k]
 
 
 @njit(cache=True)
-def _nb_box(ids, x, y, z, r, lo, hi):
-    out = np.empty(x.shape[0], dtype=np.int64)
-    k = 0
-    for i in range(x.shape[0]):
-        ri = r[i]
-        if (x[i] - ri <= hi[0] and x[i] + ri >= lo[0] and y[i] - ri <= hi[1]
-                and y[i] + ri >= lo[1] and z[i] - ri <= hi[2] and z[i] + ri >= lo[2]):
-            out[k] = ids[i]
-            k += 1
-    return out[:k]
+def _write_moves(row, ids, centers, c64, s32):
+    """Write moved centres into the float64 rows and their float32 copy; largest |coord|."""
+    big = 0.0
+    for i in range(ids.shape[0]):
+        k = row[ids[i]]
+        cx = centers[i, 0]
+        cy = centers[i, 1]
+        cz = centers[i, 2]
+        c64[k, 0] = cx
+        c64[k, 1] = cy
+        c64[k, 2] = cz
+        s32.x[k] = cx
+        s32.y[k] = cy
+        s32.z[k] = cz
+        big = max(big, abs(cx), abs(cy), abs(cz))
+    return big
 
 
-class NumbaBrute(_Store):
-    """The brute-force loop compiled with numba, one thread (design: ~6 ms per million)."""
+class ScanBrute(_Store):
+    """The brute force a performance engineer writes: ``app.spatial.scan`` on one thread.
+
+    float32 structure of arrays, branch-free plane tests that vectorise, a verdict byte per
+    sphere and one compaction; exact (spheres near a plane decided in float64). A move writes
+    the float64 row and its float32 copy.
+    """
 
     name = "numba-brute"
+    parallel = False
+
+    def insert(self, ids, centers, radii, view_distances=None) -> None:
+        super().insert(ids, centers, radii, view_distances)
+        n = self.ids.shape[0]
+        self._c64 = np.ascontiguousarray(np.stack([self.x, self.y, self.z], axis=1))
+        self._s32 = spheres32(n)
+        store32(self._s32, np.arange(n), self._c64, self.r, self.vd, np.zeros(0, np.int64))
+        self._codes = np.empty(n, np.uint8)
+        self._max_abs = float(np.abs(self._c64).max()) if n else 0.0
+        self._max_r = float(self.r.max()) if n else 0.0
+
+    def update(self, ids, centers, radii=None, view_distances=None) -> None:
+        if radii is not None or view_distances is not None:
+            raise ValueError(f"{self.name}: the benchmarks move objects only")
+        big = _write_moves(self._row, np.asarray(ids, dtype=np.int64),
+                           np.asarray(centers, dtype=np.float64), self._c64, self._s32)
+        self._max_abs = max(self._max_abs, float(big))
 
     def query_frustum(self, planes, eye=None, use_view_distance=False, occlusion=None):
         eye = np.zeros(3) if eye is None else np.asarray(eye, dtype=np.float64)
-        vis = _nb_frustum(self.ids, self.x, self.y, self.z, self.r, self.vd,
-                          np.ascontiguousarray(planes, dtype=np.float64), eye,
-                          bool(use_view_distance))
-        return QueryResult(visible=vis, working_set=len(self), nodes_visited=0)
+        planes = np.ascontiguousarray(planes, dtype=np.float64)
+        n = self.ids.shape[0]
+        rows, _ = scan_frustum(self._s32, n, planes, eye, bool(use_view_distance),
+                               self._max_abs, self._max_r, self._c64, self.r, self.vd,
+                               NO_OCCLUDER, parallel=self.parallel, codes=self._codes)
+        return QueryResult(visible=self.ids[rows], working_set=n, nodes_visited=0)
 
     def query_box(self, lo, hi):
-        return _nb_box(self.ids, self.x, self.y, self.z, self.r,
+        return _nb_box(self.ids, self._c64[:, 0], self._c64[:, 1], self._c64[:, 2], self.r,
                        np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64))
+
+
+class ScanBruteParallel(ScanBrute):
+    """:class:`ScanBrute` with the verdict loop on every core."""
+
+    name = "numba-brute-mt"
+    parallel = True
 
 
 def convex_bbox(planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -272,18 +301,20 @@ class RtreePeer(NumpyBrute):
 
 PEERS: dict[str, Callable[[], Any]] = {
     "numpy-brute": NumpyBrute,
-    "numba-brute": NumbaBrute,
+    "numba-brute": ScanBrute,
+    "numba-brute-mt": ScanBruteParallel,
     "rtree": RtreePeer,
 }
 
 
 def subjects(only: list[str] | None = None, peers: tuple[str, ...] = ("numpy-brute", "numba-brute",
-             "rtree"), variants: list[tuple[str, str, dict]] | None = None
+             "numba-brute-mt", "rtree"), variants: list[tuple[str, str, dict]] | None = None
              ) -> list[tuple[str, Callable[[], Any]]]:
     """(label, factory) of the peers and of every index variant that exists right now.
 
     ``only`` keeps labels equal to or starting with one of the given names (``kd`` keeps
-    ``kd/leafy`` and ``kd/non-leafy``); ``numpy-brute`` is always kept, it is the yardstick.
+    ``kd/leafy`` and ``kd/non-leafy``); the brute-force peers are always kept, they are the
+    yardsticks.
     """
     from app.spatial import create_index, index_variants
 
@@ -299,7 +330,7 @@ def subjects(only: list[str] | None = None, peers: tuple[str, ...] = ("numpy-bru
         out.append((label, lambda name=name, kw=kw: create_index(name, **kw)))
     if only:
         def keep(label: str) -> bool:
-            return label == "numpy-brute" or any(
+            return label in ("numpy-brute", "numba-brute", "numba-brute-mt") or any(
                 label == o or label.startswith(o + "/") for o in only)
         out = [s for s in out if keep(s[0])]
     return out

@@ -14,20 +14,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("index", help="per-frame cost of every index against brute force",
                        description="Build time and per-frame update + query_frustum time of "
                        "every index variant and of the peers (numpy brute force, compiled brute "
-                       "force, rtree), on the static, moving, viewdist and remote workloads.")
+                       "force on one and on every core, rtree), on the static, moving, viewdist, "
+                       "remote and world workloads; ratios are against the faster compiled brute "
+                       "force.")
     p.add_argument("--quick", action="store_true",
                    help="1/50 of the objects and 3 frames: a smoke test (well under a minute)")
     p.add_argument("--only", default="", help="comma-separated index names or labels "
                    "(kd, kd/leafy, grid, rtree ...); numpy-brute always runs")
-    p.add_argument("--workloads", default="static,moving,viewdist,remote",
-                   help="comma-separated subset of static,moving,viewdist,remote")
+    p.add_argument("--workloads", default="static,moving,viewdist,remote,world",
+                   help="comma-separated subset of static,moving,viewdist,remote,world")
     p.add_argument("--frames", type=int, default=None,
                    help="measured frames per workload (default 20, 5 with --quick)")
     p.add_argument("--scale", type=float, default=None,
                    help="fraction of the full object counts (default 1, 0.02 with --quick)")
     p.add_argument("--no-rtree", action="store_true", help="leave the rtree peer out")
-    p.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
-                   help="process CPU time (default; robust on a shared machine) or wall clock")
+    p.add_argument("--clock", choices=("cpu", "wall"), default="wall",
+                   help="wall clock (default: what a frame costs, threads included) or process "
+                   "CPU time (robust on a shared machine, but it adds up both cores' time)")
     p.add_argument("--csv", default=None, help="also write the rows to this CSV file")
     p.add_argument("--md", default=None, help="also write a markdown report to this file")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -91,7 +94,7 @@ def _check_index_args(only: list[str] | None, scale: float, frames: int) -> str 
     if frames < 1:
         return f"--frames must be >= 1, got {frames}"
     if only:
-        known = {"numpy-brute", "numba-brute", "rtree"}
+        known = {"numpy-brute", "numba-brute", "numba-brute-mt", "rtree"}
         for label, name, _ in index_variants():
             known.update((label, name))
         unknown = [o for o in only if o not in known]
