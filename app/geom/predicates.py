@@ -151,3 +151,12 @@ def ray_box_hits(
         tmax = min(tmax, t2)
     # A small relative slack keeps spheres tangent to the box edge from being missed.
     return tmin <= tmax * (1.0 + 1e-9) + 1e-9
+
+
+@njit(cache=True, inline="always")
+def box_point_far(lo: np.ndarray, hi: np.ndarray, x: float, y: float, z: float) -> float:
+    """Distance from a point to the farthest point of an AABB (every point of the box is nearer)."""
+    dx = max(abs(lo[0] - x), abs(hi[0] - x))
+    dy = max(abs(lo[1] - y), abs(hi[1] - y))
+    dz = max(abs(lo[2] - z), abs(hi[2] - z))
+    return math.sqrt(dx * dx + dy * dy + dz * dz)

@@ -39,6 +39,7 @@ register("icoseptree", "app.spatial.aabbtree", "AABBTree", heuristic="icoseptree
 register("fixed-octree", "app.spatial.fixed_octree", "FixedOctree")
 register("grid", "app.spatial.hashgrid", "HashedGrid")
 register("viewdist", "app.spatial.viewdist_tree", "ViewDistanceTree")
+register("chunks", "app.spatial.chunks", "ChunkedIndex")
 
 INDEX_NAMES: tuple[str, ...] = tuple(_available())
 

@@ -146,7 +146,8 @@ def compact(codes, lo: int, hi: int, sure, ns: int, near, nn: int):
             near[nn] = i
             nn += 1
         i += 1
-    words = codes[i - (i & 7):].view(np.uint64) if i < hi else codes[:0].view(np.uint64)
+    nwords = (hi - i) // 8 if i < hi else 0
+    words = codes[i:i + 8 * nwords].view(np.uint64)
     w = 0
     while i + 8 <= hi:
         if words[w] != 0:
@@ -207,6 +208,19 @@ def settle(sure, ns: int, near, nn: int, centers, radii, vdist, planes, eye, use
     return k, occluded
 
 
+#: Largest magnitude the float32 copy holds: larger finite values are clamped to it (the
+#: tolerances, computed from the true float64 magnitudes, then send such spheres to float64).
+F32_BIG = 1e38
+
+
+@njit(cache=True, inline="always")
+def to32(v: float) -> np.float32:
+    """The float32 copy of a coordinate, radius or view distance (finite values clamped)."""
+    if v == np.inf:
+        return np.float32(np.inf)
+    return np.float32(min(max(v, -F32_BIG), F32_BIG))
+
+
 class Spheres32(NamedTuple):
     """The float32 copy the scan reads: one array per field, radius ``-inf`` in dead rows."""
 
@@ -251,11 +265,11 @@ def store32(s: Spheres32, rows, centers, radii, vdist, src):
         cx = centers[j, 0]
         cy = centers[j, 1]
         cz = centers[j, 2]
-        x[k] = cx
-        y[k] = cy
-        z[k] = cz
-        r[k] = radii[j]
-        vd[k] = vdist[j]
+        x[k] = to32(cx)
+        y[k] = to32(cy)
+        z[k] = to32(cz)
+        r[k] = to32(radii[j])
+        vd[k] = to32(vdist[j])
         big[i] = max(abs(cx), abs(cy), abs(cz))
         rad[i] = radii[j]
     return (big.max() if n else 0.0), (rad.max() if n else 0.0)

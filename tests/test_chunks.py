@@ -1,0 +1,88 @@
+"""The chunked layout beyond the shared contract tests: sizes that are not whole chunks, the
+tree's levels, loose boxes after moves, re-sorts, and holes left by removals."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.culling.frustum import camera_planes
+from app.spatial import create_index
+from app.spatial.chunks.layout import CHUNK
+from tests.oracle import Oracle
+
+
+def _check(idx, oracle: Oracle, eye, target, far=80.0) -> None:
+    idx.validate()
+    planes = camera_planes(eye, target, far=far)
+    for use_vd in (False, True):
+        got = np.sort(idx.query_frustum(planes, eye=eye, use_view_distance=use_vd).visible)
+        assert np.array_equal(got, oracle.frustum(planes, eye, use_vd))
+
+
+@settings(max_examples=10, deadline=None)
+@given(n=st.integers(1, 6000), seed=st.integers(0, 2**31))
+def test_any_size_and_three_levels(n, seed):
+    """Counts that are not whole chunks, trees of one to three levels, ids not 0..n-1."""
+    rng = np.random.default_rng(seed)
+    idx = create_index("chunks")
+    oracle = Oracle()
+    ids = rng.choice(10 * n, n, replace=False).astype(np.int64)
+    c = rng.uniform(-100, 100, (n, 3))
+    r = rng.uniform(0.1, 3, n)
+    vd = rng.uniform(5, 150, n)
+    idx.insert(ids, c, r, vd)
+    oracle.insert(ids, c, r, vd)
+    _check(idx, oracle, np.zeros(3), np.array([1.0, 0.2, 0.1]))
+    assert idx.stats()["chunks"] == -(-n // CHUNK)
+
+
+def test_moves_grow_boxes_and_big_batches_resort():
+    """Small batches only grow boxes; batches of most objects refit, and re-sort once the
+    chunks have spread; no object is ever lost or hidden on the way."""
+    rng = np.random.default_rng(3)
+    n = 5000
+    idx = create_index("chunks")
+    oracle = Oracle()
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(0, 100, (n, 3))
+    r = rng.uniform(0.2, 1.0, n)
+    idx.insert(ids, c, r)
+    oracle.insert(ids, c, r)
+    eye = np.full(3, 50.0)
+    vel = rng.normal(size=(n, 3))
+    for step in range(40):
+        if step % 2:
+            c = c + vel  # everything moves: refit, and re-sort as the chunks spread
+            moved = ids
+        else:
+            moved = rng.choice(n, 50, replace=False)  # a few move far: grow only
+            c[moved] = rng.uniform(0, 100, (50, 3))
+        idx.update(moved, c[moved])
+        oracle.update(moved, c[moved])
+        _check(idx, oracle, eye, eye + rng.normal(size=3), far=60.0)
+    assert idx.stats()["resorts"] >= 1
+
+
+def test_removals_leave_holes_then_resort():
+    rng = np.random.default_rng(5)
+    n = 3000
+    idx = create_index("chunks")
+    oracle = Oracle()
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(0, 50, (n, 3))
+    r = np.full(n, 0.5)
+    idx.insert(ids, c, r)
+    oracle.insert(ids, c, r)
+    gone = rng.choice(n, 400, replace=False)
+    idx.remove(gone)
+    oracle.remove(gone)
+    assert idx.stats()["holes"] == 400 and idx.stats()["resorts"] == 0
+    _check(idx, oracle, np.full(3, 25.0), np.array([30.0, 26, 24]))
+    rest = np.setdiff1d(ids, gone)
+    more = rng.choice(rest, 800, replace=False)
+    idx.remove(more)
+    oracle.remove(more)
+    assert idx.stats()["holes"] == 0 and idx.stats()["resorts"] == 1
+    _check(idx, oracle, np.full(3, 25.0), np.array([30.0, 26, 24]))
