@@ -38,9 +38,9 @@ def test_any_size_and_three_levels(n, seed):
     assert idx.stats()["chunks"] == -(-n // CHUNK)
 
 
-def test_moves_grow_boxes_and_big_batches_resort():
-    """Small batches only grow boxes; batches of most objects refit, and re-sort once the
-    chunks have spread; no object is ever lost or hidden on the way."""
+def test_movers_wake_and_the_awake_region_resorts():
+    """A few movers wake into the awake region; a batch of most objects wakes everything in
+    place; the awake chunks re-sort once they have spread; no object is lost or hidden."""
     rng = np.random.default_rng(3)
     n = 5000
     idx = create_index("chunks")
@@ -61,8 +61,13 @@ def test_moves_grow_boxes_and_big_batches_resort():
             c[moved] = rng.uniform(0, 100, (50, 3))
         idx.update(moved, c[moved])
         oracle.update(moved, c[moved])
+        if step == 0:
+            assert idx.stats()["awake"] == 50
+        if step == 1:
+            st = idx.stats()
+            assert st["awake"] == st["positions"]  # everything woke where it was
         _check(idx, oracle, eye, eye + rng.normal(size=3), far=60.0)
-    assert idx.stats()["resorts"] >= 1
+    assert idx.stats()["awake_resorts"] >= 1
 
 
 def test_removals_leave_holes_then_resort():

@@ -19,12 +19,12 @@ from app.geom.predicates import (
     NODE_REJECT_OCCLUSION,
     NODE_REJECT_VIEWDIST,
     OUTSIDE,
-    box_point_dist,
-    box_vs_frustum,
+    box_point_dist6,
+    box_vs_frustum6,
     sphere_in_frustum,
     within_view_distance,
 )
-from app.geom.zpyramid import Occluder, box_hidden, sphere_hidden
+from app.geom.zpyramid import Occluder, box_hidden6, sphere_hidden
 
 #: :func:`accept_sphere`'s answer for an object that is drawn.
 ACCEPTED = 0
@@ -42,7 +42,7 @@ def accept_sphere(planes: np.ndarray, eye: np.ndarray, use_vd: bool, occ: Occlud
         return NODE_REJECT_VIEWDIST
     if not sphere_in_frustum(planes, cx, cy, cz, r):
         return NODE_REJECT_FRUSTUM
-    if sphere_hidden(occ, cx, cy, cz, r):
+    if occ.widths.shape[0] > 0 and sphere_hidden(occ, cx, cy, cz, r):
         return NODE_REJECT_OCCLUSION
     return ACCEPTED
 
@@ -50,17 +50,28 @@ def accept_sphere(planes: np.ndarray, eye: np.ndarray, use_vd: bool, occ: Occlud
 @njit(cache=True, inline="always")
 def node_verdict(planes: np.ndarray, eye: np.ndarray, use_vd: bool, occ: Occluder,
                  lo: np.ndarray, hi: np.ndarray, max_vd: float) -> int:
-    """Outcome of a node whose box [lo, hi] holds every sphere below it.
+    """Outcome of a node whose box [lo, hi] holds every sphere below it (see node_verdict6)."""
+    return node_verdict6(planes, eye, use_vd, occ, lo[0], lo[1], lo[2], hi[0], hi[1], hi[2],
+                         max_vd)
+
+
+@njit(cache=True, inline="always")
+def node_verdict6(planes: np.ndarray, eye: np.ndarray, use_vd: bool, occ: Occluder,
+                  lx: float, ly: float, lz: float, hx: float, hy: float, hz: float,
+                  max_vd: float) -> int:
+    """Outcome of a node whose box [l, h] holds every sphere below it.
 
     ``max_vd`` is the largest view distance below the node. Returns ``NODE_REJECT_*`` (nothing
     below can be drawn), ``NODE_INSIDE`` (every sphere below passes the frustum: only view
-    distance and occlusion remain per object) or ``NODE_PARTIAL``.
+    distance and occlusion remain per object) or ``NODE_PARTIAL``. Scalars, so that a
+    traversal reading boxes from a table makes no array views.
     """
-    if use_vd and box_point_dist(lo, hi, eye[0], eye[1], eye[2]) > max_vd * (1.0 + VIEWDIST_SLACK):
+    if use_vd and box_point_dist6(lx, ly, lz, hx, hy, hz, eye[0], eye[1], eye[2]) > (
+            max_vd * (1.0 + VIEWDIST_SLACK)):
         return NODE_REJECT_VIEWDIST
-    cls = box_vs_frustum(planes, lo, hi)
+    cls = box_vs_frustum6(planes, lx, ly, lz, hx, hy, hz)
     if cls == OUTSIDE:
         return NODE_REJECT_FRUSTUM
-    if box_hidden(occ, lo, hi):
+    if occ.widths.shape[0] > 0 and box_hidden6(occ, lx, ly, lz, hx, hy, hz):
         return NODE_REJECT_OCCLUSION
     return NODE_INSIDE if cls == INSIDE else NODE_PARTIAL

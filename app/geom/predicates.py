@@ -46,10 +46,18 @@ def within_view_distance(
 
 @njit(cache=True, inline="always")
 def box_vs_frustum(planes: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> int:
-    """Classify an AABB against the planes: OUTSIDE, PARTIAL or INSIDE.
+    """Classify an AABB against the planes: OUTSIDE, PARTIAL or INSIDE (see box_vs_frustum6)."""
+    return box_vs_frustum6(planes, lo[0], lo[1], lo[2], hi[0], hi[1], hi[2])
+
+
+@njit(cache=True, inline="always")
+def box_vs_frustum6(planes: np.ndarray, lx: float, ly: float, lz: float, hx: float, hy: float,
+                    hz: float) -> int:
+    """Classify the AABB [l, h] against the planes: OUTSIDE, PARTIAL or INSIDE.
 
     Uses the positive/negative vertex of the box per plane (the box is outside when its most
-    inward corner is outside, inside when its most outward corner is inside).
+    inward corner is outside, inside when its most outward corner is inside). Scalars, so a
+    traversal reading boxes from a table makes no array views (each costs reference counts).
     """
     result = INSIDE
     for p in range(planes.shape[0]):
@@ -57,14 +65,14 @@ def box_vs_frustum(planes: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> int:
         b = planes[p, 1]
         c = planes[p, 2]
         d = planes[p, 3]
-        px = hi[0] if a >= 0.0 else lo[0]
-        py = hi[1] if b >= 0.0 else lo[1]
-        pz = hi[2] if c >= 0.0 else lo[2]
+        px = hx if a >= 0.0 else lx
+        py = hy if b >= 0.0 else ly
+        pz = hz if c >= 0.0 else lz
         if a * px + b * py + c * pz + d < 0.0:
             return OUTSIDE
-        nx = lo[0] if a >= 0.0 else hi[0]
-        ny = lo[1] if b >= 0.0 else hi[1]
-        nz = lo[2] if c >= 0.0 else hi[2]
+        nx = lx if a >= 0.0 else hx
+        ny = ly if b >= 0.0 else hy
+        nz = lz if c >= 0.0 else hz
         if a * nx + b * ny + c * nz + d < 0.0:
             result = PARTIAL
     return result
@@ -73,9 +81,16 @@ def box_vs_frustum(planes: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> int:
 @njit(cache=True, inline="always")
 def box_point_dist(lo: np.ndarray, hi: np.ndarray, x: float, y: float, z: float) -> float:
     """Distance from a point to an AABB (0 inside)."""
-    dx = max(lo[0] - x, 0.0, x - hi[0])
-    dy = max(lo[1] - y, 0.0, y - hi[1])
-    dz = max(lo[2] - z, 0.0, z - hi[2])
+    return box_point_dist6(lo[0], lo[1], lo[2], hi[0], hi[1], hi[2], x, y, z)
+
+
+@njit(cache=True, inline="always")
+def box_point_dist6(lx: float, ly: float, lz: float, hx: float, hy: float, hz: float,
+                    x: float, y: float, z: float) -> float:
+    """Distance from a point to the AABB [l, h] (0 inside)."""
+    dx = max(lx - x, 0.0, x - hx)
+    dy = max(ly - y, 0.0, y - hy)
+    dz = max(lz - z, 0.0, z - hz)
     return math.sqrt(dx * dx + dy * dy + dz * dz)
 
 
@@ -154,9 +169,10 @@ def ray_box_hits(
 
 
 @njit(cache=True, inline="always")
-def box_point_far(lo: np.ndarray, hi: np.ndarray, x: float, y: float, z: float) -> float:
-    """Distance from a point to the farthest point of an AABB (every point of the box is nearer)."""
-    dx = max(abs(lo[0] - x), abs(hi[0] - x))
-    dy = max(abs(lo[1] - y), abs(hi[1] - y))
-    dz = max(abs(lo[2] - z), abs(hi[2] - z))
+def box_point_far6(lx: float, ly: float, lz: float, hx: float, hy: float, hz: float,
+                   x: float, y: float, z: float) -> float:
+    """Distance from a point to the farthest point of the AABB [l, h] (all of it is nearer)."""
+    dx = max(abs(lx - x), abs(hx - x))
+    dy = max(abs(ly - y), abs(hy - y))
+    dz = max(abs(lz - z), abs(hz - z))
     return math.sqrt(dx * dx + dy * dy + dz * dz)

@@ -359,7 +359,18 @@ def box_occluded(
     viewproj: np.ndarray, data: np.ndarray, offsets: np.ndarray,
     widths: np.ndarray, heights: np.ndarray,
 ) -> bool:
-    """True when the AABB is certainly hidden behind the pyramid's depths.
+    """True when the AABB is certainly hidden behind the pyramid's depths (see box_occluded6)."""
+    return box_occluded6(lo[0], lo[1], lo[2], hi[0], hi[1], hi[2], viewproj, data, offsets,
+                         widths, heights)
+
+
+@njit(cache=True)
+def box_occluded6(
+    lx: float, ly: float, lz: float, hx: float, hy: float, hz: float,
+    viewproj: np.ndarray, data: np.ndarray, offsets: np.ndarray,
+    widths: np.ndarray, heights: np.ndarray,
+) -> bool:
+    """True when the AABB [l, h] is certainly hidden behind the pyramid's depths.
 
     A box crossing the near plane or reaching behind the eye is never occluded (kept).
     """
@@ -371,9 +382,9 @@ def box_occluded(
     ymax = -np.inf
     zmin = np.inf
     for k in range(8):
-        x = hi[0] if (k & 1) else lo[0]
-        y = hi[1] if (k & 2) else lo[1]
-        z = hi[2] if (k & 4) else lo[2]
+        x = hx if (k & 1) else lx
+        y = hy if (k & 2) else ly
+        z = hz if (k & 4) else lz
         cx = viewproj[0, 0] * x + viewproj[0, 1] * y + viewproj[0, 2] * z + viewproj[0, 3]
         cy = viewproj[1, 0] * x + viewproj[1, 1] * y + viewproj[1, 2] * z + viewproj[1, 3]
         cz = viewproj[2, 0] * x + viewproj[2, 1] * y + viewproj[2, 2] * z + viewproj[2, 3]
@@ -497,6 +508,14 @@ def spheres_occluded(centers: np.ndarray, radii: np.ndarray,
 def box_hidden(occ: Occluder, lo: np.ndarray, hi: np.ndarray) -> bool:
     """:func:`box_occluded` against an :class:`Occluder` (False when occlusion is off)."""
     return box_occluded(lo, hi, occ.viewproj, occ.data, occ.offsets, occ.widths, occ.heights)
+
+
+@njit(cache=True, inline="always")
+def box_hidden6(occ: Occluder, lx: float, ly: float, lz: float, hx: float, hy: float,
+                hz: float) -> bool:
+    """:func:`box_occluded6` against an :class:`Occluder` (False when occlusion is off)."""
+    return box_occluded6(lx, ly, lz, hx, hy, hz, occ.viewproj, occ.data, occ.offsets,
+                         occ.widths, occ.heights)
 
 
 @njit(cache=True, inline="always")

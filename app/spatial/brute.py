@@ -69,6 +69,7 @@ class BruteIndex(SpatialIndex):
     """Every query is a compiled linear scan over the object store."""
 
     name = "brute"
+    _reads_old_values = False
 
     def __init__(self, **kwargs) -> None:
         if kwargs.get("leafy") not in (None, False) or kwargs.get("split_threshold") is not None:

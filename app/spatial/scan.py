@@ -42,16 +42,31 @@ def tolerances(planes: np.ndarray, eye: np.ndarray, max_abs: float,
     ``max_abs`` bounds every coordinate and ``max_r`` every radius of the scanned spheres.
     A float32 plane value ``a*x + b*y + c*z + d + r`` differs from the float64 one by less than
     the plane tolerance, and a float32 eye distance from the float64 one by less than the
-    distance tolerance (both with a wide margin: 16 roundings of the largest term).
+    distance tolerance (both with a wide margin: 16 roundings of the largest term). Fewer than
+    six planes are padded with planes every point is inside: the scan tests six.
     """
-    p = np.asarray(planes, dtype=np.float64)
-    if p.shape[0] < 6:  # pad with planes every point is inside: the scan tests six
-        p = np.vstack([p, np.tile([0.0, 0.0, 0.0, 1.0], (6 - p.shape[0], 1))])
-    term = (np.abs(p[:, :3]).sum(axis=1) * max_abs + np.abs(p[:, 3]) + max_r).max()
-    tol = float(_ROUNDINGS * _U32 * term) + 1e-30
-    e = float(np.abs(eye).max())
-    tol_d = float(_ROUNDINGS * _U32 * 4.0 * (max_abs + e)) + 1e-30
-    return np.ascontiguousarray(p, dtype=np.float32), tol, tol_d
+    return _tolerances(np.asarray(planes, dtype=np.float64), np.asarray(eye, dtype=np.float64),
+                       float(max_abs), float(max_r))
+
+
+@njit(cache=True)
+def _tolerances(planes, eye, max_abs, max_r):
+    k = max(planes.shape[0], 6)
+    p32 = np.zeros((k, 4), np.float32)
+    term = 0.0
+    for p in range(k):
+        if p >= planes.shape[0]:
+            p32[p, 3] = 1.0
+            continue
+        for a in range(4):
+            p32[p, a] = planes[p, a]
+        t = (abs(planes[p, 0]) + abs(planes[p, 1]) + abs(planes[p, 2])) * max_abs + abs(
+            planes[p, 3]) + max_r
+        term = max(term, t)
+    e = max(abs(eye[0]), abs(eye[1]), abs(eye[2]))
+    tol = _ROUNDINGS * _U32 * term + 1e-30
+    tol_d = _ROUNDINGS * _U32 * 4.0 * (max_abs + e) + 1e-30
+    return p32, tol, tol_d
 
 
 @njit(cache=True, fastmath=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from app.spatial.chunks.layout import CHUNK, FANOUT, Tree
+from app.spatial.chunks.layout import CHUNK, FANOUT, HI, LO, MAXVD, MINVD, Tree
 from app.spatial.scan import Spheres32, to32
 
 MESSAGES = {
@@ -71,10 +71,11 @@ def check_chunks(tree: Tree, pos_slot, npos: int, centers, radii, vdist):
                 continue
             n += 1
             r = radii[s]
+            b = tree.box[c]
             for a in range(3):
-                if centers[s, a] - r < tree.lo[c, a] or centers[s, a] + r > tree.hi[c, a]:
+                if centers[s, a] - r < b[LO + a] or centers[s, a] + r > b[HI + a]:
                     return 5, c
-            if vdist[s] > tree.maxvd[c] or vdist[s] < tree.minvd[c]:
+            if vdist[s] > b[MAXVD] or vdist[s] < b[MINVD]:
                 return 6, c
         if n != tree.count[c]:
             return 8, c
@@ -93,10 +94,12 @@ def check_nodes(tree: Tree):
                 if tree.count[k] == 0:
                     continue
                 n += tree.count[k]
+                b = tree.box[g]
+                c = tree.box[k]
                 for a in range(3):
-                    if tree.lo[k, a] < tree.lo[g, a] or tree.hi[k, a] > tree.hi[g, a]:
+                    if c[LO + a] < b[LO + a] or c[HI + a] > b[HI + a]:
                         return 7, g
-                if tree.maxvd[k] > tree.maxvd[g] or tree.minvd[k] < tree.minvd[g]:
+                if c[MAXVD] > b[MAXVD] or c[MINVD] < b[MINVD]:
                     return 7, g
             if n != tree.count[g]:
                 return 8, g

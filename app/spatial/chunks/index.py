@@ -1,15 +1,23 @@
 """``ChunkedIndex``: the chunked linear layout behind the spatial index contract.
 
 What engines cull with today instead of pointer trees (Frostbite's and Unity DOTS' chunked
-culling): spheres stored 64 to a chunk in Hilbert-curve order, a box per chunk and per group of 16
-chunks, the branch-free float32 scan inside chunks the view only partly covers. A move writes
-one record and at most grows a few boxes; nothing is relinked. The Python class orchestrates
-whole batches; every loop is compiled (:mod:`.layout`, :mod:`.update`, :mod:`.queries`).
+culling): spheres stored 64 to a chunk along a Hilbert curve, a box per chunk and per group of
+16 chunks, the branch-free float32 scan inside chunks the view only partly covers. Movers live
+in an awake region at the end of the layout (:mod:`.update`), so a move writes one cached
+record and nothing is relinked. The Python class orchestrates whole batches; every loop is
+compiled (:mod:`.layout`, :mod:`.update`, :mod:`.queries`).
 
-When to re-sort: moves only grow boxes, and a big batch refits them exactly, but objects that
-travel drift away from their chunk-mates and boxes swell. After a refit, when the mean chunk
-extent has grown past :data:`RESORT_GROWTH` times its value at the last sort, the whole layout
-is re-sorted (also when removals have left more than :data:`MAX_HOLES` of positions empty).
+Layout: ``[still objects 0 .. awake0) [awake objects awake0 .. npos) [free capacity]``. The tree
+covers the whole capacity (empty chunks count 0 and are never visited), so it is rebuilt only
+when the capacity grows.
+
+When a batch moves most objects, everything wakes in place (the awake region becomes the
+whole layout, as sorted). Awake objects stay awake until the whole layout is re-sorted.
+
+When to re-sort: awake objects drift away from their chunk-mates and the awake chunks swell.
+After a batch, when the awake chunks' mean extent has grown past :data:`RESORT_GROWTH` times its
+value when the region was last sorted, the awake region is re-sorted; when holes (left by
+woken or removed objects) pass :data:`MAX_HOLES` of the positions, the whole layout is.
 """
 
 from __future__ import annotations
@@ -26,18 +34,21 @@ from app.spatial.chunks.layout import CHUNK, NO_POS
 from app.spatial.pool import grown
 from app.spatial.scan import kill32, spheres32, store32, tolerances
 
-#: A batch moving at least this fraction of the objects refits every chunk instead of growing.
-REFIT_FRACTION = 0.25
-#: Re-sort when the mean chunk extent has grown this much since the last sort.
+#: Re-sort the awake region when its chunks' mean extent has grown this much since its sort.
 RESORT_GROWTH = 1.6
-#: Re-sort when this fraction of the used positions are holes left by removals.
+#: Re-sort everything when this fraction of the used positions are holes.
 MAX_HOLES = 0.25
+#: When a batch wakes at least this fraction of the objects, all of them wake where they are.
+WAKE_ALL = 0.5
+
+_NO_SLOTS = np.zeros(0, dtype=np.int64)
 
 
 class ChunkedIndex(SpatialIndex):
-    """Spheres in Hilbert-curve-ordered chunks of 64 under an implicit 16-ary tree of boxes."""
+    """Spheres in curve-ordered chunks of 64 under an implicit 16-ary tree of boxes."""
 
     name = "chunks"
+    _reads_old_values = False
 
     def __init__(self, leafy: bool | None = None, split_threshold: int | None = None,
                  capacity: int = 1024) -> None:
@@ -45,108 +56,153 @@ class ChunkedIndex(SpatialIndex):
             raise ValueError("chunks has no heuristic: leafy and split_threshold do not apply")
         super().__init__(capacity)
         self._slot_pos = np.full(self.capacity, NO_POS, dtype=np.int64)
-        self._set_positions(CHUNK * 16)
         self._npos = 0
+        self._awake0 = 0
         self._holes = 0
-        self._tree = layout.new_tree(1)
         self._max_abs = 0.0
         self._max_r = 0.0
-        self._sorted_extent = 0.0
+        self._awake_extent = 0.0  # mean awake chunk extent when the region was last sorted
         self.resorts = 0
+        self.awake_resorts = 0
+        self._set_capacity(CHUNK * 16)
 
     def describe(self) -> str:
         return f"chunks of {CHUNK}"
 
     # ------------------------------------------------------------------ storage
 
-    def _set_positions(self, cap: int, keep: int = 0) -> None:
-        """(Re)allocate the position arrays for ``cap`` positions, keeping the first ``keep``.
-
-        Whole chunks only: the last chunk's lanes past the end are read as holes.
-        """
+    def _set_capacity(self, cap: int) -> None:
+        """Position arrays and tree for ``cap`` positions (whole chunks), keeping the used ones."""
         cap = -(-cap // CHUNK) * CHUNK
         s32 = spheres32(cap)
         pos_slot = np.full(cap, NO_POS, dtype=np.int64)
-        if keep:
+        if self._npos:
             for new, old in zip(s32, self._s32, strict=True):
-                new[:keep] = old[:keep]
-            pos_slot[:keep] = self._pos_slot[:keep]
+                new[: self._npos] = old[: self._npos]
+            pos_slot[: self._npos] = self._pos_slot[: self._npos]
         self._s32 = s32
         self._pos_slot = pos_slot
         self._codes = np.empty(cap, np.uint8)
         self._sure = np.empty(cap, np.int64)
         self._near = np.empty(cap, np.int64)
+        self._tree = layout.new_tree(cap // CHUNK)
+        self._refit(0)
+
+    def _reserve(self, m: int) -> None:
+        """Room for ``m`` more positions."""
+        cap = self._pos_slot.shape[0]
+        if self._npos + m > cap:
+            self._set_capacity(max(self._npos + m, cap + cap // 2))
 
     def _grow(self, new_capacity: int) -> None:
         self._slot_pos = grown(self._slot_pos, new_capacity, NO_POS)
 
-    def _place(self, slots: np.ndarray) -> None:
-        """Append ``slots`` at the end of the layout in Hilbert-curve order of their centres."""
+    def _append(self, slots: np.ndarray) -> int:
+        """Put ``slots`` at positions ``npos ..`` in curve order; returns the first position."""
         m = slots.shape[0]
-        if self._npos + m > self._pos_slot.shape[0]:
-            self._set_positions(max(2 * self._pos_slot.shape[0], self._npos + m), self._npos)
+        self._reserve(m)
         order = slots[layout.curve_order(self._centers[slots])]
-        pos = np.arange(self._npos, self._npos + m, dtype=np.int64)
+        first = self._npos
+        pos = np.arange(first, first + m, dtype=np.int64)
         self._pos_slot[pos] = order
         self._slot_pos[order] = pos
         with threads_for(m):
             big, rad = store32(self._s32, pos, self._centers, self._radii, self._vdist, order)
         self._note_bounds(big, rad)
-        first_chunk = self._npos // CHUNK
         self._npos += m
-        self._refit(first_chunk)
+        return first
+
+    def _take_out(self, p0: int) -> np.ndarray:
+        """Empty positions ``p0 .. npos``; returns the live slots that were there."""
+        live = self._pos_slot[p0: self._npos]
+        live = live[live >= 0].copy()
+        self._holes -= (self._npos - p0) - live.shape[0]
+        self._pos_slot[p0: self._npos] = NO_POS
+        kill32(self._s32, np.arange(p0, self._npos, dtype=np.int64))
+        self._npos = p0
+        return live
 
     def _note_bounds(self, big: float, rad: float) -> None:
         # Bounds only grow: a stale larger bound widens the float64 band, it is never wrong.
         self._max_abs = max(self._max_abs, float(big))
         self._max_r = max(self._max_r, float(rad))
 
-    def _refit(self, first_chunk: int = 0) -> None:
-        """Tight boxes for chunks from ``first_chunk`` on; the upper levels from scratch."""
-        nchunks = layout.chunk_count(self._npos)
-        if self._tree.loff[1] != nchunks:
-            old = self._tree
-            self._tree = layout.new_tree(nchunks)
-            keep = min(first_chunk, int(old.loff[1]))
-            for new_a, old_a in ((self._tree.lo, old.lo), (self._tree.hi, old.hi),
-                                 (self._tree.maxvd, old.maxvd), (self._tree.minvd, old.minvd),
-                                 (self._tree.count, old.count)):
-                new_a[:keep] = old_a[:keep]
+    def _refit(self, p0: int, p1: int | None = None) -> None:
+        """Tight boxes for the chunks of positions ``p0 .. p1`` (default: to the end of the
+        used ones and of what was used before), and the nodes above them."""
+        c0 = p0 // CHUNK
+        c1 = max(-(-(self._npos if p1 is None else p1) // CHUNK), c0 + 1)
+        c1 = min(c1, int(self._tree.loff[1]))
         pad = layout.pad_for(self._max_abs, self._max_r)
-        with threads_for(max(0, self._npos - first_chunk * CHUNK)):
-            layout.refit_chunks(self._tree, self._s32, first_chunk, nchunks, pad)
-        layout.refit_upper(self._tree)
+        with threads_for((c1 - c0) * CHUNK):
+            layout.refit_chunks(self._tree, self._s32, c0, c1, pad)
+        layout.refit_upper(self._tree, c0, c1)
+
+    def _awake_chunks(self) -> tuple[int, int]:
+        return self._awake0 // CHUNK, -(-self._npos // CHUNK)
+
+    def _sort_awake(self) -> None:
+        """Re-sort the awake region along the curve, dropping its holes."""
+        end = self._npos
+        live = self._take_out(self._awake0)
+        if live.shape[0]:
+            self._append(live)
+        self._refit(self._awake0, end)
+        self._awake_extent = layout.mean_extent(self._tree, *self._awake_chunks())
+        self.awake_resorts += 1
 
     def _resort(self) -> None:
-        """Rebuild the layout: every live object re-placed in Hilbert-curve order, holes dropped."""
-        live = self._pos_slot[: self._npos]
-        live = live[live >= 0]
-        self._pos_slot[: self._npos] = NO_POS
-        kill32(self._s32, np.arange(self._npos, dtype=np.int64))
-        self._npos = 0
-        self._holes = 0
-        self._tree = layout.new_tree(1)
+        """Rebuild the layout: every live object still, in curve order, no holes."""
+        end = self._npos
+        live = self._take_out(0)
         if live.shape[0]:
-            self._place(live)
-        self._sorted_extent = layout.mean_extent(self._tree)
+            self._append(live)
+        self._awake0 = self._npos
+        self._holes = 0
+        self._refit(0, end)
         self.resorts += 1
 
     # ------------------------------------------------------------------ hooks
 
     def _on_insert(self, slots: np.ndarray) -> None:
-        self._place(slots)
-        if self._npos == slots.shape[0]:  # a first bulk insert: that is the sorted layout
-            self._sorted_extent = layout.mean_extent(self._tree)
+        # New objects are still: they go before the awake region, which moves up behind them.
+        end = self._npos
+        first = self._awake0
+        awake = self._take_out(self._awake0)
+        self._append(slots)
+        self._awake0 = self._npos
+        if awake.shape[0]:
+            self._append(awake)
+        self._refit(first, max(end, self._npos))
 
     def _on_update(self, slots, old_centers, old_radii, old_vdist) -> None:
-        refit = slots.shape[0] >= REFIT_FRACTION * self._count
-        big, rad = update.move(self._tree, self._s32, self._slot_pos, slots, self._centers,
-                               self._radii, self._vdist, not refit)
+        pos = self._slot_pos[slots]
+        asleep = pos < self._awake0
+        woken = slots[asleep] if asleep.any() else _NO_SLOTS
+        if woken.shape[0] >= WAKE_ALL * self._count:
+            # Most objects move: the layout as sorted is the best awake region there is.
+            self._awake0 = 0
+            self._awake_extent = layout.mean_extent(self._tree, *self._awake_chunks())
+            woken = _NO_SLOTS
+        if woken.shape[0]:
+            was_empty = self._npos == self._awake0
+            woken = woken[layout.curve_order(self._centers[woken])]
+            self._reserve(woken.shape[0])
+            self._npos = update.wake(self._tree, self._s32, self._slot_pos, self._pos_slot,
+                                     woken, self._npos)
+            self._holes += woken.shape[0]
+            if self._holes > MAX_HOLES * self._npos:
+                self._resort()  # (the store already holds the new values)
+                return
+        big, rad = update.write_moved(self._s32, self._slot_pos, slots, self._centers,
+                                      self._radii, self._vdist)
         self._note_bounds(big, rad)
-        if refit:
-            self._refit()
-            if layout.mean_extent(self._tree) > RESORT_GROWTH * self._sorted_extent:
-                self._resort()
+        self._refit(self._awake0)
+        extent = layout.mean_extent(self._tree, *self._awake_chunks())
+        if woken.shape[0] and was_empty:
+            self._awake_extent = extent
+        elif extent > RESORT_GROWTH * self._awake_extent:
+            self._sort_awake()
 
     def _on_remove(self, slots: np.ndarray) -> None:
         pos = self._slot_pos[slots]
@@ -193,7 +249,8 @@ class ChunkedIndex(SpatialIndex):
         t = self._tree
         levels = np.searchsorted(t.loff, g, side="right") - 1
         depth = (t.loff.shape[0] - 2) - levels
-        return t.lo[g].copy(), t.hi[g].copy(), depth.astype(np.int64)
+        return (t.box[g, layout.LO:layout.LO + 3].copy(), t.box[g, layout.HI:layout.HI + 3].copy(),
+                depth.astype(np.int64))
 
     def node_outcomes(self) -> np.ndarray:
         return self._tree.outcome[self._shown()].copy()
@@ -204,19 +261,22 @@ class ChunkedIndex(SpatialIndex):
             "objects": self._count,
             "nodes": int((t.count > 0).sum()),
             "max_depth": int(t.loff.shape[0] - 2),
-            "chunks": int(t.loff[1]),
+            "chunks": -(-self._npos // CHUNK),
+            "awake": self._npos - self._awake0,
             "positions": self._npos,
             "holes": self._holes,
-            "mean_chunk_extent": float(layout.mean_extent(t)),
-            "sorted_extent": self._sorted_extent,
+            "mean_chunk_extent": float(layout.mean_extent(t, 0, -(-self._npos // CHUNK))),
             "resorts": self.resorts,
+            "awake_resorts": self.awake_resorts,
         }
 
     def _validate(self) -> None:
         t = self._tree
-        if layout.chunk_count(self._npos) != t.loff[1]:
-            raise AssertionError(f"{self.describe()}: {int(t.loff[1])} chunks for "
-                                 f"{self._npos} positions")
+        if t.loff[1] * CHUNK != self._pos_slot.shape[0] or not (
+                0 <= self._awake0 <= self._npos <= self._pos_slot.shape[0]):
+            raise AssertionError(f"{self.describe()}: tree of {int(t.loff[1])} chunks for "
+                                 f"{self._pos_slot.shape[0]} positions, awake from "
+                                 f"{self._awake0}, {self._npos} used")
         for code, where in (
             check.check_positions(self._alive, self._slot_pos, self._pos_slot, self._npos),
             check.check_copy(self._s32, self._pos_slot, self._npos, self._centers, self._radii,

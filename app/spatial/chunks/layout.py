@@ -34,16 +34,25 @@ NO_POS = -1  # position or slot of nothing
 
 
 class Tree(NamedTuple):
-    """The boxes over the chunks, every level back to back (level 0 = the chunks)."""
+    """The boxes over the chunks, every level back to back (level 0 = the chunks).
 
-    lo: np.ndarray  # (K, 3) float64, +inf for a node with nothing below
-    hi: np.ndarray  # (K, 3) float64
-    maxvd: np.ndarray  # (K,) largest view distance below (-inf: nothing below)
-    minvd: np.ndarray  # (K,) smallest view distance below (+inf: nothing below)
+    A node's box and view-distance bounds are one 64-byte record (one cache line), so testing
+    or growing a node costs one memory access, not four.
+    """
+
+    box: np.ndarray  # (K, 8) float64: lo x y z, hi x y z, max view distance, min view distance
     count: np.ndarray  # (K,) live objects below
     outcome: np.ndarray  # (K,) int8 NODE_* of the last frustum query
     loff: np.ndarray  # (levels + 1,) where each level starts
     span: np.ndarray  # (levels,) chunks under one node of each level (FANOUT ** L)
+
+
+# Columns of Tree.box.
+LO = 0
+HI = 3
+MAXVD = 6
+MINVD = 7
+EMPTY_BOX = np.array([np.inf, np.inf, np.inf, -np.inf, -np.inf, -np.inf, -np.inf, np.inf])
 
 
 def new_tree(nchunks: int) -> Tree:
@@ -55,10 +64,9 @@ def new_tree(nchunks: int) -> Tree:
     loff[1:] = np.cumsum(sizes)
     k = int(loff[-1])
     return Tree(
-        lo=np.full((k, 3), np.inf), hi=np.full((k, 3), -np.inf),
-        maxvd=np.full(k, -np.inf), minvd=np.full(k, np.inf),
-        count=np.zeros(k, dtype=np.int64), outcome=np.zeros(k, dtype=np.int8),
-        loff=loff, span=FANOUT ** np.arange(len(sizes), dtype=np.int64),
+        box=np.tile(EMPTY_BOX, (k, 1)), count=np.zeros(k, dtype=np.int64),
+        outcome=np.zeros(k, dtype=np.int8), loff=loff,
+        span=FANOUT ** np.arange(len(sizes), dtype=np.int64),
     )
 
 
@@ -165,78 +173,50 @@ def _fit_chunk(tree: Tree, s32: Spheres32, c: int, pad: float) -> None:
         mx = max(mx, s32.vd[p])
         mn = min(mn, s32.vd[p])
     tree.count[c] = n
+    b = tree.box[c]
     if n == 0:
-        tree.lo[c, :] = np.inf
-        tree.hi[c, :] = -np.inf
-        tree.maxvd[c] = -np.inf
-        tree.minvd[c] = np.inf
+        b[:] = EMPTY_BOX
         return
     for a in range(3):
-        tree.lo[c, a] = np.float64(lo[a]) - pad
-        tree.hi[c, a] = np.float64(hi[a]) + pad
+        b[LO + a] = np.float64(lo[a]) - pad
+        b[HI + a] = np.float64(hi[a]) + pad
     # float32 view distances are rounded to nearest: widen by a relative ulp each way; a
     # clamped one (F32_BIG) stands for anything larger.
-    tree.maxvd[c] = np.inf if mx >= F32_BIG else np.float64(mx) * (1.0 + 2.0 ** -22)
-    tree.minvd[c] = np.float64(mn) * (1.0 - 2.0 ** -22)
+    b[MAXVD] = np.inf if mx >= F32_BIG else np.float64(mx) * (1.0 + 2.0 ** -22)
+    b[MINVD] = np.float64(mn) * (1.0 - 2.0 ** -22)
 
 
 @njit(cache=True)
-def refit_upper(tree: Tree) -> None:
-    """Every node of level >= 1 from its children: the union of boxes, bounds and counts."""
+def refit_upper(tree: Tree, c0: int, c1: int) -> None:
+    """The nodes of level >= 1 above chunks ``c0 .. c1-1``, from their children."""
+    first = c0
+    last = max(c1 - 1, c0)
     for lv in range(1, tree.loff.shape[0] - 1):
+        first //= FANOUT
+        last //= FANOUT
         below = tree.loff[lv - 1]
         nbelow = tree.loff[lv] - below
-        for i in range(tree.loff[lv + 1] - tree.loff[lv]):
-            g = tree.loff[lv] + i
-            _merge_children(tree, g, below + i * FANOUT,
+        for i in range(first, last + 1):
+            _merge_children(tree, tree.loff[lv] + i, below + i * FANOUT,
                             below + min((i + 1) * FANOUT, nbelow))
 
 
 @njit(cache=True, inline="always")
 def _merge_children(tree: Tree, g: int, k0: int, k1: int) -> None:
-    for a in range(3):
-        tree.lo[g, a] = np.inf
-        tree.hi[g, a] = -np.inf
-    tree.maxvd[g] = -np.inf
-    tree.minvd[g] = np.inf
+    b = tree.box[g]
+    b[:] = EMPTY_BOX
     n = 0
     for k in range(k0, k1):
         if tree.count[k] == 0:
             continue
         n += tree.count[k]
+        c = tree.box[k]
         for a in range(3):
-            tree.lo[g, a] = min(tree.lo[g, a], tree.lo[k, a])
-            tree.hi[g, a] = max(tree.hi[g, a], tree.hi[k, a])
-        tree.maxvd[g] = max(tree.maxvd[g], tree.maxvd[k])
-        tree.minvd[g] = min(tree.minvd[g], tree.minvd[k])
+            b[LO + a] = min(b[LO + a], c[LO + a])
+            b[HI + a] = max(b[HI + a], c[HI + a])
+        b[MAXVD] = max(b[MAXVD], c[MAXVD])
+        b[MINVD] = min(b[MINVD], c[MINVD])
     tree.count[g] = n
-
-
-@njit(cache=True, inline="always")
-def grow_up(tree: Tree, c: int, lx: float, ly: float, lz: float, hx: float, hy: float,
-            hz: float, vd: float) -> None:
-    """Grow chunk ``c`` and its ancestors until they hold the box [l, h] and view distance vd.
-
-    Stops at the first node that already holds it: its ancestors hold it too.
-    """
-    local = c
-    for lv in range(tree.loff.shape[0] - 1):
-        g = tree.loff[lv] + local
-        lo = tree.lo
-        hi = tree.hi
-        if (lo[g, 0] <= lx) & (lo[g, 1] <= ly) & (lo[g, 2] <= lz) & (hi[g, 0] >= hx) & (
-                hi[g, 1] >= hy) & (hi[g, 2] >= hz) & (tree.maxvd[g] >= vd) & (
-                tree.minvd[g] <= vd):
-            return
-        lo[g, 0] = min(lo[g, 0], lx)
-        lo[g, 1] = min(lo[g, 1], ly)
-        lo[g, 2] = min(lo[g, 2], lz)
-        hi[g, 0] = max(hi[g, 0], hx)
-        hi[g, 1] = max(hi[g, 1], hy)
-        hi[g, 2] = max(hi[g, 2], hz)
-        tree.maxvd[g] = max(tree.maxvd[g], vd)
-        tree.minvd[g] = min(tree.minvd[g], vd)
-        local //= FANOUT
 
 
 @njit(cache=True)
@@ -251,14 +231,14 @@ def count_down(tree: Tree, positions: np.ndarray) -> None:
 
 
 @njit(cache=True)
-def mean_extent(tree: Tree) -> float:
-    """Mean edge sum of the non-empty chunks' boxes: how spread out chunks are (for rebuilds)."""
+def mean_extent(tree: Tree, c0: int, c1: int) -> float:
+    """Mean edge sum of the non-empty boxes of chunks ``c0 .. c1-1``: how spread out they are."""
     total = 0.0
     n = 0
-    for c in range(tree.loff[1]):
+    for c in range(c0, min(c1, tree.loff[1])):
         if tree.count[c] > 0:
-            total += (tree.hi[c, 0] - tree.lo[c, 0]) + (tree.hi[c, 1] - tree.lo[c, 1]) + (
-                tree.hi[c, 2] - tree.lo[c, 2])
+            b = tree.box[c]
+            total += (b[HI] - b[LO]) + (b[HI + 1] - b[LO + 1]) + (b[HI + 2] - b[LO + 2])
             n += 1
     return total / n if n else 0.0
 

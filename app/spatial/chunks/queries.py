@@ -9,24 +9,26 @@ spheres the float32 test cannot decide, and occlusion, are settled in float64 at
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
-from app.geom.decide import VIEWDIST_SLACK, node_verdict
+from app.geom.decide import VIEWDIST_SLACK, node_verdict6
 from app.geom.predicates import (
     NODE_INSIDE,
     NODE_NOT_VISITED,
     NODE_PARTIAL,
     box_point_dist,
-    box_point_far,
+    box_point_far6,
     ray_box_hits,
     ray_sphere_entry,
     sphere_overlaps_box,
     spheres_touch,
 )
 from app.geom.zpyramid import Occluder
-from app.spatial.chunks.layout import CHUNK, FANOUT, Tree
-from app.spatial.scan import Spheres32, compact, settle, verdicts
+from app.spatial.chunks.layout import CHUNK, FANOUT, HI, LO, MAXVD, MINVD, Tree
+from app.spatial.scan import IN, NEAR, Spheres32, settle
 
 
 @njit(cache=True, inline="always")
@@ -73,44 +75,112 @@ def _push_roots(tree: Tree, stack) -> int:
 def query_frustum(tree: Tree, s32: Spheres32, pos_slot, npos: int, p32, eye32, tol: float,
                   tol_d: float, planes, eye, use_vd: bool, occ: Occluder, centers, radii, vdist,
                   codes, sure, near):
-    """Drawn positions in ``sure[:k]``; returns (k, occluded, working_set, nodes_visited)."""
-    tree.outcome[:] = NODE_NOT_VISITED
+    """Drawn positions in ``sure[:k]``; returns (k, occluded, working_set, nodes_visited).
+
+    Three phases: the walk decides the nodes and lists the chunks to scan and the ranges to
+    take whole; one call scans every listed chunk; one pass compacts and copies. Per-node work
+    reads scalars from the box table (no array views, no calls that pass arrays: each costs
+    reference counting, which was most of the walk's time).
+    """
+    box = tree.box
+    count = tree.count
+    outcome = tree.outcome
+    outcome[:] = NODE_NOT_VISITED
     stack = np.empty(tree.loff.shape[0] * FANOUT + 1, np.int64)
     sp = _push_roots(tree, stack)
-    ns = 0
-    nn = 0
+    scan = np.empty(tree.loff[1], np.int64)  # chunks to scan
+    nscan = 0
+    whole = np.empty(tree.loff[-1], np.int64)  # nodes taken whole
+    nwhole = 0
     working = 0
     visited = 0
+    ex = eye[0]
+    ey = eye[1]
+    ez = eye[2]
     while sp > 0:
         sp -= 1
         g = stack[sp]
         lv = _level_of(tree, g)
         visited += 1
-        verdict = node_verdict(planes, eye, use_vd, occ, tree.lo[g], tree.hi[g], tree.maxvd[g])
-        tree.outcome[g] = verdict
+        lx = box[g, LO]
+        ly = box[g, LO + 1]
+        lz = box[g, LO + 2]
+        hx = box[g, HI]
+        hy = box[g, HI + 1]
+        hz = box[g, HI + 2]
+        verdict = node_verdict6(planes, eye, use_vd, occ, lx, ly, lz, hx, hy, hz, box[g, MAXVD])
+        outcome[g] = verdict
         if verdict != NODE_INSIDE and verdict != NODE_PARTIAL:
             continue
-        whole = verdict == NODE_INSIDE and (not use_vd or box_point_far(
-            tree.lo[g], tree.hi[g], eye[0], eye[1], eye[2])
-            <= tree.minvd[g] * (1.0 - VIEWDIST_SLACK))
-        if whole:  # every sphere below is drawn (occlusion aside): hand the range over
-            working += tree.count[g]
-            p0, p1 = _positions(tree, g, lv, npos)
-            for p in range(p0, p1):
-                sure[ns] = p
-                ns += pos_slot[p] >= 0
-            continue
-        if lv > 0:
+        if verdict == NODE_INSIDE and (not use_vd or box_point_far6(
+                lx, ly, lz, hx, hy, hz, ex, ey, ez) <= box[g, MINVD] * (1.0 - VIEWDIST_SLACK)):
+            whole[nwhole] = g  # every sphere below is drawn (occlusion aside)
+            nwhole += 1
+            working += count[g]
+        elif lv > 0:
             sp = _push_children(tree, g, lv, stack, sp)
-            continue
-        working += tree.count[g]
-        p0, p1 = _positions(tree, g, 0, npos)
-        verdicts(s32.x, s32.y, s32.z, s32.r, s32.vd, p32, eye32, use_vd, tol, tol_d, p0, p1,
-                 codes)
-        ns, nn = compact(codes, p0, p1, sure, ns, near, nn)
+        else:
+            scan[nscan] = g
+            nscan += 1
+            working += count[g]
+    _scan_chunks(s32.x, s32.y, s32.z, s32.r, s32.vd, p32, eye32[0], eye32[1], eye32[2], use_vd,
+                 np.float32(tol), np.float32(tol_d), scan, nscan, codes)
+    ns = 0
+    nn = 0
+    words = codes.view(np.uint64)  # a chunk is 8 words of verdict bytes
+    for j in range(nscan):
+        p0 = scan[j] * CHUNK
+        for w in range(p0 // 8, p0 // 8 + CHUNK // 8):
+            if words[w] == 0:  # eight culled lanes
+                continue
+            for p in range(8 * w, 8 * w + 8):
+                c = codes[p]
+                sure[ns] = p
+                ns += c == IN
+                near[nn] = p
+                nn += c == NEAR
+    for j in range(nwhole):
+        g = whole[j]
+        p0, p1 = _positions(tree, g, _level_of(tree, g), npos)
+        for p in range(p0, p1):
+            sure[ns] = p
+            ns += pos_slot[p] >= 0
     k, occluded = settle(sure, ns, near, nn, centers, radii, vdist, planes, eye, use_vd, occ,
                          pos_slot)
     return k, occluded, working, visited
+
+
+@njit(cache=True, fastmath=True)
+def _scan_chunks(x, y, z, r, vd, p32, ex, ey, ez, use_vd: bool, tol, tol_d, chunks,
+                 nchunks: int, codes) -> None:
+    """The branch-free verdict bytes (``app.spatial.scan``) of every lane of the listed chunks.
+
+    64 lanes a chunk, a constant count, and unsigned positions (no negative-index checks): the
+    lane loop vectorises as the flat scan does. Holes carry radius -inf and come out OUT.
+    """
+    shrink = np.float32(1.0 - 4e-7)
+    stretch = np.float32(1.0 + 4e-7)
+    for j in range(nchunks):
+        p0 = np.uint64(chunks[j] * CHUNK)
+        for lane in range(CHUNK):
+            i = p0 + np.uint64(lane)
+            xi = x[i]
+            yi = y[i]
+            zi = z[i]
+            m = np.float32(np.inf)
+            for p in range(6):
+                v = p32[p, 0] * xi + p32[p, 1] * yi + p32[p, 2] * zi + p32[p, 3]
+                m = v if v < m else m
+            m = m + r[i]
+            code = np.uint8(m >= tol) + np.uint8(m >= -tol)
+            if use_vd:
+                dx = xi - ex
+                dy = yi - ey
+                dz = zi - ez
+                d = math.sqrt(dx * dx + dy * dy + dz * dz)
+                c2 = np.uint8(d <= vd[i] * shrink - tol_d) + np.uint8(d <= vd[i] * stretch + tol_d)
+                code = c2 if c2 < code else code
+            codes[i] = code
 
 
 @njit(cache=True)
@@ -124,8 +194,8 @@ def query_box(tree: Tree, pos_slot, npos: int, centers, radii, lo, hi):
         sp -= 1
         g = stack[sp]
         lv = _level_of(tree, g)
-        nlo = tree.lo[g]
-        nhi = tree.hi[g]
+        nlo = tree.box[g, LO:LO + 3]
+        nhi = tree.box[g, HI:HI + 3]
         if (nlo[0] > hi[0]) | (nlo[1] > hi[1]) | (nlo[2] > hi[2]) | (nhi[0] < lo[0]) | (
                 nhi[1] < lo[1]) | (nhi[2] < lo[2]):
             continue
@@ -154,7 +224,8 @@ def query_sphere(tree: Tree, pos_slot, npos: int, centers, radii, q, qr: float):
         g = stack[sp]
         lv = _level_of(tree, g)
         # The box holds every sphere below: one within reach makes the box within reach.
-        if box_point_dist(tree.lo[g], tree.hi[g], q[0], q[1], q[2]) > qr * (1.0 + 1e-9) + 1e-300:
+        if box_point_dist(tree.box[g, LO:LO + 3], tree.box[g, HI:HI + 3], q[0], q[1],
+                          q[2]) > qr * (1.0 + 1e-9) + 1e-300:
             continue
         if lv > 0:
             sp = _push_children(tree, g, lv, stack, sp)
@@ -184,7 +255,8 @@ def query_ray(tree: Tree, pos_slot, npos: int, centers, radii, o, d):
         sp -= 1
         g = stack[sp]
         lv = _level_of(tree, g)
-        if not ray_box_hits(o[0], o[1], o[2], inv[0], inv[1], inv[2], tree.lo[g], tree.hi[g]):
+        if not ray_box_hits(o[0], o[1], o[2], inv[0], inv[1], inv[2], tree.box[g, LO:LO + 3],
+                            tree.box[g, HI:HI + 3]):
             continue
         if lv > 0:
             sp = _push_children(tree, g, lv, stack, sp)
