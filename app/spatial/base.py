@@ -165,6 +165,8 @@ class SpatialIndex:
     #: Whether ``_on_update`` reads the old values; an index that does not skips copying them
     #: out (a cache miss fewer per moved object on large stores), and gets empty arrays.
     _reads_old_values: bool = True
+    #: Whether ``_query_frustum`` returns ids already (else slots, mapped here).
+    _frustum_gives_ids: bool = False
 
     def __init__(self, capacity: int = 1024) -> None:
         capacity = max(int(capacity), 16)
@@ -285,7 +287,8 @@ class SpatialIndex:
             raise ValueError("query_frustum: use_view_distance=True needs an eye position")
         eye_arr = np.zeros(3) if eye is None else self._check_point(eye, "eye")
         res = self._query_frustum(planes, eye_arr, bool(use_view_distance), occlusion)
-        res.visible = self._ids[res.visible]
+        if not self._frustum_gives_ids:
+            res.visible = self._ids[res.visible]
         return res
 
     def query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

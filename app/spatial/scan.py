@@ -49,6 +49,16 @@ def tolerances(planes: np.ndarray, eye: np.ndarray, max_abs: float,
                        float(max_abs), float(max_r))
 
 
+_PAD_PLANE = np.array([[0.0, 0.0, 0.0, 1.0]])
+
+
+def six_planes(planes: np.ndarray) -> np.ndarray:
+    """``planes`` (float64) padded to six rows with planes every point is inside."""
+    if planes.shape[0] >= 6:
+        return planes
+    return np.vstack([planes, np.repeat(_PAD_PLANE, 6 - planes.shape[0], axis=0)])
+
+
 @njit(cache=True)
 def _tolerances(planes, eye, max_abs, max_r):
     k = max(planes.shape[0], 6)

@@ -71,11 +71,11 @@ def check_chunks(tree: Tree, pos_slot, npos: int, centers, radii, vdist):
                 continue
             n += 1
             r = radii[s]
-            b = tree.box[c]
+            b = tree.box
             for a in range(3):
-                if centers[s, a] - r < b[LO + a] or centers[s, a] + r > b[HI + a]:
+                if centers[s, a] - r < b[LO + a, c] or centers[s, a] + r > b[HI + a, c]:
                     return 5, c
-            if vdist[s] > b[MAXVD] or vdist[s] < b[MINVD]:
+            if vdist[s] > b[MAXVD, c] or vdist[s] < b[MINVD, c]:
                 return 6, c
         if n != tree.count[c]:
             return 8, c
@@ -94,12 +94,11 @@ def check_nodes(tree: Tree):
                 if tree.count[k] == 0:
                     continue
                 n += tree.count[k]
-                b = tree.box[g]
-                c = tree.box[k]
+                b = tree.box
                 for a in range(3):
-                    if c[LO + a] < b[LO + a] or c[HI + a] > b[HI + a]:
+                    if b[LO + a, k] < b[LO + a, g] or b[HI + a, k] > b[HI + a, g]:
                         return 7, g
-                if c[MAXVD] > b[MAXVD] or c[MINVD] < b[MINVD]:
+                if b[MAXVD, k] > b[MAXVD, g] or b[MINVD, k] < b[MINVD, g]:
                     return 7, g
             if n != tree.count[g]:
                 return 8, g

@@ -36,18 +36,18 @@ NO_POS = -1  # position or slot of nothing
 class Tree(NamedTuple):
     """The boxes over the chunks, every level back to back (level 0 = the chunks).
 
-    A node's box and view-distance bounds are one 64-byte record (one cache line), so testing
-    or growing a node costs one memory access, not four.
+    Field-major (a row per field, a column per node): a node's children are consecutive
+    columns, so one straight loop tests all 16 of them at once (see ``queries``).
     """
 
-    box: np.ndarray  # (K, 8) float64: lo x y z, hi x y z, max view distance, min view distance
+    box: np.ndarray  # (8, K) float64 rows: lo x y z, hi x y z, max view distance, min v. d.
     count: np.ndarray  # (K,) live objects below
     outcome: np.ndarray  # (K,) int8 NODE_* of the last frustum query
     loff: np.ndarray  # (levels + 1,) where each level starts
     span: np.ndarray  # (levels,) chunks under one node of each level (FANOUT ** L)
 
 
-# Columns of Tree.box.
+# Rows of Tree.box.
 LO = 0
 HI = 3
 MAXVD = 6
@@ -64,7 +64,8 @@ def new_tree(nchunks: int) -> Tree:
     loff[1:] = np.cumsum(sizes)
     k = int(loff[-1])
     return Tree(
-        box=np.tile(EMPTY_BOX, (k, 1)), count=np.zeros(k, dtype=np.int64),
+        box=np.ascontiguousarray(np.tile(EMPTY_BOX[:, None], (1, k))),
+        count=np.zeros(k, dtype=np.int64),
         outcome=np.zeros(k, dtype=np.int8), loff=loff,
         span=FANOUT ** np.arange(len(sizes), dtype=np.int64),
     )
@@ -144,46 +145,77 @@ def hilbert_codes(q: np.ndarray, bits: int) -> np.ndarray:
     return out
 
 
-@njit(cache=True, parallel=True)
+#: Chunks from which a refit runs on every core (below, waking the workers costs more).
+PARALLEL_CHUNKS = 512
+
+
 def refit_chunks(tree: Tree, s32: Spheres32, c0: int, c1: int, pad: float) -> None:
     """Tight boxes, view-distance bounds and counts of chunks ``c0 .. c1-1`` from their lanes."""
+    if c1 - c0 >= PARALLEL_CHUNKS:
+        _fit_chunks_parallel(tree, s32, c0, c1, pad)
+    else:
+        _fit_chunks(tree, s32, c0, c1, pad)
+
+
+@njit(cache=True, parallel=True)
+def _fit_chunks_parallel(tree: Tree, s32: Spheres32, c0: int, c1: int, pad: float) -> None:
     for c in prange(c0, c1):
         _fit_chunk(tree, s32, c, pad)
 
 
 @njit(cache=True)
+def _fit_chunks(tree: Tree, s32: Spheres32, c0: int, c1: int, pad: float) -> None:
+    for c in range(c0, c1):
+        _fit_chunk(tree, s32, c, pad)
+
+
+@njit(cache=True)
 def _fit_chunk(tree: Tree, s32: Spheres32, c: int, pad: float) -> None:
-    """One chunk's box (padded), view-distance bounds and count from its float32 lanes."""
-    lo = np.full(3, np.inf, np.float32)
-    hi = np.full(3, -np.inf, np.float32)
+    """One chunk's box (padded), view-distance bounds and count from its float32 lanes.
+
+    Branch-free: a hole's radius is -inf, so ``x - r`` is +inf and ``x + r`` is -inf and the
+    hole drops out of the min and max by itself; its view distance is masked the same way.
+    """
+    lx = np.float32(np.inf)
+    ly = np.float32(np.inf)
+    lz = np.float32(np.inf)
+    hx = np.float32(-np.inf)
+    hy = np.float32(-np.inf)
+    hz = np.float32(-np.inf)
     mx = np.float32(-np.inf)
     mn = np.float32(np.inf)
     n = 0
+    inf = np.float32(np.inf)
     for p in range(c * CHUNK, (c + 1) * CHUNK):
         r = s32.r[p]
-        if r == -np.inf:  # a hole
-            continue
-        n += 1
-        lo[0] = min(lo[0], s32.x[p] - r)
-        lo[1] = min(lo[1], s32.y[p] - r)
-        lo[2] = min(lo[2], s32.z[p] - r)
-        hi[0] = max(hi[0], s32.x[p] + r)
-        hi[1] = max(hi[1], s32.y[p] + r)
-        hi[2] = max(hi[2], s32.z[p] + r)
-        mx = max(mx, s32.vd[p])
-        mn = min(mn, s32.vd[p])
+        live = r != -inf
+        n += live
+        x = s32.x[p]
+        y = s32.y[p]
+        z = s32.z[p]
+        lx = min(lx, x - r)
+        ly = min(ly, y - r)
+        lz = min(lz, z - r)
+        hx = max(hx, x + r)
+        hy = max(hy, y + r)
+        hz = max(hz, z + r)
+        v = s32.vd[p]
+        mx = max(mx, v if live else -inf)
+        mn = min(mn, v if live else inf)
+    lo = (lx, ly, lz)
+    hi = (hx, hy, hz)
     tree.count[c] = n
-    b = tree.box[c]
+    b = tree.box
     if n == 0:
-        b[:] = EMPTY_BOX
+        b[:, c] = EMPTY_BOX
         return
     for a in range(3):
-        b[LO + a] = np.float64(lo[a]) - pad
-        b[HI + a] = np.float64(hi[a]) + pad
+        b[LO + a, c] = np.float64(lo[a]) - pad
+        b[HI + a, c] = np.float64(hi[a]) + pad
     # float32 view distances are rounded to nearest: widen by a relative ulp each way; a
     # clamped one (F32_BIG) stands for anything larger.
-    b[MAXVD] = np.inf if mx >= F32_BIG else np.float64(mx) * (1.0 + 2.0 ** -22)
-    b[MINVD] = np.float64(mn) * (1.0 - 2.0 ** -22)
+    b[MAXVD, c] = np.inf if mx >= F32_BIG else np.float64(mx) * (1.0 + 2.0 ** -22)
+    b[MINVD, c] = np.float64(mn) * (1.0 - 2.0 ** -22)
 
 
 @njit(cache=True)
@@ -203,19 +235,18 @@ def refit_upper(tree: Tree, c0: int, c1: int) -> None:
 
 @njit(cache=True, inline="always")
 def _merge_children(tree: Tree, g: int, k0: int, k1: int) -> None:
-    b = tree.box[g]
-    b[:] = EMPTY_BOX
+    b = tree.box
+    b[:, g] = EMPTY_BOX
     n = 0
     for k in range(k0, k1):
         if tree.count[k] == 0:
             continue
         n += tree.count[k]
-        c = tree.box[k]
         for a in range(3):
-            b[LO + a] = min(b[LO + a], c[LO + a])
-            b[HI + a] = max(b[HI + a], c[HI + a])
-        b[MAXVD] = max(b[MAXVD], c[MAXVD])
-        b[MINVD] = min(b[MINVD], c[MINVD])
+            b[LO + a, g] = min(b[LO + a, g], b[LO + a, k])
+            b[HI + a, g] = max(b[HI + a, g], b[HI + a, k])
+        b[MAXVD, g] = max(b[MAXVD, g], b[MAXVD, k])
+        b[MINVD, g] = min(b[MINVD, g], b[MINVD, k])
     tree.count[g] = n
 
 
@@ -237,8 +268,9 @@ def mean_extent(tree: Tree, c0: int, c1: int) -> float:
     n = 0
     for c in range(c0, min(c1, tree.loff[1])):
         if tree.count[c] > 0:
-            b = tree.box[c]
-            total += (b[HI] - b[LO]) + (b[HI + 1] - b[LO + 1]) + (b[HI + 2] - b[LO + 2])
+            b = tree.box
+            total += (b[HI, c] - b[LO, c]) + (b[HI + 1, c] - b[LO + 1, c]) + (
+                b[HI + 2, c] - b[LO + 2, c])
             n += 1
     return total / n if n else 0.0
 

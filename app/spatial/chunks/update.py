@@ -20,7 +20,7 @@ from app.spatial.scan import Spheres32, to32
 
 
 @njit(cache=True)
-def wake(tree: Tree, s32: Spheres32, slot_pos, pos_slot, woken, npos: int) -> int:
+def wake(tree: Tree, s32: Spheres32, slot_pos, pos_slot, pos_id, woken, npos: int) -> int:
     """Move the sleeping ``woken`` slots (in curve order) to positions ``npos ..``; new npos.
 
     Their old positions become holes, and the chunks there (and above) count one fewer.
@@ -28,6 +28,11 @@ def wake(tree: Tree, s32: Spheres32, slot_pos, pos_slot, woken, npos: int) -> in
     for i in range(woken.shape[0]):
         s = woken[i]
         p = slot_pos[s]
+        s32.x[npos] = s32.x[p]  # the record moves along; the batch then overwrites what moved
+        s32.y[npos] = s32.y[p]
+        s32.z[npos] = s32.z[p]
+        s32.r[npos] = s32.r[p]
+        s32.vd[npos] = s32.vd[p]
         pos_slot[p] = NO_POS
         s32.r[p] = -np.inf
         local = p // CHUNK
@@ -36,31 +41,40 @@ def wake(tree: Tree, s32: Spheres32, slot_pos, pos_slot, woken, npos: int) -> in
             local //= FANOUT
         slot_pos[s] = npos
         pos_slot[npos] = s
+        pos_id[npos] = pos_id[p]
         npos += 1
     return npos
 
 
 @njit(cache=True)
-def write_moved(s32: Spheres32, slot_pos, slots, centers, radii, vdist):
-    """Copy moved slots' new values into their float32 records (in place).
+def write_moved(s32: Spheres32, slot_pos, slots, centers, radii, vdist, awake0: int):
+    """Copy a batch's new values into the awake moved slots' float32 records (in place).
 
-    Returns the largest coordinate magnitude and radius written: they bound the float32
-    tolerances and the box padding.
+    ``centers`` (and ``radii`` / ``vdist`` unless empty) are the batch's rows, read in order;
+    only the moved records are touched. Slots still before ``awake0`` are counted, not
+    written. Returns (still ones, largest coordinate magnitude, largest radius written): the
+    bounds of the float32 tolerances and the box padding.
     """
+    has_r = radii.shape[0] == slots.shape[0]
+    has_v = vdist.shape[0] == slots.shape[0]
+    asleep = 0
     big = 0.0
     rad = 0.0
     for i in range(slots.shape[0]):
-        s = slots[i]
-        p = slot_pos[s]
-        cx = centers[s, 0]
-        cy = centers[s, 1]
-        cz = centers[s, 2]
-        r = radii[s]
+        p = slot_pos[slots[i]]
+        if p < awake0:
+            asleep += 1
+            continue
+        cx = centers[i, 0]
+        cy = centers[i, 1]
+        cz = centers[i, 2]
         s32.x[p] = to32(cx)
         s32.y[p] = to32(cy)
         s32.z[p] = to32(cz)
-        s32.r[p] = to32(r)
-        s32.vd[p] = to32(vdist[s])
         big = max(big, abs(cx), abs(cy), abs(cz))
-        rad = max(rad, r)
-    return big, rad
+        if has_r:
+            s32.r[p] = to32(radii[i])
+            rad = max(rad, radii[i])
+        if has_v:
+            s32.vd[p] = to32(vdist[i])
+    return asleep, big, rad
