@@ -347,8 +347,8 @@ def test_id_buffer_reports_only_unhidden_objects(gl):
 @pytest.mark.parametrize("mode", ["two-pass", "previous"])
 def test_end_to_end_small_scene(gl, tmp_path, mode):
     """A small fig26-like block of random walkers, along a path that looks into it."""
-    from app.render.occlusion_pass import run, summary
     from app.scene import load_scene
+    from app.viewer.occlusion_runs import run, summary
 
     src = (Path(__file__).resolve().parents[1] / "scenes" / "fig26.toml").read_text()
     path = tmp_path / "small.toml"
@@ -409,10 +409,10 @@ def test_two_pass_image_equals_frustum_only_image(gl, tmp_path):
     draw adds objects that became visible, equals the frustum-only frame (this caught the
     second draw running without the depth test the pyramid passes had switched off)."""
     from app.culling.pipeline import IndexConfig
-    from app.render.occlusion import create_provider
     from app.scene import load_scene
     from app.viewer.camera import CameraView
     from app.viewer.frame import Toggles, Viewer
+    from app.viewer.setup import occlusion_factory
 
     src = (Path(__file__).resolve().parents[1] / "scenes" / "fig26.toml").read_text()
     path = tmp_path / "small.toml"
@@ -422,7 +422,7 @@ def test_two_pass_image_equals_frustum_only_image(gl, tmp_path):
     for mode in ("off", "two-pass"):
         scene = load_scene(path)
         v = Viewer(gl, scene, IndexConfig("octree", True, None), size, Toggles(hud=False),
-                   occlusion_factory=lambda vw, m: create_provider(vw, m, False))
+                   occlusion_factory=occlusion_factory(False))
         v.set_occlusion(mode)
         viewers.append((v, scene))
     second = 0

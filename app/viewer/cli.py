@@ -79,23 +79,6 @@ def _has_display() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
-def occlusion_factory(args):
-    """The occlusion provider factory, or None when occlusion is not implemented yet.
-
-    ``app/render/occlusion.py`` must expose ``create_provider(viewer, mode, ground_truth)``.
-    """
-    import importlib.util
-
-    if importlib.util.find_spec("app.render.occlusion") is None:
-        return None
-    from app.render import occlusion
-
-    if not hasattr(occlusion, "create_provider"):
-        return None
-    gt = bool(getattr(args, "ground_truth", False))
-    return lambda viewer, mode: occlusion.create_provider(viewer, mode, gt)
-
-
 def _check_run_args(args: argparse.Namespace) -> str | None:
     """Everything that can be checked before a frame runs; a message, or None when fine."""
     import math
@@ -141,12 +124,6 @@ def _note_unused_tree_options(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if (args.occlusion != "off" or args.ground_truth) and occlusion_factory(args) is None:
-        what = "--ground-truth" if args.ground_truth and args.occlusion == "off" else \
-            f"--occlusion {args.occlusion}"
-        print(f"demo: {what} is not available yet (app/render/occlusion.py with "
-              f"create_provider is missing); use --occlusion off", file=sys.stderr)
-        return 2
     if args.objects is not None and args.objects < 0:
         print("demo: --objects must be >= 0", file=sys.stderr)
         return 2

@@ -4,22 +4,22 @@
 
 1. motion         ``scene.step(dt)`` -> moved ids (skipped while paused)
 2. index update   ``index.update(moved ids)``
-3. cull           ``index.query_frustum(planes of the culling camera, eye, view distance,
-                  occlusion pyramid)`` (the culling camera is the view camera unless frozen);
-                  two-pass occlusion instead hands over last frame's visible set, and its
-                  query runs in step 6
+3. cull           ``CullPipeline.cull(planes of the culling camera, eye, view distance,
+                  occlusion=last frame's pyramid)`` (the culling camera is the view camera
+                  unless frozen); two-pass occlusion's early cull instead keeps last frame's
+                  visible set still in view (``among=``)
 4. upload         the visible instances (centres straight from the scene's array), grouped
                   by mesh kind, in one buffer write
 5. main pass      clear, one instanced draw per mesh kind, into ``target`` (colour + depth
                   texture)
-6. occlusion      ``occlusion.after_main_pass(frame)``: build the pyramid from
-                  ``target.depth``; two-pass queries the index against it and returns the
-                  ids for a second draw
+6. occlusion      the provider builds the pyramid from ``target.depth``; two-pass's late cull
+                  runs ``CullPipeline.cull(..., occlusion=pyramid)`` against it and draws the
+                  newly visible ids; with ground truth the provider then measures the image
 7. overlays       node boxes, the frozen culling frustum, HUD text, help
 8. record         one frame-log row
 
-Occlusion plugs in as an object (see :class:`OcclusionProvider`) handed to the viewer; the
-viewer never needs to know how the pyramid is built.
+Occlusion plugs in as an object (see :class:`OcclusionProvider`) handed to the viewer: it
+builds pyramids and measures, the viewer does every cull and draw.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import moderngl
 import numpy as np
 
-from app.culling.pipeline import SPLIT_STEPS, CullPipeline, IndexConfig
+from app.culling.pipeline import SPLIT_STEPS, CullPipeline, IndexConfig, newly_visible
 from app.render.boxes import OUTCOME_NAMES, BoxOverlay, depth_colors, outcome_colors
 from app.render.context import SceneTarget
 from app.render.frustum_lines import FrustumLines
@@ -78,22 +78,25 @@ HELP_LINES = [
 
 
 class OcclusionProvider(Protocol):
-    """What the occlusion engineer implements (``app/render/occlusion.py``)."""
+    """What ``app/render/occlusion.py`` implements: pyramids and measurements, no culls."""
 
-    mode: str  # "previous" or "two-pass": goes to the log's ``occlusion`` column
+    mode: str  # "off", "previous" or "two-pass": goes to the log's ``occlusion`` column
+    ground_truth: bool  # measure the true visible set after the culls
     log_columns: tuple[str, ...]  # extra log columns, e.g. ("true_visible", "false_negatives")
 
-    def first_pass_ids(self, cull: CameraView, view_distance: bool, objects) -> np.ndarray | None:
-        """Ids to draw before any query (two-pass: last frame's visible set still in view),
-        or None to cull as usual with :meth:`pyramid`."""
+    def last_frame_pyramid(self):  # -> app.geom.zpyramid.ZPyramid | None
+        """``previous``: the last frame's pyramid for this frame's cull; else None."""
 
-    def pyramid(self):  # -> app.geom.zpyramid.ZPyramid | None, used by the cull pass
-        ...
+    def build_pyramid(self, depth: moderngl.Texture, size: tuple[int, int],
+                      viewproj: np.ndarray):  # -> ZPyramid | None
+        """Reduce this frame's depth after the main pass; two-pass gets the pyramid now."""
 
-    def after_main_pass(self, frame: FrameContext) -> np.ndarray | None:
-        """Build the pyramid from ``frame.target.depth``; may return ids to draw in addition
-        (the second phase of two-pass occlusion) and replace ``frame.result`` with the query
-        it ran. Runs before the overlays."""
+    def note_cull(self, result, late_cull_ms: float | None = None,
+                  second_pass: int = 0) -> None: ...
+
+    def measure_ground_truth(self, view: CameraView, size: tuple[int, int],
+                             in_view: np.ndarray | None, drawn: np.ndarray, objects,
+                             frame_index: int, started: float) -> None: ...
 
     def log_values(self) -> dict[str, Any]: ...
 
@@ -138,19 +141,6 @@ class FrameStats:
     @property
     def cpu_ms(self) -> float:
         return self.motion_ms + self.index_update_ms + self.cull_ms + self.upload_ms
-
-
-@dataclass
-class FrameContext:
-    """What the occlusion provider sees after the main pass."""
-
-    ctx: moderngl.Context
-    target: SceneTarget
-    view: CameraView  # the camera the image is drawn from
-    cull: CameraView  # the camera culling ran with (== view unless frozen)
-    result: Any  # QueryResult of this frame's cull (None: frustum culling off, or not run yet)
-    visible: np.ndarray | None  # ids drawn in the main pass (None: all)
-    viewer: Viewer
 
 
 class Recorder:
@@ -233,6 +223,7 @@ class Viewer:
         self._fps_times: deque[float] = deque(maxlen=60)
         self.fps = 0.0
         self._empty = np.zeros(0, np.int64)
+        self.visible_last_frame = self._empty  # two-pass: the late cull's ids, next early set
         self.rebuild()
 
     # ------------------------------------------------------------------ state changes
@@ -293,6 +284,7 @@ class Viewer:
         self.set_index(IndexConfig(c.name, c.leafy, new))
 
     def set_occlusion(self, mode: str) -> bool:
+        self.visible_last_frame = self._empty  # a new provider starts with an empty early set
         if mode == "off":
             if self.occlusion is not None:
                 self.occlusion.release()
@@ -303,7 +295,7 @@ class Viewer:
             self.toggles.occlusion = "off"
             return True
         if self.occlusion_factory is None:
-            self.notice("occlusion culling is not available yet (no app/render/occlusion.py)")
+            self.notice("occlusion culling is not available here (no occlusion factory)")
             return False
         if self.occlusion is not None:
             self.occlusion.release()
@@ -389,21 +381,19 @@ class Viewer:
         self.pipeline.update(moved, o.centers)
         t2 = time.perf_counter()
 
-        # 3. cull, with the culling camera (frozen or the view camera); two-pass occlusion
-        #    draws last frame's visible set first and queries after the main pass
+        # 3. cull, with the culling camera (frozen or the view camera): two-pass occlusion's
+        #    early cull keeps last frame's visible set still in view; the other modes query
+        #    the index (previous-frame occlusion: against the last frame's pyramid)
         cull_view = self.frozen_cull if (tg.frozen and self.frozen_cull is not None) else view
-        first = None
-        if self.occlusion is not None and tg.frustum:
-            first = self.occlusion.first_pass_ids(cull_view, tg.view_distance, o)
-        if first is not None:
-            res, visible = None, first
-        else:
-            pyramid = self.occlusion.pyramid() if self.occlusion is not None else None
-            res = self.pipeline.cull(cull_view.planes, cull_view.eye, frustum=tg.frustum,
-                                     view_distance=tg.view_distance, occlusion=pyramid,
-                                     all_ids=o.ids, centers=o.centers,
-                                     view_distances=o.view_distances)
-            visible = None if res is None else res.visible
+        occ = self.occlusion
+        two_pass = occ is not None and occ.mode == "two-pass" and tg.frustum
+        pyramid = None if occ is None or two_pass else occ.last_frame_pyramid()
+        res = self.pipeline.cull(cull_view.planes, cull_view.eye, frustum=tg.frustum,
+                                 view_distance=tg.view_distance, occlusion=pyramid,
+                                 among=self.visible_last_frame if two_pass else None,
+                                 all_ids=o.ids, centers=o.centers, radii=o.radii,
+                                 view_distances=o.view_distances)
+        visible = None if res is None else res.visible
         t3 = time.perf_counter()
 
         # 4. upload: the visible instances, centres read from the scene's array
@@ -417,14 +407,25 @@ class Viewer:
         fbo.clear(*BACKGROUND, depth=1.0)
         self.objects.draw(view.viewproj, LIGHT_DIR)
 
-        # 6. occlusion: pyramid for the next frame (and a second draw for two-pass)
-        if self.occlusion is not None:
-            fctx = FrameContext(self.ctx, self.target, view, cull_view, res, visible, self)
-            extra = self.occlusion.after_main_pass(fctx)
-            res = fctx.result
-            if extra is not None and len(extra):
-                self._bind_main_pass()  # the provider's passes changed the GL state
-                st.drawn += self.objects.upload(np.asarray(extra, np.int64), view.eye)
+        # 6. occlusion: this frame's pyramid (previous: for the next frame); two-pass culls
+        #    against it now and draws what the early cull missed; then ground truth
+        if occ is not None:
+            pyramid = occ.build_pyramid(self.target.depth, self.target.size, view.viewproj)
+            extra = None
+            if two_pass:
+                t_late = time.perf_counter()
+                res = self.pipeline.cull(cull_view.planes, cull_view.eye, frustum=True,
+                                         view_distance=tg.view_distance, occlusion=pyramid)
+                extra = newly_visible(res.visible, visible)
+                occ.note_cull(res, (time.perf_counter() - t_late) * 1e3, int(extra.shape[0]))
+                self.visible_last_frame = res.visible.copy()  # the index may reuse buffers
+            else:
+                occ.note_cull(res)
+            if occ.ground_truth:
+                self._measure_ground_truth(view, visible, extra)
+            if extra is not None and extra.shape[0]:
+                self._bind_main_pass()  # the pyramid and id-buffer passes changed the GL state
+                st.drawn += self.objects.upload(extra, view.eye)
                 self.objects.draw(view.viewproj, LIGHT_DIR)
         self.ctx.finish()
         t5 = time.perf_counter()
@@ -464,6 +465,19 @@ class Viewer:
                 self._bind_target()
                 self.draw_hud(st, lines=False)  # the notices, on screen only
         return st
+
+    def _measure_ground_truth(self, view: CameraView, visible: np.ndarray | None,
+                              extra: np.ndarray | None) -> None:
+        """Hand the provider every object in the view frustum (an unoccluded query with the
+        view camera, exact) and what this frame draws; measurement, not part of the frame."""
+        started = time.perf_counter()
+        in_view = drawn = None
+        if visible is not None:
+            in_view = self.pipeline.cull(view.planes, view.eye, frustum=True,
+                                         view_distance=self.toggles.view_distance).visible
+            drawn = visible if extra is None else np.concatenate((visible, extra))
+        self.occlusion.measure_ground_truth(view, self.target.size, in_view, drawn,
+                                            self.scene.objects, self.frame_index, started)
 
     def _bind_target(self) -> None:
         """Draw into the scene target, whatever pass (pyramid, id buffer) ran before."""
@@ -588,4 +602,4 @@ class Viewer:
 
 
 __all__ = ["BOX_MODES", "EXTRA_COLUMNS", "HELP_LINES", "OCCLUSION_MODES", "OUTCOME_NAMES",
-           "FrameContext", "FrameStats", "OcclusionProvider", "Recorder", "Toggles", "Viewer"]
+           "FrameStats", "OcclusionProvider", "Recorder", "Toggles", "Viewer"]

@@ -9,12 +9,11 @@ from pathlib import Path
 import numpy as np
 
 from app.viewer.camera import CameraView
-from app.viewer.setup import StartupError, hud_px, load
+from app.viewer.setup import StartupError, hud_px, load, occlusion_factory
 
 
 def run_headless(args) -> int:
     from app.render.context import create_headless_context
-    from app.viewer.cli import occlusion_factory
     from app.viewer.frame import Viewer
 
     try:
@@ -32,7 +31,7 @@ def run_headless(args) -> int:
         print(f"demo: cannot create a headless OpenGL context through EGL: {exc}",
               file=sys.stderr)
         return 2
-    factory = occlusion_factory(args)
+    factory = occlusion_factory(bool(args.ground_truth))
     occ_mode = toggles.occlusion
     toggles.occlusion = "off"
     try:

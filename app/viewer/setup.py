@@ -1,10 +1,12 @@
-"""Shared start-up of the window and the headless runner: scene, index config, toggles."""
+"""Shared start-up of the window and the headless runner: scene, index config, toggles, and
+the occlusion provider factory."""
 
 from __future__ import annotations
 
 import sys
 
 from app.culling.pipeline import IndexConfig
+from app.render.occlusion import create_provider
 from app.viewer.frame import Toggles
 
 
@@ -44,3 +46,9 @@ def load(args):
 
 def hud_px(height: int) -> int:
     return max(10, min(16, height // 48))
+
+
+def occlusion_factory(ground_truth: bool = False):
+    """``Viewer(occlusion_factory=...)``: (viewer, mode) -> the occlusion provider of that mode
+    (None for "off" without ``ground_truth``)."""
+    return lambda viewer, mode: create_provider(viewer, mode, ground_truth)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from app.viewer.camera import FlyCamera
-from app.viewer.setup import StartupError, hud_px, load
+from app.viewer.setup import StartupError, hud_px, load, occlusion_factory
 
 MOUSE_SENS = 0.0035  # radians per pixel
 
@@ -193,7 +193,6 @@ def run_window(args) -> int:
     import moderngl
 
     from app.culling.pipeline import warm_up
-    from app.viewer.cli import occlusion_factory
 
     if not args.no_warmup:
         t0 = time.perf_counter()
@@ -207,7 +206,8 @@ def run_window(args) -> int:
     occ_mode = toggles.occlusion
     toggles.occlusion = "off"
     try:
-        viewer = Viewer(ctx, scene, config, fb, toggles, occlusion_factory=occlusion_factory(args),
+        viewer = Viewer(ctx, scene, config, fb, toggles,
+                        occlusion_factory=occlusion_factory(bool(args.ground_truth)),
                         hud_px=hud_px(fb[1]))
     except Exception as exc:  # noqa: BLE001
         window.close()

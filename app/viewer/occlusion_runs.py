@@ -4,8 +4,8 @@
 ``python -m app demo --headless``) along a scene's camera path with any index and occlusion
 mode and returns one dict per frame; :func:`summary` averages them. From the shell::
 
-    python -m app.render.occlusion_pass --scene fig26 --mode two-pass --frames 120
-    python -m app.render.occlusion_pass summarize LOG.csv ...   # means of viewer logs
+    python -m app.viewer.occlusion_runs --scene fig26 --mode two-pass --frames 120
+    python -m app.viewer.occlusion_runs summarize LOG.csv ...   # means of viewer logs
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import moderngl
 import numpy as np
 
 from app.culling.pipeline import IndexConfig
-from app.render.occlusion import create_provider
 from app.viewer.camera import CameraView
+from app.viewer.frame import Toggles, Viewer
+from app.viewer.setup import occlusion_factory
 
 
 def run(ctx: moderngl.Context, scene, *, index: str = "brute", mode: str = "two-pass",
@@ -27,11 +28,9 @@ def run(ctx: moderngl.Context, scene, *, index: str = "brute", mode: str = "two-
     """Run ``frames`` frames of ``scene`` along its camera path; one frame-log dict per frame
     (``frame_ms`` without the ground-truth pass, which is measurement, not part of the frame).
     """
-    from app.viewer.frame import Toggles, Viewer
-
     toggles = Toggles(hud=False, view_distance=bool(scene.use_view_distance))
     viewer = Viewer(ctx, scene, IndexConfig(index, leafy, split_threshold), size, toggles,
-                    occlusion_factory=lambda v, m: create_provider(v, m, ground_truth))
+                    occlusion_factory=occlusion_factory(ground_truth))
     viewer.set_occlusion(mode)
     cam = scene.camera
     rows = []

@@ -1,0 +1,115 @@
+"""The package's layers import downwards only, and no modules import each other in a cycle.
+
+Every import is counted, also those inside functions (a lazy import is still a dependency).
+docs/architecture.md explains the layers; this test keeps them true.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+APP = Path(__file__).resolve().parent.parent / "app"
+
+#: Layer of each top-level part of ``app``: a module may import its own layer's parts (no
+#: cycles) and lower layers, never a higher one.
+LAYERS: dict[str, int] = {
+    "geom": 0,
+    "parallelism": 0,
+    "spatial": 1,
+    "culling": 2,
+    "framelog": 2,
+    "scene": 2,
+    "plot": 3,
+    "render": 3,
+    "viewer": 4,
+    "bench": 5,
+    "cli": 6,
+    "__main__": 7,
+    "__init__": 0,
+}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(APP.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    pkg = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        pkg = pkg[:-1]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("app"))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ".".join(pkg[: len(pkg) - node.level + 1])
+                mod = f"{base}.{node.module}" if node.module else base
+            else:
+                mod = node.module or ""
+            if mod == "app" or mod.startswith("app."):
+                out.add(mod)
+                out.update(f"{mod}.{a.name}" for a in node.names)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {_module_name(p): p for p in APP.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        deps = {d for d in _imports(path) if d in files and d != name}
+        graph[name] = deps
+    return graph
+
+
+def _part(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_every_part_has_a_layer():
+    parts = {_part(m) for m in _graph()}
+    assert parts <= set(LAYERS), f"give these a layer in LAYERS: {sorted(parts - set(LAYERS))}"
+
+
+def test_no_upward_imports():
+    upward = []
+    for mod, deps in _graph().items():
+        for d in deps:
+            if d == "app":  # the package's own __init__ (environment set-up) is below all
+                continue
+            if LAYERS[_part(d)] > LAYERS[_part(mod)]:
+                upward.append(f"{mod} -> {d}")
+    assert not upward, "imports that go up a layer:\n" + "\n".join(sorted(upward))
+
+
+def test_no_import_cycles():
+    graph = _graph()
+    # A package's __init__ re-exporting its modules is not a cycle of meaning: skip edges
+    # from a package to its own submodules.
+    edges = {m: {d for d in deps if not d.startswith(m + ".")} for m, deps in graph.items()}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(edges.get(m, ())):
+            if state.get(d) == 1:
+                cycles.append(stack[stack.index(d):] + [d])
+            elif d not in state:
+                visit(d)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
