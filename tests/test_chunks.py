@@ -91,3 +91,29 @@ def test_removals_leave_holes_then_resort():
     oracle.remove(more)
     assert idx.stats()["holes"] == 0 and idx.stats()["resorts"] == 1
     _check(idx, oracle, np.full(3, 25.0), np.array([30.0, 26, 24]))
+
+
+def test_per_frame_path_rejects_bad_input_and_changes_nothing():
+    """The fast path for awake movers checks the whole batch before writing anything."""
+    import pytest
+
+    rng = np.random.default_rng(9)
+    n = 2000
+    idx = create_index("chunks")
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(0, 40, (n, 3))
+    idx.insert(ids, c, np.full(n, 0.5))
+    movers = np.arange(0, n, 7, dtype=np.int64)
+    idx.update(movers, c[movers] + 0.1)  # wakes them
+    idx.update(movers, c[movers] + 0.2)  # the per-frame path
+    before = idx.get(ids)[0]
+    bad = c[movers] + 0.3
+    bad[5, 1] = np.nan
+    with pytest.raises(ValueError, match=str(int(movers[5]))):
+        idx.update(movers, bad)
+    unknown = movers.copy()
+    unknown[-1] = 10 * n
+    with pytest.raises(ValueError, match=str(10 * n)):
+        idx.update(unknown, c[movers])
+    assert np.array_equal(idx.get(ids)[0], before)
+    idx.validate()

@@ -46,6 +46,28 @@ def hash_lookup(keys: np.ndarray, vals: np.ndarray, k: np.int64) -> np.int64:
     return r
 
 
+@njit(cache=True, inline="always")
+def assign(keys: np.ndarray, vals: np.ndarray, dense: np.ndarray, k: np.int64,
+           v: np.int64) -> None:
+    """Give a present id a new value (compiled callers that move what ids point at)."""
+    if 0 <= k < dense.shape[0]:
+        dense[k] = v
+        return
+    mask = keys.shape[0] - 1
+    h = _hash(k, mask)
+    while True:
+        if vals[h] >= 0 and keys[h] == k:
+            vals[h] = v
+            return
+        h = (h + 1) & mask
+
+
+@njit(cache=True)
+def _assign_all(keys, vals, dense, ids, values) -> None:
+    for i in range(ids.shape[0]):
+        assign(keys, vals, dense, ids[i], values[i])
+
+
 @njit(cache=True)
 def _lookup(keys, vals, dense, query, out) -> None:
     nd = dense.shape[0]
@@ -131,6 +153,11 @@ class IdMap:
             self._rehash(self._count + ids.shape[0])
         self._used += _insert(self._keys, self._vals, self._dense, ids, slots)
         self._count += ids.shape[0]
+
+    def assign(self, ids: np.ndarray, values: np.ndarray) -> None:
+        """New values for ids known to be present."""
+        _assign_all(self._keys, self._vals, self._dense, np.ascontiguousarray(ids, np.int64),
+                    np.ascontiguousarray(values, np.int64))
 
     def delete(self, ids: np.ndarray) -> None:
         """Remove ids known to be present."""

@@ -28,9 +28,10 @@ import numpy as np
 
 from app.geom.zpyramid import ZPyramid, occluder
 from app.parallelism import threads_for
-from app.spatial.base import _EMPTY_F, QueryResult, SpatialIndex, _write_in
+from app.spatial.base import _EMPTY_F, QueryResult, SpatialIndex
 from app.spatial.chunks import check, layout, queries, update
 from app.spatial.chunks.layout import CHUNK, NO_POS
+from app.spatial.idmap import IdMap
 from app.spatial.pool import grown
 from app.spatial.scan import kill32, six_planes, spheres32, store32, tolerances
 
@@ -54,6 +55,7 @@ class ChunkedIndex(SpatialIndex):
             raise ValueError("chunks has no heuristic: leafy and split_threshold do not apply")
         super().__init__(capacity)
         self._slot_pos = np.full(self.capacity, NO_POS, dtype=np.int64)
+        self._id_pos = IdMap(self.capacity)  # id -> position: the per-frame path's one look-up
         self._npos = 0
         self._awake0 = 0
         self._holes = 0
@@ -107,8 +109,12 @@ class ChunkedIndex(SpatialIndex):
         first = self._npos
         pos = np.arange(first, first + m, dtype=np.int64)
         self._pos_slot[pos] = order
-        self._pos_id[pos] = self._ids[order]
+        ids = self._ids[order]
+        self._pos_id[pos] = ids
         self._slot_pos[order] = pos
+        placed = self._id_pos.lookup(ids) >= 0  # re-placed (a re-sort) or new (an insert)
+        self._id_pos.assign(ids[placed], pos[placed])
+        self._id_pos.insert(ids[~placed], pos[~placed])
         with threads_for(m):
             big, rad = store32(self._s32, pos, self._centers, self._radii, self._vdist, order)
         self._note_bounds(big, rad)
@@ -178,20 +184,45 @@ class ChunkedIndex(SpatialIndex):
             self._append(awake)
         self._refit(first, max(end, self._npos))
 
+    def update(self, ids: np.ndarray, centers: np.ndarray, radii: np.ndarray | None = None,
+               view_distances: np.ndarray | None = None) -> None:
+        """Move objects. The per-frame case (awake objects, sorted ids, centres only) takes a
+        path with one table look-up per id; anything else goes the general way."""
+        if (radii is None and view_distances is None and isinstance(ids, np.ndarray)
+                and ids.dtype == np.int64 and ids.ndim == 1 and ids.flags.c_contiguous
+                and isinstance(centers, np.ndarray) and centers.dtype == np.float64
+                and centers.shape == (ids.shape[0], 3) and centers.flags.c_contiguous
+                and ids.shape[0]):
+            pos = np.empty(ids.shape[0], dtype=np.int64)
+            if update.check_awake_moves(ids, centers, self._id_arrays(), self._awake0, pos):
+                big = update.apply_awake_moves(pos, centers, self._pos_slot, self._centers,
+                                               self._s32)
+                self._note_bounds(big, 0.0)
+                self._after_moves()
+                return
+        super().update(ids, centers, radii, view_distances)
+
+    def _id_arrays(self) -> layout.IdArrays:
+        return layout.IdArrays(*self._id_pos.arrays())
+
     def _apply_update(self, slots, centers, radii, vd) -> None:
-        """The store takes the batch, then the float32 records: from the batch's own rows, so a
-        move reads nothing of the store back (a cache miss fewer per object)."""
-        _write_in(slots, centers, _EMPTY_F if radii is None else radii,
-                  _EMPTY_F if vd is None else vd, self._centers, self._radii, self._vdist)
+        """The store and the float32 records take the batch in one pass, from the batch's own
+        rows, so a move reads nothing of the store back (a cache miss fewer per object)."""
         r = _EMPTY_F if radii is None else radii
         v = _EMPTY_F if vd is None else vd
+        store = (self._centers, self._radii, self._vdist)
         asleep, big, rad = update.write_moved(self._s32, self._slot_pos, slots, centers, r, v,
-                                              self._awake0)
+                                              self._awake0, *store)
         if asleep:  # still objects moved: wake them, then write again (writes are idempotent)
             if self._wake(slots):
                 return  # the whole layout was re-sorted from the store
-            _, big, rad = update.write_moved(self._s32, self._slot_pos, slots, centers, r, v, 0)
+            _, big, rad = update.write_moved(self._s32, self._slot_pos, slots, centers, r, v, 0,
+                                             *store)
         self._note_bounds(big, rad)
+        self._after_moves()
+
+    def _after_moves(self) -> None:
+        """Tight boxes for the awake chunks; re-sort them once they have spread."""
         self._refit(self._awake0)
         if layout.mean_extent(self._tree, *self._awake_chunks()) > (
                 RESORT_GROWTH * self._awake_extent):
@@ -209,7 +240,7 @@ class ChunkedIndex(SpatialIndex):
         woken = woken[layout.curve_order(self._centers[woken])]
         self._reserve(woken.shape[0])
         self._npos = update.wake(self._tree, self._s32, self._slot_pos, self._pos_slot,
-                                 self._pos_id, woken, self._npos)
+                                 self._pos_id, self._id_arrays(), woken, self._npos)
         self._holes += woken.shape[0]
         if self._holes > MAX_HOLES * self._npos:
             self._resort()
@@ -221,6 +252,7 @@ class ChunkedIndex(SpatialIndex):
 
     def _on_remove(self, slots: np.ndarray) -> None:
         pos = self._slot_pos[slots]
+        self._id_pos.delete(self._ids[slots])
         self._pos_slot[pos] = NO_POS
         self._slot_pos[slots] = NO_POS
         kill32(self._s32, pos)
@@ -302,6 +334,10 @@ class ChunkedIndex(SpatialIndex):
             check.check_nodes(t),
         ):
             self._raise_check(code, check.MESSAGES, where)
+        alive = np.flatnonzero(self._alive)
+        if not np.array_equal(self._id_pos.lookup(self._ids[alive]), self._slot_pos[alive]) or (
+                len(self._id_pos) != self._count):
+            raise AssertionError(f"{self.describe()}: the id -> position map is stale")
         holes = int((self._pos_slot[: self._npos] < 0).sum())
         if holes != self._holes:
             raise AssertionError(f"{self.describe()}: {holes} holes, {self._holes} counted")

@@ -33,6 +33,14 @@ FANOUT = 16  # children of a tree node: a node test saves 16 below it
 NO_POS = -1  # position or slot of nothing
 
 
+class IdArrays(NamedTuple):
+    """An ``IdMap``'s tables as compiled code takes them (see ``app.spatial.idmap``)."""
+
+    keys: np.ndarray
+    vals: np.ndarray
+    dense: np.ndarray
+
+
 class Tree(NamedTuple):
     """The boxes over the chunks, every level back to back (level 0 = the chunks).
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from app.spatial.chunks.layout import CHUNK, FANOUT, NO_POS, Tree
+from app.spatial.chunks.layout import CHUNK, FANOUT, NO_POS, IdArrays, Tree
+from app.spatial.idmap import assign, hash_lookup
 from app.spatial.scan import Spheres32, to32
 
 
 @njit(cache=True)
-def wake(tree: Tree, s32: Spheres32, slot_pos, pos_slot, pos_id, woken, npos: int) -> int:
+def wake(tree: Tree, s32: Spheres32, slot_pos, pos_slot, pos_id, id_pos: IdArrays, woken,
+         npos: int) -> int:
     """Move the sleeping ``woken`` slots (in curve order) to positions ``npos ..``; new npos.
 
     Their old positions become holes, and the chunks there (and above) count one fewer.
@@ -42,18 +44,22 @@ def wake(tree: Tree, s32: Spheres32, slot_pos, pos_slot, pos_id, woken, npos: in
         slot_pos[s] = npos
         pos_slot[npos] = s
         pos_id[npos] = pos_id[p]
+        assign(id_pos.keys, id_pos.vals, id_pos.dense, pos_id[p], npos)
         npos += 1
     return npos
 
 
 @njit(cache=True)
-def write_moved(s32: Spheres32, slot_pos, slots, centers, radii, vdist, awake0: int):
-    """Copy a batch's new values into the awake moved slots' float32 records (in place).
+def write_moved(s32: Spheres32, slot_pos, slots, centers, radii, vdist, awake0: int,
+                store_c, store_r, store_v):
+    """Write a checked batch into the store (``store_*``, by slot) and into the awake moved
+    slots' float32 records (in place), in one pass: each move costs two cache misses (its
+    store row and its position), the float32 record is in the cached awake region.
 
-    ``centers`` (and ``radii`` / ``vdist`` unless empty) are the batch's rows, read in order;
-    only the moved records are touched. Slots still before ``awake0`` are counted, not
-    written. Returns (still ones, largest coordinate magnitude, largest radius written): the
-    bounds of the float32 tolerances and the box padding.
+    ``centers`` (and ``radii`` / ``vdist`` unless empty) are the batch's rows, read in order.
+    Slots still before ``awake0`` are counted, not written in float32. Returns (still ones,
+    largest coordinate magnitude, largest radius written): the bounds of the float32
+    tolerances and the box padding. Writing twice is harmless.
     """
     has_r = radii.shape[0] == slots.shape[0]
     has_v = vdist.shape[0] == slots.shape[0]
@@ -61,7 +67,14 @@ def write_moved(s32: Spheres32, slot_pos, slots, centers, radii, vdist, awake0: 
     big = 0.0
     rad = 0.0
     for i in range(slots.shape[0]):
-        p = slot_pos[slots[i]]
+        s = slots[i]
+        for a in range(3):
+            store_c[s, a] = centers[i, a]
+        if has_r:
+            store_r[s] = radii[i]
+        if has_v:
+            store_v[s] = vdist[i]
+        p = slot_pos[s]
         if p < awake0:
             asleep += 1
             continue
@@ -78,3 +91,45 @@ def write_moved(s32: Spheres32, slot_pos, slots, centers, radii, vdist, awake0: 
         if has_v:
             s32.vd[p] = to32(vdist[i])
     return asleep, big, rad
+
+
+@njit(cache=True)
+def check_awake_moves(ids, centers, id_pos: IdArrays, awake0: int, pos) -> bool:
+    """The per-frame fast path's check: True when every id is known and already awake, every
+    centre finite and the ids strictly increasing (so distinct); their positions in ``pos``.
+
+    Changes nothing; False sends the batch down the general path, which names what is wrong.
+    One table look-up per id (id -> position) instead of two (id -> slot -> position).
+    """
+    dense = id_pos.dense
+    nd = dense.shape[0]
+    for i in range(ids.shape[0]):
+        k = ids[i]
+        p = dense[k] if k >= 0 and k < nd else hash_lookup(id_pos.keys, id_pos.vals, k)
+        pos[i] = p
+        ok = (p >= awake0) & np.isfinite(centers[i, 0]) & np.isfinite(centers[i, 1]) & (
+            np.isfinite(centers[i, 2]))
+        if not ok or (i > 0 and k <= ids[i - 1]):
+            return False
+    return True
+
+
+@njit(cache=True)
+def apply_awake_moves(pos, centers, pos_slot, store_c, s32: Spheres32) -> float:
+    """Write checked moves of awake objects: the store row (by slot) and the float32 record
+    (by position, in the cached awake region). Returns the largest coordinate magnitude."""
+    big = 0.0
+    for i in range(pos.shape[0]):
+        p = pos[i]
+        s = pos_slot[p]
+        cx = centers[i, 0]
+        cy = centers[i, 1]
+        cz = centers[i, 2]
+        store_c[s, 0] = cx
+        store_c[s, 1] = cy
+        store_c[s, 2] = cz
+        s32.x[p] = to32(cx)
+        s32.y[p] = to32(cy)
+        s32.z[p] = to32(cz)
+        big = max(big, abs(cx), abs(cy), abs(cz))
+    return big
