@@ -1,0 +1,298 @@
+"""The fixed octree's queries: frustum (with view distance and occlusion), box, sphere, ray.
+
+Frustum query
+    Nodes are tested through their subtree bounds with the shared node decision
+    (:func:`~app.geom.decide.node_verdict6`: view distance against the subtree's max view
+    distance, the planes, the Z-pyramid); a node inside the planes (and, with view distance,
+    whose farthest point is within the subtree's min view distance, and with no occlusion) is
+    accepted wholesale: a clean subtree as one copy of its entry run, without visiting its
+    nodes (``node_outcomes`` marks them inside on demand, for the overlay, through
+    :func:`fill_inside`), others by walking them. Otherwise its own objects are tested with
+    the shared per-object decision (:func:`~app.geom.decide.accept_sphere`).
+    ``working_set`` counts tested plus wholesale-accepted objects; ``nodes_visited`` counts
+    tested nodes plus the nodes walked to collect accepted subtrees (a bulk-copied subtree
+    counts as one). Children are pushed so that they pop in octant order, which is the
+    renumbered memory order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from app.geom.decide import ACCEPTED, VIEWDIST_SLACK, accept_sphere, node_verdict6
+from app.geom.predicates import (
+    NODE_INSIDE,
+    NODE_PARTIAL,
+    NODE_REJECT_OCCLUSION,
+    NODE_REJECT_VIEWDIST,
+    box_point_dist6,
+    box_point_far6,
+    ray_box_hits,
+    ray_sphere_entry,
+    sphere_overlaps_box,
+    spheres_touch,
+    within_view_distance,
+)
+from app.geom.zpyramid import box_hidden6, sphere_hidden
+
+# Relative slack of the "every sphere below is within its view distance" test: rounding can
+# only make the wholesale acceptance rarer, never accept an object that fails the test.
+_SLACK = 1e-12
+
+
+@njit(cache=True, inline="always")
+def _push_children(nd, n, stack, sp):
+    """Push n's non-empty children so that they pop in octant order (memory order after a
+    renumbering); returns the new stack size."""
+    for c in range(7, -1, -1):
+        ch = nd.child[n, c]
+        if ch >= 0 and nd.subcount[ch] > 0:
+            stack[sp] = ch
+            sp += 1
+    return sp
+
+
+@njit(cache=True)
+def collect(top, nd, en, out, k, outcome, stack):
+    """Append every object of the subtree of ``top`` to ``out``; returns (k, nodes walked).
+
+    A clean subtree (entries laid out by renumber, nothing relinked in it since) is one
+    contiguous run of entries: copied without walking its nodes. Its nodes below are marked
+    inside for the overlay only on demand (:func:`fill_inside`).
+    """
+    sp = 1
+    stack[0] = top
+    walked = 0
+    while sp > 0:
+        sp -= 1
+        n = stack[sp]
+        walked += 1
+        outcome[n] = NODE_INSIDE
+        if nd.clean[n] != 0:
+            e0 = nd.estart[n]
+            for j in range(nd.subcount[n]):
+                out[k + j] = en.slot[e0 + j]
+            k += nd.subcount[n]
+            continue
+        s = nd.head[n]
+        while s >= 0:
+            out[k] = en.slot[s]
+            k += 1
+            s = en.next[s]
+        sp = _push_children(nd, n, stack, sp)
+    return k, walked
+
+
+@njit(cache=True)
+def fill_inside(root, nd, stack):
+    """Mark inside the non-empty nodes below inside nodes that a bulk copy did not visit."""
+    if root < 0:
+        return
+    sp = 1
+    stack[0] = root
+    while sp > 0:
+        sp -= 1
+        n = stack[sp]
+        inside = nd.outcome[n] == NODE_INSIDE
+        for c in range(7, -1, -1):
+            ch = nd.child[n, c]
+            if ch >= 0 and nd.subcount[ch] > 0:
+                if inside and nd.outcome[ch] == 0:
+                    nd.outcome[ch] = NODE_INSIDE
+                stack[sp] = ch
+                sp += 1
+
+
+@njit(cache=True, inline="always")
+def _verdict_below_inside(eye, use_vd, occ, lx, ly, lz, hx, hy, hz, max_vd):
+    """``node_verdict6`` for a node whose parent was inside the planes: the planes cannot
+    reject it, so they are not tested again (node_verdict6 would, for every such node)."""
+    if use_vd and box_point_dist6(lx, ly, lz, hx, hy, hz, eye[0], eye[1], eye[2]) > (
+            max_vd * (1.0 + VIEWDIST_SLACK)):
+        return NODE_REJECT_VIEWDIST
+    if occ.widths.shape[0] > 0 and box_hidden6(occ, lx, ly, lz, hx, hy, hz):
+        return NODE_REJECT_OCCLUSION
+    return NODE_INSIDE
+
+
+@njit(cache=True, inline="always")
+def _accept_inside(eye, use_vd, occ, cx, cy, cz, r, vd):
+    """``accept_sphere`` for an object of a node inside the planes: the plane test is
+    skipped (it cannot fail there, and accept_sphere would pay it for every object)."""
+    if use_vd and not within_view_distance(eye[0], eye[1], eye[2], cx, cy, cz, vd):
+        return NODE_REJECT_VIEWDIST
+    if occ.widths.shape[0] > 0 and sphere_hidden(occ, cx, cy, cz, r):
+        return NODE_REJECT_OCCLUSION
+    return ACCEPTED
+
+
+@njit(cache=True)
+def frustum(root, nd, en, planes, eye, use_vd, occ, out, stack, inside_stack, stack2):
+    """Cull the tree: reject nodes, accept inside subtrees wholesale, test the rest.
+
+    Returns (visible count, working set, nodes visited, occluded nodes, occluded objects).
+    """
+    occl = occ.widths.shape[0] > 0
+    k = 0
+    ws = 0
+    visited = 0
+    occ_nodes = 0
+    occ_objs = 0
+    if root < 0 or nd.subcount[root] == 0:
+        return k, ws, visited, occ_nodes, occ_objs
+    sp = 1
+    stack[0] = root
+    inside_stack[0] = 0
+    while sp > 0:
+        sp -= 1
+        n = stack[sp]
+        visited += 1
+        lx = nd.tlo[n, 0]
+        ly = nd.tlo[n, 1]
+        lz = nd.tlo[n, 2]
+        hx = nd.thi[n, 0]
+        hy = nd.thi[n, 1]
+        hz = nd.thi[n, 2]
+        if inside_stack[sp] != 0:
+            v = _verdict_below_inside(eye, use_vd, occ, lx, ly, lz, hx, hy, hz, nd.vmax[n])
+        else:
+            v = node_verdict6(planes, eye, use_vd, occ, lx, ly, lz, hx, hy, hz, nd.vmax[n])
+        if v != NODE_INSIDE and v != NODE_PARTIAL:
+            nd.outcome[n] = v
+            if v == NODE_REJECT_OCCLUSION:
+                occ_nodes += 1
+            continue
+        inside = v == NODE_INSIDE
+        if inside and not occl and (not use_vd or box_point_far6(
+                lx, ly, lz, hx, hy, hz, eye[0], eye[1], eye[2]) * (1.0 + _SLACK) <= nd.vmin[n]):
+            # every sphere below is inside the planes and within its view distance
+            k0 = k
+            k, walked = collect(n, nd, en, out, k, nd.outcome, stack2)
+            ws += k - k0
+            visited += walked - 1
+            continue
+        nd.outcome[n] = v
+        s = nd.head[n]
+        while s >= 0:
+            ws += 1
+            cx = en.center[s, 0]
+            cy = en.center[s, 1]
+            cz = en.center[s, 2]
+            if inside:
+                a = _accept_inside(eye, use_vd, occ, cx, cy, cz, en.radius[s], en.vdist[s])
+            else:
+                a = accept_sphere(planes, eye, use_vd, occ, cx, cy, cz, en.radius[s],
+                                  en.vdist[s])
+            if a == ACCEPTED:
+                out[k] = en.slot[s]
+                k += 1
+            elif a == NODE_REJECT_OCCLUSION:
+                occ_objs += 1
+            s = en.next[s]
+        for c in range(7, -1, -1):  # popped in octant order: memory order
+            ch = nd.child[n, c]
+            if ch >= 0 and nd.subcount[ch] > 0:
+                stack[sp] = ch
+                inside_stack[sp] = 1 if inside else 0
+                sp += 1
+    return k, ws, visited, occ_nodes, occ_objs
+
+
+@njit(cache=True, inline="always")
+def _box_touches(nd, n, qlo, qhi):
+    return not (nd.tlo[n, 0] > qhi[0] or nd.thi[n, 0] < qlo[0]
+                or nd.tlo[n, 1] > qhi[1] or nd.thi[n, 1] < qlo[1]
+                or nd.tlo[n, 2] > qhi[2] or nd.thi[n, 2] < qlo[2])
+
+
+@njit(cache=True)
+def box(root, nd, en, qlo, qhi, out, stack, stack2, scratch):
+    """Slots of the spheres overlapping the box [qlo, qhi]; returns their count in ``out``.
+
+    ``scratch`` (per node) takes the marks of wholly contained subtrees, so that the last
+    frustum query's outcomes stay as they were.
+    """
+    k = 0
+    if root < 0 or nd.subcount[root] == 0:
+        return k
+    sp = 1
+    stack[0] = root
+    while sp > 0:
+        sp -= 1
+        n = stack[sp]
+        if not _box_touches(nd, n, qlo, qhi):
+            continue
+        inside = True
+        for a in range(3):
+            if nd.tlo[n, a] < qlo[a] or nd.thi[n, a] > qhi[a]:
+                inside = False
+        if inside:
+            # the whole subtree's bounding box lies in the query box: all spheres overlap it
+            k, _w = collect(n, nd, en, out, k, scratch, stack2)
+            continue
+        s = nd.head[n]
+        while s >= 0:
+            if sphere_overlaps_box(en.center[s, 0], en.center[s, 1], en.center[s, 2],
+                                   en.radius[s], qlo, qhi):
+                out[k] = en.slot[s]
+                k += 1
+            s = en.next[s]
+        sp = _push_children(nd, n, stack, sp)
+    return k
+
+
+@njit(cache=True)
+def sphere(root, nd, en, q, qr, out, stack):
+    """Slots of the spheres touching the sphere (q, qr); returns their count in ``out``."""
+    k = 0
+    if root < 0 or nd.subcount[root] == 0:
+        return k
+    reach = qr * (1.0 + 1e-9) + 1e-9 * (1.0 + abs(q[0]) + abs(q[1]) + abs(q[2]))
+    sp = 1
+    stack[0] = root
+    while sp > 0:
+        sp -= 1
+        n = stack[sp]
+        if box_point_dist6(nd.tlo[n, 0], nd.tlo[n, 1], nd.tlo[n, 2], nd.thi[n, 0],
+                           nd.thi[n, 1], nd.thi[n, 2], q[0], q[1], q[2]) > reach:
+            continue
+        s = nd.head[n]
+        while s >= 0:
+            if spheres_touch(en.center[s, 0], en.center[s, 1], en.center[s, 2], en.radius[s],
+                             q[0], q[1], q[2], qr):
+                out[k] = en.slot[s]
+                k += 1
+            s = en.next[s]
+        sp = _push_children(nd, n, stack, sp)
+    return k
+
+
+@njit(cache=True)
+def ray(root, nd, en, o, d, out, ts, stack):
+    """Slots and entry distances of the spheres the ray hits; returns their count."""
+    k = 0
+    if root < 0 or nd.subcount[root] == 0:
+        return k
+    idx = 1.0 / d[0] if d[0] != 0.0 else np.inf
+    idy = 1.0 / d[1] if d[1] != 0.0 else np.inf
+    idz = 1.0 / d[2] if d[2] != 0.0 else np.inf
+    sp = 1
+    stack[0] = root
+    while sp > 0:
+        sp -= 1
+        n = stack[sp]
+        if not ray_box_hits(o[0], o[1], o[2], idx, idy, idz, nd.tlo[n], nd.thi[n]):
+            continue
+        s = nd.head[n]
+        while s >= 0:
+            t = ray_sphere_entry(o[0], o[1], o[2], d[0], d[1], d[2],
+                                 en.center[s, 0], en.center[s, 1], en.center[s, 2],
+                                 en.radius[s])
+            if t >= 0.0:
+                out[k] = en.slot[s]
+                ts[k] = t
+                k += 1
+            s = en.next[s]
+        sp = _push_children(nd, n, stack, sp)
+    return k
