@@ -9,8 +9,8 @@ import pytest
 from app.culling.frustum import camera_planes
 from app.geom.predicates import NODE_INSIDE, NODE_PARTIAL
 from app.spatial import create_index
-from app.spatial import viewdist_tree as vt
 from app.spatial.viewdist_tree import ViewDistanceTree
+from app.spatial.viewdist_tree.store import IN_INF
 from tests.oracle import Oracle
 
 ALL_PLANES = np.zeros((0, 4))  # no plane: the frustum query becomes the pure point query
@@ -21,7 +21,18 @@ def slots_of(idx: ViewDistanceTree, ids) -> np.ndarray:
 
 
 def node_of(idx: ViewDistanceTree, i: int) -> int:
-    return int(idx._obj[slots_of(idx, [i])[0], vt.ONODE])
+    return int(idx._objs.node[slots_of(idx, [i])[0]])
+
+
+def scalar(idx: ViewDistanceTree, name: str) -> int:
+    return int(idx._tree[name][0])
+
+
+def node_ints(idx: ViewDistanceTree) -> np.ndarray:
+    """Every integer field of every node, a row per node (and whether it is live)."""
+    nd = idx._nodes
+    return np.column_stack([nd.size > 0, nd.level, nd.parent, nd.child, nd.nchild, nd.head,
+                            nd.count, nd.pstart, nd.plen])
 
 
 def scattered(n: int, seed: int = 0, spread: float = 200.0, vd_max: float = 60.0):
@@ -48,10 +59,10 @@ def test_band_placement():
     idx.insert(ids, c, r, vd)
     idx.validate()
     slots = slots_of(idx, ids)
-    nodes = idx._obj[slots, vt.ONODE]
-    size = idx._nf[nodes, vt.SIZE]
-    lo = idx._nf[nodes][:, vt.LO:vt.LO + 3]
-    finest = idx._ni[nodes, vt.LEVEL] == idx._meta[vt.EMIN]
+    nodes = idx._objs.node[slots]
+    size = idx._nodes.size[nodes]
+    lo = idx._nodes.lo[nodes]
+    finest = idx._nodes.level[nodes] == scalar(idx, "emin")
     assert np.all(vd <= size / 2)
     assert np.all((vd >= size / 4) | finest)
     assert np.all(finest[vd < 0.25 / 4])  # too small for any band: the finest level
@@ -59,7 +70,7 @@ def test_band_placement():
     # The band is tight: a sphere with vd exactly S/2 or S/4 sits in a node of that S.
     idx2 = ViewDistanceTree()
     idx2.insert(np.array([1, 2]), np.zeros((2, 3)), np.ones(2), np.array([8.0, 4.0]))
-    assert {idx2._nf[node_of(idx2, 1), vt.SIZE], idx2._nf[node_of(idx2, 2), vt.SIZE]} <= {16.0}
+    assert {idx2._nodes.size[node_of(idx2, 1)], idx2._nodes.size[node_of(idx2, 2)]} <= {16.0}
 
 
 def test_point_query_visits_at_most_eight_nodes_per_level():
@@ -85,15 +96,16 @@ def test_removal_touches_only_the_objects_list():
     ids, c, r, vd = scattered(2000, seed=3)
     idx.insert(ids, c, r, vd)
     # pick an object sharing its node with others: its removal must not change any other node
-    nodes = idx._obj[slots_of(idx, ids), vt.ONODE]
+    nodes = idx._objs.node[slots_of(idx, ids)]
     shared = ids[np.flatnonzero(np.bincount(nodes)[nodes] >= 3)][0]
     node = node_of(idx, int(shared))
-    before = idx._ni.copy()
+    count = int(idx._nodes.count[node])
+    before = node_ints(idx)
     idx.remove(np.array([shared]))
     idx.validate()
-    changed = np.flatnonzero((idx._ni != before).any(axis=1))
+    changed = np.flatnonzero((node_ints(idx) != before).any(axis=1))
     assert changed.tolist() == [node]
-    assert idx._ni[node, vt.COUNT] == before[node, vt.COUNT] - 1
+    assert idx._nodes.count[node] == count - 1
 
 
 def test_empty_nodes_are_cleaned_up():
@@ -110,7 +122,7 @@ def test_empty_nodes_are_cleaned_up():
     assert idx.stats()["nodes"] == n_before
     idx.remove(ids)
     idx.validate()
-    assert idx.stats()["nodes"] == 0 and idx._meta[vt.ROOT] == -1 and len(idx) == 0
+    assert idx.stats()["nodes"] == 0 and scalar(idx, "root") == -1 and len(idx) == 0
 
 
 def test_root_grows_toward_far_objects_and_shrinks_back():
@@ -132,17 +144,17 @@ def test_small_moves_stay_in_place_and_big_moves_relocate():
     ids, c, r, vd = scattered(2000, seed=6)
     idx.insert(ids, c, r, vd)
     slots = slots_of(idx, ids)
-    nodes = idx._obj[slots, vt.ONODE]
-    lo = idx._nf[nodes][:, vt.LO:vt.LO + 3]
-    size = idx._nf[nodes, vt.SIZE][:, None]
+    nodes = idx._objs.node[slots]
+    lo = idx._nodes.lo[nodes]
+    size = idx._nodes.size[nodes][:, None]
     # moves that keep the centre in the node's cube: nothing but the bounds changes
     c2 = np.clip(c + np.random.default_rng(7).normal(scale=0.2, size=c.shape), lo, lo + size)
     n_nodes = idx.stats()["nodes"]
-    heads = idx._ni[:, vt.HEAD].copy()
+    heads = idx._nodes.head.copy()
     idx.update(ids, c2)
     idx.validate()
-    assert np.array_equal(idx._obj[slots, vt.ONODE], nodes)
-    assert np.array_equal(idx._ni[:, vt.HEAD], heads)  # no list was touched
+    assert np.array_equal(idx._objs.node[slots], nodes)
+    assert np.array_equal(idx._nodes.head, heads)  # no list was touched
     assert idx.stats()["nodes"] == n_nodes
     # a jump across the world relocates, and the old node is cleaned up if it emptied
     idx.update(ids[:1], np.array([[-190.0, 190.0, -190.0]]))
@@ -151,7 +163,7 @@ def test_small_moves_stay_in_place_and_big_moves_relocate():
     # a changed view distance out of the band relocates too
     idx.update(ids[1:2], c2[1:2], view_distances=np.array([vd[1] * 16]))
     idx.validate()
-    assert idx._nf[node_of(idx, 1), vt.SIZE] >= 4 * idx._nf[nodes[1], vt.SIZE]
+    assert idx._nodes.size[node_of(idx, 1)] >= 4 * idx._nodes.size[nodes[1]]
 
 
 def test_infinite_view_distance_objects_are_always_considered():
@@ -161,7 +173,7 @@ def test_infinite_view_distance_objects_are_always_considered():
     idx.insert(ids, c, r, vd)
     idx.validate()
     assert idx.stats()["infinite"] == 50
-    assert np.all(idx._obj[slots_of(idx, ids[:50]), vt.ONODE] == vt.IN_INF)
+    assert np.all(idx._objs.node[slots_of(idx, ids[:50])] == IN_INF)
     eye = np.array([1e5, 0.0, 0.0])  # far from everything: only infinite ones can show
     planes = camera_planes(eye, [0.0, 0.0, 0.0], far=3e5)
     res = idx.query_frustum(planes, eye=eye, use_view_distance=True)
@@ -242,13 +254,13 @@ def test_packed_copy_and_lists_give_the_exact_answer(mode, monkeypatch):
         idx.insert(back, c_back, np.ones(50), np.full(50, 20.0))
         oracle.insert(back, c_back, np.ones(50), np.full(50, 20.0))
     if mode == "once":
-        assert idx._meta[vt.UNPACKED] > 0 and (idx._ni[:, vt.PLEN] > 0).any()
+        assert scalar(idx, "unpacked") > 0 and (idx._nodes.plen > 0).any()
 
 
 def corruptions():
     def band(idx):
         s = slots_of(idx, [5])[0]
-        idx._vdist[s] = idx._nf[idx._obj[s, vt.ONODE], vt.SIZE]  # radius S: above the band
+        idx._vdist[s] = idx._nodes.size[idx._objs.node[s]]  # radius S: above the band
 
     def centre(idx):
         s = slots_of(idx, [5])[0]
@@ -256,20 +268,20 @@ def corruptions():
 
     def link(idx):
         s = slots_of(idx, [5])[0]
-        idx._obj[s, vt.OPREV] = s
+        idx._objs.prev[s] = s
 
     def count(idx):
-        idx._ni[node_of(idx, 5), vt.COUNT] += 1
+        idx._nodes.count[node_of(idx, 5)] += 1
 
     def parent(idx):
         node = node_of(idx, 5)
-        idx._ni[node, vt.PARENT] = node
+        idx._nodes.parent[node] = node
 
     def free_list(idx):
-        idx._node_free[int(idx._meta[vt.NFREE]) - 1] = idx._meta[vt.ROOT]
+        idx._nodes.free[scalar(idx, "nfree") - 1] = scalar(idx, "root")
 
     def bounds(idx):
-        idx._nf[idx._meta[vt.ROOT], vt.VMAX] = -1.0
+        idx._nodes.vmax[scalar(idx, "root")] = -1.0
 
     def infinite(idx):
         s = slots_of(idx, [0])[0]
@@ -277,10 +289,20 @@ def corruptions():
 
     def packed(idx):
         idx.rebuild()
-        idx._pk[0, 0] += 1.0
+        idx._packed.center[0, 0] += 1.0
+
+    def dead_slot(idx):
+        idx._objs.node[idx.capacity - 1] = scalar(idx, "root")  # slot 1023 was never used
+
+    def orphan(idx):
+        root = scalar(idx, "root")
+        child = int(idx._nodes.child[root][idx._nodes.child[root] >= 0][0])
+        idx._nodes.child[root][idx._nodes.child[root] == child] = -1
+        idx._nodes.nchild[root] -= 1
+        idx._nodes.parent[child] = -1  # a second root: unreachable from the real one
 
     return {f.__name__: f for f in (band, centre, link, count, parent, free_list, bounds,
-                                     infinite, packed)}
+                                     infinite, packed, dead_slot, orphan)}
 
 
 @pytest.mark.parametrize("what", list(corruptions()))

@@ -1,0 +1,233 @@
+"""``ViewDistanceTree``: Matthews' view distance tree behind the spatial index contract.
+
+The Python class only orchestrates whole batches; each operation is one call into the
+compiled kernels of :mod:`.update` and :mod:`.queries` (plus pool growth between calls).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from app.geom.zpyramid import ZPyramid, occluder
+from app.spatial.base import QueryResult, SpatialIndex
+from app.spatial.viewdist_tree import check as ck
+from app.spatial.viewdist_tree import queries as qu
+from app.spatial.viewdist_tree import update as up
+from app.spatial.viewdist_tree.store import (
+    UNBOUNDED,
+    Spheres,
+    grown_nodes,
+    grown_objects,
+    new_nodes,
+    new_objects,
+    new_packed,
+    new_tree,
+    pow2_at_least,
+)
+
+
+class ViewDistanceTree(SpatialIndex):
+    """Matthews' variable-radius sphere octree over the objects' view spheres."""
+
+    name = "viewdist"
+    _reads_old_values = False  # a move re-places from the store's new values only
+    # After a batch of changes the packed copy is rebuilt (and the bounds refitted) once more
+    # than max(rebuild_min, objects / 16) objects were linked into nodes since the last
+    # rebuild (queries read those through the lists, a cache miss each), or once moves and
+    # removals have loosened the bounds by more than max(rebuild_min, 2 * objects) changes.
+    # Doing it in the mutation keeps the cost out of the cull.
+    rebuild_min = 4096
+
+    def __init__(self, min_node_size: float = 1.0 / 16.0, tight: bool = True,
+                 **kwargs: Any) -> None:
+        if kwargs.get("leafy") not in (None, False) or kwargs.get("split_threshold") is not None:
+            raise ValueError("viewdist has no heuristic: leafy and split_threshold do not apply")
+        unknown = set(kwargs) - {"leafy", "split_threshold"}
+        if unknown:
+            raise ValueError(f"viewdist: unknown arguments {sorted(unknown)}")
+        if not (min_node_size > 0 and math.isfinite(min_node_size)):
+            raise ValueError(f"viewdist: min_node_size must be > 0, got {min_node_size}")
+        super().__init__()
+        self._tight = bool(tight)
+        self._tree = new_tree(pow2_at_least(float(min_node_size)))
+        self._nodes = grown_nodes(new_nodes(), self._tree, 256)
+        self._objs = new_objects(self.capacity)
+        self._packed = new_packed(0)
+
+    # ------------------------------------------------------------ public extras
+
+    @property
+    def min_node_size(self) -> float:
+        """Edge length of the finest nodes (a power of two)."""
+        return math.ldexp(1.0, self._scalar("emin"))
+
+    def describe(self) -> str:
+        """Index name and finest node size."""
+        return f"viewdist (finest node {self.min_node_size:g})"
+
+    def stats(self) -> dict[str, Any]:
+        """Nodes, depth, objects per level, root size and the infinite list's length."""
+        nd = self._nodes
+        live = self._live_nodes()
+        st = super().stats()
+        st["nodes"] = int(live.shape[0])
+        root = self._scalar("root")
+        if root == -1:
+            return st | {"infinite": self._scalar("inf_count"), "root_size": 0.0}
+        levels = nd.level[live]
+        root_level = int(nd.level[root])
+        st["max_depth"] = int(root_level - levels.min())
+        per_level = np.bincount(root_level - levels, weights=nd.count[live])
+        st["objects_per_depth"] = [int(x) for x in per_level]
+        st["infinite"] = self._scalar("inf_count")
+        st["root_size"] = float(nd.size[root])
+        st["stale"] = self._scalar("stale")
+        return st
+
+    def node_boxes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Node cubes (the structural cells, not the loose bounds) and their depth."""
+        nd = self._nodes
+        live = self._live_nodes()
+        lo = nd.lo[live].copy()
+        hi = lo + nd.size[live][:, None]
+        root = self._scalar("root")
+        depth = (nd.level[root] - nd.level[live]) if root != -1 else \
+            np.zeros(0, dtype=np.int64)
+        return lo, hi, depth.astype(np.int64)
+
+    def node_outcomes(self) -> np.ndarray:
+        """Outcome of each node of :meth:`node_boxes` in the last frustum query."""
+        return self._nodes.outcome[self._live_nodes()].copy()
+
+    def rebuild(self) -> None:
+        """Refit every node's bounds exactly and repack its objects (one compiled pass)."""
+        n = self._scalar("in_nodes")
+        rows = self._packed.slot.shape[0]
+        if rows < n or rows > 2 * n + 1024:
+            self._packed = new_packed(n + n // 8)
+        up.rebuild(self._nodes, self._objs, self._packed, self._tree, self._spheres())
+
+    # ------------------------------------------------------------ mutation hooks
+
+    def _on_insert(self, slots: np.ndarray) -> None:
+        if self._scalar("root") == -1:
+            self._choose_root(slots)
+        self._run_batch(up.insert_batch, slots)
+        self._maybe_rebuild()
+
+    def _on_update(self, slots: np.ndarray, old_centers: np.ndarray, old_radii: np.ndarray,
+                   old_vdist: np.ndarray) -> None:
+        self._run_batch(up.move_batch, slots)
+        self._maybe_rebuild()
+
+    def _on_remove(self, slots: np.ndarray) -> None:
+        up.remove_batch(self._nodes, self._objs, self._packed, self._tree, slots)
+        self._maybe_rebuild()
+
+    def _grow(self, new_capacity: int) -> None:
+        self._objs = grown_objects(self._objs, new_capacity)
+
+    # ------------------------------------------------------------ internals
+
+    def _scalar(self, name: str) -> int:
+        """One of the tree's scalars (root, nfree, counts...)."""
+        return int(self._tree[name][0])
+
+    def _spheres(self) -> Spheres:
+        """The store's arrays as the kernels take them (the base class may reallocate them)."""
+        return Spheres(self._centers, self._radii, self._vdist)
+
+    def _live_nodes(self) -> np.ndarray:
+        """Indices of the allocated nodes, in pool order."""
+        return np.flatnonzero(self._nodes.size > 0.0)
+
+    def _run_batch(self, kernel, slots: np.ndarray) -> None:
+        """Run a compiled batch, growing the node pool whenever it stops for room."""
+        done = 0
+        sp = self._spheres()
+        while done < slots.shape[0]:
+            done = kernel(self._nodes, self._objs, self._packed, self._tree, sp, slots, done)
+            if done < slots.shape[0]:
+                self._grow_nodes(2 * self._nodes.size.shape[0] + 4096)
+
+    def _grow_nodes(self, capacity: int) -> None:
+        self._nodes = grown_nodes(self._nodes, self._tree, capacity)
+
+    def _choose_root(self, slots: np.ndarray) -> None:
+        """Root cube for an empty tree, sized from the batch so it need not grow at once."""
+        vd = self._vdist[slots]
+        finite = (vd <= UNBOUNDED) & (np.abs(self._centers[slots]) <= UNBOUNDED).all(axis=1)
+        if not finite.any():
+            return
+        c = self._centers[slots[finite]]
+        m = self.min_node_size
+        lo = np.floor(c.min(axis=0) / m) * m
+        need = max(float((c.max(axis=0) - lo).max()), 2.0 * float(vd[finite].max()), m)
+        level = pow2_at_least(need)
+        while (lo + math.ldexp(1.0, level) < c.max(axis=0)).any():
+            level += 1
+        if self._scalar("nfree") < 1:
+            self._grow_nodes(self._nodes.size.shape[0] + 1)
+        up.new_root(self._nodes, self._tree, lo[0], lo[1], lo[2], level)
+
+    def _maybe_rebuild(self) -> None:
+        n = self._scalar("in_nodes")
+        if (self._scalar("unpacked") > max(self.rebuild_min, n // 16)
+                or self._scalar("stale") > max(self.rebuild_min, 2 * n)):
+            self.rebuild()
+
+    # ------------------------------------------------------------ queries
+
+    def _query_frustum(self, planes: np.ndarray, eye: np.ndarray, use_vd: bool,
+                       occlusion: ZPyramid | None) -> QueryResult:
+        occ = occluder(occlusion)
+        if use_vd:
+            slots, considered, visited, occ_n, occ_o = qu.query_eye(
+                self._nodes, self._objs, self._packed, self._tree, self._spheres(), planes, eye,
+                self._tight, occ)
+        else:
+            slots, considered, visited, occ_n, occ_o = qu.query_planes(
+                self._nodes, self._objs, self._packed, self._tree, self._spheres(), planes, eye,
+                occ)
+        return QueryResult(visible=slots, working_set=int(considered),
+                           nodes_visited=int(visited), occluded_nodes=int(occ_n),
+                           occluded_objects=int(occ_o))
+
+    def _region(self, kind: int, q: np.ndarray, qr: float) -> tuple[np.ndarray, np.ndarray]:
+        return qu.query_region(self._nodes, self._objs, self._packed, self._tree,
+                               self._spheres(), kind, q, qr)
+
+    def _query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        q = np.zeros((3, 3))
+        q[0] = lo
+        q[1] = hi
+        return self._region(qu.BOX, q, 0.0)[0]
+
+    def _query_sphere(self, center: np.ndarray, radius: float) -> np.ndarray:
+        q = np.zeros((3, 3))
+        q[0] = center
+        return self._region(qu.SPHERE, q, float(radius))[0]
+
+    def _query_ray(self, origin: np.ndarray,
+                   direction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        q = np.zeros((3, 3))
+        q[0] = origin
+        q[1] = direction
+        with np.errstate(divide="ignore"):
+            q[2] = np.where(direction == 0.0, np.inf, 1.0 / np.where(direction == 0.0, 1.0,
+                                                                     direction))
+        return self._region(qu.RAY, q, 0.0)
+
+    # ------------------------------------------------------------ validation
+
+    def _validate(self) -> None:
+        nd, ob, pk, tree, sp = self._nodes, self._objs, self._packed, self._tree, self._spheres()
+        checks = (lambda: ck.check_pool(nd, tree), lambda: ck.check_links(nd, tree),
+                  lambda: ck.check_lists(nd, ob, pk, tree, sp, self._alive),
+                  lambda: ck.check_bounds(nd, ob, tree, sp))
+        for check in checks:  # in order: each trusts what the previous ones checked
+            code, where = check()
+            self._raise_check(code, ck.MESSAGES, int(where))
