@@ -117,3 +117,33 @@ def test_per_frame_path_rejects_bad_input_and_changes_nothing():
         idx.update(unknown, c[movers])
     assert np.array_equal(idx.get(ids)[0], before)
     idx.validate()
+
+
+def test_slot_order_when_everything_moves_and_back():
+    """Two batches in a row moving most objects lay the chunks out in slot order; a small batch
+    brings the curve back; inserts and removals work in both; answers stay exact."""
+    rng = np.random.default_rng(11)
+    n = 4000
+    idx = create_index("chunks")
+    oracle = Oracle()
+    c = rng.uniform(0, 100, (n + 10, 3))  # rows by id, the last ten inserted later
+    live = np.arange(n, dtype=np.int64)
+    idx.insert(live, c[live], np.full(n, 0.5))
+    oracle.insert(live, c[live], np.full(n, 0.5))
+    eye = np.full(3, 50.0)
+    orders = []
+    for step in range(8):
+        moved = live if step < 5 else np.sort(rng.choice(live, 100, replace=False))
+        c[moved] += rng.normal(size=(moved.shape[0], 3))
+        idx.update(moved, c[moved])
+        oracle.update(moved, c[moved])
+        orders.append(idx.stats()["order"])
+        if step == 3:  # insert and remove while in slot order
+            idx.remove(live[:5])
+            oracle.remove(live[:5])
+            extra = np.arange(n, n + 10, dtype=np.int64)
+            idx.insert(extra, c[extra], np.full(10, 0.5))
+            oracle.insert(extra, c[extra], np.full(10, 0.5))
+            live = np.concatenate([live[5:], extra])
+        _check(idx, oracle, eye, eye + rng.normal(size=3), far=70.0)
+    assert orders[1] == "slot" and orders[-1] == "curve", orders

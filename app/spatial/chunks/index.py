@@ -14,6 +14,14 @@ when the capacity grows.
 When a batch moves most objects, everything wakes in place (the awake region becomes the
 whole layout, as sorted). Awake objects stay awake until the whole layout is re-sorted.
 
+When most objects move every frame, curve order costs more to keep than it saves: every move
+writes somewhere else in memory and the chunks spread apart within frames. After two such
+batches in a row the layout goes to *slot order* (position = the store's slot, i.e. insertion
+order): moves then write memory in order, as a brute force's do, and the walk degenerates into
+the branch-free scan of every chunk (every box is open, so moves need no refit either), so the
+index costs what brute force costs and no more. A batch that moves less than
+:data:`CURVE_FRACTION` of the objects re-sorts along the curve.
+
 When to re-sort: awake objects drift away from their chunk-mates and the awake chunks swell.
 After a batch, when the awake chunks' mean extent has grown past :data:`RESORT_GROWTH` times its
 value when the region was last sorted, the awake region is re-sorted; when holes (left by
@@ -41,6 +49,10 @@ RESORT_GROWTH = 1.6
 MAX_HOLES = 0.25
 #: When a batch wakes at least this fraction of the objects, all of them wake where they are.
 WAKE_ALL = 0.5
+#: After two batches in a row that move at least this fraction of the objects, the layout goes
+#: to slot order; in slot order, a batch below :data:`CURVE_FRACTION` brings the curve back.
+SLOT_FRACTION = 0.5
+CURVE_FRACTION = 0.25
 
 class ChunkedIndex(SpatialIndex):
     """Spheres in curve-ordered chunks of 64 under an implicit 16-ary tree of boxes."""
@@ -64,6 +76,8 @@ class ChunkedIndex(SpatialIndex):
         self._awake_extent = 0.0  # mean awake chunk extent when the region was last sorted
         self.resorts = 0
         self.awake_resorts = 0
+        self._slot_order = False  # positions are the store's slots (most objects move a frame)
+        self._big_batches = 0  # consecutive batches moving at least SLOT_FRACTION
         self._set_capacity(CHUNK * 16)
 
     def describe(self) -> str:
@@ -168,12 +182,45 @@ class ChunkedIndex(SpatialIndex):
             self._append(live)
         self._awake0 = self._npos
         self._holes = 0
+        self._slot_order = False
         self._refit(0, end)
         self.resorts += 1
+
+    def _to_slot_order(self) -> None:
+        """Lay every object out at its store slot (see the module docstring): all awake."""
+        end = self._npos
+        self._reserve(max(0, self.capacity - self._npos))
+        self._take_out(0)
+        live = np.flatnonzero(self._alive).astype(np.int64)
+        ids = self._ids[live]
+        self._pos_slot[live] = live
+        self._slot_pos[live] = live
+        self._pos_id[live] = ids
+        self._id_pos.assign(ids, live)
+        with threads_for(live.shape[0]):
+            store32(self._s32, live, self._centers, self._radii, self._vdist, live)
+        self._npos = int(live[-1]) + 1 if live.shape[0] else 0
+        self._holes = self._npos - live.shape[0]
+        self._awake0 = 0
+        self._slot_order = True
+        self._refit(0, max(end, self._npos))  # the counts
+        layout.open_boxes(self._tree)
+
+    def _choose_order(self, moved: int) -> None:
+        """Switch between curve order and slot order by how much of the layout moves."""
+        if self._slot_order:
+            if moved < CURVE_FRACTION * self._count:
+                self._resort()
+            return
+        self._big_batches = self._big_batches + 1 if moved >= SLOT_FRACTION * self._count else 0
+        if self._big_batches >= 2:
+            self._to_slot_order()
 
     # ------------------------------------------------------------------ hooks
 
     def _on_insert(self, slots: np.ndarray) -> None:
+        if self._slot_order:  # new objects take curve order with everything else
+            self._resort()
         # New objects are still: they go before the awake region, which moves up behind them.
         end = self._npos
         first = self._awake0
@@ -198,7 +245,7 @@ class ChunkedIndex(SpatialIndex):
                 big = update.apply_awake_moves(pos, centers, self._pos_slot, self._centers,
                                                self._s32)
                 self._note_bounds(big, 0.0)
-                self._after_moves()
+                self._after_moves(ids.shape[0])
                 return
         super().update(ids, centers, radii, view_distances)
 
@@ -219,14 +266,17 @@ class ChunkedIndex(SpatialIndex):
             _, big, rad = update.write_moved(self._s32, self._slot_pos, slots, centers, r, v, 0,
                                              *store)
         self._note_bounds(big, rad)
-        self._after_moves()
+        self._after_moves(slots.shape[0])
 
-    def _after_moves(self) -> None:
-        """Tight boxes for the awake chunks; re-sort them once they have spread."""
-        self._refit(self._awake0)
-        if layout.mean_extent(self._tree, *self._awake_chunks()) > (
-                RESORT_GROWTH * self._awake_extent):
-            self._sort_awake()
+    def _after_moves(self, moved: int) -> None:
+        """Tight boxes for the awake chunks; re-sort them once they have spread; slot or
+        curve order for what comes next."""
+        if not self._slot_order:  # (in slot order every box is open: nothing to refit)
+            self._refit(self._awake0)
+            if layout.mean_extent(self._tree, *self._awake_chunks()) > (
+                    RESORT_GROWTH * self._awake_extent):
+                self._sort_awake()
+        self._choose_order(moved)
 
     def _wake(self, slots: np.ndarray) -> bool:
         """Wake the still ones of ``slots``; True when that re-sorted the whole layout."""
@@ -316,6 +366,7 @@ class ChunkedIndex(SpatialIndex):
             "mean_chunk_extent": float(layout.mean_extent(t, 0, -(-self._npos // CHUNK))),
             "resorts": self.resorts,
             "awake_resorts": self.awake_resorts,
+            "order": "slot" if self._slot_order else "curve",
         }
 
     def _validate(self) -> None:
@@ -335,6 +386,8 @@ class ChunkedIndex(SpatialIndex):
         ):
             self._raise_check(code, check.MESSAGES, where)
         alive = np.flatnonzero(self._alive)
+        if self._slot_order and not np.array_equal(self._slot_pos[alive], alive):
+            raise AssertionError(f"{self.describe()}: slot order, but a position is not its slot")
         if not np.array_equal(self._id_pos.lookup(self._ids[alive]), self._slot_pos[alive]) or (
                 len(self._id_pos) != self._count):
             raise AssertionError(f"{self.describe()}: the id -> position map is stale")

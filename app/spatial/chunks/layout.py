@@ -258,6 +258,25 @@ def _merge_children(tree: Tree, g: int, k0: int, k1: int) -> None:
     tree.count[g] = n
 
 
+#: Half-width of an open box: it holds any sphere the store can hold and stays finite, so box
+#: tests never meet inf * 0.
+OPEN = 1e300
+
+
+@njit(cache=True)
+def open_boxes(tree: Tree) -> None:
+    """Make every non-empty node's box hold everything (no view-distance bound either): the
+    walk then visits and scans every chunk, and moves never need a refit (slot order)."""
+    b = tree.box
+    for g in range(tree.count.shape[0]):
+        if tree.count[g] > 0:
+            for a in range(3):
+                b[LO + a, g] = -OPEN
+                b[HI + a, g] = OPEN
+            b[MAXVD, g] = np.inf
+            b[MINVD, g] = 0.0
+
+
 @njit(cache=True)
 def count_down(tree: Tree, positions: np.ndarray) -> None:
     """One object fewer at each position's chunk and its ancestors (boxes stay: loose is
