@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from app.culling.frustum import camera_planes, look_at, perspective
+from app.geom import predicates as geo
 from app.geom.zpyramid import ZPyramid
 from app.spatial import create_index
-from app.geom import predicates as geo
 from app.spatial.aabbtree import CHILDREN, DEFAULT_THRESHOLDS, AABBTree
 from app.spatial.aabbtree import kernels as kn
 from tests.oracle import Oracle
@@ -258,7 +258,7 @@ def test_refit_recentres_split_point():
         s = idx._objs.next[s]
     want = ((idx._centers[own].sum(axis=0) + t * nd.split[kids].sum(axis=0))
             / (len(own) + t * len(kids)))
-    kn.refit_node(nd, idx._objs, idx._centers, idx._radii, idx._vdist, kn.ROOT, t)
+    kn.refit_node(nd, idx._objs, idx._spheres(), kn.ROOT, t)
     np.testing.assert_allclose(nd.split[kn.ROOT], want, rtol=1e-12, atol=1e-9)
     # two full queries: the first refits the children, the second the root again
     for _ in range(3):

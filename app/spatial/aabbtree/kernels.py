@@ -8,6 +8,9 @@ State lives in flat arrays, in the manner of Box2D's dynamic tree:
 * per-node object lists as doubly linked lists through per-slot ``next``/``prev`` arrays
   (:class:`Objects`), with a head and a count per node.
 
+Kernels take these bundles (plus the store's :class:`Spheres` and the tree's :class:`Rules`)
+rather than their arrays one by one; only the hottest inlined helpers take single arrays.
+
 Box invariant (what makes every query exact at any time): a node's box contains the bounds of
 its own objects and is contained in its parent's box, so it contains its whole subtree. Boxes
 only grow eagerly (insert, move); they shrink lazily. ``dirty`` means "may be larger than
@@ -25,6 +28,7 @@ import numpy as np
 from numba import njit
 
 from app.spatial.aabbtree.heuristics import which_child
+from app.spatial.pool import grown, grown_free_stack
 
 ROOT = 0  # the root is the first node allocated and is never freed
 META_NFREE = 0  # meta[0]: number of entries on the free stack
@@ -36,52 +40,50 @@ Nodes = namedtuple(
      "dirty", "axis", "lo", "hi", "split", "maxvd", "outcome", "free", "meta"],
 )
 Objects = namedtuple("Objects", ["node", "next", "prev"])
+#: The store's spheres (the base class's arrays, rebuilt per call: the store may reallocate).
+Spheres = namedtuple("Spheres", ["centers", "radii", "vdist"])
+#: The tree's construction rules: objects only in leaves (or big ones at internal nodes too),
+#: and the object count above which a leaf is split.
+Rules = namedtuple("Rules", ["leafy", "threshold"])
+
+# Per-node field -> (dtype, row shape, value of a free node); the child table is (K,) wide.
+_NODE_FIELDS = {
+    "parent": (np.int32, (), -1),
+    "slot_in_parent": (np.int8, (), -1),
+    "child": (np.int32, ("k",), -1),
+    "nchild": (np.int32, (), 0),
+    "head": (np.int32, (), -1),
+    "count": (np.int32, (), 0),
+    "depth": (np.int32, (), -1),  # -1 marks a free node
+    "is_split": (np.bool_, (), False),
+    "dirty": (np.bool_, (), False),
+    "axis": (np.int8, (), 0),
+    "lo": (np.float64, (3,), np.inf),
+    "hi": (np.float64, (3,), -np.inf),
+    "split": (np.float64, (3,), 0.0),
+    "maxvd": (np.float64, (), -np.inf),
+    "outcome": (np.int8, (), 0),
+}
 
 
 # ---------------------------------------------------------------------- pool (numpy, not per frame)
 
 def new_nodes(capacity: int, k: int) -> Nodes:
     """An empty node pool of ``capacity`` nodes for a heuristic of ``k`` children."""
-    nd = Nodes(
-        parent=np.full(capacity, -1, np.int32),
-        slot_in_parent=np.full(capacity, -1, np.int8),
-        child=np.full((capacity, k), -1, np.int32),
-        nchild=np.zeros(capacity, np.int32),
-        head=np.full(capacity, -1, np.int32),
-        count=np.zeros(capacity, np.int32),
-        depth=np.full(capacity, -1, np.int32),  # -1 marks a free node
-        is_split=np.zeros(capacity, np.bool_),
-        dirty=np.zeros(capacity, np.bool_),
-        axis=np.zeros(capacity, np.int8),
-        lo=np.full((capacity, 3), np.inf),
-        hi=np.full((capacity, 3), -np.inf),
-        split=np.zeros((capacity, 3)),
-        maxvd=np.full(capacity, -np.inf),
-        outcome=np.zeros(capacity, np.int8),
-        # Highest index at the bottom so that low indices are handed out first.
-        free=np.arange(capacity - 1, -1, -1, dtype=np.int32),
-        meta=np.zeros(2, np.int64),
-    )
-    nd.meta[META_NFREE] = capacity
-    return nd
+    fields = {name: np.full((capacity,) + tuple(k if d == "k" else d for d in row), fill, dt)
+              for name, (dt, row, fill) in _NODE_FIELDS.items()}
+    free, nfree = grown_free_stack(np.zeros(0, np.int64), 0, 0, capacity)
+    return Nodes(**fields, free=free, meta=np.array([nfree, 0], np.int64))
 
 
 def grow_nodes(nd: Nodes, capacity: int) -> Nodes:
-    """A copy of the pool with room for ``capacity`` nodes; new nodes go on the free stack."""
-    old = nd.parent.shape[0]
-    fresh = new_nodes(capacity, nd.child.shape[1])
-    for name in Nodes._fields:
-        if name in ("free", "meta"):
-            continue
-        getattr(fresh, name)[:old] = getattr(nd, name)
-    nfree = int(nd.meta[META_NFREE])
-    added = capacity - old
-    # New nodes below the old free entries: old freed nodes are reused first.
-    fresh.free[:added] = np.arange(capacity - 1, old - 1, -1, dtype=np.int32)
-    fresh.free[added:added + nfree] = nd.free[:nfree]
-    fresh.meta[META_NFREE] = added + nfree
-    fresh.meta[META_WANT_GROW] = 0
-    return fresh
+    """A copy of the pool with room for ``capacity`` nodes; new nodes go on the free stack
+    below the old free ones, so that freed nodes (warm in the cache) are reused first."""
+    fields = {name: grown(getattr(nd, name), capacity, fill)
+              for name, (_dt, _row, fill) in _NODE_FIELDS.items()}
+    free, nfree = grown_free_stack(nd.free, int(nd.meta[META_NFREE]), nd.parent.shape[0],
+                                   capacity)
+    return Nodes(**fields, free=free, meta=np.array([nfree, 0], np.int64))
 
 
 def new_objects(capacity: int) -> Objects:
@@ -91,12 +93,8 @@ def new_objects(capacity: int) -> Objects:
 
 
 def grow_objects(ob: Objects, capacity: int) -> Objects:
-    """A copy of the per-slot links with room for ``capacity`` slots."""
-    fresh = new_objects(capacity)
-    old = ob.node.shape[0]
-    for a, b in zip(fresh, ob, strict=True):
-        a[:old] = b
-    return fresh
+    """A copy of the per-slot links with room for ``capacity`` slots (new ones unlinked)."""
+    return Objects(*(grown(a, capacity, -1) for a in ob))
 
 
 # ---------------------------------------------------------------------- node pool
@@ -245,7 +243,7 @@ def invalidate_up(lo, hi, maxvd, parent, dirty, n: int, cx: float, cy: float, cz
 
 
 @njit(cache=True)
-def refit_node(nd, ob, centers, radii, vdist, n: int, threshold: int) -> None:
+def refit_node(nd, ob, sp, n: int, threshold: int) -> None:
     """Recompute a node's box and view-distance bound from its objects and children (2.1.5).
 
     Also re-centres the split point (fragmentation avoidance, 2.1.6): the weighted mean of
@@ -265,6 +263,9 @@ def refit_node(nd, ob, centers, radii, vdist, n: int, threshold: int) -> None:
     sy = 0.0
     sz = 0.0
     w = 0.0
+    centers = sp.centers
+    radii = sp.radii
+    vdist = sp.vdist
     s = nd.head[n]
     while s >= 0:
         cx = centers[s, 0]
@@ -378,7 +379,7 @@ def collect_garbage(nd, n: int) -> None:
 
 
 @njit(cache=True)
-def split_node(nd, ob, centers, radii, vdist, n: int, leafy: bool, threshold: int) -> int:
+def split_node(nd, ob, sp, n: int, rules) -> int:
     """Split leaf n around the mean of its centers (2.1.1); 1 split, 2 pathological, 0 no room.
 
     The caller has refitted n (the non-leafy rule and the K-D axis read its box). When every
@@ -389,6 +390,9 @@ def split_node(nd, ob, centers, radii, vdist, n: int, leafy: bool, threshold: in
     if nd.meta[META_NFREE] < k:
         nd.meta[META_WANT_GROW] = 1
         return 0
+    centers = sp.centers
+    radii = sp.radii
+    leafy = rules.leafy
     sx = 0.0
     sy = 0.0
     sz = 0.0
@@ -441,7 +445,7 @@ def split_node(nd, ob, centers, radii, vdist, n: int, leafy: bool, threshold: in
     for j in range(k):
         ch = nd.child[n, j]
         if ch >= 0:
-            refit_node(nd, ob, centers, radii, vdist, ch, threshold)
+            refit_node(nd, ob, sp, ch, rules.threshold)
     return 1
 
 
@@ -451,11 +455,21 @@ def needs_split(is_split, count, n: int, threshold: int) -> bool:
     return (not is_split[n]) & (count[n] > threshold)
 
 
+@njit(cache=True, inline="always")
+def split_if_overfull(nd, ob, sp, n: int, rules) -> None:
+    """Split n if it is an overfull leaf: what every query does at the nodes it reaches."""
+    if needs_split(nd.is_split, nd.count, n, rules.threshold):
+        split_node(nd, ob, sp, n, rules)
+
+
 # ---------------------------------------------------------------------- batches
 
 @njit(cache=True)
-def insert_objects(nd, ob, centers, radii, vdist, slots, leafy: bool) -> None:
+def insert_objects(nd, ob, sp, slots, leafy: bool) -> None:
     """Insert new slots: descend with the heuristic, link, grow boxes up (2.1.2)."""
+    centers = sp.centers
+    radii = sp.radii
+    vdist = sp.vdist
     for i in range(slots.shape[0]):
         s = slots[i]
         cx = centers[s, 0]
@@ -471,8 +485,11 @@ def insert_objects(nd, ob, centers, radii, vdist, slots, leafy: bool) -> None:
 
 
 @njit(cache=True)
-def remove_objects(nd, ob, centers, radii, vdist, slots) -> None:
+def remove_objects(nd, ob, sp, slots) -> None:
     """Remove slots: invalidate flush boxes, unlink, collect empty nodes (2.1.3)."""
+    centers = sp.centers
+    radii = sp.radii
+    vdist = sp.vdist
     for i in range(slots.shape[0]):
         s = slots[i]
         n = ob.node[s]
@@ -483,9 +500,9 @@ def remove_objects(nd, ob, centers, radii, vdist, slots) -> None:
 
 
 @njit(cache=True)
-def update_objects(nd, ob, centers, radii, vdist, slots, old_c, old_r, old_v,
-                   leafy: bool) -> int:
-    """Move slots (2.1.4); returns how many changed node.
+def update_objects(nd, ob, sp, slots, old, leafy: bool) -> int:
+    """Move slots (2.1.4) whose previous spheres are ``old`` (row i for slots[i]); returns
+    how many changed node.
 
     Fast path (most small moves): the new bounds and view distance still fit the box of the
     object's node and that node is a leaf, so the object stays and no box grows; only the old
@@ -495,6 +512,12 @@ def update_objects(nd, ob, centers, radii, vdist, slots, old_c, old_r, old_v,
     just grows and, if the old sphere was flush, is marked for recomputation.
     """
     moved = 0
+    centers = sp.centers
+    radii = sp.radii
+    vdist = sp.vdist
+    old_c = old.centers
+    old_r = old.radii
+    old_v = old.vdist
     lo = nd.lo
     hi = nd.hi
     maxvd = nd.maxvd

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from app.geom.zpyramid import ZPyramid, occlusion_arrays
+from app.geom.zpyramid import ZPyramid, occluder
+from app.spatial.aabbtree import check as ck
 from app.spatial.aabbtree import kernels as kn
 from app.spatial.aabbtree import queries as qu
-from app.spatial.aabbtree.check import MESSAGES, check_tree
 from app.spatial.aabbtree.heuristics import CHILDREN, DEFAULT_THRESHOLDS
 from app.spatial.base import QueryResult, SpatialIndex
 
@@ -43,6 +43,7 @@ class AABBTree(SpatialIndex):
         self.name = heuristic
         self.leafy = bool(leafy)
         self.split_threshold = int(split_threshold)
+        self._rules = kn.Rules(self.leafy, self.split_threshold)
         self._nodes = kn.new_nodes(64, CHILDREN[heuristic])
         root = kn.allocate_node(self._nodes, -1)
         assert root == kn.ROOT
@@ -76,6 +77,10 @@ class AABBTree(SpatialIndex):
             nd.meta[kn.META_WANT_GROW] = 0
         self._reserve_nodes(want)
 
+    def _spheres(self) -> kn.Spheres:
+        """The store's arrays as the kernels take them (rebuilt per call: growth replaces them)."""
+        return kn.Spheres(self._centers, self._radii, self._vdist)
+
     def _run_query(self, kernel, *args):
         """Run a query kernel; if it skipped splits for lack of nodes, grow and run it again.
 
@@ -84,8 +89,7 @@ class AABBTree(SpatialIndex):
         """
         while True:
             self._reserve_for_queries()
-            out = kernel(self._nodes, self._objs, self._centers, self._radii, self._vdist,
-                         *args)
+            out = kernel(self._nodes, self._objs, self._spheres(), *args)
             if not self._nodes.meta[kn.META_WANT_GROW]:
                 return out
 
@@ -102,19 +106,17 @@ class AABBTree(SpatialIndex):
 
     def _on_insert(self, slots: np.ndarray) -> None:
         self._reserve_nodes(self._room_for_new_leaves(slots.shape[0]))
-        kn.insert_objects(self._nodes, self._objs, self._centers, self._radii, self._vdist,
-                         slots, self.leafy)
+        kn.insert_objects(self._nodes, self._objs, self._spheres(), slots, self.leafy)
 
     def _on_update(self, slots: np.ndarray, old_centers: np.ndarray, old_radii: np.ndarray,
                    old_vdist: np.ndarray) -> None:
         self._reserve_nodes(self._room_for_new_leaves(slots.shape[0]))
-        self.last_moved = int(kn.update_objects(
-            self._nodes, self._objs, self._centers, self._radii, self._vdist, slots,
-            np.ascontiguousarray(old_centers), old_radii, old_vdist, self.leafy))
+        old = kn.Spheres(np.ascontiguousarray(old_centers), old_radii, old_vdist)
+        self.last_moved = int(kn.update_objects(self._nodes, self._objs, self._spheres(), slots,
+                                                old, self.leafy))
 
     def _on_remove(self, slots: np.ndarray) -> None:
-        kn.remove_objects(self._nodes, self._objs, self._centers, self._radii, self._vdist,
-                         slots)
+        kn.remove_objects(self._nodes, self._objs, self._spheres(), slots)
 
     # ------------------------------------------------------------------ queries
 
@@ -123,31 +125,26 @@ class AABBTree(SpatialIndex):
         if self._count == 0:
             self._nodes.outcome[:] = 0
             return QueryResult(visible=np.zeros(0, np.int64), working_set=0, nodes_visited=0)
-        vp, zd, zo, zw, zh = occlusion_arrays(occlusion)
         slots, working, visited, occ_nodes, occ_objects = self._run_query(
-            qu.query_frustum, planes, eye, use_vd, vp, zd, zo, zw, zh, self.leafy,
-            self.split_threshold)
+            qu.query_frustum, planes, eye, use_vd, occluder(occlusion), self._rules)
         return QueryResult(visible=slots, working_set=int(working), nodes_visited=int(visited),
                            occluded_nodes=int(occ_nodes), occluded_objects=int(occ_objects))
 
     def _query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         if self._count == 0:
             return np.zeros(0, np.int64)
-        return self._run_query(qu.query_box, lo, hi, self.leafy, self.split_threshold,
-                               self._count)
+        return self._run_query(qu.query_box, lo, hi, self._rules, self._count)
 
     def _query_sphere(self, center: np.ndarray, radius: float) -> np.ndarray:
         if self._count == 0:
             return np.zeros(0, np.int64)
-        return self._run_query(qu.query_sphere, center, radius, self.leafy,
-                               self.split_threshold, self._count)
+        return self._run_query(qu.query_sphere, center, radius, self._rules, self._count)
 
     def _query_ray(self, origin: np.ndarray, direction: np.ndarray) -> tuple[np.ndarray,
                                                                             np.ndarray]:
         if self._count == 0:
             return np.zeros(0, np.int64), np.zeros(0)
-        return self._run_query(qu.query_ray, origin, direction, self.leafy,
-                               self.split_threshold, self._count)
+        return self._run_query(qu.query_ray, origin, direction, self._rules, self._count)
 
     # ------------------------------------------------------------------ inspection
 
@@ -198,8 +195,15 @@ class AABBTree(SpatialIndex):
         }
 
     def _validate(self) -> None:
-        code, node, slot = check_tree(self._nodes, self._objs, self._centers, self._radii,
-                                      self._vdist, self._alive)
-        if code:
-            raise AssertionError(f"{self.describe()}: {MESSAGES[int(code)]} "
-                                 f"(node {int(node)}, slot {int(slot)})")
+        nd, ob, sp = self._nodes, self._objs, self._spheres()
+        checks = (  # in order: each relies on the links and lists the previous ones vouched for
+            lambda: ck.check_pool(nd),
+            lambda: ck.check_root(nd),
+            lambda: ck.check_links(nd),
+            lambda: ck.check_lists(nd, ob, self._alive),
+            lambda: ck.check_boxes(nd, ob, sp),
+            lambda: ck.check_view_distances(nd, ob, sp),
+        )
+        for run in checks:
+            code, where = run()
+            self._raise_check(code, ck.MESSAGES, int(where))
