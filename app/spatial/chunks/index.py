@@ -339,10 +339,14 @@ class ChunkedIndex(SpatialIndex):
     # ------------------------------------------------------------------ overlay, stats, checks
 
     def _shown(self) -> np.ndarray:
+        """Nodes the overlay draws: the non-empty ones (none in slot order: open boxes)."""
+        if self._slot_order:
+            return np.zeros(0, dtype=np.int64)
         return np.flatnonzero(self._tree.count > 0)
 
     def node_boxes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Boxes of the non-empty chunks and groups; depth 0 is the top level."""
+        """Boxes of the non-empty chunks and groups; depth 0 is the top level (none in slot
+        order, where every box is open)."""
         g = self._shown()
         t = self._tree
         levels = np.searchsorted(t.loff, g, side="right") - 1
