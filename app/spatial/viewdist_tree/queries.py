@@ -45,6 +45,28 @@ SPHERE = 1
 RAY = 2
 
 
+# ---------------------------------------------------------------- the shared decisions
+
+
+# accept_sphere and node_verdict6 take arrays and the Occluder tuple; inlined into a traversal
+# loop, numba increfs and decrefs each of those arrays at every call: 100k objects of the
+# infinite list took 6.1 ms against 1.47 ms for the same tests written in the loop. Called
+# through these wrappers, compiled without reference counting (``_nrt=False``: they allocate
+# nothing, and the caller holds the arrays), the shared decision costs the same 1.49 ms.
+
+
+@njit(cache=True, _nrt=False)
+def _accept(planes, eye, use_vd, occ, cx, cy, cz, r, vd):
+    """:func:`~app.geom.decide.accept_sphere` without reference counting."""
+    return accept_sphere(planes, eye, use_vd, occ, cx, cy, cz, r, vd)
+
+
+@njit(cache=True, _nrt=False)
+def _verdict(planes, eye, use_vd, occ, lx, ly, lz, hx, hy, hz, max_vd):
+    """:func:`~app.geom.decide.node_verdict6` without reference counting."""
+    return node_verdict6(planes, eye, use_vd, occ, lx, ly, lz, hx, hy, hz, max_vd)
+
+
 # ---------------------------------------------------------------- node tests
 
 
@@ -59,7 +81,7 @@ def _sphere_box(nd, node, qmag):
             nd.shi[node, 0] + pad, nd.shi[node, 1] + pad, nd.shi[node, 2] + pad, pad)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _eye_in_reach(nd, node, ex, ey, ez, emag):
     """The structural test: the eye lies in the cube expanded by its largest radius, S/2."""
     s = nd.size[node]
@@ -73,7 +95,7 @@ def _eye_in_reach(nd, node, ex, ey, ez, emag):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _eye_near_centres(nd, node, ex, ey, ez, emag):
     """The tight test: some centre of the subtree may be within its view distance of the eye."""
     d2 = 0.0
@@ -117,7 +139,7 @@ def _scan_infinite(ob, tree, sp, planes, eye, use_vd, occ, out):
     s = tree[0].inf_head
     while s != -1:
         considered += 1
-        v = accept_sphere(planes, eye, use_vd, occ, sp.centers[s, 0], sp.centers[s, 1],
+        v = _accept(planes, eye, use_vd, occ, sp.centers[s, 0], sp.centers[s, 1],
                           sp.centers[s, 2], sp.radii[s], sp.vdist[s])
         if v == ACCEPTED:
             out[k] = s
@@ -163,7 +185,7 @@ def query_eye(nd, ob, pk, tree, sp, planes, eye, tight, occ):
             nd.outcome[node] = NODE_REJECT_VIEWDIST
             continue
         lx, ly, lz, hx, hy, hz, _ = _sphere_box(nd, node, qmag)
-        verdict = node_verdict6(planes, eye, False, occ, lx, ly, lz, hx, hy, hz, nd.vmax[node])
+        verdict = _verdict(planes, eye, False, occ, lx, ly, lz, hx, hy, hz, nd.vmax[node])
         nd.outcome[node] = verdict
         if verdict == NODE_REJECT_OCCLUSION:
             occ_nodes += 1
@@ -173,7 +195,7 @@ def query_eye(nd, ob, pk, tree, sp, planes, eye, tight, occ):
         considered += nd.count[node]
         s = nd.head[node]
         while s != -1 and ob.row[s] < 0:  # linked since the last rebuild: not packed
-            v = accept_sphere(planes, eye, True, occ, sp.centers[s, 0], sp.centers[s, 1],
+            v = _accept(planes, eye, True, occ, sp.centers[s, 0], sp.centers[s, 1],
                               sp.centers[s, 2], sp.radii[s], sp.vdist[s])
             if v == ACCEPTED:
                 out[k] = s
@@ -183,7 +205,7 @@ def query_eye(nd, ob, pk, tree, sp, planes, eye, tight, occ):
             s = ob.next[s]
         start = nd.pstart[node]
         for p in range(start, start + nd.plen[node]):
-            v = accept_sphere(planes, eye, True, occ, pk.center[p, 0], pk.center[p, 1],
+            v = _accept(planes, eye, True, occ, pk.center[p, 0], pk.center[p, 1],
                               pk.center[p, 2], pk.radius[p], pk.vdist[p])
             if v == ACCEPTED:
                 out[k] = pk.slot[p]
@@ -233,7 +255,7 @@ def query_planes(nd, ob, pk, tree, sp, planes, eye, occ):
             continue
         if not whole:
             lx, ly, lz, hx, hy, hz, _ = _sphere_box(nd, node, qmag)
-            verdict = node_verdict6(planes, eye, False, occ, lx, ly, lz, hx, hy, hz,
+            verdict = _verdict(planes, eye, False, occ, lx, ly, lz, hx, hy, hz,
                                     nd.vmax[node])
             if verdict == NODE_REJECT_OCCLUSION:
                 occ_nodes += 1
@@ -248,7 +270,7 @@ def query_planes(nd, ob, pk, tree, sp, planes, eye, occ):
         take_all = whole and not occluding
         s = nd.head[node]
         while s != -1 and ob.row[s] < 0:  # linked since the last rebuild: not packed
-            v = ACCEPTED if take_all else accept_sphere(
+            v = ACCEPTED if take_all else _accept(
                 pl, eye, False, occ, sp.centers[s, 0], sp.centers[s, 1], sp.centers[s, 2],
                 sp.radii[s], sp.vdist[s])
             if v == ACCEPTED:
@@ -259,7 +281,7 @@ def query_planes(nd, ob, pk, tree, sp, planes, eye, occ):
             s = ob.next[s]
         start = nd.pstart[node]
         for p in range(start, start + nd.plen[node]):
-            v = ACCEPTED if take_all else accept_sphere(
+            v = ACCEPTED if take_all else _accept(
                 pl, eye, False, occ, pk.center[p, 0], pk.center[p, 1], pk.center[p, 2],
                 pk.radius[p], pk.vdist[p])
             if v == ACCEPTED:

@@ -161,7 +161,7 @@ def pow2_at_least(x: float) -> int:
 # ---------------------------------------------------------------- node pool (compiled)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def clear_bounds(nd, node):
     """Empty subtree bounds: nothing covered yet, no view distance."""
     for a in range(3):
@@ -172,7 +172,7 @@ def clear_bounds(nd, node):
     nd.vmax[node] = -np.inf
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def alloc_node(nd, tree, x, y, z, level, parent):
     """Pop a node off the free stack and initialise it as an empty cube."""
     t = tree[0]
@@ -197,7 +197,7 @@ def alloc_node(nd, tree, x, y, z, level, parent):
     return node
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def release_node(nd, tree, node):
     """Mark a node free and push it on the free stack."""
     t = tree[0]
@@ -211,7 +211,7 @@ def release_node(nd, tree, node):
 # ---------------------------------------------------------------- placement rule
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def unbounded(cx, cy, cz, vd):
     """Kept in the infinite list: an infinite (or absurd) view distance, or absurd coordinates.
 
@@ -222,7 +222,7 @@ def unbounded(cx, cy, cz, vd):
                 and abs(cz) <= UNBOUNDED)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def level_for(vd, emin):
     """Smallest level whose nodes may hold radius ``vd`` (``vd <= S/2``), at least ``emin``."""
     if vd <= math.ldexp(1.0, emin - 1):
@@ -234,7 +234,7 @@ def level_for(vd, emin):
     return max(level, emin)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def center_in_cube(nd, node, cx, cy, cz):
     """The centre lies in the node's closed cube."""
     s = nd.size[node]
@@ -248,13 +248,13 @@ def center_in_cube(nd, node, cx, cy, cz):
     return lo <= cz <= lo + s
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def can_hold_below(nd, node, cx, cy, cz, vd):
     """The sphere belongs in this node or its subtree: centre in the cube and ``vd <= S/2``."""
     return vd <= 0.5 * nd.size[node] and center_in_cube(nd, node, cx, cy, cz)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def fits_node(nd, node, cx, cy, cz, vd, emin):
     """The placement rule: the sphere belongs in exactly this node's list."""
     if not can_hold_below(nd, node, cx, cy, cz, vd):
@@ -265,7 +265,7 @@ def fits_node(nd, node, cx, cy, cz, vd, emin):
 # ---------------------------------------------------------------- root growth
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def growth_steps(nd, tree, cx, cy, cz, vd):
     """(root doublings needed to hold the sphere, root level afterwards); no state changes."""
     t = tree[0]
@@ -288,14 +288,14 @@ def growth_steps(nd, tree, cx, cy, cz, vd):
     return steps, level
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def nodes_needed(nd, tree, cx, cy, cz, vd):
     """Upper bound on the nodes that placing one sphere may allocate."""
     steps, level = growth_steps(nd, tree, cx, cy, cz, vd)
     return steps + level - tree[0].emin + 1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def grow_root(nd, tree, cx, cy, cz, vd):
     """Make the root hold the sphere: create one, or double it toward the sphere."""
     t = tree[0]
@@ -339,7 +339,7 @@ def grow_root(nd, tree, cx, cy, cz, vd):
     return root
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def descend(nd, tree, node, cx, cy, cz, vd):
     """From a node that can hold the sphere, walk down (creating children) to its node."""
     emin = tree[0].emin
