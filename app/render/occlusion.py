@@ -5,16 +5,16 @@ viewer's (:meth:`app.viewer.frame.Viewer.frame`, through :meth:`CullPipeline.cul
 
 ``previous``  Shagam 2.2.3 / Greene: the cull of frame N tests node boxes and object spheres
               against the Z-pyramid of frame N-1's depth, with frame N-1's view-projection
-              (:meth:`OcclusionCuller.last_frame_pyramid`). After the main pass the depth is
+              (:meth:`OcclusionPyramids.last_frame_pyramid`). After the main pass the depth is
               reduced and its read-back started; the next frame maps it
               (:meth:`DepthPyramid.previous`), so no frame waits for its own reduction.
               Objects that become visible suddenly appear a frame late (popping).
 
 ``two-pass``  popping-free, one query a frame (niagara's early and late cull). The early cull
               draws last frame's visible set (the ids still inside this frame's frustum and
-              view distance, at their new positions) without querying the index. This frame's
-              depth is then reduced and read back at once (:meth:`OcclusionCuller.build_pyramid`
-              returns it), the late cull queries the index with this frame's camera against it,
+              view distance, at their new positions) without querying the index. This
+              frame's depth is then reduced and read back at once (``build_pyramid`` returns
+              it), the late cull queries the index with this frame's camera against it,
               and the objects it finds that the early cull did not draw are drawn; the late
               cull's visible set is next frame's early set. An object with a visible pixel in
               the final image is in front of the early draw's depth there, so the conservative
@@ -48,8 +48,9 @@ BASE_COLUMNS = ("occlusion_ms", "occlusion_cull_ms", "occluded_nodes", "occluded
 NO_GROUND_TRUTH = {"true_visible": "", "false_negatives": 0, "ground_truth_ms": 0.0}
 
 
-class OcclusionCuller:
-    """The occlusion provider: owns the GPU pyramid (and the id buffer for ground truth)."""
+class OcclusionPyramids:
+    """The occlusion provider: builds the Z-pyramids (GPU reduction, read-back) and measures
+    ground truth with an id buffer; the viewer runs the culls."""
 
     def __init__(self, ctx: moderngl.Context, mode: str, *, ground_truth: bool = False,
                  meshes=None, first_level: int | None = None, cpu_texels: int = 16384) -> None:
@@ -192,7 +193,7 @@ class OcclusionCuller:
             self._idbuf = None
 
 
-def create_provider(viewer, mode: str, ground_truth: bool = False) -> OcclusionCuller | None:
+def create_provider(viewer, mode: str, ground_truth: bool = False) -> OcclusionPyramids | None:
     """Factory for ``Viewer(occlusion_factory=...)``: ``lambda v, m: create_provider(v, m, gt)``.
 
     ``mode`` "off" gives a provider that only measures ground truth (no pyramid), or None
@@ -200,5 +201,5 @@ def create_provider(viewer, mode: str, ground_truth: bool = False) -> OcclusionC
     """
     if mode == "off" and not ground_truth:
         return None
-    return OcclusionCuller(viewer.ctx, mode, ground_truth=ground_truth,
-                           meshes=viewer.objects.meshes)
+    return OcclusionPyramids(viewer.ctx, mode, ground_truth=ground_truth,
+                             meshes=viewer.objects.meshes)

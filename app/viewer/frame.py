@@ -407,8 +407,9 @@ class Viewer:
         fbo.clear(*BACKGROUND, depth=1.0)
         self.objects.draw(view.viewproj, LIGHT_DIR)
 
-        # 6. occlusion: this frame's pyramid (previous: for the next frame); two-pass culls
-        #    against it now and draws what the early cull missed; then ground truth
+        # 6. occlusion: this frame's pyramid (previous: for the next frame); two-pass's late
+        #    cull against it, then the draw of what the early cull missed. Ground truth is
+        #    measured in between, so that its timing does not wait for that draw.
         if occ is not None:
             pyramid = occ.build_pyramid(self.target.depth, self.target.size, view.viewproj)
             extra = None
