@@ -158,10 +158,10 @@ def check_placement(nd, en, s2e, alive, centers, radii, vdist, moved):
         if (cx != centers[slot, 0] or cy != centers[slot, 1] or cz != centers[slot, 2]
                 or r != radii[slot] or en.vdist[s] != vdist[slot]):
             return 24, s
-        if not contains(nd, n, cx, cy, cz, r):
+        if not contains(nd.lo, nd.size, n, cx, cy, cz, r):
             return 11, s
         if nd.level[n] > 0:
-            _o, lx, ly, lz, h = octant(nd, n, cx, cy, cz)
+            _o, lx, ly, lz, h = octant(nd.lo, nd.size, n, cx, cy, cz)
             if (cx - r >= lx and cx + r <= lx + h and cy - r >= ly and cy + r <= ly + h
                     and cz - r >= lz and cz + r <= lz + h):
                 return 12, s

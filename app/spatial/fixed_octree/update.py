@@ -201,6 +201,14 @@ def refresh(moved, mslots, en, centers, radii, vdist, nd, min_size, slow, bounds
     for a in range(3):
         bounds[0, a] = np.inf
         bounds[1, a] = -np.inf
+    lo = nd.lo
+    size = nd.size
+    tlo = nd.tlo
+    thi = nd.thi
+    vmax = nd.vmax
+    vmin = nd.vmin
+    parent = nd.parent
+    center = en.center
     ns = 0
     known = mslots.shape[0] == moved.shape[0]
     for i in range(moved.shape[0]):
@@ -211,16 +219,16 @@ def refresh(moved, mslots, en, centers, radii, vdist, nd, min_size, slow, bounds
         cx = centers[s, 0]
         cy = centers[s, 1]
         cz = centers[s, 2]
-        en.center[e, 0] = cx
-        en.center[e, 1] = cy
-        en.center[e, 2] = cz
+        center[e, 0] = cx
+        center[e, 1] = cy
+        center[e, 2] = cz
         en.radius[e] = r
         en.vdist[e] = vd
         n = en.node[e]
-        lx = nd.lo[n, 0]
-        ly = nd.lo[n, 1]
-        lz = nd.lo[n, 2]
-        sz = nd.size[n]
+        lx = lo[n, 0]
+        ly = lo[n, 1]
+        lz = lo[n, 2]
+        sz = size[n]
         # Branch-free (the outcome is unpredictable, and mispredictions cost more than the
         # arithmetic): the sphere lies in the cube and, unless the node has min_size, it
         # crosses a mid-plane, i.e. no octant holds it. With the sphere in the cube, "the
@@ -236,7 +244,7 @@ def refresh(moved, mslots, en, centers, radii, vdist, nd, min_size, slow, bounds
                 & ((cz + r <= mz) | (cz - r >= mz)))
         stay = inside and (sz == min_size or not fits)
         if stay:
-            expand(nd, n, cx, cy, cz, r, vd)
+            expand(tlo, thi, vmax, vmin, parent, n, cx, cy, cz, r, vd)
             continue
         slow[ns] = e
         ns += 1
@@ -321,24 +329,28 @@ def unlink(s, en, nd):
     en.prev[s] = -1
 
 
+# contains and octant take the cube fields, not the node bundle: an inlined function copies
+# its tuple arguments (a reference count pair per field), and they run at every climb and
+# descent step (with the bundle, the static bench's placement took 0.22 ms instead of 0.07).
+
 @njit(cache=True, inline="always")
-def contains(nd, n, cx, cy, cz, r):
+def contains(lo, size, n, cx, cy, cz, r):
     """The sphere lies in node ``n``'s cube."""
-    lx = nd.lo[n, 0]
-    ly = nd.lo[n, 1]
-    lz = nd.lo[n, 2]
-    s = nd.size[n]
+    lx = lo[n, 0]
+    ly = lo[n, 1]
+    lz = lo[n, 2]
+    s = size[n]
     return (cx - r >= lx and cx + r <= lx + s and cy - r >= ly and cy + r <= ly + s
             and cz - r >= lz and cz + r <= lz + s)
 
 
 @njit(cache=True, inline="always")
-def octant(nd, n, cx, cy, cz):
+def octant(lo, size, n, cx, cy, cz):
     """Octant of node ``n`` holding point c (upper half on ties) and that octant's corner."""
-    h = nd.size[n] * 0.5
-    lx = nd.lo[n, 0]
-    ly = nd.lo[n, 1]
-    lz = nd.lo[n, 2]
+    h = size[n] * 0.5
+    lx = lo[n, 0]
+    ly = lo[n, 1]
+    lz = lo[n, 2]
     o = 0
     if cx >= lx + h:
         o |= 1
@@ -356,7 +368,7 @@ def octant(nd, n, cx, cy, cz):
 def descend(nd, n, cx, cy, cz, r):
     """Smallest node below ``n`` (creating nodes on the way) that fully holds the sphere."""
     while nd.level[n] > 0:
-        o, lx, ly, lz, h = octant(nd, n, cx, cy, cz)
+        o, lx, ly, lz, h = octant(nd.lo, nd.size, n, cx, cy, cz)
         if not (cx - r >= lx and cx + r <= lx + h and cy - r >= ly and cy + r <= ly + h
                 and cz - r >= lz and cz + r <= lz + h):
             break
@@ -395,7 +407,7 @@ def place(ents, start, need, en, nd, root, displaced, relinked):
             # Climb to the first ancestor that still contains the sphere (the root does);
             # the object leaves the subtrees of the nodes passed on the way.
             n = cur
-            while not contains(nd, n, cx, cy, cz, r) and nd.parent[n] >= 0:
+            while not contains(nd.lo, nd.size, n, cx, cy, cz, r) and nd.parent[n] >= 0:
                 count_out(nd, n)
                 n = nd.parent[n]
         else:
@@ -409,7 +421,7 @@ def place(ents, start, need, en, nd, root, displaced, relinked):
                 unlink(s, en, nd)
                 start_ageing(nd, cur, root)
             link(s, n, en, nd)
-        expand(nd, n, cx, cy, cz, r, en.vdist[s])
+        expand(nd.tlo, nd.thi, nd.vmax, nd.vmin, nd.parent, n, cx, cy, cz, r, en.vdist[s])
     return ents.shape[0]
 
 
@@ -426,8 +438,12 @@ def count_out(nd, n):
 
 
 @njit(cache=True)
-def expand(nd, n, cx, cy, cz, r, vd):
+def expand(tlo, thi, vmax, vmin, parent, n, cx, cy, cz, r, vd):
     """Grow the subtree bounds of ``n`` and its ancestors to include a sphere.
+
+    Takes the node fields it uses rather than the node bundle: it runs once per moved
+    object, and passing the bundle costs a reference count pair per field per call (the
+    static bench's flush took 0.43 ms instead of 0.26).
 
     Bounds only grow (shrinking would need a rescan), so they are conservative: never
     smaller than the objects, never larger than the node cube, since every sphere of a
@@ -447,8 +463,6 @@ def expand(nd, n, cx, cy, cz, r, vd):
     hx += _PAD * (abs(hx) + 1.0)
     hy += _PAD * (abs(hy) + 1.0)
     hz += _PAD * (abs(hz) + 1.0)
-    tlo = nd.tlo
-    thi = nd.thi
     while n >= 0:
         grew = False
         if lx < tlo[n, 0]:
@@ -469,15 +483,15 @@ def expand(nd, n, cx, cy, cz, r, vd):
         if hz > thi[n, 2]:
             thi[n, 2] = hz
             grew = True
-        if vd > nd.vmax[n]:
-            nd.vmax[n] = vd
+        if vd > vmax[n]:
+            vmax[n] = vd
             grew = True
-        if vd < nd.vmin[n]:
-            nd.vmin[n] = vd
+        if vd < vmin[n]:
+            vmin[n] = vd
             grew = True
         if not grew:
             return
-        n = nd.parent[n]
+        n = parent[n]
 
 
 @njit(cache=True)
