@@ -9,6 +9,7 @@ from app.culling.frustum import camera_planes, look_at, perspective
 from app.geom.zpyramid import ZPyramid
 from app.spatial import create_index
 from app.spatial.hashgrid import TARGET_PER_CELL, HashedGrid, choose_cell_size
+from app.spatial.hashgrid.store import ST_IHW, ST_INFREE, ST_NFREE
 from tests.oracle import Oracle
 
 
@@ -215,33 +216,46 @@ def test_occlusion_rejects_cells_behind_a_near_wall():
 
 def corruptions():
     def item_copy(g):
-        g._items[0][g._oitem[g._alive.argmax()], 0] += 1.0
+        g._items.cen[g._objs.item[g._alive.argmax()], 0] += 1.0
 
     def wrong_cell(g):
         s = np.flatnonzero(g._alive)
-        g._ocell[s[0]] = g._ocell[s[-1]] if g._ocell[s[0]] != g._ocell[s[-1]] else -1
+        cell = g._objs.cell
+        cell[s[0]] = cell[s[-1]] if cell[s[0]] != cell[s[-1]] else -1
 
     def broken_link(g):
-        inext = g._items[4]
-        it = np.flatnonzero(inext[: g._st[5]] >= 0)[0]
+        inext = g._items.next
+        it = np.flatnonzero(inext[: g._grid.meta[ST_IHW]] >= 0)[0]
         inext[it] = -1
 
     def count(g):
-        g._ccount[g._ocell[g._alive.argmax()]] += 1
+        g._grid.cells.count[g._objs.cell[g._alive.argmax()]] += 1
 
     def table(g):
-        g._hval[g._cpos[g._ocell[g._alive.argmax()]]] = -2
+        g._grid.table.val[g._grid.cells.pos[g._objs.cell[g._alive.argmax()]]] = -2
 
     def level_radius(g):
-        g._lrmax[:] = 0.0
+        g._grid.levels.rmax[:] = 0.0
 
     def extent(g):
-        g._lext[:, 3:] = -(1 << 41)
+        g._grid.levels.ext[:, 3:] = -(1 << 41)
 
     def vd_bound(g):
-        g._cvdmax[g._ocell[g._alive.argmax()]] = -1.0
+        g._grid.cells.vdmax[g._objs.cell[g._alive.argmax()]] = -1.0
 
-    return [item_copy, wrong_cell, broken_link, count, table, level_radius, extent, vd_bound]
+    def cell_free_stack(g):
+        meta = g._grid.meta
+        g._grid.cells.free[meta[ST_NFREE] - 1] = g._objs.cell[g._alive.argmax()]
+
+    def item_free_stack(g):
+        meta = g._grid.meta
+        g._items.free[meta[ST_INFREE] - 1] = g._objs.item[g._alive.argmax()]
+
+    def dirty_flag(g):
+        g._grid.cells.dirty[g._objs.cell[g._alive.argmax()]] = True
+
+    return [item_copy, wrong_cell, broken_link, count, table, level_radius, extent, vd_bound,
+            cell_free_stack, item_free_stack, dirty_flag]
 
 
 @pytest.mark.parametrize("corrupt", corruptions(), ids=lambda f: f.__name__)

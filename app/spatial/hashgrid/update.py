@@ -1,0 +1,301 @@
+"""Compiled updates of the hashed grid: link, unlink, move, compaction and lazy bounds.
+
+Cell lists are linked lists of *items* (Bitsquid's items array, :class:`~.store.Items`): an
+item holds a copy of its object's center, radius and view distance next to the list links, so
+walking a cell reads one contiguous run of memory once the items are compacted in cell order
+(:func:`compact_items`). Slots map to items through :class:`~.store.Objects`.
+
+Bounds only grow eagerly: a cell's view-distance bounds widen on link and move, and a cell
+whose bound may have become loose goes on the dirty list, refreshed by the next query that
+uses view distances. The levels' max radius and extent are tightened on every rehash.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from app.spatial.hashgrid.store import (
+    LIM,
+    ST_HW,
+    ST_IHW,
+    ST_INFREE,
+    ST_LIVE,
+    ST_NDIRTY,
+    ST_NFREE,
+    ST_RELINKS,
+    ST_USED,
+    TOMB,
+    allocate,
+    coord,
+    find_or_add,
+    level_of,
+)
+
+
+@njit(cache=True, inline="always")
+def mark_dirty(c, cells, meta):
+    """Queue cell ``c`` for a bounds refresh; the flag keeps it on the list at most once (only
+    the refresh clears it)."""
+    if not cells.dirty[c]:
+        cells.dirty[c] = True
+        cells.dirty_list[meta[ST_NDIRTY]] = c
+        meta[ST_NDIRTY] += 1
+
+
+@njit(cache=True, inline="always")
+def copy_item(it, s, sph, items):
+    """Copy object ``s``'s center, radius and view distance into item ``it``."""
+    items.cen[it, 0] = sph.centers[s, 0]
+    items.cen[it, 1] = sph.centers[s, 1]
+    items.cen[it, 2] = sph.centers[s, 2]
+    items.rad[it] = sph.radii[s]
+    items.vd[it] = sph.vdist[s]
+
+
+@njit(cache=True)
+def link(s, c, sph, objs, g, items):
+    """Give object ``s`` a new item at the head of cell ``c``; widen cell and level bounds."""
+    cells = g.cells
+    inext = items.next
+    iprev = items.prev
+    head = cells.head
+    it = allocate(g.meta, items.free, ST_INFREE, ST_IHW)
+    copy_item(it, s, sph, items)
+    items.slot[it] = s
+    objs.item[s] = it
+    objs.cell[s] = c
+    h = head[c]
+    inext[it] = h
+    iprev[it] = -1
+    if h >= 0:
+        iprev[h] = it
+    head[c] = it
+    cells.count[c] += 1
+    v = sph.vdist[s]
+    cells.vdmax[c] = max(cells.vdmax[c], v)
+    cells.vdmin[c] = min(cells.vdmin[c], v)
+    lvl = cells.key[c, 0]
+    levels = g.levels
+    levels.count[lvl] += 1
+    levels.rmax[lvl] = max(levels.rmax[lvl], sph.radii[s])
+
+
+@njit(cache=True)
+def unlink(s, old_vd, objs, g, items):
+    """Free object ``s``'s item; an emptied cell leaves the pool and the table."""
+    cells = g.cells
+    meta = g.meta
+    inext = items.next
+    iprev = items.prev
+    count = cells.count
+    it = objs.item[s]
+    c = objs.cell[s]
+    p = iprev[it]
+    n = inext[it]
+    if p >= 0:
+        inext[p] = n
+    else:
+        cells.head[c] = n
+    if n >= 0:
+        iprev[n] = p
+    inext[it] = -1
+    iprev[it] = -1
+    items.slot[it] = -1
+    items.free[meta[ST_INFREE]] = it
+    meta[ST_INFREE] += 1
+    meta[ST_RELINKS] += 1
+    objs.item[s] = -1
+    objs.cell[s] = -1
+    count[c] -= 1
+    lvl = cells.key[c, 0]
+    levels = g.levels
+    levels.count[lvl] -= 1
+    if count[c] == 0:
+        g.table.val[cells.pos[c]] = TOMB
+        cells.free[meta[ST_NFREE]] = c
+        meta[ST_NFREE] += 1
+        meta[ST_LIVE] -= 1
+        levels.cells[lvl] -= 1
+    elif old_vd >= cells.vdmax[c] or old_vd <= cells.vdmin[c]:
+        mark_dirty(c, cells, meta)  # the bound it set may now be loose
+
+
+@njit(cache=True, inline="always")
+def has_room(g):
+    """A free cell, a free item and a table bucket below half load: room for one more link."""
+    meta = g.meta
+    return (meta[ST_NFREE] > 0 and meta[ST_INFREE] > 0
+            and 2 * (meta[ST_USED] + 1) <= g.table.val.shape[0])
+
+
+@njit(cache=True)
+def insert_batch(slots, start, sph, objs, g, items):
+    """Link new objects; stops early (returning where) when a pool or the table is full."""
+    sizes = g.levels.size
+    for i in range(start, slots.shape[0]):
+        if not has_room(g):
+            return i
+        s = slots[i]
+        lvl = level_of(sph.radii[s], sizes)
+        size = sizes[lvl]
+        c = find_or_add(g, lvl, coord(sph.centers[s, 0], size), coord(sph.centers[s, 1], size),
+                        coord(sph.centers[s, 2], size))
+        link(s, c, sph, objs, g, items)
+    return slots.shape[0]
+
+
+@njit(cache=True)
+def update_batch(slots, old_vd, start, sph, objs, g, items):
+    """Relink moved objects whose cell or level changed; others refresh their item only."""
+    # Arrays read per object are taken out of their bundles once, here.
+    centers = sph.centers
+    radii = sph.radii
+    vdist = sph.vdist
+    ocell = objs.cell
+    oitem = objs.item
+    cells = g.cells
+    ckey = cells.key
+    vdmax = cells.vdmax
+    vdmin = cells.vdmin
+    sizes = g.levels.size
+    rmax = g.levels.rmax
+    icen = items.cen
+    irad = items.rad
+    ivd = items.vd
+    for i in range(start, slots.shape[0]):
+        s = slots[i]
+        r = radii[s]
+        lvl = level_of(r, sizes)
+        size = sizes[lvl]
+        x = centers[s, 0]
+        y = centers[s, 1]
+        z = centers[s, 2]
+        ix = coord(x, size)
+        iy = coord(y, size)
+        iz = coord(z, size)
+        c = ocell[s]
+        if ckey[c, 0] == lvl and ckey[c, 1] == ix and ckey[c, 2] == iy and ckey[c, 3] == iz:
+            it = oitem[s]
+            icen[it, 0] = x
+            icen[it, 1] = y
+            icen[it, 2] = z
+            irad[it] = r
+            v = vdist[s]
+            ivd[it] = v
+            ov = old_vd[i]
+            if v != ov and (ov >= vdmax[c] or ov <= vdmin[c]):
+                mark_dirty(c, cells, g.meta)
+            vdmax[c] = max(vdmax[c], v)
+            vdmin[c] = min(vdmin[c], v)
+            rmax[lvl] = max(rmax[lvl], r)
+            continue
+        if not has_room(g):
+            return i
+        unlink(s, old_vd[i], objs, g, items)
+        c = find_or_add(g, lvl, ix, iy, iz)
+        link(s, c, sph, objs, g, items)
+    return slots.shape[0]
+
+
+@njit(cache=True)
+def remove_batch(slots, vdist, objs, g, items):
+    """Unlink objects about to be freed (the store still holds them)."""
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        unlink(s, vdist[s], objs, g, items)
+
+
+@njit(cache=True)
+def compact_items(objs, g, items, fresh):
+    """Copy items into the empty pool ``fresh`` cell by cell, in pool order, so that each
+    cell's list is one contiguous run and neighbouring cells' runs are adjacent.
+
+    ``fresh``'s free stack holds every item, highest first, so after ``j`` items its bottom
+    ``cap - j`` entries are exactly the unused ones: the stack is right without rewriting.
+    """
+    cells = g.cells
+    meta = g.meta
+    j = 0
+    for c in range(meta[ST_HW]):
+        if cells.count[c] <= 0:
+            continue
+        it = cells.head[c]
+        cells.head[c] = j
+        first = j
+        while it >= 0:
+            fresh.cen[j, 0] = items.cen[it, 0]
+            fresh.cen[j, 1] = items.cen[it, 1]
+            fresh.cen[j, 2] = items.cen[it, 2]
+            fresh.rad[j] = items.rad[it]
+            fresh.vd[j] = items.vd[it]
+            s = items.slot[it]
+            fresh.slot[j] = s
+            objs.item[s] = j
+            fresh.prev[j] = j - 1 if j > first else -1
+            fresh.next[j] = j + 1
+            j += 1
+            it = items.next[it]
+        fresh.next[j - 1] = -1
+    meta[ST_IHW] = j
+    meta[ST_INFREE] = fresh.free.shape[0] - j
+    meta[ST_RELINKS] = 0
+
+
+def morton(off: np.ndarray) -> np.ndarray:
+    """Z-order code of (K, 3) non-negative ints below 2**21 (vectorised bit spreading)."""
+    code = np.zeros(off.shape[0], dtype=np.uint64)
+    for a in range(3):
+        x = off[:, a].astype(np.uint64) & np.uint64(0x1FFFFF)
+        x = (x | (x << np.uint64(32))) & np.uint64(0x1F00000000FFFF)
+        x = (x | (x << np.uint64(16))) & np.uint64(0x1F0000FF0000FF)
+        x = (x | (x << np.uint64(8))) & np.uint64(0x100F00F00F00F00F)
+        x = (x | (x << np.uint64(4))) & np.uint64(0x10C30C30C30C30C3)
+        x = (x | (x << np.uint64(2))) & np.uint64(0x1249249249249249)
+        code |= x << np.uint64(a)
+    return code
+
+
+@njit(cache=True)
+def refresh_dirty(g, items):
+    """Recompute the view-distance bounds of the cells on the dirty list (lazily, per query)."""
+    cells = g.cells
+    meta = g.meta
+    for i in range(meta[ST_NDIRTY]):
+        c = cells.dirty_list[i]
+        cells.dirty[c] = False
+        if cells.count[c] <= 0:
+            continue
+        hi = -np.inf
+        lo = np.inf
+        it = cells.head[c]
+        while it >= 0:
+            hi = max(hi, items.vd[it])
+            lo = min(lo, items.vd[it])
+            it = items.next[it]
+        cells.vdmax[c] = hi
+        cells.vdmin[c] = lo
+    meta[ST_NDIRTY] = 0
+
+
+@njit(cache=True)
+def recompute_levels(g, items):
+    """Tighten per-level max radius and extent (they only grow between rebuilds)."""
+    cells = g.cells
+    ckey = cells.key
+    rmax = g.levels.rmax
+    ext = g.levels.ext
+    rmax[:] = 0.0
+    ext[:, :3] = LIM + 1
+    ext[:, 3:] = -LIM - 1
+    for c in range(g.meta[ST_HW]):
+        if cells.count[c] <= 0:
+            continue
+        lvl = ckey[c, 0]
+        for a in range(3):
+            ext[lvl, a] = min(ext[lvl, a], ckey[c, 1 + a])
+            ext[lvl, 3 + a] = max(ext[lvl, 3 + a], ckey[c, 1 + a])
+        it = cells.head[c]
+        while it >= 0:
+            rmax[lvl] = max(rmax[lvl], items.rad[it])
+            it = items.next[it]
