@@ -133,3 +133,13 @@ def apply_awake_moves(pos, centers, pos_slot, store_c, s32: Spheres32) -> float:
         s32.z[p] = to32(cz)
         big = max(big, abs(cx), abs(cy), abs(cz))
     return big
+
+
+@njit(cache=True)
+def all_finite(centers) -> bool:
+    """Every coordinate finite (a straight loop that vectorises)."""
+    ok = True
+    for i in range(centers.shape[0]):
+        ok &= np.isfinite(centers[i, 0]) & np.isfinite(centers[i, 1]) & np.isfinite(
+            centers[i, 2])
+    return ok
