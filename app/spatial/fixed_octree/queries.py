@@ -48,12 +48,14 @@ _SLACK = 1e-12
 
 
 @njit(cache=True, inline="always")
-def _push_children(nd, n, stack, sp):
+def _push_children(child, subcount, n, stack, sp):
     """Push n's non-empty children so that they pop in octant order (memory order after a
-    renumbering); returns the new stack size."""
+    renumbering); returns the new stack size. Takes fields, not the node bundle: every
+    kernel here reads the bundles' fields once, since each ``bundle.field`` read in a loop
+    (or bundle passed to an inlined call) costs a reference count pair per field."""
     for c in range(7, -1, -1):
-        ch = nd.child[n, c]
-        if ch >= 0 and nd.subcount[ch] > 0:
+        ch = child[n, c]
+        if ch >= 0 and subcount[ch] > 0:
             stack[sp] = ch
             sp += 1
     return sp
@@ -67,6 +69,13 @@ def collect(top, nd, en, out, k, outcome, stack):
     contiguous run of entries: copied without walking its nodes. Its nodes below are marked
     inside for the overlay only on demand (:func:`fill_inside`).
     """
+    child = nd.child
+    subcount = nd.subcount
+    clean = nd.clean
+    estart = nd.estart
+    head = nd.head
+    eslot = en.slot
+    enext = en.next
     sp = 1
     stack[0] = top
     walked = 0
@@ -75,18 +84,18 @@ def collect(top, nd, en, out, k, outcome, stack):
         n = stack[sp]
         walked += 1
         outcome[n] = NODE_INSIDE
-        if nd.clean[n] != 0:
-            e0 = nd.estart[n]
-            for j in range(nd.subcount[n]):
-                out[k + j] = en.slot[e0 + j]
-            k += nd.subcount[n]
+        if clean[n] != 0:
+            e0 = estart[n]
+            for j in range(subcount[n]):
+                out[k + j] = eslot[e0 + j]
+            k += subcount[n]
             continue
-        s = nd.head[n]
+        s = head[n]
         while s >= 0:
-            out[k] = en.slot[s]
+            out[k] = eslot[s]
             k += 1
-            s = en.next[s]
-        sp = _push_children(nd, n, stack, sp)
+            s = enext[s]
+        sp = _push_children(child, subcount, n, stack, sp)
     return k, walked
 
 
@@ -95,17 +104,20 @@ def fill_inside(root, nd, stack):
     """Mark inside the non-empty nodes below inside nodes that a bulk copy did not visit."""
     if root < 0:
         return
+    child = nd.child
+    subcount = nd.subcount
+    outcome = nd.outcome
     sp = 1
     stack[0] = root
     while sp > 0:
         sp -= 1
         n = stack[sp]
-        inside = nd.outcome[n] == NODE_INSIDE
+        inside = outcome[n] == NODE_INSIDE
         for c in range(7, -1, -1):
-            ch = nd.child[n, c]
-            if ch >= 0 and nd.subcount[ch] > 0:
-                if inside and nd.outcome[ch] == 0:
-                    nd.outcome[ch] = NODE_INSIDE
+            ch = child[n, c]
+            if ch >= 0 and subcount[ch] > 0:
+                if inside and outcome[ch] == 0:
+                    outcome[ch] = NODE_INSIDE
                 stack[sp] = ch
                 sp += 1
 
@@ -206,10 +218,10 @@ def frustum(root, nd, en, planes, eye, use_vd, occ, out, stack, inside_stack, st
 
 
 @njit(cache=True, inline="always")
-def _box_touches(nd, n, qlo, qhi):
-    return not (nd.tlo[n, 0] > qhi[0] or nd.thi[n, 0] < qlo[0]
-                or nd.tlo[n, 1] > qhi[1] or nd.thi[n, 1] < qlo[1]
-                or nd.tlo[n, 2] > qhi[2] or nd.thi[n, 2] < qlo[2])
+def _box_touches(tlo, thi, n, qlo, qhi):
+    return not (tlo[n, 0] > qhi[0] or thi[n, 0] < qlo[0]
+                or tlo[n, 1] > qhi[1] or thi[n, 1] < qlo[1]
+                or tlo[n, 2] > qhi[2] or thi[n, 2] < qlo[2])
 
 
 @njit(cache=True)
@@ -222,29 +234,38 @@ def box(root, nd, en, qlo, qhi, out, stack, stack2, scratch):
     k = 0
     if root < 0 or nd.subcount[root] == 0:
         return k
+    child = nd.child
+    subcount = nd.subcount
+    head = nd.head
+    tlo = nd.tlo
+    thi = nd.thi
+    center = en.center
+    radius = en.radius
+    eslot = en.slot
+    enext = en.next
     sp = 1
     stack[0] = root
     while sp > 0:
         sp -= 1
         n = stack[sp]
-        if not _box_touches(nd, n, qlo, qhi):
+        if not _box_touches(tlo, thi, n, qlo, qhi):
             continue
         inside = True
         for a in range(3):
-            if nd.tlo[n, a] < qlo[a] or nd.thi[n, a] > qhi[a]:
+            if tlo[n, a] < qlo[a] or thi[n, a] > qhi[a]:
                 inside = False
         if inside:
             # the whole subtree's bounding box lies in the query box: all spheres overlap it
             k, _w = collect(n, nd, en, out, k, scratch, stack2)
             continue
-        s = nd.head[n]
+        s = head[n]
         while s >= 0:
-            if sphere_overlaps_box(en.center[s, 0], en.center[s, 1], en.center[s, 2],
-                                   en.radius[s], qlo, qhi):
-                out[k] = en.slot[s]
+            if sphere_overlaps_box(center[s, 0], center[s, 1], center[s, 2],
+                                   radius[s], qlo, qhi):
+                out[k] = eslot[s]
                 k += 1
-            s = en.next[s]
-        sp = _push_children(nd, n, stack, sp)
+            s = enext[s]
+        sp = _push_children(child, subcount, n, stack, sp)
     return k
 
 
@@ -255,22 +276,31 @@ def sphere(root, nd, en, q, qr, out, stack):
     if root < 0 or nd.subcount[root] == 0:
         return k
     reach = qr * (1.0 + 1e-9) + 1e-9 * (1.0 + abs(q[0]) + abs(q[1]) + abs(q[2]))
+    child = nd.child
+    subcount = nd.subcount
+    head = nd.head
+    tlo = nd.tlo
+    thi = nd.thi
+    center = en.center
+    radius = en.radius
+    eslot = en.slot
+    enext = en.next
     sp = 1
     stack[0] = root
     while sp > 0:
         sp -= 1
         n = stack[sp]
-        if box_point_dist6(nd.tlo[n, 0], nd.tlo[n, 1], nd.tlo[n, 2], nd.thi[n, 0],
-                           nd.thi[n, 1], nd.thi[n, 2], q[0], q[1], q[2]) > reach:
+        if box_point_dist6(tlo[n, 0], tlo[n, 1], tlo[n, 2], thi[n, 0],
+                           thi[n, 1], thi[n, 2], q[0], q[1], q[2]) > reach:
             continue
-        s = nd.head[n]
+        s = head[n]
         while s >= 0:
-            if spheres_touch(en.center[s, 0], en.center[s, 1], en.center[s, 2], en.radius[s],
+            if spheres_touch(center[s, 0], center[s, 1], center[s, 2], radius[s],
                              q[0], q[1], q[2], qr):
-                out[k] = en.slot[s]
+                out[k] = eslot[s]
                 k += 1
-            s = en.next[s]
-        sp = _push_children(nd, n, stack, sp)
+            s = enext[s]
+        sp = _push_children(child, subcount, n, stack, sp)
     return k
 
 
@@ -283,22 +313,31 @@ def ray(root, nd, en, o, d, out, ts, stack):
     idx = 1.0 / d[0] if d[0] != 0.0 else np.inf
     idy = 1.0 / d[1] if d[1] != 0.0 else np.inf
     idz = 1.0 / d[2] if d[2] != 0.0 else np.inf
+    child = nd.child
+    subcount = nd.subcount
+    head = nd.head
+    tlo = nd.tlo
+    thi = nd.thi
+    center = en.center
+    radius = en.radius
+    eslot = en.slot
+    enext = en.next
     sp = 1
     stack[0] = root
     while sp > 0:
         sp -= 1
         n = stack[sp]
-        if not ray_box_hits(o[0], o[1], o[2], idx, idy, idz, nd.tlo[n], nd.thi[n]):
+        if not ray_box_hits(o[0], o[1], o[2], idx, idy, idz, tlo[n], thi[n]):
             continue
-        s = nd.head[n]
+        s = head[n]
         while s >= 0:
             t = ray_sphere_entry(o[0], o[1], o[2], d[0], d[1], d[2],
-                                 en.center[s, 0], en.center[s, 1], en.center[s, 2],
-                                 en.radius[s])
+                                 center[s, 0], center[s, 1], center[s, 2],
+                                 radius[s])
             if t >= 0.0:
-                out[k] = en.slot[s]
+                out[k] = eslot[s]
                 ts[k] = t
                 k += 1
-            s = en.next[s]
-        sp = _push_children(nd, n, stack, sp)
+            s = enext[s]
+        sp = _push_children(child, subcount, n, stack, sp)
     return k
