@@ -451,15 +451,12 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
 
 @njit(cache=True, inline="always")
 def needs_split(is_split, count, n: int, threshold: int) -> bool:
-    """n is an unsplit leaf holding more objects than the threshold (2.1.1)."""
+    """n is an unsplit leaf holding more objects than the threshold (2.1.1).
+
+    Takes two arrays, not the pool: the queries ask it at every node they reach, and numba
+    reference-counts every array of a tuple handed to an inlined helper.
+    """
     return (not is_split[n]) & (count[n] > threshold)
-
-
-@njit(cache=True, inline="always")
-def split_if_overfull(nd, ob, sp, n: int, rules) -> None:
-    """Split n if it is an overfull leaf: what every query does at the nodes it reaches."""
-    if needs_split(nd.is_split, nd.count, n, rules.threshold):
-        split_node(nd, ob, sp, n, rules)
 
 
 # ---------------------------------------------------------------------- batches
