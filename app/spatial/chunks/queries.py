@@ -31,7 +31,7 @@ from app.geom.predicates import (
 )
 from app.geom.zpyramid import Occluder, box_hidden6
 from app.spatial.chunks.layout import CHUNK, FANOUT, HI, LO, MAXVD, MINVD, Tree
-from app.spatial.scan import IN, NEAR, Spheres32, settle
+from app.spatial.scan import FAST, IN, NEAR, Spheres32, distance_code, settle
 
 
 @njit(cache=True, inline="always")
@@ -232,7 +232,7 @@ def query_frustum(tree: Tree, s32: Spheres32, pos_slot, pos_id, npos: int, p32, 
     return k, occluded, working, visited
 
 
-@njit(cache=True, fastmath=True)
+@njit(cache=True, fastmath=FAST)
 def _scan_chunks(x, y, z, r, vd, p32, ex, ey, ez, use_vd: bool, tol, tol_d, chunks,
                  nchunks: int, codes) -> None:
     """The branch-free verdict bytes (``app.spatial.scan``) of every lane of the listed chunks.
@@ -240,8 +240,6 @@ def _scan_chunks(x, y, z, r, vd, p32, ex, ey, ez, use_vd: bool, tol, tol_d, chun
     64 lanes a chunk, a constant count, and unsigned positions (no negative-index checks): the
     lane loop vectorises as the flat scan does. Holes carry radius -inf and come out OUT.
     """
-    shrink = np.float32(1.0 - 4e-7)
-    stretch = np.float32(1.0 + 4e-7)
     for j in range(nchunks):
         p0 = np.uint64(chunks[j] * CHUNK)
         for lane in range(CHUNK):
@@ -256,11 +254,7 @@ def _scan_chunks(x, y, z, r, vd, p32, ex, ey, ez, use_vd: bool, tol, tol_d, chun
             m = m + r[i]
             code = np.uint8(m >= tol) + np.uint8(m >= -tol)
             if use_vd:
-                dx = xi - ex
-                dy = yi - ey
-                dz = zi - ez
-                d = math.sqrt(dx * dx + dy * dy + dz * dz)
-                c2 = np.uint8(d <= vd[i] * shrink - tol_d) + np.uint8(d <= vd[i] * stretch + tol_d)
+                c2 = distance_code(xi - ex, yi - ey, zi - ez, vd[i], tol_d)
                 code = c2 if c2 < code else code
             codes[i] = code
 
