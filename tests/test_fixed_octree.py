@@ -31,9 +31,9 @@ def framed(**kw) -> fo.FixedOctree:
 
 def node_at(idx: fo.FixedOctree, lo, size: float) -> int:
     """Pool index of the live node with this cube, or -1."""
-    live = np.flatnonzero(idx._nodes.alive != 0)
-    hit = live[(idx._nodes.lo[live] == np.asarray(lo, float)).all(axis=1)
-               & (idx._nodes.size[live] == size)]
+    live = np.flatnonzero(idx._nodes.node["alive"] != 0)
+    hit = live[(idx._nodes.node["lo"][live] == np.asarray(lo, float)).all(axis=1)
+               & (idx._nodes.node["size"][live] == size)]
     return int(hit[0]) if hit.shape[0] else -1
 
 
@@ -211,7 +211,7 @@ def test_emptied_leaf_survives_eight_cycles_then_is_pruned():
     assert has_cell(idx, [1, 1, 1], 1.0)
     n = _empty_leaf_at_1(idx)  # cycle 1 of being empty
     assert n >= 0 and idx.stats()["dead_branches"] >= 1
-    assert idx._nodes.life[n] == 8
+    assert idx._nodes.node["life"][n] == 8
     for cycle in range(2, 8):  # cycles 2..7: still kept
         idx.flush()
         assert has_cell(idx, [1, 1, 1], 1.0), cycle
@@ -233,13 +233,13 @@ def test_reused_leaf_lifespan_doubles_up_to_64():
     expected = 8
     for _round in range(5):
         assert _empty_leaf_at_1(idx) == n  # same node, not pruned meanwhile
-        assert idx._nodes.life[n] == expected
-        assert idx._nodes.ttl[n] == expected - 1
+        assert idx._nodes.node["life"][n] == expected
+        assert idx._nodes.node["ttl"][n] == expected - 1
         idx.flush()
         idx.update(np.array([1]), np.array([[1.5, 1.5, 1.5]]))  # reused while dying
         idx.flush()
         expected = min(2 * expected, 64)
-        assert idx._nodes.life[n] == expected and idx._nodes.ttl[n] == -1
+        assert idx._nodes.node["life"][n] == expected and idx._nodes.node["ttl"][n] == -1
         idx.validate()
     # with the lifespan at 64, an emptied leaf lives 64 cycles
     _empty_leaf_at_1(idx)
@@ -321,8 +321,8 @@ def _built() -> fo.FixedOctree:
 
 
 def _deep_node(idx) -> int:
-    live = np.flatnonzero(idx._nodes.alive != 0)
-    return int(live[np.argmin(idx._nodes.level[live])])
+    live = np.flatnonzero(idx._nodes.node["alive"] != 0)
+    return int(live[np.argmin(idx._nodes.node["level"][live])])
 
 
 def _an_entry(idx) -> int:
@@ -332,7 +332,7 @@ def _an_entry(idx) -> int:
 def _sink(t) -> None:
     """A sphere that shrank in both copies without an update could now sit deeper."""
     node = t._ents.node
-    e = int(np.flatnonzero((node >= 0) & (t._nodes.level[np.maximum(node, 0)] > 0))[0])
+    e = int(np.flatnonzero((node >= 0) & (t._nodes.node["level"][np.maximum(node, 0)] > 0))[0])
     t._ents.radius[e] = 0.0
     t._radii[t._ents.slot[e]] = 0.0
 
@@ -347,19 +347,19 @@ CORRUPTIONS = {
     "object outside its cell": _displace,
     "store changed behind the tree's back": lambda t: t._centers.__setitem__(
         t._ents.slot[_an_entry(t)], 7.25),
-    "parent link": lambda t: t._nodes.parent.__setitem__(_deep_node(t), t._root),
-    "child count": lambda t: t._nodes.nchild.__setitem__(t._root, 9),
-    "lifespan not doubled": lambda t: t._nodes.life.__setitem__(_deep_node(t), 12),
-    "lifespan above 64": lambda t: t._nodes.life.__setitem__(_deep_node(t), 128),
-    "countdown on a busy node": lambda t: t._nodes.ttl.__setitem__(t._root, 3),
-    "object count": lambda t: t._nodes.count.__setitem__(_deep_node(t), 99),
+    "parent link": lambda t: t._nodes.node["parent"].__setitem__(_deep_node(t), t._root),
+    "child count": lambda t: t._nodes.node["nchild"].__setitem__(t._root, 9),
+    "lifespan not doubled": lambda t: t._nodes.node["life"].__setitem__(_deep_node(t), 12),
+    "lifespan above 64": lambda t: t._nodes.node["life"].__setitem__(_deep_node(t), 128),
+    "countdown on a busy node": lambda t: t._nodes.node["ttl"].__setitem__(t._root, 3),
+    "object count": lambda t: t._nodes.node["count"].__setitem__(_deep_node(t), 99),
     "list link": lambda t: t._ents.prev.__setitem__(_an_entry(t), 12345),
     "entry slot link": lambda t: t._ents.slot.__setitem__(_an_entry(t), 3),
-    "free list": lambda t: t._nodes.alive.__setitem__(int(t._nodes.free[0]), 1),
-    "cell corner": lambda t: t._nodes.lo.__setitem__((_deep_node(t), 0), 0.5),
-    "root not power of two": lambda t: t._nodes.size.__setitem__(t._root, 48.0),
-    "subtree count": lambda t: t._nodes.subcount.__setitem__(t._root, 1),
-    "tight box": lambda t: t._nodes.thi.__setitem__((t._root, 0), -1e9),
+    "free list": lambda t: t._nodes.node["alive"].__setitem__(int(t._nodes.free[0]), 1),
+    "cell corner": lambda t: t._nodes.node["lo"].__setitem__((_deep_node(t), 0), 0.5),
+    "root not power of two": lambda t: t._nodes.node["size"].__setitem__(t._root, 48.0),
+    "subtree count": lambda t: t._nodes.node["subcount"].__setitem__(t._root, 1),
+    "tight box": lambda t: t._nodes.node["thi"].__setitem__((t._root, 0), -1e9),
     "not smallest octant": _sink,
 }
 
@@ -398,18 +398,18 @@ def test_clean_subtrees_are_copied_in_bulk_with_the_same_answer_and_outcomes():
         res = idx.query_frustum(planes)
         idx.validate()
         outcomes = idx.node_outcomes()
-        clean = idx._nodes.clean.copy()
-        assert clean[idx._nodes.alive != 0].any()  # some subtrees stay clean
-        idx._nodes.clean[:] = 0
+        clean = idx._nodes.node["clean"].copy()
+        assert clean[idx._nodes.node["alive"] != 0].any()  # some subtrees stay clean
+        idx._nodes.node["clean"][:] = 0
         walk = idx.query_frustum(planes)
         assert np.array_equal(np.sort(res.visible), np.sort(walk.visible))
         assert res.working_set == walk.working_set
         assert res.nodes_visited <= walk.nodes_visited
         saved += walk.nodes_visited - res.nodes_visited
         np.testing.assert_array_equal(outcomes, idx.node_outcomes())
-        idx._nodes.clean[:] = clean
+        idx._nodes.node["clean"][:] = clean
         idx.validate()
     assert saved > 0  # bulk copies happened
-    idx._nodes.clean[:] = 1  # a node said clean although its entries moved
+    idx._nodes.node["clean"][:] = 1  # a node said clean although its entries moved
     with pytest.raises(AssertionError):
         idx.validate()

@@ -43,25 +43,32 @@ MESSAGES = {
 
 
 @njit(cache=True)
+def _live_count(node):
+    n = 0
+    for i in range(node.shape[0]):
+        if node[i].alive != 0:
+            n += 1
+    return n
+
+
+@njit(cache=True)
 def check_pool(nd, root, min_size):
     """Free stack and live nodes partition the pool; the root is a live power-of-two cube."""
-    cap = nd.alive.shape[0]
+    node = nd.node
+    cap = node.shape[0]
     nfree = nd.nfree[0]
-    nalive = 0
-    for n in range(cap):
-        if nd.alive[n] != 0:
-            nalive += 1
+    nalive = _live_count(node)
     for i in range(nfree):
-        if nd.alive[nd.free[i]] != 0:
+        if node[nd.free[i]].alive != 0:
             return 3, nd.free[i]
     if nalive + nfree != cap:
         return 3, -1
     if root < 0:
         return (7, -1) if nalive != 0 else (0, -1)
-    if nd.alive[root] == 0 or nd.parent[root] != -1:
+    if node[root].alive == 0 or node[root].parent != -1:
         return 1, root
-    ratio = nd.size[root] / min_size
-    if ratio != 2.0 ** nd.level[root] or math.frexp(ratio)[0] != 0.5:
+    ratio = node[root].size / min_size
+    if ratio != 2.0 ** node[root].level or math.frexp(ratio)[0] != 0.5:
         return 2, root
     return 0, -1
 
@@ -69,7 +76,8 @@ def check_pool(nd, root, min_size):
 @njit(cache=True)
 def check_links(nd, root):
     """Every live node is reached once from the root; each child is its parent's octant."""
-    cap = nd.alive.shape[0]
+    node = nd.node
+    cap = node.shape[0]
     seen = np.zeros(cap, dtype=np.bool_)
     stack = np.empty(cap + 1, dtype=np.int64)
     sp = 0
@@ -83,25 +91,25 @@ def check_links(nd, root):
         n = stack[sp]
         reached += 1
         nch = 0
-        h = nd.size[n] * 0.5
+        h = node[n].size * 0.5
         for o in range(8):
-            ch = nd.child[n, o]
+            ch = node[n].child[o]
             if ch < 0:
                 continue
             nch += 1
-            if nd.alive[ch] == 0 or nd.parent[ch] != n or seen[ch]:
+            if node[ch].alive == 0 or node[ch].parent != n or seen[ch]:
                 return 4, ch
-            if nd.level[ch] != nd.level[n] - 1 or nd.size[ch] != h:
+            if node[ch].level != node[n].level - 1 or node[ch].size != h:
                 return 5, ch
             for a in range(3):
-                if nd.lo[ch, a] != nd.lo[n, a] + (h if (o >> a) & 1 else 0.0):
+                if node[ch].lo[a] != node[n].lo[a] + (h if (o >> a) & 1 else 0.0):
                     return 5, ch
             seen[ch] = True
             stack[sp] = ch
             sp += 1
-        if nch != nd.nchild[n]:
+        if nch != node[n].nchild:
             return 6, n
-    if reached != np.count_nonzero(nd.alive):
+    if reached != _live_count(node):
         return 7, -1
     return 0, -1
 
@@ -110,13 +118,14 @@ def check_links(nd, root):
 def check_lists(nd, en):
     """Each live node's entry list is well linked, names the node, and has ``count`` entries;
     every placed entry is on one list."""
+    node = nd.node
     listed = 0
-    for n in range(nd.alive.shape[0]):
-        if nd.alive[n] == 0:
+    for n in range(node.shape[0]):
+        if node[n].alive == 0:
             continue
         cnt = 0
         prev = -1
-        s = nd.head[n]
+        s = node[n].head
         while s >= 0:
             if en.prev[s] != prev:
                 return 8, s
@@ -127,7 +136,7 @@ def check_lists(nd, en):
                 return 8, s
             prev = s
             s = en.next[s]
-        if cnt != nd.count[n]:
+        if cnt != node[n].count:
             return 10, n
         listed += cnt
     if listed != np.count_nonzero(en.node >= 0):
@@ -139,12 +148,13 @@ def check_lists(nd, en):
 def check_placement(nd, en, s2e, alive, centers, radii, vdist, moved):
     """Each placed entry is its slot's, copies the store, and sits in the smallest node cube
     that holds it (moved slots are exempt until the next flush)."""
-    cap = nd.alive.shape[0]
+    node = nd.node
+    cap = node.shape[0]
     for s in range(en.node.shape[0]):
         n = en.node[s]
         if n < 0:
             continue
-        if n >= cap or nd.alive[n] == 0:
+        if n >= cap or node[n].alive == 0:
             return 21, s
         slot = en.slot[s]
         if slot < 0 or slot >= s2e.shape[0] or s2e[slot] != s or not alive[slot]:
@@ -158,10 +168,10 @@ def check_placement(nd, en, s2e, alive, centers, radii, vdist, moved):
         if (cx != centers[slot, 0] or cy != centers[slot, 1] or cz != centers[slot, 2]
                 or r != radii[slot] or en.vdist[s] != vdist[slot]):
             return 24, s
-        if not contains(nd.lo, nd.size, n, cx, cy, cz, r):
+        if not contains(node, n, cx, cy, cz, r):
             return 11, s
-        if nd.level[n] > 0:
-            _o, lx, ly, lz, h = octant(nd.lo, nd.size, n, cx, cy, cz)
+        if node[n].level > 0:
+            _o, lx, ly, lz, h = octant(node, n, cx, cy, cz)
             if (cx - r >= lx and cx + r <= lx + h and cy - r >= ly and cy + r <= ly + h
                     and cz - r >= lz and cz + r <= lz + h):
                 return 12, s
@@ -172,7 +182,8 @@ def check_placement(nd, en, s2e, alive, centers, radii, vdist, moved):
 def check_ages(nd, root):
     """Lifespans are 8..64 doublings; exactly the non-root empty leaves count down, each
     listed once in the ageing list."""
-    cap = nd.alive.shape[0]
+    node = nd.node
+    cap = node.shape[0]
     inlist = np.zeros(cap, dtype=np.bool_)
     for i in range(nd.naging[0]):
         n = nd.aging[i]
@@ -180,13 +191,13 @@ def check_ages(nd, root):
             return 22, n
         inlist[n] = True
     for n in range(cap):
-        if nd.alive[n] == 0:
+        if node[n].alive == 0:
             continue
-        life = nd.life[n]
+        life = node[n].life
         if life != 8 and life != 16 and life != 32 and life != 64:
             return 13, n
-        ttl = nd.ttl[n]
-        empty_leaf = nd.count[n] == 0 and nd.nchild[n] == 0
+        ttl = node[n].ttl
+        empty_leaf = node[n].count == 0 and node[n].nchild == 0
         if ttl < -1 or ttl > life or (ttl >= 0 and (not empty_leaf or n == root)):
             return 14, n
         if empty_leaf and n != root and ttl < 1:
@@ -200,21 +211,22 @@ def check_ages(nd, root):
 def check_ranges(nd, en):
     """Dirty nodes have dirty ancestors; a clean node's entries lie in its range, which lies
     in its clean parent's."""
-    for n in range(nd.alive.shape[0]):
-        if nd.alive[n] == 0:
+    node = nd.node
+    for n in range(node.shape[0]):
+        if node[n].alive == 0:
             continue
-        p = nd.parent[n]
-        if nd.clean[n] == 0:
-            if p >= 0 and nd.clean[p] != 0:
+        p = node[n].parent
+        if node[n].clean == 0:
+            if p >= 0 and node[p].clean != 0:
                 return 25, n
             continue
-        e0 = nd.estart[n]
-        if p >= 0 and nd.clean[p] != 0 and (
-                e0 < nd.estart[p] or e0 + nd.subcount[n] > nd.estart[p] + nd.subcount[p]):
+        e0 = node[n].estart
+        if p >= 0 and node[p].clean != 0 and (
+                e0 < node[p].estart or e0 + node[n].subcount > node[p].estart + node[p].subcount):
             return 25, n
-        s = nd.head[n]
+        s = node[n].head
         while s >= 0:
-            if s < e0 or s >= e0 + nd.subcount[n]:
+            if s < e0 or s >= e0 + node[n].subcount:
                 return 25, n
             s = en.next[s]
     return 0, -1
@@ -224,35 +236,36 @@ def check_ranges(nd, en):
 def check_bounds(nd, en):
     """Subtree counts are exact; subtree boxes and view-distance ranges nest and cover every
     object's packed copy (what they were grown with)."""
-    for n in range(nd.alive.shape[0]):
-        if nd.alive[n] == 0:
+    node = nd.node
+    for n in range(node.shape[0]):
+        if node[n].alive == 0:
             continue
-        sub = nd.count[n]
+        sub = node[n].count
         for o in range(8):
-            ch = nd.child[n, o]
+            ch = node[n].child[o]
             if ch >= 0:
-                sub += nd.subcount[ch]
-        if sub != nd.subcount[n]:
+                sub += node[ch].subcount
+        if sub != node[n].subcount:
             return 18, n
         if sub == 0:
             continue
         for o in range(8):
-            ch = nd.child[n, o]
-            if ch < 0 or nd.subcount[ch] == 0:
+            ch = node[n].child[o]
+            if ch < 0 or node[ch].subcount == 0:
                 continue
             for a in range(3):
-                if nd.tlo[ch, a] < nd.tlo[n, a] or nd.thi[ch, a] > nd.thi[n, a]:
+                if node[ch].tlo[a] < node[n].tlo[a] or node[ch].thi[a] > node[n].thi[a]:
                     return 19, n
-            if nd.vmax[ch] > nd.vmax[n] or nd.vmin[ch] < nd.vmin[n]:
+            if node[ch].vmax > node[n].vmax or node[ch].vmin < node[n].vmin:
                 return 20, n
-        s = nd.head[n]
+        s = node[n].head
         while s >= 0:
             r = en.radius[s]
             for a in range(3):
-                if (en.center[s, a] - r < nd.tlo[n, a]
-                        or en.center[s, a] + r > nd.thi[n, a]):
+                if (en.center[s, a] - r < node[n].tlo[a]
+                        or en.center[s, a] + r > node[n].thi[a]):
                     return 19, n
-            if en.vdist[s] > nd.vmax[n] or en.vdist[s] < nd.vmin[n]:
+            if en.vdist[s] > node[n].vmax or en.vdist[s] < node[n].vmin:
                 return 20, n
             s = en.next[s]
     return 0, -1

@@ -80,7 +80,7 @@ class FixedOctree(SpatialIndex):
         """Make sure at least ``k`` nodes are free (the pool doubles when it must grow)."""
         if self._nodes.nfree[0] >= k:
             return
-        old = self._nodes.parent.shape[0]
+        old = self._nodes.node.shape[0]
         self._nodes = st.grow_nodes(self._nodes, max(2 * old, old + k))
 
     # ------------------------------------------------------------ hooks of the base class
@@ -151,7 +151,7 @@ class FixedOctree(SpatialIndex):
         self._fit_root(bounds[0], bounds[1])
         start = 0
         while start < ents.shape[0]:
-            need = int(self._nodes.level[self._root]) + 2
+            need = int(self._nodes.node["level"][self._root]) + 2
             self._ensure_nodes(max(need, min(ents.shape[0] - start, 1 << 16)))
             start = up.place(ents, start, need, self._ents, self._nodes, self._root,
                              self._displaced, self._relinked)
@@ -212,8 +212,8 @@ class FixedOctree(SpatialIndex):
             self._root = int(st.alloc_node(self._nodes, -1, level, lo[0], lo[1], lo[2], size))
             return
         while True:
-            lo = self._nodes.lo[self._root]
-            size = self._nodes.size[self._root]
+            lo = self._nodes.node["lo"][self._root]
+            size = self._nodes.node["size"][self._root]
             if (bmin >= lo).all() and (bmax <= lo + size).all():
                 return
             self._ensure_nodes(1)
@@ -226,7 +226,7 @@ class FixedOctree(SpatialIndex):
     # ------------------------------------------------------------ queries
 
     def _stack(self) -> np.ndarray:
-        depth = int(self._nodes.level[self._root]) + 2 if self._root >= 0 else 2
+        depth = int(self._nodes.node["level"][self._root]) + 2 if self._root >= 0 else 2
         return np.empty(8 * depth + 8, dtype=np.int64)
 
     def _query_frustum(self, planes: np.ndarray, eye: np.ndarray, use_vd: bool,
@@ -274,19 +274,19 @@ class FixedOctree(SpatialIndex):
             raise ValueError(f"object_cells: unknown ids: {ids[slots < 0][:8].tolist()}")
         self._sync()
         nodes = self._ents.node[self._s2e[slots]]
-        return self._nodes.lo[nodes].copy(), self._nodes.size[nodes].copy()
+        return self._nodes.node["lo"][nodes].copy(), self._nodes.node["size"][nodes].copy()
 
     # ------------------------------------------------------------ overlays, stats, checks
 
     def _live_nodes(self) -> np.ndarray:
-        return np.flatnonzero(self._nodes.alive != 0)
+        return np.flatnonzero(self._nodes.node["alive"] != 0)
 
     def node_boxes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(lo, hi, depth) of every node cube (pool order; aligned with node_outcomes)."""
         live = self._live_nodes()
-        lo = self._nodes.lo[live].copy()
-        hi = lo + self._nodes.size[live][:, None]
-        depth = self._root_level() - self._nodes.level[live].astype(np.int64)
+        lo = self._nodes.node["lo"][live].copy()
+        hi = lo + self._nodes.node["size"][live][:, None]
+        depth = self._root_level() - self._nodes.node["level"][live].astype(np.int64)
         return lo, hi, depth
 
     def node_outcomes(self) -> np.ndarray:
@@ -297,34 +297,34 @@ class FixedOctree(SpatialIndex):
         return self._nodes.outcome[self._live_nodes()].copy()
 
     def _root_level(self) -> int:
-        return int(self._nodes.level[self._root]) if self._root >= 0 else 0
+        return int(self._nodes.node["level"][self._root]) if self._root >= 0 else 0
 
     def stats(self) -> dict[str, Any]:
         """Nodes, depth, objects per depth, queued work, dying leaves, root cube."""
         nd = self._nodes
         live = self._live_nodes()
         placed = self._ents.node[self._ents.node >= 0]
-        depth_of = self._root_level() - nd.level[placed].astype(np.int64)
-        node_depth = self._root_level() - nd.level[live].astype(np.int64)
+        depth_of = self._root_level() - nd.node["level"][placed].astype(np.int64)
+        node_depth = self._root_level() - nd.node["level"][live].astype(np.int64)
         out = super().stats()
         out.update({
             "nodes": int(live.shape[0]),
             "max_depth": int(node_depth.max()) if live.shape[0] else 0,
             "objects_per_level": np.bincount(depth_of).tolist() if placed.shape[0] else [],
             "pending": int(sum(a.shape[0] for a in self._queued())),
-            "dead_branches": int((nd.ttl[live] >= 0).sum()),
-            "root_lo": nd.lo[self._root].tolist() if self._root >= 0 else None,
-            "root_size": float(nd.size[self._root]) if self._root >= 0 else 0.0,
+            "dead_branches": int((nd.node["ttl"][live] >= 0).sum()),
+            "root_lo": nd.node["lo"][self._root].tolist() if self._root >= 0 else None,
+            "root_size": float(nd.node["size"][self._root]) if self._root >= 0 else 0.0,
             "min_size": self.min_size,
             "cycles": self.cycles,
             "pruned": self.pruned,
-            "node_capacity": int(nd.parent.shape[0]),
+            "node_capacity": int(nd.node.shape[0]),
         })
         return out
 
     def describe(self) -> str:
         """Name and parameters for HUDs and logs."""
-        size = self._nodes.size[self._root] if self._root >= 0 else 0.0
+        size = self._nodes.node["size"][self._root] if self._root >= 0 else 0.0
         return (f"fixed-octree (min node {self.min_size:g}, root {size:g}, "
                 f"dead leaves kept {st.LIFE_START}..{st.LIFE_MAX} cycles)")
 

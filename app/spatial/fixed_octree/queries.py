@@ -48,14 +48,14 @@ _SLACK = 1e-12
 
 
 @njit(cache=True, inline="always")
-def _push_children(child, subcount, n, stack, sp):
+def _push_children(node, n, stack, sp):
     """Push n's non-empty children so that they pop in octant order (memory order after a
-    renumbering); returns the new stack size. Takes fields, not the node bundle: every
+    renumbering); returns the new stack size. Takes the records, not the node bundle: every
     kernel here reads the bundles' fields once, since each ``bundle.field`` read in a loop
     (or bundle passed to an inlined call) costs a reference count pair per field."""
     for c in range(7, -1, -1):
-        ch = child[n, c]
-        if ch >= 0 and subcount[ch] > 0:
+        ch = node[n].child[c]
+        if ch >= 0 and node[ch].subcount > 0:
             stack[sp] = ch
             sp += 1
     return sp
@@ -69,11 +69,7 @@ def collect(top, nd, en, out, k, outcome, stack):
     contiguous run of entries: copied without walking its nodes. Its nodes below are marked
     inside for the overlay only on demand (:func:`fill_inside`).
     """
-    child = nd.child
-    subcount = nd.subcount
-    clean = nd.clean
-    estart = nd.estart
-    head = nd.head
+    node = nd.node
     eslot = en.slot
     enext = en.next
     sp = 1
@@ -84,18 +80,20 @@ def collect(top, nd, en, out, k, outcome, stack):
         n = stack[sp]
         walked += 1
         outcome[n] = NODE_INSIDE
-        if clean[n] != 0:
-            e0 = estart[n]
-            for j in range(subcount[n]):
+        rec = node[n]
+        if rec.clean != 0:
+            e0 = rec.estart
+            m = rec.subcount
+            for j in range(m):
                 out[k + j] = eslot[e0 + j]
-            k += subcount[n]
+            k += m
             continue
-        s = head[n]
+        s = rec.head
         while s >= 0:
             out[k] = eslot[s]
             k += 1
             s = enext[s]
-        sp = _push_children(child, subcount, n, stack, sp)
+        sp = _push_children(node, n, stack, sp)
     return k, walked
 
 
@@ -104,8 +102,7 @@ def fill_inside(root, nd, stack):
     """Mark inside the non-empty nodes below inside nodes that a bulk copy did not visit."""
     if root < 0:
         return
-    child = nd.child
-    subcount = nd.subcount
+    node = nd.node
     outcome = nd.outcome
     sp = 1
     stack[0] = root
@@ -114,8 +111,8 @@ def fill_inside(root, nd, stack):
         n = stack[sp]
         inside = outcome[n] == NODE_INSIDE
         for c in range(7, -1, -1):
-            ch = child[n, c]
-            if ch >= 0 and subcount[ch] > 0:
+            ch = node[n].child[c]
+            if ch >= 0 and node[ch].subcount > 0:
                 if inside and outcome[ch] == 0:
                     outcome[ch] = NODE_INSIDE
                 stack[sp] = ch
@@ -134,20 +131,14 @@ def frustum(root, nd, en, planes, eye, use_vd, occ, out, stack, inside_stack, st
     visited = 0
     occ_nodes = 0
     occ_objs = 0
-    if root < 0 or nd.subcount[root] == 0:
+    node = nd.node
+    if root < 0 or node[root].subcount == 0:
         return k, ws, visited, occ_nodes, occ_objs
     # The decisions are node_verdict6's and accept_sphere's, written out: those take the
     # Occluder by value, and an inlined call copies the tuple (a reference count pair per
     # array, every node and every object): with them this loop took 0.9 ms instead of 0.14
     # on the static bench scene (100k objects, no occlusion). Below an inside node the
     # planes are not tested again, and the occluder is only touched when occlusion is on.
-    tlo = nd.tlo
-    thi = nd.thi
-    vmax = nd.vmax
-    vmin = nd.vmin
-    child = nd.child
-    subcount = nd.subcount
-    head = nd.head
     outcome = nd.outcome
     center = en.center
     radius = en.radius
@@ -161,15 +152,16 @@ def frustum(root, nd, en, planes, eye, use_vd, occ, out, stack, inside_stack, st
         sp -= 1
         n = stack[sp]
         visited += 1
-        lx = tlo[n, 0]
-        ly = tlo[n, 1]
-        lz = tlo[n, 2]
-        hx = thi[n, 0]
-        hy = thi[n, 1]
-        hz = thi[n, 2]
+        rec = node[n]
+        lx = rec.tlo[0]
+        ly = rec.tlo[1]
+        lz = rec.tlo[2]
+        hx = rec.thi[0]
+        hy = rec.thi[1]
+        hz = rec.thi[2]
         inside = inside_stack[sp] != 0
         if use_vd and box_point_dist6(lx, ly, lz, hx, hy, hz, eye[0], eye[1], eye[2]) > (
-                vmax[n] * (1.0 + VIEWDIST_SLACK)):
+                rec.vmax * (1.0 + VIEWDIST_SLACK)):
             outcome[n] = NODE_REJECT_VIEWDIST
             continue
         if not inside:
@@ -183,7 +175,7 @@ def frustum(root, nd, en, planes, eye, use_vd, occ, out, stack, inside_stack, st
             occ_nodes += 1
             continue
         if inside and not occl and (not use_vd or box_point_far6(
-                lx, ly, lz, hx, hy, hz, eye[0], eye[1], eye[2]) * (1.0 + _SLACK) <= vmin[n]):
+                lx, ly, lz, hx, hy, hz, eye[0], eye[1], eye[2]) * (1.0 + _SLACK) <= rec.vmin):
             # every sphere below is inside the planes and within its view distance
             k0 = k
             k, walked = collect(n, nd, en, out, k, outcome, stack2)
@@ -191,7 +183,7 @@ def frustum(root, nd, en, planes, eye, use_vd, occ, out, stack, inside_stack, st
             visited += walked - 1
             continue
         outcome[n] = NODE_INSIDE if inside else NODE_PARTIAL
-        s = head[n]
+        s = rec.head
         while s >= 0:
             ws += 1
             cx = center[s, 0]
@@ -209,8 +201,8 @@ def frustum(root, nd, en, planes, eye, use_vd, occ, out, stack, inside_stack, st
                 k += 1
             s = nxt[s]
         for c in range(7, -1, -1):  # popped in octant order: memory order
-            ch = child[n, c]
-            if ch >= 0 and subcount[ch] > 0:
+            ch = rec.child[c]
+            if ch >= 0 and node[ch].subcount > 0:
                 stack[sp] = ch
                 inside_stack[sp] = 1 if inside else 0
                 sp += 1
@@ -218,10 +210,9 @@ def frustum(root, nd, en, planes, eye, use_vd, occ, out, stack, inside_stack, st
 
 
 @njit(cache=True, inline="always")
-def _box_touches(tlo, thi, n, qlo, qhi):
-    return not (tlo[n, 0] > qhi[0] or thi[n, 0] < qlo[0]
-                or tlo[n, 1] > qhi[1] or thi[n, 1] < qlo[1]
-                or tlo[n, 2] > qhi[2] or thi[n, 2] < qlo[2])
+def _box_touches(tlo, thi, qlo, qhi):
+    return not (tlo[0] > qhi[0] or thi[0] < qlo[0] or tlo[1] > qhi[1] or thi[1] < qlo[1]
+                or tlo[2] > qhi[2] or thi[2] < qlo[2])
 
 
 @njit(cache=True)
@@ -232,13 +223,9 @@ def box(root, nd, en, qlo, qhi, out, stack, stack2, scratch):
     frustum query's outcomes stay as they were.
     """
     k = 0
-    if root < 0 or nd.subcount[root] == 0:
+    node = nd.node
+    if root < 0 or node[root].subcount == 0:
         return k
-    child = nd.child
-    subcount = nd.subcount
-    head = nd.head
-    tlo = nd.tlo
-    thi = nd.thi
     center = en.center
     radius = en.radius
     eslot = en.slot
@@ -248,24 +235,26 @@ def box(root, nd, en, qlo, qhi, out, stack, stack2, scratch):
     while sp > 0:
         sp -= 1
         n = stack[sp]
-        if not _box_touches(tlo, thi, n, qlo, qhi):
+        tlo = node[n].tlo
+        thi = node[n].thi
+        if not _box_touches(tlo, thi, qlo, qhi):
             continue
         inside = True
         for a in range(3):
-            if tlo[n, a] < qlo[a] or thi[n, a] > qhi[a]:
+            if tlo[a] < qlo[a] or thi[a] > qhi[a]:
                 inside = False
         if inside:
             # the whole subtree's bounding box lies in the query box: all spheres overlap it
             k, _w = collect(n, nd, en, out, k, scratch, stack2)
             continue
-        s = head[n]
+        s = node[n].head
         while s >= 0:
             if sphere_overlaps_box(center[s, 0], center[s, 1], center[s, 2],
                                    radius[s], qlo, qhi):
                 out[k] = eslot[s]
                 k += 1
             s = enext[s]
-        sp = _push_children(child, subcount, n, stack, sp)
+        sp = _push_children(node, n, stack, sp)
     return k
 
 
@@ -273,14 +262,10 @@ def box(root, nd, en, qlo, qhi, out, stack, stack2, scratch):
 def sphere(root, nd, en, q, qr, out, stack):
     """Slots of the spheres touching the sphere (q, qr); returns their count in ``out``."""
     k = 0
-    if root < 0 or nd.subcount[root] == 0:
+    node = nd.node
+    if root < 0 or node[root].subcount == 0:
         return k
     reach = qr * (1.0 + 1e-9) + 1e-9 * (1.0 + abs(q[0]) + abs(q[1]) + abs(q[2]))
-    child = nd.child
-    subcount = nd.subcount
-    head = nd.head
-    tlo = nd.tlo
-    thi = nd.thi
     center = en.center
     radius = en.radius
     eslot = en.slot
@@ -290,17 +275,19 @@ def sphere(root, nd, en, q, qr, out, stack):
     while sp > 0:
         sp -= 1
         n = stack[sp]
-        if box_point_dist6(tlo[n, 0], tlo[n, 1], tlo[n, 2], thi[n, 0],
-                           thi[n, 1], thi[n, 2], q[0], q[1], q[2]) > reach:
+        tlo = node[n].tlo
+        thi = node[n].thi
+        if box_point_dist6(tlo[0], tlo[1], tlo[2], thi[0], thi[1], thi[2],
+                           q[0], q[1], q[2]) > reach:
             continue
-        s = head[n]
+        s = node[n].head
         while s >= 0:
             if spheres_touch(center[s, 0], center[s, 1], center[s, 2], radius[s],
                              q[0], q[1], q[2], qr):
                 out[k] = eslot[s]
                 k += 1
             s = enext[s]
-        sp = _push_children(child, subcount, n, stack, sp)
+        sp = _push_children(node, n, stack, sp)
     return k
 
 
@@ -308,16 +295,12 @@ def sphere(root, nd, en, q, qr, out, stack):
 def ray(root, nd, en, o, d, out, ts, stack):
     """Slots and entry distances of the spheres the ray hits; returns their count."""
     k = 0
-    if root < 0 or nd.subcount[root] == 0:
+    node = nd.node
+    if root < 0 or node[root].subcount == 0:
         return k
     idx = 1.0 / d[0] if d[0] != 0.0 else np.inf
     idy = 1.0 / d[1] if d[1] != 0.0 else np.inf
     idz = 1.0 / d[2] if d[2] != 0.0 else np.inf
-    child = nd.child
-    subcount = nd.subcount
-    head = nd.head
-    tlo = nd.tlo
-    thi = nd.thi
     center = en.center
     radius = en.radius
     eslot = en.slot
@@ -327,9 +310,9 @@ def ray(root, nd, en, o, d, out, ts, stack):
     while sp > 0:
         sp -= 1
         n = stack[sp]
-        if not ray_box_hits(o[0], o[1], o[2], idx, idy, idz, tlo[n], thi[n]):
+        if not ray_box_hits(o[0], o[1], o[2], idx, idy, idz, node[n].tlo, node[n].thi):
             continue
-        s = head[n]
+        s = node[n].head
         while s >= 0:
             t = ray_sphere_entry(o[0], o[1], o[2], d[0], d[1], d[2],
                                  center[s, 0], center[s, 1], center[s, 2],
@@ -339,5 +322,5 @@ def ray(root, nd, en, o, d, out, ts, stack):
                 ts[k] = t
                 k += 1
             s = enext[s]
-        sp = _push_children(child, subcount, n, stack, sp)
+        sp = _push_children(node, n, stack, sp)
     return k

@@ -1,7 +1,7 @@
 """The fixed octree's state: the node pool and the entries, as named arrays (Box2D-style fields).
 
 Nodes (:class:`Nodes`)
-    One element per node in every field, with a free stack (``free``, top at ``nfree[0]``)
+    One record per node (:data:`NODE`), with a free stack (``free``, top at ``nfree[0]``)
     and the list of ageing empty leaves (``aging``, ``naging[0]`` long). The root is a cube
     of side ``min_size * 2**level`` whose low corner lies on the ``min_size`` grid; a child's
     corner is its parent's corner plus 0 or half the side, bit for bit (``min_size`` is a
@@ -13,6 +13,10 @@ Nodes (:class:`Nodes`)
     empties. They are therefore conservative, but never looser than the node cube, and exact
     for static scenes: culling with them is much better than with the loose cube, and keeping
     them costs O(1) per move.
+    A record is three cache lines, laid out by use: the subtree bounds (what a query tests
+    and a placement grows), then the links and counts (what every walk follows), then the
+    cube and the lifespan (what a placement tests). A walk thus touches two lines per node;
+    one array per field made it up to a dozen, and placement twice as slow.
 
 Entries (:class:`Entries`)
     The tree's packed copy of placed objects (centre, radius, view distance), numbered apart
@@ -42,29 +46,37 @@ PENDING = -2  # slot -> entry value of an object waiting in the insert queue
 NO_NODE = -1
 
 
-class Nodes(NamedTuple):
-    """The node pool: one element per node in each array, plus the free stack and ageing list."""
+# One node, 192 bytes = three 64-byte lines (the pool is 64-byte aligned, see _records).
+NODE = np.dtype({
+    "names": ["tlo", "thi", "vmax", "vmin",  # line 0: subtree bounds
+              "child", "subcount", "head", "clean", "estart", "parent", "level", "nchild",
+              "count",  # line 1: links and counts
+              "lo", "size", "life", "ttl", "inlist", "alive"],  # line 2: cube, lifespan
+    "formats": [(np.float64, 3), (np.float64, 3), np.float64, np.float64,
+                (np.int32, 8), np.int32, np.int32, np.int32, np.int32, np.int32, np.int32,
+                np.int32, np.int32,
+                (np.float64, 3), np.float64, np.int32, np.int32, np.int32, np.int32],
+    "offsets": [0, 24, 48, 56,
+                64, 96, 100, 104, 108, 112, 116, 120, 124,
+                128, 152, 160, 164, 168, 172],
+    "itemsize": 192,
+})
+# The fields of a NODE record:
+#   tlo, thi (3 float64): padded AABB of the subtree's spheres; vmax, vmin: its view distances
+#   child (8 int32): octant bits 1 = upper x, 2 = upper y, 4 = upper z; -1 for none
+#   subcount: objects in the subtree; head: first entry of the node's list, -1 if none
+#   clean: the subtree's entries are exactly [estart, estart + subcount)
+#   parent: -1 for the root; level: side = min_size * 2**level (depth = root level - level)
+#   nchild: children; count: objects in the node itself
+#   lo (3 float64), size: the cube; life: lifespan as an empty leaf (8..64); ttl: countdown
+#   of an empty leaf, -1 when not counting; inlist: listed in ``aging``; alive: in use
 
-    parent: np.ndarray  # int32, -1 for the root
-    child: np.ndarray  # (cap, 8) int32, octant bits: 1 = upper x, 2 = upper y, 4 = upper z
-    nchild: np.ndarray  # int32
-    head: np.ndarray  # int32, first entry of the node's list, -1 if none
-    count: np.ndarray  # int32, objects in the node itself
-    level: np.ndarray  # int32, side = min_size * 2**level; depth = root level - level
-    life: np.ndarray  # int32, lifespan of the node once it is an empty leaf (8..64)
-    ttl: np.ndarray  # int32, countdown of an empty leaf, -1 when not counting
-    subcount: np.ndarray  # int32, objects in the subtree
-    inlist: np.ndarray  # int32, the node has an entry in the ageing list
-    alive: np.ndarray  # int32
-    clean: np.ndarray  # int32, the subtree's entries are exactly [estart, estart + subcount)
-    estart: np.ndarray  # int32
-    lo: np.ndarray  # (cap, 3) float64, cube corner
-    size: np.ndarray  # float64, cube side
-    tlo: np.ndarray  # (cap, 3) float64, padded AABB of the subtree's spheres
-    thi: np.ndarray  # (cap, 3) float64
-    vmax: np.ndarray  # float64, max view distance in the subtree
-    vmin: np.ndarray  # float64, min view distance in the subtree
-    outcome: np.ndarray  # int8, NODE_* of the last frustum query
+
+class Nodes(NamedTuple):
+    """The node pool: NODE records, the outcomes, the free stack and the ageing list."""
+
+    node: np.ndarray  # NODE records
+    outcome: np.ndarray  # int8, NODE_* of the last frustum query (apart: cleared per query)
     free: np.ndarray  # int64 free stack
     nfree: np.ndarray  # (1,) int64
     aging: np.ndarray  # int64, empty leaves whose countdown may run
@@ -83,30 +95,31 @@ class Entries(NamedTuple):
     slot: np.ndarray  # int64, -1 when free
 
 
-_NODE_DTYPES = {"child": (np.int32, 8), "lo": (np.float64, 3), "size": (np.float64, 0),
-                "tlo": (np.float64, 3), "thi": (np.float64, 3), "vmax": (np.float64, 0),
-                "vmin": (np.float64, 0), "outcome": (np.int8, 0)}
-_PER_NODE = Nodes._fields[:20]  # the fields indexed by node (not the free stack, ageing list)
+def _records(capacity: int) -> np.ndarray:
+    """``capacity`` zeroed NODE records starting on a 64-byte boundary (a record is then
+    exactly three cache lines)."""
+    buf = np.zeros(capacity * NODE.itemsize + 64, dtype=np.uint8)
+    off = -buf.ctypes.data % 64
+    return buf[off: off + capacity * NODE.itemsize].view(NODE)
 
 
 def new_nodes(capacity: int) -> Nodes:
     """An empty pool of ``capacity`` nodes, all on the free stack (lowest popped first)."""
-    fields = {}
-    for name in _PER_NODE:
-        dtype, width = _NODE_DTYPES.get(name, (np.int32, 0))
-        fields[name] = np.zeros((capacity, width) if width else capacity, dtype=dtype)
-    return Nodes(**fields, free=np.arange(capacity - 1, -1, -1, dtype=np.int64),
+    return Nodes(node=_records(capacity), outcome=np.zeros(capacity, dtype=np.int8),
+                 free=np.arange(capacity - 1, -1, -1, dtype=np.int64),
                  nfree=np.array([capacity], dtype=np.int64),
                  aging=np.zeros(capacity, dtype=np.int64), naging=np.zeros(1, dtype=np.int64))
 
 
 def grow_nodes(nd: Nodes, capacity: int) -> Nodes:
     """The pool copied into ``capacity`` nodes; new nodes go below the old free ones."""
-    old = nd.parent.shape[0]
+    old = nd.node.shape[0]
     free, nfree = grown_free_stack(nd.free, int(nd.nfree[0]), old, capacity)
-    fields = {name: grown(getattr(nd, name), capacity, 0) for name in _PER_NODE}
-    return Nodes(**fields, free=free, nfree=np.array([nfree], dtype=np.int64),
-                 aging=grown(nd.aging, capacity, 0), naging=nd.naging)
+    node = _records(capacity)
+    node[:old] = nd.node
+    return Nodes(node=node, outcome=grown(nd.outcome, capacity, 0), free=free,
+                 nfree=np.array([nfree], dtype=np.int64), aging=grown(nd.aging, capacity, 0),
+                 naging=nd.naging)
 
 
 def new_entries(capacity: int) -> Entries:
@@ -143,6 +156,7 @@ def morton(points: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- node pool (compiled)
+# These take the record array, not the bundle, where they run per object (start_ageing).
 
 @njit(cache=True)
 def alloc_node(nd, parent, level, lx, ly, lz, size):
@@ -150,88 +164,92 @@ def alloc_node(nd, parent, level, lx, ly, lz, size):
     k = nd.nfree[0] - 1
     n = nd.free[k]
     nd.nfree[0] = k
-    nd.parent[n] = parent
-    for j in range(8):
-        nd.child[n, j] = -1
-    nd.nchild[n] = 0
-    nd.head[n] = -1
-    nd.count[n] = 0
-    nd.level[n] = level
-    nd.life[n] = LIFE_START
-    nd.ttl[n] = -1
-    nd.subcount[n] = 0
-    nd.inlist[n] = 0
-    nd.alive[n] = 1
-    nd.clean[n] = 0
-    nd.estart[n] = 0
-    nd.lo[n, 0] = lx
-    nd.lo[n, 1] = ly
-    nd.lo[n, 2] = lz
-    nd.size[n] = size
+    r = nd.node[n]
     for a in range(3):
-        nd.tlo[n, a] = np.inf
-        nd.thi[n, a] = -np.inf
-    nd.vmax[n] = -np.inf
-    nd.vmin[n] = np.inf
+        r.tlo[a] = np.inf
+        r.thi[a] = -np.inf
+    r.vmax = -np.inf
+    r.vmin = np.inf
+    for j in range(8):
+        r.child[j] = -1
+    r.subcount = 0
+    r.head = -1
+    r.clean = 0
+    r.estart = 0
+    r.parent = parent
+    r.level = level
+    r.nchild = 0
+    r.count = 0
+    r.lo[0] = lx
+    r.lo[1] = ly
+    r.lo[2] = lz
+    r.size = size
+    r.life = LIFE_START
+    r.ttl = -1
+    r.inlist = 0
+    r.alive = 1
     return n
 
 
 @njit(cache=True)
 def free_node(nd, n):
     """Put ``n`` back on the free stack."""
-    nd.alive[n] = 0
-    nd.inlist[n] = 0
+    nd.node[n].alive = 0
+    nd.node[n].inlist = 0
     nd.free[nd.nfree[0]] = n
     nd.nfree[0] += 1
 
 
 @njit(cache=True)
-def start_ageing(nd, n, root):
+def start_ageing(node, aging, naging, n, root):
     """Start the countdown of ``n`` if it is a non-root empty leaf not already counting."""
-    if n == root or nd.count[n] != 0 or nd.nchild[n] != 0 or nd.ttl[n] >= 0:
+    r = node[n]
+    if n == root or r.count != 0 or r.nchild != 0 or r.ttl >= 0:
         return
-    nd.ttl[n] = nd.life[n]
-    if nd.inlist[n] == 0:
-        nd.inlist[n] = 1
-        nd.aging[nd.naging[0]] = n
-        nd.naging[0] += 1
+    r.ttl = r.life
+    if r.inlist == 0:
+        r.inlist = 1
+        aging[naging[0]] = n
+        naging[0] += 1
 
 
 @njit(cache=True)
 def grow_root_once(nd, root, bmin, bmax):
     """Double the root towards the box [bmin, bmax]; the old root becomes one octant."""
-    s = nd.size[root]
+    node = nd.node
+    s = node[root].size
     o = 0
     lo = np.empty(3)
     for a in range(3):
-        lo[a] = nd.lo[root, a]
+        lo[a] = node[root].lo[a]
         if bmin[a] < lo[a]:
             lo[a] -= s
             o |= 1 << a
-    new = alloc_node(nd, -1, nd.level[root] + 1, lo[0], lo[1], lo[2], 2.0 * s)
-    nd.child[new, o] = root
-    nd.nchild[new] = 1
-    nd.parent[root] = new
-    nd.subcount[new] = nd.subcount[root]
+    new = alloc_node(nd, -1, node[root].level + 1, lo[0], lo[1], lo[2], 2.0 * s)
+    node[new].child[o] = root
+    node[new].nchild = 1
+    node[root].parent = new
+    node[new].subcount = node[root].subcount
     for a in range(3):  # same objects, same bounds
-        nd.tlo[new, a] = nd.tlo[root, a]
-        nd.thi[new, a] = nd.thi[root, a]
-    nd.vmax[new] = nd.vmax[root]
-    nd.vmin[new] = nd.vmin[root]
-    start_ageing(nd, root, new)  # an empty old root is now a dying leaf
+        node[new].tlo[a] = node[root].tlo[a]
+        node[new].thi[a] = node[root].thi[a]
+    node[new].vmax = node[root].vmax
+    node[new].vmin = node[root].vmin
+    start_ageing(node, nd.aging, nd.naging, root, new)  # an empty old root is now dying
     return new
 
 
 @njit(cache=True)
 def shrink_root(nd, root):
     """While the root holds no object and has one child, that child becomes the root."""
-    while nd.count[root] == 0 and nd.nchild[root] == 1:
+    node = nd.node
+    while node[root].count == 0 and node[root].nchild == 1:
         ch = -1
         for j in range(8):
-            if nd.child[root, j] >= 0:
-                ch = nd.child[root, j]
-        nd.parent[ch] = -1
-        nd.ttl[ch] = -1  # the root never dies; a stale ageing entry is dropped at the next tick
+            if node[root].child[j] >= 0:
+                ch = node[root].child[j]
+        node[ch].parent = -1
+        node[ch].ttl = -1  # the root never dies; a stale ageing entry is dropped at the next tick
         free_node(nd, root)
         root = ch
     return root

@@ -147,6 +147,7 @@ def renumber(root, nd, en, out, s2e, stack):
     is contiguous and the lists follow the order in which the frustum query visits the
     nodes: the query then streams through memory. Returns the count k; the entries are
     0..k-1 and everything above is free."""
+    node = nd.node
     k = 0
     sp = 0
     if root >= 0:
@@ -155,11 +156,12 @@ def renumber(root, nd, en, out, s2e, stack):
     while sp > 0:
         sp -= 1
         n = stack[sp]
-        nd.clean[n] = 1
-        nd.estart[n] = k  # preorder: the subtree's entries follow, subcount of them
-        s = nd.head[n]
+        rec = node[n]
+        rec.clean = 1
+        rec.estart = k  # preorder: the subtree's entries follow, subcount of them
+        s = rec.head
         if s >= 0:
-            nd.head[n] = k
+            rec.head = k
             first = k
             while s >= 0:
                 for a in range(3):
@@ -176,7 +178,7 @@ def renumber(root, nd, en, out, s2e, stack):
                 s = en.next[s]
             out.next[k - 1] = -1
         for c in range(7, -1, -1):  # popped in octant order: memory order
-            ch = nd.child[n, c]
+            ch = rec.child[c]
             if ch >= 0:  # empty subtrees too: every node becomes clean
                 stack[sp] = ch
                 sp += 1
@@ -201,13 +203,7 @@ def refresh(moved, mslots, en, centers, radii, vdist, nd, min_size, slow, bounds
     for a in range(3):
         bounds[0, a] = np.inf
         bounds[1, a] = -np.inf
-    lo = nd.lo
-    size = nd.size
-    tlo = nd.tlo
-    thi = nd.thi
-    vmax = nd.vmax
-    vmin = nd.vmin
-    parent = nd.parent
+    node = nd.node
     center = en.center
     eradius = en.radius
     evdist = en.vdist
@@ -229,10 +225,10 @@ def refresh(moved, mslots, en, centers, radii, vdist, nd, min_size, slow, bounds
         eradius[e] = r
         evdist[e] = vd
         n = enode[e]
-        lx = lo[n, 0]
-        ly = lo[n, 1]
-        lz = lo[n, 2]
-        sz = size[n]
+        lx = node[n].lo[0]
+        ly = node[n].lo[1]
+        lz = node[n].lo[2]
+        sz = node[n].size
         # Branch-free (the outcome is unpredictable, and mispredictions cost more than the
         # arithmetic): the sphere lies in the cube and, unless the node has min_size, it
         # crosses a mid-plane, i.e. no octant holds it. With the sphere in the cube, "the
@@ -248,7 +244,7 @@ def refresh(moved, mslots, en, centers, radii, vdist, nd, min_size, slow, bounds
                 & ((cz + r <= mz) | (cz - r >= mz)))
         stay = inside and (sz == min_size or not fits)
         if stay:
-            expand(tlo, thi, vmax, vmin, parent, n, cx, cy, cz, r, vd)
+            expand(node, n, cx, cy, cz, r, vd)
             continue
         slow[ns] = e
         ns += 1
@@ -282,42 +278,44 @@ def copy_in(ents, en, centers, radii, vdist, bounds):
 
 # ---------------------------------------------------------------- node lists (compiled)
 # The helpers below run once per placed object (or per level of its climb and descent), so
-# they take the few fields they touch, not the bundles: a call (or an inlined call) that
-# passes a bundle costs per field, and with the bundles the moving bench's placement took
-# 1.24 ms per frame instead of 0.30. The kernels that call them take the bundles.
+# they take the record array and the entry arrays they touch, not the bundles: a call (or
+# an inlined call) that passes a bundle costs a reference count pair per field, and with
+# the bundles the moving bench's placement took 1.24 ms per frame instead of 0.30. The
+# kernels that call them take the bundles and read their fields once.
 
 @njit(cache=True)
-def revive(life, ttl, n):
+def revive(node, n):
     """A dying leaf reused is evidently a hot region: keep it twice as long next time."""
-    if ttl[n] >= 0:
-        life[n] = min(2 * life[n], LIFE_MAX)
-        ttl[n] = -1
+    r = node[n]
+    if r.ttl >= 0:
+        r.life = min(2 * r.life, LIFE_MAX)
+        r.ttl = -1
 
 
 @njit(cache=True)
-def dirty(clean, parent, n):
+def dirty(node, n):
     """The subtree of ``n`` and every ancestor's lose their entry range. A dirty node has
     only dirty ancestors, so the walk stops at the first dirty one."""
-    while n >= 0 and clean[n] != 0:
-        clean[n] = 0
-        n = parent[n]
+    while n >= 0 and node[n].clean != 0:
+        node[n].clean = 0
+        n = node[n].parent
 
 
 @njit(cache=True)
-def link(s, n, enext, eprev, enode, head, count):
+def link(s, n, enext, eprev, enode, node):
     """Put entry ``s`` at the head of node ``n``'s list (the caller dirties and revives n)."""
-    h = head[n]
+    h = node[n].head
     enext[s] = h
     eprev[s] = -1
     if h >= 0:
         eprev[h] = s
-    head[n] = s
-    count[n] += 1
+    node[n].head = s
+    node[n].count += 1
     enode[s] = n
 
 
 @njit(cache=True)
-def unlink(s, enext, eprev, enode, head, count):
+def unlink(s, enext, eprev, enode, node):
     """Take entry ``s`` out of its node's list (the caller dirties the node)."""
     n = enode[s]
     p = eprev[s]
@@ -325,33 +323,33 @@ def unlink(s, enext, eprev, enode, head, count):
     if p >= 0:
         enext[p] = q
     else:
-        head[n] = q
+        node[n].head = q
     if q >= 0:
         eprev[q] = p
-    count[n] -= 1
+    node[n].count -= 1
     enode[s] = NO_NODE
     enext[s] = -1
     eprev[s] = -1
 
 
 @njit(cache=True, inline="always")
-def contains(lo, size, n, cx, cy, cz, r):
+def contains(node, n, cx, cy, cz, r):
     """The sphere lies in node ``n``'s cube."""
-    lx = lo[n, 0]
-    ly = lo[n, 1]
-    lz = lo[n, 2]
-    s = size[n]
+    lx = node[n].lo[0]
+    ly = node[n].lo[1]
+    lz = node[n].lo[2]
+    s = node[n].size
     return (cx - r >= lx and cx + r <= lx + s and cy - r >= ly and cy + r <= ly + s
             and cz - r >= lz and cz + r <= lz + s)
 
 
 @njit(cache=True, inline="always")
-def octant(lo, size, n, cx, cy, cz):
+def octant(node, n, cx, cy, cz):
     """Octant of node ``n`` holding point c (upper half on ties) and that octant's corner."""
-    h = size[n] * 0.5
-    lx = lo[n, 0]
-    ly = lo[n, 1]
-    lz = lo[n, 2]
+    h = node[n].size * 0.5
+    lx = node[n].lo[0]
+    ly = node[n].lo[1]
+    lz = node[n].lo[2]
     o = 0
     if cx >= lx + h:
         o |= 1
@@ -366,11 +364,11 @@ def octant(lo, size, n, cx, cy, cz):
 
 
 @njit(cache=True)
-def fits_octant(lo, size, level, n, cx, cy, cz, r):
+def fits_octant(node, n, cx, cy, cz, r):
     """The octant of ``n`` that holds the sphere, or -1 (none does, or n has min_size)."""
-    if level[n] <= 0:
+    if node[n].level <= 0:
         return -1
-    o, lx, ly, lz, h = octant(lo, size, n, cx, cy, cz)
+    o, lx, ly, lz, h = octant(node, n, cx, cy, cz)
     if (cx - r >= lx and cx + r <= lx + h and cy - r >= ly and cy + r <= ly + h
             and cz - r >= lz and cz + r <= lz + h):
         return o
@@ -380,69 +378,40 @@ def fits_octant(lo, size, level, n, cx, cy, cz, r):
 @njit(cache=True)
 def new_child(nd, n, o):
     """Create octant ``o`` of ``n`` (rare: once per new cell, so it takes the bundle)."""
-    revive(nd.life, nd.ttl, n)
-    dirty(nd.clean, nd.parent, n)  # a new (dirty) child needs dirty ancestors
-    h = nd.size[n] * 0.5
-    ch = alloc_node(nd, n, nd.level[n] - 1, nd.lo[n, 0] + (h if o & 1 else 0.0),
-                    nd.lo[n, 1] + (h if o & 2 else 0.0), nd.lo[n, 2] + (h if o & 4 else 0.0), h)
-    nd.child[n, o] = ch
-    nd.nchild[n] += 1
+    node = nd.node
+    revive(node, n)
+    dirty(node, n)  # a new (dirty) child needs dirty ancestors
+    h = node[n].size * 0.5
+    ch = alloc_node(nd, n, node[n].level - 1, node[n].lo[0] + (h if o & 1 else 0.0),
+                    node[n].lo[1] + (h if o & 2 else 0.0),
+                    node[n].lo[2] + (h if o & 4 else 0.0), h)
+    node[n].child[o] = ch
+    node[n].nchild += 1
     return ch
-
-
-@njit(cache=True)
-def descend(nd, n, cx, cy, cz, r):
-    """Smallest node below ``n`` (creating nodes on the way) that fully holds the sphere."""
-    lo = nd.lo
-    size = nd.size
-    level = nd.level
-    child = nd.child
-    subcount = nd.subcount
-    while True:
-        o = fits_octant(lo, size, level, n, cx, cy, cz, r)
-        if o < 0:
-            return n
-        ch = child[n, o]
-        if ch < 0:
-            ch = new_child(nd, n, o)
-        subcount[ch] += 1  # the object now lies in this subtree
-        n = ch
 
 
 # ---------------------------------------------------------------- batch updates (compiled)
 
 @njit(cache=True)
 def place(ents, start, need, en, nd, root, displaced, relinked):
-    """Put queued (new or moved) entries in their smallest containing node.
+    """Put queued (new or moved) entries in their smallest containing node: moved ones climb
+    to the first ancestor that contains them, then everything descends as far as it fits.
 
     Returns the index of the first entry not processed: it stops early when fewer than
     ``need`` free nodes remain, so the caller can grow the pool and call again.
     The fields are read out of the bundles once: in numba every ``bundle.field`` read in a
     loop costs a reference count pair (with them this kernel was 4x slower).
     """
-    lo = nd.lo
-    size = nd.size
-    level = nd.level
-    child = nd.child
-    subcount = nd.subcount
-    parent = nd.parent
-    clean = nd.clean
-    head = nd.head
-    count = nd.count
-    nchild = nd.nchild
-    tlo = nd.tlo
-    thi = nd.thi
-    vmax = nd.vmax
-    vmin = nd.vmin
+    node = nd.node
+    aging = nd.aging
+    naging = nd.naging
+    nfree = nd.nfree
     center = en.center
     enode = en.node
     enext = en.next
     eprev = en.prev
     radius = en.radius
     vdist = en.vdist
-    life = nd.life
-    ttl = nd.ttl
-    nfree = nd.nfree
     for i in range(start, ents.shape[0]):
         if nfree[0] < need:
             return i
@@ -457,55 +426,52 @@ def place(ents, start, need, en, nd, root, displaced, relinked):
             # Climb to the first ancestor that still contains the sphere (the root does);
             # the object leaves the subtrees of the nodes passed on the way.
             n = cur
-            while not contains(lo, size, n, cx, cy, cz, r) and parent[n] >= 0:
-                count_out(subcount, tlo, thi, vmax, vmin, n)
-                n = parent[n]
+            while not contains(node, n, cx, cy, cz, r) and node[n].parent >= 0:
+                count_out(node, n)
+                n = node[n].parent
         else:
-            subcount[root] += 1
-        while True:  # descend (as :func:`descend`; the bundle only goes to new_child)
-            o = fits_octant(lo, size, level, n, cx, cy, cz, r)
+            node[root].subcount += 1
+        while True:  # descend; the bundle only goes to the rare new_child
+            o = fits_octant(node, n, cx, cy, cz, r)
             if o < 0:
                 break
-            ch = child[n, o]
+            ch = node[n].child[o]
             if ch < 0:
                 ch = new_child(nd, n, o)
-            subcount[ch] += 1  # the object now lies in this subtree
+            node[ch].subcount += 1  # the object now lies in this subtree
             n = ch
         if n != cur:
             if not displaced[s]:  # first time out of the query-order layout
                 displaced[s] = True
                 relinked[0] += 1
             if cur >= 0:
-                dirty(clean, parent, cur)
-                unlink(s, enext, eprev, enode, head, count)
-                if count[cur] == 0 and nchild[cur] == 0:  # the call only when it may act
-                    start_ageing(nd, cur, root)
-            dirty(clean, parent, n)
-            revive(life, ttl, n)
-            link(s, n, enext, eprev, enode, head, count)
-        expand(tlo, thi, vmax, vmin, parent, n, cx, cy, cz, r, vdist[s])
+                dirty(node, cur)
+                unlink(s, enext, eprev, enode, node)
+                if node[cur].count == 0 and node[cur].nchild == 0:  # call only if it may act
+                    start_ageing(node, aging, naging, cur, root)
+            dirty(node, n)
+            revive(node, n)
+            link(s, n, enext, eprev, enode, node)
+        expand(node, n, cx, cy, cz, r, vdist[s])
     return ents.shape[0]
 
 
 @njit(cache=True)
-def count_out(subcount, tlo, thi, vmax, vmin, n):
+def count_out(node, n):
     """One object fewer in the subtree of ``n``; an emptied subtree forgets its bounds."""
-    subcount[n] -= 1
-    if subcount[n] == 0:
+    rec = node[n]
+    rec.subcount -= 1
+    if rec.subcount == 0:
         for a in range(3):
-            tlo[n, a] = np.inf
-            thi[n, a] = -np.inf
-        vmax[n] = -np.inf
-        vmin[n] = np.inf
+            rec.tlo[a] = np.inf
+            rec.thi[a] = -np.inf
+        rec.vmax = -np.inf
+        rec.vmin = np.inf
 
 
 @njit(cache=True)
-def expand(tlo, thi, vmax, vmin, parent, n, cx, cy, cz, r, vd):
+def expand(node, n, cx, cy, cz, r, vd):
     """Grow the subtree bounds of ``n`` and its ancestors to include a sphere.
-
-    Takes the node fields it uses rather than the node bundle: it runs once per moved
-    object, and passing the bundle costs a reference count pair per field per call (the
-    static bench's flush took 0.43 ms instead of 0.26).
 
     Bounds only grow (shrinking would need a rescan), so they are conservative: never
     smaller than the objects, never larger than the node cube, since every sphere of a
@@ -526,51 +492,56 @@ def expand(tlo, thi, vmax, vmin, parent, n, cx, cy, cz, r, vd):
     hy += _PAD * (abs(hy) + 1.0)
     hz += _PAD * (abs(hz) + 1.0)
     while n >= 0:
+        rec = node[n]
+        tlo = rec.tlo
+        thi = rec.thi
         grew = False
-        if lx < tlo[n, 0]:
-            tlo[n, 0] = lx
+        if lx < tlo[0]:
+            tlo[0] = lx
             grew = True
-        if ly < tlo[n, 1]:
-            tlo[n, 1] = ly
+        if ly < tlo[1]:
+            tlo[1] = ly
             grew = True
-        if lz < tlo[n, 2]:
-            tlo[n, 2] = lz
+        if lz < tlo[2]:
+            tlo[2] = lz
             grew = True
-        if hx > thi[n, 0]:
-            thi[n, 0] = hx
+        if hx > thi[0]:
+            thi[0] = hx
             grew = True
-        if hy > thi[n, 1]:
-            thi[n, 1] = hy
+        if hy > thi[1]:
+            thi[1] = hy
             grew = True
-        if hz > thi[n, 2]:
-            thi[n, 2] = hz
+        if hz > thi[2]:
+            thi[2] = hz
             grew = True
-        if vd > vmax[n]:
-            vmax[n] = vd
+        if vd > rec.vmax:
+            rec.vmax = vd
             grew = True
-        if vd < vmin[n]:
-            vmin[n] = vd
+        if vd < rec.vmin:
+            rec.vmin = vd
             grew = True
         if not grew:
             return
-        n = parent[n]
+        n = rec.parent
 
 
 @njit(cache=True)
 def unlink_batch(ents, en, nd, root):
     """Take removed objects' entries out of their nodes at once."""
+    node = nd.node
+    enode = en.node
     for i in range(ents.shape[0]):
         s = ents[i]
-        n = en.node[s]
+        n = enode[s]
         if n < 0:
-            en.node[s] = NO_NODE
+            enode[s] = NO_NODE
             continue
-        dirty(nd.clean, nd.parent, n)
-        unlink(s, en.next, en.prev, en.node, nd.head, nd.count)
-        start_ageing(nd, n, root)
+        dirty(node, n)
+        unlink(s, en.next, en.prev, enode, node)
+        start_ageing(node, nd.aging, nd.naging, n, root)
         while n >= 0:
-            count_out(nd.subcount, nd.tlo, nd.thi, nd.vmax, nd.vmin, n)
-            n = nd.parent[n]
+            count_out(node, n)
+            n = node[n].parent
 
 
 # ---------------------------------------------------------------- end of a cycle (compiled)
@@ -578,25 +549,28 @@ def unlink_batch(ents, en, nd, root):
 @njit(cache=True)
 def tick(nd, root):
     """Age every empty leaf by one and prune those that reach 0; returns the nodes pruned."""
+    node = nd.node
+    aging = nd.aging
+    naging = nd.naging
     pruned = 0
     keep = 0
     i = 0
-    while i < nd.naging[0]:  # pruning may append parents, which age in this same cycle
-        n = nd.aging[i]
+    while i < naging[0]:  # pruning may append parents, which age in this same cycle
+        n = aging[i]
         i += 1
-        if (nd.alive[n] == 0 or nd.ttl[n] < 0 or n == root
-                or nd.count[n] != 0 or nd.nchild[n] != 0):
-            nd.inlist[n] = 0
+        rec = node[n]
+        if rec.alive == 0 or rec.ttl < 0 or n == root or rec.count != 0 or rec.nchild != 0:
+            rec.inlist = 0
             if n == root:
-                nd.ttl[n] = -1
+                rec.ttl = -1
             continue
-        nd.ttl[n] -= 1
-        if nd.ttl[n] > 0:
-            nd.aging[keep] = n
+        rec.ttl -= 1
+        if rec.ttl > 0:
+            aging[keep] = n
             keep += 1
             continue
         pruned += prune_branch(nd, n, root)
-    nd.naging[0] = keep
+    naging[0] = keep
     return pruned
 
 
@@ -604,17 +578,18 @@ def tick(nd, root):
 def prune_branch(nd, n, root):
     """Cut the dead leaf ``n`` and every ancestor left with neither objects nor children
     (they only led to it); returns how many nodes went."""
+    node = nd.node
     pruned = 0
     while True:
-        p = nd.parent[n]
+        p = node[n].parent
         for j in range(8):
-            if nd.child[p, j] == n:
-                nd.child[p, j] = -1
-        nd.nchild[p] -= 1
+            if node[p].child[j] == n:
+                node[p].child[j] = -1
+        node[p].nchild -= 1
         nd.outcome[n] = 0
         free_node(nd, n)
         pruned += 1
-        if p == root or nd.count[p] != 0 or nd.nchild[p] != 0:
+        if p == root or node[p].count != 0 or node[p].nchild != 0:
             return pruned
         n = p
 
