@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from app.geom.zpyramid import ZPyramid, occluder
+from app.geom.zpyramid import ZPyramid
 from app.spatial.base import QueryResult, SpatialIndex
 from app.spatial.hashgrid import check as ck
 from app.spatial.hashgrid import queries as qu
@@ -29,6 +29,7 @@ from app.spatial.hashgrid.store import (
     Spheres,
     choose_cell_size,
     fill_table,
+    grid_args,
     grow_cells,
     grow_items,
     grow_objects,
@@ -135,21 +136,19 @@ class HashedGrid(SpatialIndex):
         start = 0
         while start < slots.shape[0]:
             self._reserve(slots.shape[0] - start)
-            start = up.insert_batch(slots, start, self._spheres(), self._objs, self._grid,
-                                    self._items)
+            start = up.insert_batch(slots, start, *self._args())
 
     def _on_update(self, slots, old_centers, old_radii, old_vdist) -> None:
         old_vd = np.ascontiguousarray(old_vdist, dtype=np.float64)
         start = 0
         while start < slots.shape[0]:
-            start = up.update_batch(slots, old_vd, start, self._spheres(), self._objs,
-                                    self._grid, self._items)
+            start = up.update_batch(slots, old_vd, start, *self._args())
             if start < slots.shape[0]:
                 self._reserve(slots.shape[0] - start)
         self._maybe_compact()
 
     def _on_remove(self, slots: np.ndarray) -> None:
-        up.remove_batch(slots, self._vdist, self._objs, self._grid, self._items)
+        up.remove_batch(slots, self._vdist, *self._args()[1:])
 
     def _grow(self, new_capacity: int) -> None:
         self._objs = grow_objects(self._objs, new_capacity)
@@ -170,28 +169,33 @@ class HashedGrid(SpatialIndex):
 
     def _query_frustum(self, planes: np.ndarray, eye: np.ndarray, use_vd: bool,
                        occlusion: ZPyramid | None) -> QueryResult:
-        if use_vd and self._grid.meta[ST_NDIRTY]:
-            up.refresh_dirty(self._grid, self._items)
-        view = qu.View(planes, eye, use_vd, occluder(occlusion))
-        slots, cnt = qu.frustum(view, self._count, self._grid, self._items)
+        slots, cnt = qu.frustum(qu.view_args(planes, eye, use_vd, occlusion), self._count,
+                                grid_args(self._grid), tuple(self._items))
         return QueryResult(visible=slots, working_set=int(cnt[0]), nodes_visited=int(cnt[1]),
                            occluded_nodes=int(cnt[2]), occluded_objects=int(cnt[3]))
 
     def _query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        return qu.box(lo, hi, self._count, self._grid, self._items)
+        return qu.box(lo, hi, self._count, grid_args(self._grid), tuple(self._items))
 
     def _query_sphere(self, center: np.ndarray, radius: float) -> np.ndarray:
-        return qu.sphere(center, radius, self._count, self._grid, self._items)
+        return qu.sphere(center, radius, self._count, grid_args(self._grid), tuple(self._items))
 
     def _query_ray(self, origin: np.ndarray,
                    direction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         self._stamp += 1
-        return qu.ray(origin, direction, self._count, self._grid, self._items, self._stamp)
+        return qu.ray(origin, direction, self._count, grid_args(self._grid), tuple(self._items),
+                      self._stamp)
 
     # ------------------------------------------------------------------ internals
 
     def _spheres(self) -> Spheres:
         return Spheres(self._centers, self._radii, self._vdist)
+
+    def _args(self) -> tuple:
+        """Spheres, objects, grid and items as the update kernels take them: plain tuples
+        (numba types a named tuple's arrays twice as slowly, see store.grid_args)."""
+        return ((self._centers, self._radii, self._vdist), tuple(self._objs),
+                grid_args(self._grid), tuple(self._items))
 
     def _empty_structure(self, cell_size: float) -> None:
         """No cells, no items: every live object unlinked (used by __init__ and _rebuild)."""

@@ -39,15 +39,19 @@ from app.geom.predicates import (
     spheres_touch,
     within_view_distance,
 )
-from app.geom.zpyramid import Occluder, box_hidden, sphere_hidden
+from app.geom.zpyramid import Occluder, ZPyramid, box_hidden, occluder, sphere_hidden
 from app.spatial.hashgrid.store import (
     ST_HW,
     ST_LIVE,
+    ST_NDIRTY,
+    Items,
+    as_grid,
     block_box,
     bounded,
     coord,
     probe,
 )
+from app.spatial.hashgrid.update import refresh_dirty
 
 
 class View(NamedTuple):
@@ -57,6 +61,18 @@ class View(NamedTuple):
     eye: np.ndarray
     use_vd: bool
     occ: Occluder
+
+
+def view_args(planes: np.ndarray, eye: np.ndarray, use_vd: bool,
+              occlusion: ZPyramid | None) -> tuple:
+    """A :class:`View` as plain tuples, for :func:`frustum`'s entry (see store.grid_args)."""
+    return (planes, eye, use_vd, tuple(occluder(occlusion)))
+
+
+@njit(cache=True, inline="always")
+def as_view(t):
+    """The :class:`View` of :func:`view_args`' tuples."""
+    return View(t[0], t[1], t[2], Occluder(*t[3]))
 
 
 # ---------------------------------------------------------------------------- cell ranges
@@ -213,6 +229,7 @@ def cells_in_ranges(ranges, active, g):
     pool, else the level joins one scan of the pool.
     """
     nlev = ranges.shape[0]
+    table = g.table
     total = 0
     for lvl in range(nlev):
         if active[lvl]:
@@ -232,7 +249,7 @@ def cells_in_ranges(ranges, active, g):
         for ix in range(r[0], r[3] + 1):
             for iy in range(r[1], r[4] + 1):
                 for iz in range(r[2], r[5] + 1):
-                    c = probe(g.table, lvl, ix, iy, iz)
+                    c = probe(table, lvl, ix, iy, iz)
                     if c >= 0:
                         out[k] = c
                         k += 1
@@ -244,7 +261,7 @@ def cells_in_ranges(ranges, active, g):
 # ---------------------------------------------------------------------------- frustum
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def cull_cell(c, res, size, grow, view, g, items, out, k, cnt, scr):
     """Frustum-test one live cell (``res``: its class if known, else -1); emit its objects.
 
@@ -256,6 +273,9 @@ def cull_cell(c, res, size, grow, view, g, items, out, k, cnt, scr):
     so it rejects more than the grown box would), reuses the class its block already has
     (blocks inside the frustum skip the plane test), and also learns whether every object is
     within its view distance (then no object pays that test).
+
+    Compiled without reference counting (it allocates nothing): inlined, or called as an
+    ordinary kernel, it increfed and decrefed the ~30 arrays of its bundles at every cell.
     """
     cells = g.cells
     cnt[1] += 1
@@ -296,9 +316,8 @@ def cull_cell(c, res, size, grow, view, g, items, out, k, cnt, scr):
         return k
     cells.outcome[c] = NODE_INSIDE if res == INSIDE else NODE_PARTIAL
     # The per-object decision is accept_sphere's (view distance, frustum, occlusion, with the
-    # same predicates) minus what the cell settled. It is written out rather than called:
-    # calling accept_sphere here made the static frame's query 8x slower (2.1 ms instead of
-    # 0.27 ms), numba counting references to the arrays it takes at every object.
+    # same predicates) minus what the cell settled, written out: it also skips the tests the
+    # cell settled (vd_all, res == INSIDE).
     planes = view.planes
     eye = view.eye
     occ = view.occ
@@ -357,12 +376,19 @@ def split_block(stack, sp, res):
 
 
 @njit(cache=True)
-def frustum(view, n_objects, g, items):
-    """Frustum (+ view distance, + occlusion) query over every level; one call per frame.
+def frustum(view_t, n_objects, grid_t, items_t):
+    """Frustum (+ view distance, + occlusion) query over every level; one call per frame
+    (the bundles come as plain tuples, see store.grid_args).
 
     Returns (slots, [working set, cells visited, occluded cells, occluded objects]).
     """
+    view = as_view(view_t)
+    g = as_grid(grid_t)
+    items = Items(*items_t)
+    if view.use_vd and g.meta[ST_NDIRTY] > 0:
+        refresh_dirty(g, items)  # loose bounds are safe but cull less
     cells = g.cells
+    table = g.table
     lv = g.levels
     planes = view.planes
     hw = g.meta[ST_HW]
@@ -420,7 +446,7 @@ def frustum(view, n_objects, g, items):
                 for ix in range(i0, i1 + 1):
                     for iy in range(j0, j1 + 1):
                         for iz in range(k0, k1 + 1):
-                            c = probe(g.table, lvl, ix, iy, iz)
+                            c = probe(table, lvl, ix, iy, iz)
                             if c >= 0:
                                 k = cull_cell(c, hint, size, grow, view, g, items, out, k, cnt,
                                               scr)
@@ -454,24 +480,32 @@ def cells_near_box(lo, hi, g):
 
 
 @njit(cache=True)
-def box(lo, hi, n_objects, g, items):
-    """Objects whose sphere's bounding box overlaps [lo, hi]."""
+def box(lo, hi, n_objects, grid_t, items_t):
+    """Objects whose sphere's bounding box overlaps [lo, hi] (bundles as plain tuples)."""
+    g = as_grid(grid_t)
+    items = Items(*items_t)
     out = np.empty(n_objects, dtype=np.int64)
     k = 0
+    head = g.cells.head
     cen = items.cen
+    rad = items.rad
+    slot = items.slot
+    nxt = items.next
     for c in cells_near_box(lo, hi, g):
-        it = g.cells.head[c]
+        it = head[c]
         while it >= 0:
-            if sphere_overlaps_box(cen[it, 0], cen[it, 1], cen[it, 2], items.rad[it], lo, hi):
-                out[k] = items.slot[it]
+            if sphere_overlaps_box(cen[it, 0], cen[it, 1], cen[it, 2], rad[it], lo, hi):
+                out[k] = slot[it]
                 k += 1
-            it = items.next[it]
+            it = nxt[it]
     return out[:k]
 
 
 @njit(cache=True)
-def sphere(q, qr, n_objects, g, items):
-    """Objects with |c - q| <= r + qr."""
+def sphere(q, qr, n_objects, grid_t, items_t):
+    """Objects with |c - q| <= r + qr (bundles as plain tuples)."""
+    g = as_grid(grid_t)
+    items = Items(*items_t)
     cells = g.cells
     lv = g.levels
     lo = np.empty(3)
@@ -482,52 +516,60 @@ def sphere(q, qr, n_objects, g, items):
     found = cells_near_box(lo, hi, g)
     out = np.empty(n_objects, dtype=np.int64)
     k = 0
+    ckey = cells.key
+    head = cells.head
+    sizes = lv.size
+    rmax = lv.rmax
     cen = items.cen
+    rad = items.rad
+    slot = items.slot
+    nxt = items.next
     for c in found:
-        lvl = cells.key[c, 0]
-        ix = cells.key[c, 1]
-        iy = cells.key[c, 2]
-        iz = cells.key[c, 3]
+        lvl = ckey[c, 0]
+        ix = ckey[c, 1]
+        iy = ckey[c, 2]
+        iz = ckey[c, 3]
         if bounded(ix, iy, iz):
-            block_box(ix, iy, iz, ix, iy, iz, lv.size[lvl], lv.rmax[lvl], lo, hi)
+            block_box(ix, iy, iz, ix, iy, iz, sizes[lvl], rmax[lvl], lo, hi)
             if box_point_dist(lo, hi, q[0], q[1], q[2]) > qr * (1.0 + 1e-9):
                 continue
-        it = cells.head[c]
+        it = head[c]
         while it >= 0:
-            if spheres_touch(cen[it, 0], cen[it, 1], cen[it, 2], items.rad[it],
-                             q[0], q[1], q[2], qr):
-                out[k] = items.slot[it]
+            if spheres_touch(cen[it, 0], cen[it, 1], cen[it, 2], rad[it], q[0], q[1], q[2], qr):
+                out[k] = slot[it]
                 k += 1
-            it = items.next[it]
+            it = nxt[it]
     return out[:k]
 
 
 # ---------------------------------------------------------------------------- ray
 
 
-@njit(cache=True)
-def ray_cell(c, o, d, inv, size, grow, g, items, out, ts, k):
-    """Test one cell's grown box, then its objects, against the ray."""
+@njit(cache=True, _nrt=False)
+def ray_cell(c, o, d, inv, size, grow, g, items, out, ts, k, lo, hi):
+    """Test one cell's grown box (built in the scratch ``lo``, ``hi``), then its objects,
+    against the ray. No reference counting (it allocates nothing), as cull_cell."""
     cells = g.cells
     ix = cells.key[c, 1]
     iy = cells.key[c, 2]
     iz = cells.key[c, 3]
     if bounded(ix, iy, iz):
-        lo = np.empty(3)
-        hi = np.empty(3)
         block_box(ix, iy, iz, ix, iy, iz, size, grow, lo, hi)
         if not ray_box_hits(o[0], o[1], o[2], inv[0], inv[1], inv[2], lo, hi):
             return k
     cen = items.cen
+    rad = items.rad
+    slot = items.slot
+    nxt = items.next
     it = cells.head[c]
     while it >= 0:
         t = ray_sphere_entry(o[0], o[1], o[2], d[0], d[1], d[2],
-                             cen[it, 0], cen[it, 1], cen[it, 2], items.rad[it])
+                             cen[it, 0], cen[it, 1], cen[it, 2], rad[it])
         if t >= 0.0:
-            out[k] = items.slot[it]
+            out[k] = slot[it]
             ts[k] = t
             k += 1
-        it = items.next[it]
+        it = nxt[it]
     return k
 
 
@@ -551,10 +593,14 @@ def clip_ray(o, d, lo, hi):
 
 
 @njit(cache=True)
-def ray(o, d, n_objects, g, items, stamp):
+def ray(o, d, n_objects, grid_t, items_t, stamp):
     """Spheres hit by the ray: per level, a grid walk (DDA) along the ray visiting the cells
-    within the level's reach of each cell crossed (or a scan when that is cheaper)."""
+    within the level's reach of each cell crossed (or a scan when that is cheaper). Bundles
+    as plain tuples."""
+    g = as_grid(grid_t)
+    items = Items(*items_t)
     cells = g.cells
+    table = g.table
     lv = g.levels
     inv = np.empty(3)
     for a in range(3):
@@ -564,6 +610,8 @@ def ray(o, d, n_objects, g, items, stamp):
     k = 0
     lo = np.empty(3)
     hi = np.empty(3)
+    clo = np.empty(3)  # ray_cell's scratch
+    chi = np.empty(3)
     cur = np.empty(3, dtype=np.int64)
     end = np.empty(3, dtype=np.int64)
     step = np.empty(3, dtype=np.int64)
@@ -593,7 +641,7 @@ def ray(o, d, n_objects, g, items, stamp):
         if not walkable:
             for c in range(g.meta[ST_HW]):
                 if cells.count[c] > 0 and cells.key[c, 0] == lvl:
-                    k = ray_cell(c, o, d, inv, size, grow, g, items, out, ts, k)
+                    k = ray_cell(c, o, d, inv, size, grow, g, items, out, ts, k, clo, chi)
             continue
         for a in range(3):
             if d[a] > 0.0:
@@ -613,10 +661,11 @@ def ray(o, d, n_objects, g, items, stamp):
             for ix in range(cur[0] - reach, cur[0] + reach + 1):
                 for iy in range(cur[1] - reach, cur[1] + reach + 1):
                     for iz in range(cur[2] - reach, cur[2] + reach + 1):
-                        c = probe(g.table, lvl, ix, iy, iz)
+                        c = probe(table, lvl, ix, iy, iz)
                         if c >= 0 and cells.stamp[c] != stamp:
                             cells.stamp[c] = stamp  # a cell near several crossed cells: once
-                            k = ray_cell(c, o, d, inv, size, grow, g, items, out, ts, k)
+                            k = ray_cell(c, o, d, inv, size, grow, g, items, out, ts, k, clo,
+                                         chi)
             budget -= 1
             if budget < 0 or (cur[0] == end[0] and cur[1] == end[1] and cur[2] == end[2]):
                 break

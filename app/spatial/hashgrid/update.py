@@ -26,7 +26,11 @@ from app.spatial.hashgrid.store import (
     ST_RELINKS,
     ST_USED,
     TOMB,
+    Items,
+    Objects,
+    Spheres,
     allocate,
+    as_grid,
     coord,
     find_or_add,
     level_of,
@@ -53,7 +57,11 @@ def copy_item(it, s, sph, items):
     items.vd[it] = sph.vdist[s]
 
 
-@njit(cache=True)
+# link and unlink run per relinked object and take whole bundles: compiled without reference
+# counting (they allocate nothing), see store.probe.
+
+
+@njit(cache=True, _nrt=False)
 def link(s, c, sph, objs, g, items):
     """Give object ``s`` a new item at the head of cell ``c``; widen cell and level bounds."""
     cells = g.cells
@@ -81,7 +89,7 @@ def link(s, c, sph, objs, g, items):
     levels.rmax[lvl] = max(levels.rmax[lvl], sph.radii[s])
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def unlink(s, old_vd, objs, g, items):
     """Free object ``s``'s item; an emptied cell leaves the pool and the table."""
     cells = g.cells
@@ -122,38 +130,54 @@ def unlink(s, old_vd, objs, g, items):
 
 
 @njit(cache=True, inline="always")
-def has_room(g):
-    """A free cell, a free item and a table bucket below half load: room for one more link."""
-    meta = g.meta
+def has_room(meta, buckets):
+    """A free cell, a free item and a table bucket below half load: room for one more link
+    (``buckets``: the table's size; the kernels read it and ``meta`` out of the Grid once)."""
     return (meta[ST_NFREE] > 0 and meta[ST_INFREE] > 0
-            and 2 * (meta[ST_USED] + 1) <= g.table.val.shape[0])
+            and 2 * (meta[ST_USED] + 1) <= buckets)
 
 
 @njit(cache=True)
-def insert_batch(slots, start, sph, objs, g, items):
-    """Link new objects; stops early (returning where) when a pool or the table is full."""
+def insert_batch(slots, start, sph_t, objs_t, grid_t, items_t):
+    """Link new objects; stops early (returning where) when a pool or the table is full.
+    The bundles come as plain tuples (see store.grid_args)."""
+    sph = Spheres(*sph_t)
+    objs = Objects(*objs_t)
+    g = as_grid(grid_t)
+    items = Items(*items_t)
     sizes = g.levels.size
+    centers = sph.centers
+    radii = sph.radii
+    meta = g.meta
+    buckets = g.table.val.shape[0]
     for i in range(start, slots.shape[0]):
-        if not has_room(g):
+        if not has_room(meta, buckets):
             return i
         s = slots[i]
-        lvl = level_of(sph.radii[s], sizes)
+        lvl = level_of(radii[s], sizes)
         size = sizes[lvl]
-        c = find_or_add(g, lvl, coord(sph.centers[s, 0], size), coord(sph.centers[s, 1], size),
-                        coord(sph.centers[s, 2], size))
+        c = find_or_add(g, lvl, coord(centers[s, 0], size), coord(centers[s, 1], size),
+                        coord(centers[s, 2], size))
         link(s, c, sph, objs, g, items)
     return slots.shape[0]
 
 
 @njit(cache=True)
-def update_batch(slots, old_vd, start, sph, objs, g, items):
-    """Relink moved objects whose cell or level changed; others refresh their item only."""
+def update_batch(slots, old_vd, start, sph_t, objs_t, grid_t, items_t):
+    """Relink moved objects whose cell or level changed; others refresh their item only.
+    The bundles come as plain tuples (see store.grid_args)."""
+    sph = Spheres(*sph_t)
+    objs = Objects(*objs_t)
+    g = as_grid(grid_t)
+    items = Items(*items_t)
     # Arrays read per object are taken out of their bundles once, here.
     centers = sph.centers
     radii = sph.radii
     vdist = sph.vdist
     ocell = objs.cell
     oitem = objs.item
+    meta = g.meta
+    buckets = g.table.val.shape[0]
     cells = g.cells
     ckey = cells.key
     vdmax = cells.vdmax
@@ -185,12 +209,12 @@ def update_batch(slots, old_vd, start, sph, objs, g, items):
             ivd[it] = v
             ov = old_vd[i]
             if v != ov and (ov >= vdmax[c] or ov <= vdmin[c]):
-                mark_dirty(c, cells, g.meta)
+                mark_dirty(c, cells, meta)
             vdmax[c] = max(vdmax[c], v)
             vdmin[c] = min(vdmin[c], v)
             rmax[lvl] = max(rmax[lvl], r)
             continue
-        if not has_room(g):
+        if not has_room(meta, buckets):
             return i
         unlink(s, old_vd[i], objs, g, items)
         c = find_or_add(g, lvl, ix, iy, iz)
@@ -199,8 +223,12 @@ def update_batch(slots, old_vd, start, sph, objs, g, items):
 
 
 @njit(cache=True)
-def remove_batch(slots, vdist, objs, g, items):
-    """Unlink objects about to be freed (the store still holds them)."""
+def remove_batch(slots, vdist, objs_t, grid_t, items_t):
+    """Unlink objects about to be freed (the store still holds them). The bundles come as
+    plain tuples (see store.grid_args)."""
+    objs = Objects(*objs_t)
+    g = as_grid(grid_t)
+    items = Items(*items_t)
     for i in range(slots.shape[0]):
         s = slots[i]
         unlink(s, vdist[s], objs, g, items)
@@ -258,7 +286,8 @@ def morton(off: np.ndarray) -> np.ndarray:
 
 @njit(cache=True)
 def refresh_dirty(g, items):
-    """Recompute the view-distance bounds of the cells on the dirty list (lazily, per query)."""
+    """Recompute the view-distance bounds of the cells on the dirty list (lazily: called by
+    the frustum queries that use view distances)."""
     cells = g.cells
     meta = g.meta
     for i in range(meta[ST_NDIRTY]):
