@@ -1,66 +1,88 @@
 """Instanced objects: one buffer write of the visible instances and one draw call per mesh kind.
 
-A packed float32 copy of every object's instance data (centre, radius, colour, pad: 8 floats)
-is kept up to date for the objects that moved; each frame the visible ids are gathered, grouped
-by mesh kind, into a preallocated staging array with numpy fancy indexing, written to the GPU
-in one ``Buffer.write``, and each mesh's VAO is pointed at its slice of that buffer.
+Each frame one compiled pass writes the visible instances (centre, radius, colour: the 7
+floats the shader reads), grouped by mesh kind, into a persistent float32 staging array, and
+exactly those bytes go to the GPU in one ``Buffer.write``; each mesh's VAO is pointed at its
+slice of that buffer.
 """
 
 from __future__ import annotations
 
 import moderngl
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
-from app.parallelism import threads_for
 from app.render.context import load_program
 from app.render.meshes import Mesh
 
-STRIDE = 8  # floats per instance: cx cy cz r  cr cg cb pad
+STRIDE = 7  # floats per instance: cx cy cz r  cr cg cb (no padding: every byte is read)
 
 
-_CHUNKS = 16  # id ranges gathered in parallel; each knows where its rows go from a prefix sum
+@njit(cache=True, inline="always")
+def _put(staging, row, centers, looks, j) -> None:  # pragma: no cover - compiled
+    """Instance row ``row`` := object ``j``: its centre (the scene's, as float32), then its
+    radius and colour (float32 already)."""
+    staging[row, 0] = centers[j, 0]
+    staging[row, 1] = centers[j, 1]
+    staging[row, 2] = centers[j, 2]
+    staging[row, 3] = looks[j, 0]
+    staging[row, 4] = looks[j, 1]
+    staging[row, 5] = looks[j, 2]
+    staging[row, 6] = looks[j, 3]
 
 
-@njit(cache=True, parallel=True)
-def _gather_by_mesh(visible, mask, mesh_of, centers, packed, staging, counts) -> int:
-    """Visible rows, grouped by mesh kind and in ascending id order, into ``staging``.
+@njit(cache=True)
+def _nearest_first(ids, n, centers, eye, dist):  # pragma: no cover - compiled
+    """Positions of ``ids[:n]`` by distance to ``eye``, ties in the given order (a stable
+    sort; the ids come in ascending order)."""
+    for i in range(n):
+        j = ids[i]
+        dx = centers[j, 0] - eye[0]
+        dy = centers[j, 1] - eye[1]
+        dz = centers[j, 2] - eye[2]
+        dist[i] = dx * dx + dy * dy + dz * dz
+    return np.argsort(dist[:n], kind="mergesort")
 
-    Centres come straight from the scene's float64 array (so moved objects need no separate
-    refresh pass), the rest of the row from the packed copy. The id range is cut into chunks:
-    each chunk counts its rows per mesh, a prefix sum gives every chunk its first row per
-    mesh, then the chunks copy in parallel. The order is the same as a serial pass.
+
+@njit(cache=True)
+def _gather_by_mesh(visible, everything, mask, by_mesh, mesh_end, centers, looks, big, eye,
+                    near, dist, staging, starts, counts) -> int:  # pragma: no cover - compiled
+    """The visible objects (``everything``: all of them) into ``staging``, grouped by mesh
+    kind; within a kind the large ones (``big``, when ``eye`` has 3 values) come first,
+    nearest first, then the rest in ascending id order. Returns the number of rows.
+
+    One serial pass over ``by_mesh`` (the ids sorted by mesh, then id): at 100,000 objects it
+    costs less than waking the OpenMP workers would. ``mask`` is left all False.
     """
-    for i in range(visible.shape[0]):
-        mask[visible[i]] = True
-    n = mask.shape[0]
-    nm = counts.shape[0]
-    step = (n + _CHUNKS - 1) // _CHUNKS
-    per = np.zeros((_CHUNKS, nm), dtype=np.int64)
-    for ch in prange(_CHUNKS):
-        for j in range(ch * step, min(n, (ch + 1) * step)):
-            if mask[j]:
-                per[ch, mesh_of[j]] += 1
-    first = np.zeros((_CHUNKS, nm), dtype=np.int64)
+    if not everything:
+        for i in range(visible.shape[0]):
+            mask[visible[i]] = True
+    occluders = eye.shape[0] == 3
     row = 0
-    for k in range(nm):
-        counts[k] = 0
-        for ch in range(_CHUNKS):
-            first[ch, k] = row
-            row += per[ch, k]
-            counts[k] += per[ch, k]
-    for ch in prange(_CHUNKS):
-        nxt = first[ch].copy()
-        for j in range(ch * step, min(n, (ch + 1) * step)):
-            if mask[j]:
+    p0 = 0
+    for k in range(mesh_end.shape[0]):
+        starts[k] = row
+        p1 = mesh_end[k]
+        if occluders:  # llvmpipe's early depth test then rejects what they hide
+            n = 0
+            for p in range(p0, p1):
+                j = by_mesh[p]
+                if big[j] and (everything or mask[j]):
+                    near[n] = j
+                    n += 1
+            rank = _nearest_first(near, n, centers, eye, dist)
+            for i in range(n):
+                _put(staging, row, centers, looks, near[rank[i]])
+                row += 1
+        for p in range(p0, p1):
+            j = by_mesh[p]
+            if everything or mask[j]:
                 mask[j] = False
-                r = nxt[mesh_of[j]]
-                nxt[mesh_of[j]] = r + 1
-                staging[r, 0] = centers[j, 0]
-                staging[r, 1] = centers[j, 1]
-                staging[r, 2] = centers[j, 2]
-                for c in range(3, packed.shape[1]):
-                    staging[r, c] = packed[j, c]
+                if not (occluders and big[j]):
+                    _put(staging, row, centers, looks, j)
+                    row += 1
+        counts[k] = row - starts[k]
+        p0 = p1
     return row
 
 
@@ -70,14 +92,25 @@ class ObjectRenderer:
         self.prog = load_program(ctx, "objects")
         self.meshes = meshes
         self.capacity = 0
-        self.packed = np.zeros((0, STRIDE), np.float32)
+        nm = len(meshes)
+        self.looks = np.zeros((0, 4), np.float32)  # radius, colour
         self.staging = np.zeros((0, STRIDE), np.float32)
         self.mesh_of = np.zeros(0, np.int8)
-        self.inst = ctx.buffer(reserve=STRIDE * 4 * 16, dynamic=True)
+        self._by_mesh = np.zeros(0, np.int64)
+        self._mesh_end = np.zeros(nm, np.int64)
+        self._starts = np.zeros(nm, np.int64)
+        self._counts = np.zeros(nm, np.int64)
+        self._near = np.zeros(0, np.int64)
+        self._dist = np.zeros(0, np.float64)
+        self._no_eye = np.zeros(0, np.float64)
+        # Two instance buffers, used in turn (see _write).
+        self._bufs = [ctx.buffer(reserve=STRIDE * 4 * 16, dynamic=True) for _ in range(2)]
+        self._turn = 0
+        self.inst = self._bufs[0]
         self._mask = np.zeros(0, np.bool_)
         self._centers: np.ndarray | None = None
-        self.counts = [0] * len(meshes)
-        self.starts = [0] * len(meshes)
+        self.counts = [0] * nm
+        self.starts = [0] * nm
         self.vaos = []
         self._loc_sphere = self.prog["in_sphere"].location
         self._loc_color = self.prog["in_color"].location
@@ -89,7 +122,7 @@ class ObjectRenderer:
             vao = ctx.vertex_array(
                 self.prog,
                 [(vbo, "3f 3f", "in_position", "in_normal"),
-                 (self.inst, "4f 3f 4x/i", "in_sphere", "in_color")],
+                 (self.inst, "4f 3f/i", "in_sphere", "in_color")],
                 index_buffer=ibo, index_element_size=4,
             )
             self.vaos.append((vao, m.indices.shape[0]))
@@ -101,15 +134,16 @@ class ObjectRenderer:
         """All objects (ids 0..N-1 index the rows). Reallocates the staging arrays."""
         n = centers.shape[0]
         self.capacity = n
-        self.packed = np.zeros((n, STRIDE), np.float32)
-        self.packed[:, 0:3] = centers
-        self.packed[:, 3] = radii
-        self.packed[:, 4:7] = colors
+        self.looks = np.zeros((n, 4), np.float32)
+        self.looks[:, 0] = radii
+        self.looks[:, 1:4] = colors
         self.mesh_of = np.asarray(mesh, np.int8).copy()
         self._centers = np.ascontiguousarray(centers, dtype=np.float64)
         bad = (self.mesh_of < 0) | (self.mesh_of >= len(self.meshes))
         if bad.any():
             raise ValueError(f"mesh index out of range for objects {np.flatnonzero(bad)[:8]}")
+        self._by_mesh = np.argsort(self.mesh_of, kind="stable").astype(np.int64)
+        self._mesh_end = np.cumsum(np.bincount(self.mesh_of, minlength=len(self.meshes)))
         self.staging = np.zeros((n, STRIDE), np.float32)
         self._mask = np.zeros(n, np.bool_)
         # Occluders: objects much larger than the typical one are drawn first, front to back,
@@ -117,16 +151,17 @@ class ObjectRenderer:
         r = np.asarray(radii, np.float64)
         self.big = r >= 4.0 * float(np.median(r)) if n else np.zeros(0, np.bool_)
         self.has_big = bool(self.big.any()) and int(self.big.sum()) <= max(4096, n // 8)
+        nbig = int(self.big.sum()) if self.has_big else 0
+        self._near = np.zeros(nbig, np.int64)
+        self._dist = np.zeros(nbig, np.float64)
         need = max(n, 16) * STRIDE * 4
-        if self.inst.size < need:
-            self.inst.orphan(need)
+        for buf in self._bufs:
+            if buf.size < need:
+                buf.orphan(need)
 
     def use_centers(self, centers: np.ndarray) -> None:
-        """Read centres from ``centers``, the full array the scene moves in place.
-
-        Both gathers read centres from it directly, so moved objects need no refresh of the
-        packed copy (whose centres only seed it).
-        """
+        """Read centres from ``centers``, the full array the scene moves in place (float64,
+        C-contiguous): the gather converts them, so moved objects need no refresh pass."""
         self._centers = centers
 
     def upload(self, visible: np.ndarray | None, eye: np.ndarray | None = None) -> int:
@@ -136,70 +171,28 @@ class ObjectRenderer:
         first, then the rest in ascending id order; the order depends only on the visible set,
         never on the index, so culling does not change the image.
         """
-        n_all = self.capacity
-        if (visible is not None and self._centers is not None
-                and not (self.has_big and eye is not None)):
-            counts = np.zeros(len(self.meshes), dtype=np.int64)
-            with threads_for(self.capacity):  # the gather scans every object's mark
-                total = _gather_by_mesh(np.ascontiguousarray(visible, dtype=np.int64),
-                                        self._mask, self.mesh_of, self._centers, self.packed,
-                                        self.staging, counts)
-            start = 0
-            for k in range(len(self.meshes)):
-                self.starts[k] = start
-                self.counts[k] = int(counts[k])
-                start += int(counts[k])
-            self._write(total)
-            return total
-        if visible is None:
-            order = None
-            mesh_vis = self.mesh_of
-        else:
-            mask = self._mask
-            mask[:] = False
-            mask[visible] = True
-            order = np.flatnonzero(mask)
-            mesh_vis = self.mesh_of[order]
-        total = 0
-        nm = len(self.meshes)
-        for k in range(nm):
-            if nm == 1:
-                sel = order
-                cnt = n_all if order is None else order.shape[0]
-            else:
-                hit = mesh_vis == k
-                sel = np.flatnonzero(hit) if order is None else order[hit]
-                cnt = sel.shape[0]
-            if self.has_big and eye is not None and cnt:
-                sel = self._occluders_first(sel if sel is not None else np.arange(n_all), eye)
-            self.starts[k] = total
-            self.counts[k] = cnt
-            if cnt:
-                dst = self.staging[total: total + cnt]
-                if sel is None:
-                    dst[:] = self.packed
-                    dst[:, 0:3] = self._centers
-                else:
-                    np.take(self.packed, sel, axis=0, out=dst)
-                    dst[:, 0:3] = self._centers[sel]
-            total += cnt
+        everything = visible is None
+        ids = self._by_mesh if everything else np.ascontiguousarray(visible, dtype=np.int64)
+        eye3 = (np.asarray(eye, np.float64) if self.has_big and eye is not None
+                else self._no_eye)
+        total = _gather_by_mesh(ids, everything, self._mask, self._by_mesh, self._mesh_end,
+                                self._centers, self.looks, self.big, eye3, self._near,
+                                self._dist, self.staging, self._starts, self._counts)
+        self.starts = self._starts.tolist()
+        self.counts = self._counts.tolist()
         self._write(total)
         return total
 
     def _write(self, total: int) -> None:
-        """Orphan, then write: the previous frame's draw may still read the old storage, and
-        writing into it would make the driver wait for that draw to finish."""
+        """Exactly the rows used, into the buffer the previous upload did not write: a draw
+        still queued (two-pass's early draw when its late upload comes) reads the other one,
+        and writing storage a queued draw reads would make the driver wait. Two persistent
+        buffers used in turn need no orphaning (a fresh allocation, faulted in page by page,
+        every frame)."""
         if total:
-            self.inst.orphan(self.inst.size)
+            self._turn ^= 1
+            self.inst = self._bufs[self._turn]
             self.inst.write(memoryview(self.staging[:total]).cast("B"))
-
-    def _occluders_first(self, sel: np.ndarray, eye: np.ndarray) -> np.ndarray:
-        big = self.big[sel]
-        if not big.any():
-            return sel
-        b = sel[big]
-        d = ((self._centers[b] - np.asarray(eye, np.float64)) ** 2).sum(axis=1)
-        return np.concatenate([b[np.argsort(d, kind="stable")], sel[~big]])
 
     # ------------------------------------------------------------------ draw
 

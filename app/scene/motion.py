@@ -9,10 +9,9 @@ on its curve.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from app.geom.hashing import mix64
-from app.parallelism import threads_for
 from app.scene.distributions import in_box, lissajous_curve
 
 MOTIONS = ("static", "random_walk", "linear_bounce", "linear_wrap", "orbit", "lissajous_drift")
@@ -67,32 +66,46 @@ def _jitter(key: np.uint64) -> float:
     return (2.0 * u - 1.0) * 1.7320508075688772
 
 
-@njit(cache=True, parallel=True)
-def _walk(centers, rows, vel, speeds, sigma, seed, lo, hi, dt):  # pragma: no cover - compiled
-    """One random-walk step over the rows: jitter heading, keep speed, move, bounce.
+@njit(cache=True, inline="always")
+def _heading(v: float, inv: float, sigma: float, key: np.uint64, live: bool) -> float:
+    """One axis of the jittered heading (the unit velocity plus noise); 0 on a flat axis of
+    the box (a plane of grass gets no heading across it)."""
+    return v * inv + sigma * _jitter(key) if live else 0.0
+
+
+@njit(cache=True, error_model="numpy")
+def _turn(vx, vy, vz, speeds, sigma, seed, live0, live1, live2):  # pragma: no cover - compiled
+    """Jitter every heading and keep every speed: velocities in place.
 
     The heading noise of row i, axis a comes from hashing (seed, i, a): no per-object
-    allocation and no numpy RNG pass over 3n values, which dominated at 100k objects.
+    allocation and no numpy RNG pass over 3n values, which dominated at 100k objects. The
+    loop reads and writes only contiguous 1-d arrays, so it compiles to SIMD code (AVX2: 4
+    rows at a time, 64-bit multiplies included), ~2x a scalar pass over an (n, 3) array.
     """
-    for i in prange(rows.shape[0]):  # rows are distinct: iterations are independent
-        r = rows[i]
+    for i in range(vx.shape[0]):
         s = speeds[i]
         inv = 1.0 / s if s > 1e-12 else 0.0
         base = mix64(seed ^ np.uint64(i) * np.uint64(0x9E3779B97F4A7C15))
-        h0 = 0.0
-        h1 = 0.0
-        h2 = 0.0
-        if hi[0] > lo[0]:  # a flat axis of the box (a plane of grass) gets no heading at all
-            h0 = vel[i, 0] * inv + sigma * _jitter(base)
-        if hi[1] > lo[1]:
-            h1 = vel[i, 1] * inv + sigma * _jitter(base + np.uint64(1))
-        if hi[2] > lo[2]:
-            h2 = vel[i, 2] * inv + sigma * _jitter(base + np.uint64(2))
+        h0 = _heading(vx[i], inv, sigma, base, live0)
+        h1 = _heading(vy[i], inv, sigma, base + np.uint64(1), live1)
+        h2 = _heading(vz[i], inv, sigma, base + np.uint64(2), live2)
         norm = np.sqrt(h0 * h0 + h1 * h1 + h2 * h2)
         scale = s / norm if norm > 1e-12 else 0.0
+        vx[i] = h0 * scale
+        vy[i] = h1 * scale
+        vz[i] = h2 * scale
+
+
+@njit(cache=True, error_model="numpy")
+def _advance(centers, rows, vel, lo, hi, dt):  # pragma: no cover - compiled
+    """Move ``rows`` of ``centers`` by their velocity (``vel[axis, i]``), bouncing off the
+    walls of [lo, hi]. Separate from :func:`_turn` because its scatter through ``rows``
+    cannot be vectorized. ``lo`` and ``hi`` are tuples: values the stores into ``centers``
+    cannot alias, so they stay in registers (as arrays they were reloaded per row, +20%)."""
+    for i in range(rows.shape[0]):
+        r = rows[i]
         for a in range(3):
-            h = h0 if a == 0 else (h1 if a == 1 else h2)
-            v = h * scale
+            v = vel[a, i]
             x = centers[r, a] + v * dt
             span = hi[a] - lo[a]
             if span <= 0.0:
@@ -102,10 +115,9 @@ def _walk(centers, rows, vel, speeds, sigma, seed, lo, hi, dt):  # pragma: no co
                 y = (x - lo[a]) % (2.0 * span)
                 if y > span:
                     y = 2.0 * span - y
-                    v = -v
+                    vel[a, i] = -v
                 x = lo[a] + y
             centers[r, a] = x
-            vel[i, a] = v
 
 
 class RandomWalk(Motion):
@@ -115,18 +127,23 @@ class RandomWalk(Motion):
         super().__init__(rows)
         self.lo, self.hi, self.turn = lo, hi, turn
         self.speeds = np.ascontiguousarray(speeds, dtype=np.float64)
-        self.vel = _planar(_unit_vectors(len(rows), rng), lo, hi) * self.speeds[:, None]
+        vel = _planar(_unit_vectors(len(rows), rng), lo, hi) * self.speeds[:, None]
+        self.vel = np.ascontiguousarray(vel.T)  # (3, n): one contiguous row per axis
+        self.live = tuple(bool(top > bottom) for bottom, top in zip(lo, hi, strict=True))
+        self.box = tuple(float(x) for x in lo), tuple(float(x) for x in hi)
 
     def step(self, centers, dt, rng):
-        n = len(self.rows)
-        if n == 0:
+        if len(self.rows) == 0:
             return
         # Heading noise scales with sqrt(dt) so the walk's statistics do not depend on frame rate.
         # One draw from the scene's generator per frame keeps runs reproducible from its seed.
+        # Both passes run on the calling thread: vectorized, 66,667 rows take ~0.5 ms, about
+        # what waking the second OpenMP worker saved on an idle machine (and far less than it
+        # lost on a busy one, where the region waits for a core).
         seed = np.uint64(rng.integers(0, 2**63 - 1))
-        with threads_for(self.rows.shape[0]):
-            _walk(centers, self.rows, self.vel, self.speeds, self.turn * np.sqrt(dt), seed,
-                  self.lo, self.hi, dt)
+        v = self.vel
+        _turn(v[0], v[1], v[2], self.speeds, self.turn * np.sqrt(dt), seed, *self.live)
+        _advance(centers, self.rows, v, *self.box, dt)
 
 
 class LinearBounce(Motion):
