@@ -214,6 +214,35 @@ def test_occlusion_rejects_cells_behind_a_near_wall():
     assert len(res.visible) < len(o.frustum(planes))
 
 
+@pytest.mark.parametrize("use_vd", [False, True])
+def test_partial_occlusion_equals_brute_force(use_vd):
+    """A ragged depth pyramid (cells partly hidden): the same answer as the brute index, which
+    makes accept_sphere's decision per object, before and after moves."""
+    g, _ = filled(3000, spread=100.0, cell_size=6.0, seed=4)
+    b = create_index("brute")
+    ids = g.all_ids()
+    c, r, vd = g.get(ids)
+    b.insert(ids, c, r, vd)
+    eye = np.zeros(3)
+    target = np.array([1.0, 0.2, 0.1])
+    vp = perspective(60, 16 / 9, 0.1, 300) @ look_at(eye, target)
+    planes = camera_planes(eye, target)
+    rng = np.random.default_rng(5)
+    depth = rng.choice([0.95, 0.999, 1.0], size=(64, 64)).astype(np.float32)
+    depth[16:48, 8:40] = 0.0  # a near block hides whole cells
+    pyr = ZPyramid.from_depth(vp, depth)
+    for _ in range(3):
+        got = g.query_frustum(planes, eye=eye, use_view_distance=use_vd, occlusion=pyr)
+        want = b.query_frustum(planes, eye=eye, use_view_distance=use_vd, occlusion=pyr)
+        assert np.array_equal(np.sort(got.visible), np.sort(want.visible))
+        assert got.occluded_objects > 0 and got.occluded_nodes > 0
+        moved = ids[::7]
+        nc = g.get(moved)[0] + rng.normal(scale=8.0, size=(len(moved), 3))
+        g.update(moved, nc)
+        b.update(moved, nc)
+    g.validate()
+
+
 def corruptions():
     def item_copy(g):
         g._items.cen[g._objs.item[g._alive.argmax()], 0] += 1.0

@@ -221,7 +221,7 @@ def scan_pool(cells, scan, ranges, hw, out, k):
     return k
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def cells_in_ranges(ranges, active, g):
     """Live cells inside each active level's coordinate range.
 
@@ -230,10 +230,12 @@ def cells_in_ranges(ranges, active, g):
     """
     nlev = ranges.shape[0]
     table = g.table
+    lcells = g.levels.cells
+    live = g.meta[ST_LIVE]
     total = 0
     for lvl in range(nlev):
         if active[lvl]:
-            total += g.levels.cells[lvl]
+            total += lcells[lvl]
     out = np.empty(total, dtype=np.int64)
     k = 0
     scan = np.zeros(nlev, dtype=np.bool_)
@@ -242,7 +244,7 @@ def cells_in_ranges(ranges, active, g):
         if not active[lvl]:
             continue
         r = ranges[lvl]
-        if range_cells(r) > 2.0 * g.meta[ST_LIVE]:
+        if range_cells(r) > 2.0 * live:
             scan[lvl] = True
             any_scan = True
             continue
@@ -464,18 +466,21 @@ def frustum(view_t, n_objects, grid_t, items_t):
 # ---------------------------------------------------------------------------- box, sphere
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def cells_near_box(lo, hi, g):
     """Live cells of every level whose cells, grown by the level's max radius, can touch
     the box [lo, hi] (the candidates of box and sphere queries)."""
     lv = g.levels
-    nlev = lv.size.shape[0]
+    count = lv.count
+    size = lv.size
+    rmax = lv.rmax
+    ext = lv.ext
+    nlev = size.shape[0]
     ranges = np.zeros((nlev, 6), dtype=np.int64)
     active = np.zeros(nlev, dtype=np.bool_)
     for lvl in range(nlev):
-        if lv.count[lvl] > 0:
-            active[lvl] = box_range(lvl, lv.size[lvl], lv.rmax[lvl], lo, hi, lv.ext,
-                                    ranges[lvl])
+        if count[lvl] > 0:
+            active[lvl] = box_range(lvl, size[lvl], rmax[lvl], lo, hi, ext, ranges[lvl])
     return cells_in_ranges(ranges, active, g)
 
 
