@@ -287,3 +287,39 @@ def test_requested_screenshot_is_the_next_frame_without_notices(ctx, tmp_path):
     later = v.request_screenshot(tmp_path / "at-close.png")
     v.close()
     assert later.exists() and later.stat().st_size > 0
+
+
+def test_upload_writes_the_visible_rows_grouped_by_mesh_occluders_nearest_first(ctx):
+    """The instance buffer holds exactly the visible objects' 7 floats, each mesh kind's in
+    one slice: its large objects (occluders) nearest to the eye first, then the rest in
+    ascending id order; without an eye, ascending id order only."""
+    from app.render.meshes import load_mesh
+    from app.render.objects import STRIDE, ObjectRenderer
+
+    rng = np.random.default_rng(5)
+    n = 400
+    centers = rng.uniform(-50, 50, (n, 3))
+    radii = np.ones(n)
+    radii[rng.choice(n, 12, replace=False)] = 10.0
+    colors = rng.random((n, 3)).astype(np.float32)
+    mesh = rng.integers(0, 2, n).astype(np.int8)  # kinds interleaved in id order
+    r = ObjectRenderer(ctx, [load_mesh("cube"), load_mesh("icosphere")])
+    r.set_objects(centers, radii, colors, mesh)
+    eye = np.array([5.0, 0.0, -3.0])
+    for visible, at in ((rng.choice(n, 300), eye), (None, eye), (rng.choice(n, 250), None)):
+        total = r.upload(visible, at)
+        ids = np.arange(n) if visible is None else np.unique(visible)
+        parts = []
+        for k in (0, 1):
+            sel = ids[mesh[ids] == k]
+            if at is not None:
+                big = sel[radii[sel] > 5]
+                d = ((centers[big] - at) ** 2).sum(axis=1)
+                sel = np.concatenate([big[np.argsort(d, kind="stable")], sel[radii[sel] <= 5]])
+            parts.append(sel)
+        order = np.concatenate(parts)
+        want = np.concatenate([centers[order], radii[order, None], colors[order]], axis=1)
+        got = np.frombuffer(r.inst.read(size=total * STRIDE * 4), np.float32)
+        assert total == order.shape[0]
+        np.testing.assert_array_equal(got.reshape(-1, STRIDE), want.astype(np.float32))
+        assert r.counts == [p.shape[0] for p in parts] and r.starts == [0, parts[0].shape[0]]

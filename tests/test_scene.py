@@ -313,3 +313,22 @@ def test_orbit_keeps_distance_to_axis_and_turns_by_the_angle():
     Orbit(rows, np.pi / 2, np.array([1.0, 0.0, 0.0])).step(centers, 1.0, None)
     np.testing.assert_allclose(centers[1], [1.0, 7.0, 2.0], atol=1e-12)  # (2, 0) -> (0, 2)
     np.testing.assert_array_equal(centers[0], [0, 0, 0])
+
+
+def test_random_walk_keeps_speeds_stays_in_its_box_and_plane():
+    from app.scene.motion import RandomWalk
+
+    rows = np.array([3, 0, 5, 1], np.int64)  # any rows, in any order
+    lo, hi = np.array([0.0, 2.0, -1.0]), np.array([4.0, 2.0, 1.0])  # y is flat: a plane
+    speeds = np.array([1.0, 3.0, 10.0, 0.5])
+    centers = np.zeros((6, 3))
+    centers[rows] = [[1, 2, 0], [3, 2, 0.5], [2, 2, -0.5], [0.1, 2, 0.9]]
+    untouched = centers[[2, 4]].copy()
+    m = RandomWalk(rows, speeds, lo, hi, np.random.default_rng(1))
+    rng = np.random.default_rng(2)
+    for dt in (0.1, 0.7, 3.0, 0.05):  # long steps bounce several times
+        m.step(centers, dt, rng)
+        np.testing.assert_allclose(np.linalg.norm(m.vel, axis=0), speeds, rtol=1e-12)
+        assert np.all(centers[rows] >= lo) and np.all(centers[rows] <= hi)
+        assert np.all(centers[rows, 1] == 2.0) and np.all(m.vel[1] == 0.0)
+    np.testing.assert_array_equal(centers[[2, 4]], untouched)
