@@ -45,45 +45,63 @@ def _nearest_first(ids, n, centers, eye, dist):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _gather_by_mesh(visible, everything, mask, by_mesh, mesh_end, centers, looks, big, eye,
-                    near, dist, staging, starts, counts) -> int:  # pragma: no cover - compiled
+def _gather_by_mesh(visible, everything, mask, runs, runs_end, centers, looks, big, eye, near,
+                    dist, staging, starts, counts) -> int:  # pragma: no cover - compiled
     """The visible objects (``everything``: all of them) into ``staging``, grouped by mesh
     kind; within a kind the large ones (``big``, when ``eye`` has 3 values) come first,
     nearest first, then the rest in ascending id order. Returns the number of rows.
 
-    One serial pass over ``by_mesh`` (the ids sorted by mesh, then id): at 100,000 objects it
-    costs less than waking the OpenMP workers would. ``mask`` is left all False.
+    One serial pass over each kind's runs of consecutive ids (``runs[q]`` = [first, end),
+    kind k's end at ``runs_end[k]``), reading the arrays in order: at 100,000 objects it costs
+    less than waking the OpenMP workers would. ``mask`` is left all False.
     """
     if not everything:
         for i in range(visible.shape[0]):
             mask[visible[i]] = True
     occluders = eye.shape[0] == 3
     row = 0
-    p0 = 0
-    for k in range(mesh_end.shape[0]):
+    q0 = 0
+    for k in range(runs_end.shape[0]):
         starts[k] = row
-        p1 = mesh_end[k]
+        q1 = runs_end[k]
         if occluders:  # llvmpipe's early depth test then rejects what they hide
             n = 0
-            for p in range(p0, p1):
-                j = by_mesh[p]
-                if big[j] and (everything or mask[j]):
-                    near[n] = j
-                    n += 1
+            for q in range(q0, q1):
+                for j in range(runs[q, 0], runs[q, 1]):
+                    if big[j] and (everything or mask[j]):
+                        near[n] = j
+                        n += 1
             rank = _nearest_first(near, n, centers, eye, dist)
             for i in range(n):
                 _put(staging, row, centers, looks, near[rank[i]])
                 row += 1
-        for p in range(p0, p1):
-            j = by_mesh[p]
-            if everything or mask[j]:
-                mask[j] = False
-                if not (occluders and big[j]):
-                    _put(staging, row, centers, looks, j)
-                    row += 1
+        for q in range(q0, q1):
+            for j in range(runs[q, 0], runs[q, 1]):
+                if everything or mask[j]:
+                    mask[j] = False
+                    if not (occluders and big[j]):
+                        _put(staging, row, centers, looks, j)
+                        row += 1
         counts[k] = row - starts[k]
-        p0 = p1
+        q0 = q1
     return row
+
+
+def _mesh_runs(mesh_of: np.ndarray, kinds: int) -> tuple[np.ndarray, np.ndarray]:
+    """The maximal runs of consecutive ids of one mesh kind as [first, end) rows, ordered by
+    kind then id, and where each kind's runs end. A scene builds each group as one run, so
+    there are few, and the gather reads no id permutation (8 bytes an object, cold after
+    the render)."""
+    n = mesh_of.shape[0]
+    if n == 0:
+        return np.zeros((0, 2), np.int64), np.zeros(kinds, np.int64)
+    cut = np.flatnonzero(np.diff(mesh_of)) + 1
+    first = np.concatenate(([0], cut))
+    end = np.concatenate((cut, [n]))
+    kind = mesh_of[first].astype(np.int64)
+    order = np.argsort(kind, kind="stable")
+    runs = np.ascontiguousarray(np.stack([first[order], end[order]], axis=1), dtype=np.int64)
+    return runs, np.cumsum(np.bincount(kind, minlength=kinds)).astype(np.int64)
 
 
 class ObjectRenderer:
@@ -96,13 +114,13 @@ class ObjectRenderer:
         self.looks = np.zeros((0, 4), np.float32)  # radius, colour
         self.staging = np.zeros((0, STRIDE), np.float32)
         self.mesh_of = np.zeros(0, np.int8)
-        self._by_mesh = np.zeros(0, np.int64)
-        self._mesh_end = np.zeros(nm, np.int64)
+        self._runs, self._runs_end = _mesh_runs(self.mesh_of, nm)
         self._starts = np.zeros(nm, np.int64)
         self._counts = np.zeros(nm, np.int64)
         self._near = np.zeros(0, np.int64)
         self._dist = np.zeros(0, np.float64)
         self._no_eye = np.zeros(0, np.float64)
+        self._no_ids = np.zeros(0, np.int64)
         # Two instance buffers, used in turn (see _write).
         self._bufs = [ctx.buffer(reserve=STRIDE * 4 * 16, dynamic=True) for _ in range(2)]
         self._turn = 0
@@ -142,8 +160,7 @@ class ObjectRenderer:
         bad = (self.mesh_of < 0) | (self.mesh_of >= len(self.meshes))
         if bad.any():
             raise ValueError(f"mesh index out of range for objects {np.flatnonzero(bad)[:8]}")
-        self._by_mesh = np.argsort(self.mesh_of, kind="stable").astype(np.int64)
-        self._mesh_end = np.cumsum(np.bincount(self.mesh_of, minlength=len(self.meshes)))
+        self._runs, self._runs_end = _mesh_runs(self.mesh_of, len(self.meshes))
         self.staging = np.zeros((n, STRIDE), np.float32)
         self._mask = np.zeros(n, np.bool_)
         # Occluders: objects much larger than the typical one are drawn first, front to back,
@@ -172,10 +189,10 @@ class ObjectRenderer:
         never on the index, so culling does not change the image.
         """
         everything = visible is None
-        ids = self._by_mesh if everything else np.ascontiguousarray(visible, dtype=np.int64)
+        ids = self._no_ids if everything else np.ascontiguousarray(visible, dtype=np.int64)
         eye3 = (np.asarray(eye, np.float64) if self.has_big and eye is not None
                 else self._no_eye)
-        total = _gather_by_mesh(ids, everything, self._mask, self._by_mesh, self._mesh_end,
+        total = _gather_by_mesh(ids, everything, self._mask, self._runs, self._runs_end,
                                 self._centers, self.looks, self.big, eye3, self._near,
                                 self._dist, self.staging, self._starts, self._counts)
         self.starts = self._starts.tolist()
