@@ -333,13 +333,13 @@ def _sink(t) -> None:
     """A sphere that shrank in both copies without an update could now sit deeper."""
     node = t._ents.node
     e = int(np.flatnonzero((node >= 0) & (t._nodes.node["level"][np.maximum(node, 0)] > 0))[0])
-    t._ents.radius[e] = 0.0
+    t._ents.sphere["radius"][e] = 0.0
     t._radii[t._ents.slot[e]] = 0.0
 
 
 def _displace(t) -> None:
     e = _an_entry(t)
-    t._ents.center[e, 0] = 1e4
+    t._ents.sphere["cx"][e] = 1e4
     t._centers[t._ents.slot[e], 0] = 1e4
 
 

@@ -161,12 +161,12 @@ def check_placement(nd, en, s2e, alive, centers, radii, vdist, moved):
             return 23, s
         if moved[slot]:
             continue  # will be copied and relocated at the next flush
-        cx = en.center[s, 0]
-        cy = en.center[s, 1]
-        cz = en.center[s, 2]
-        r = en.radius[s]
+        cx = en.sphere[s].cx
+        cy = en.sphere[s].cy
+        cz = en.sphere[s].cz
+        r = en.sphere[s].radius
         if (cx != centers[slot, 0] or cy != centers[slot, 1] or cz != centers[slot, 2]
-                or r != radii[slot] or en.vdist[s] != vdist[slot]):
+                or r != radii[slot] or en.sphere[s].vdist != vdist[slot]):
             return 24, s
         if not contains(node, n, cx, cy, cz, r):
             return 11, s
@@ -260,12 +260,12 @@ def check_bounds(nd, en):
                 return 20, n
         s = node[n].head
         while s >= 0:
-            r = en.radius[s]
+            r = en.sphere[s].radius
+            c = (en.sphere[s].cx, en.sphere[s].cy, en.sphere[s].cz)
             for a in range(3):
-                if (en.center[s, a] - r < node[n].tlo[a]
-                        or en.center[s, a] + r > node[n].thi[a]):
+                if c[a] - r < node[n].tlo[a] or c[a] + r > node[n].thi[a]:
                     return 19, n
-            if en.vdist[s] > node[n].vmax or en.vdist[s] < node[n].vmin:
+            if en.sphere[s].vdist > node[n].vmax or en.sphere[s].vdist < node[n].vmin:
                 return 20, n
             s = en.next[s]
     return 0, -1

@@ -140,9 +140,7 @@ def frustum(root, nd, en, planes, eye, use_vd, occ, out, stack, inside_stack, st
     # on the static bench scene (100k objects, no occlusion). Below an inside node the
     # planes are not tested again, and the occluder is only touched when occlusion is on.
     outcome = nd.outcome
-    center = en.center
-    radius = en.radius
-    vdist = en.vdist
+    sph = en.sphere
     nxt = en.next
     slot = en.slot
     sp = 1
@@ -186,11 +184,12 @@ def frustum(root, nd, en, planes, eye, use_vd, occ, out, stack, inside_stack, st
         s = rec.head
         while s >= 0:
             ws += 1
-            cx = center[s, 0]
-            cy = center[s, 1]
-            cz = center[s, 2]
-            r = radius[s]
-            ok = not use_vd or within_view_distance(eye[0], eye[1], eye[2], cx, cy, cz, vdist[s])
+            rs = sph[s]
+            cx = rs.cx
+            cy = rs.cy
+            cz = rs.cz
+            r = rs.radius
+            ok = not use_vd or within_view_distance(eye[0], eye[1], eye[2], cx, cy, cz, rs.vdist)
             if ok and not inside:
                 ok = sphere_in_frustum(planes, cx, cy, cz, r)
             if ok and occl and sphere_hidden(occ, cx, cy, cz, r):
@@ -226,8 +225,7 @@ def box(root, nd, en, qlo, qhi, out, stack, stack2, scratch):
     node = nd.node
     if root < 0 or node[root].subcount == 0:
         return k
-    center = en.center
-    radius = en.radius
+    sph = en.sphere
     eslot = en.slot
     enext = en.next
     sp = 1
@@ -249,8 +247,8 @@ def box(root, nd, en, qlo, qhi, out, stack, stack2, scratch):
             continue
         s = node[n].head
         while s >= 0:
-            if sphere_overlaps_box(center[s, 0], center[s, 1], center[s, 2],
-                                   radius[s], qlo, qhi):
+            if sphere_overlaps_box(sph[s].cx, sph[s].cy, sph[s].cz,
+                                   sph[s].radius, qlo, qhi):
                 out[k] = eslot[s]
                 k += 1
             s = enext[s]
@@ -266,8 +264,7 @@ def sphere(root, nd, en, q, qr, out, stack):
     if root < 0 or node[root].subcount == 0:
         return k
     reach = qr * (1.0 + 1e-9) + 1e-9 * (1.0 + abs(q[0]) + abs(q[1]) + abs(q[2]))
-    center = en.center
-    radius = en.radius
+    sph = en.sphere
     eslot = en.slot
     enext = en.next
     sp = 1
@@ -282,7 +279,7 @@ def sphere(root, nd, en, q, qr, out, stack):
             continue
         s = node[n].head
         while s >= 0:
-            if spheres_touch(center[s, 0], center[s, 1], center[s, 2], radius[s],
+            if spheres_touch(sph[s].cx, sph[s].cy, sph[s].cz, sph[s].radius,
                              q[0], q[1], q[2], qr):
                 out[k] = eslot[s]
                 k += 1
@@ -301,8 +298,7 @@ def ray(root, nd, en, o, d, out, ts, stack):
     idx = 1.0 / d[0] if d[0] != 0.0 else np.inf
     idy = 1.0 / d[1] if d[1] != 0.0 else np.inf
     idz = 1.0 / d[2] if d[2] != 0.0 else np.inf
-    center = en.center
-    radius = en.radius
+    sph = en.sphere
     eslot = en.slot
     enext = en.next
     sp = 1
@@ -315,8 +311,8 @@ def ray(root, nd, en, o, d, out, ts, stack):
         s = node[n].head
         while s >= 0:
             t = ray_sphere_entry(o[0], o[1], o[2], d[0], d[1], d[2],
-                                 center[s, 0], center[s, 1], center[s, 2],
-                                 radius[s])
+                                 sph[s].cx, sph[s].cy, sph[s].cz,
+                                 sph[s].radius)
             if t >= 0.0:
                 out[k] = eslot[s]
                 ts[k] = t

@@ -148,6 +148,8 @@ def renumber(root, nd, en, out, s2e, stack):
     nodes: the query then streams through memory. Returns the count k; the entries are
     0..k-1 and everything above is free."""
     node = nd.node
+    sph = en.sphere
+    osph = out.sphere
     k = 0
     sp = 0
     if root >= 0:
@@ -164,10 +166,7 @@ def renumber(root, nd, en, out, s2e, stack):
             rec.head = k
             first = k
             while s >= 0:
-                for a in range(3):
-                    out.center[k, a] = en.center[s, a]
-                out.radius[k] = en.radius[s]
-                out.vdist[k] = en.vdist[s]
+                osph[k] = sph[s]
                 out.node[k] = n
                 sl = en.slot[s]
                 out.slot[k] = sl
@@ -204,9 +203,7 @@ def refresh(moved, mslots, en, centers, radii, vdist, nd, min_size, slow, bounds
         bounds[0, a] = np.inf
         bounds[1, a] = -np.inf
     node = nd.node
-    center = en.center
-    eradius = en.radius
-    evdist = en.vdist
+    sph = en.sphere
     enode = en.node
     eslot = en.slot
     ns = 0
@@ -219,11 +216,12 @@ def refresh(moved, mslots, en, centers, radii, vdist, nd, min_size, slow, bounds
         cx = centers[s, 0]
         cy = centers[s, 1]
         cz = centers[s, 2]
-        center[e, 0] = cx
-        center[e, 1] = cy
-        center[e, 2] = cz
-        eradius[e] = r
-        evdist[e] = vd
+        rec = sph[e]
+        rec.cx = cx
+        rec.cy = cy
+        rec.cz = cz
+        rec.radius = r
+        rec.vdist = vd
         n = enode[e]
         lx = node[n].lo[0]
         ly = node[n].lo[1]
@@ -263,15 +261,20 @@ def copy_in(ents, en, centers, radii, vdist, bounds):
     for a in range(3):
         bounds[0, a] = np.inf
         bounds[1, a] = -np.inf
+    sph = en.sphere
+    eslot = en.slot
     for i in range(ents.shape[0]):
         e = ents[i]
-        s = en.slot[e]
+        s = eslot[e]
         r = radii[s]
-        en.radius[e] = r
-        en.vdist[e] = vdist[s]
+        rec = sph[e]
+        rec.cx = centers[s, 0]
+        rec.cy = centers[s, 1]
+        rec.cz = centers[s, 2]
+        rec.radius = r
+        rec.vdist = vdist[s]
         for a in range(3):
             c = centers[s, a]
-            en.center[e, a] = c
             bounds[0, a] = min(bounds[0, a], c - r)
             bounds[1, a] = max(bounds[1, a], c + r)
 
@@ -406,20 +409,18 @@ def place(ents, start, need, en, nd, root, displaced, relinked):
     aging = nd.aging
     naging = nd.naging
     nfree = nd.nfree
-    center = en.center
+    sph = en.sphere
     enode = en.node
     enext = en.next
     eprev = en.prev
-    radius = en.radius
-    vdist = en.vdist
     for i in range(start, ents.shape[0]):
         if nfree[0] < need:
             return i
         s = ents[i]
-        cx = center[s, 0]
-        cy = center[s, 1]
-        cz = center[s, 2]
-        r = radius[s]
+        cx = sph[s].cx
+        cy = sph[s].cy
+        cz = sph[s].cz
+        r = sph[s].radius
         cur = enode[s]
         n = root
         if cur >= 0:
@@ -452,7 +453,7 @@ def place(ents, start, need, en, nd, root, displaced, relinked):
             dirty(node, n)
             revive(node, n)
             link(s, n, enext, eprev, enode, node)
-        expand(node, n, cx, cy, cz, r, vdist[s])
+        expand(node, n, cx, cy, cz, r, sph[s].vdist)
     return ents.shape[0]
 
 
