@@ -78,7 +78,8 @@ class ChunkedIndex(SpatialIndex):
         self.awake_resorts = 0
         self._slot_order = False  # positions are the store's slots (most objects move a frame)
         self._layout_epoch = 0  # bumped whenever any object changes position
-        self._last_movers: tuple[int, np.ndarray, np.ndarray] | None = None
+        # (layout epoch, a copy of the ids, their positions, the ids array itself)
+        self._last_movers: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._big_batches = 0  # consecutive batches moving at least SLOT_FRACTION
         self._set_capacity(CHUNK * 16)
 
@@ -262,12 +263,14 @@ class ChunkedIndex(SpatialIndex):
         the check that every centre is finite.
         """
         last = self._last_movers
-        if last is not None and last[0] == self._layout_epoch and np.array_equal(last[1], ids):
+        if last is not None and last[0] == self._layout_epoch and (
+                # A read-only array seen before cannot have changed (the viewer's moved ids).
+                (ids is last[3] and not ids.flags.writeable) or np.array_equal(last[1], ids)):
             return last[2] if update.all_finite(centers) else None
         pos = np.empty(ids.shape[0], dtype=np.int64)
         if not update.check_awake_moves(ids, centers, self._id_arrays(), self._awake0, pos):
             return None
-        self._last_movers = (self._layout_epoch, ids.copy(), pos)
+        self._last_movers = (self._layout_epoch, ids.copy(), pos, ids)
         return pos
 
     def _id_arrays(self) -> layout.IdArrays:
