@@ -264,8 +264,9 @@ class ChunkedIndex(SpatialIndex):
         """
         last = self._last_movers
         if last is not None and last[0] == self._layout_epoch and (
-                # A read-only array seen before cannot have changed (the viewer's moved ids).
-                (ids is last[3] and not ids.flags.writeable) or np.array_equal(last[1], ids)):
+                # A read-only array that owns its data and was seen before is unchanged.
+                (ids is last[3] and not ids.flags.writeable and ids.flags.owndata)
+                or np.array_equal(last[1], ids)):
             return last[2] if update.all_finite(centers) else None
         pos = np.empty(ids.shape[0], dtype=np.int64)
         if not update.check_awake_moves(ids, centers, self._id_arrays(), self._awake0, pos):
