@@ -247,6 +247,9 @@ def corruptions():
     def item_copy(g):
         g._items.cen[g._objs.item[g._alive.argmax()], 0] += 1.0
 
+    def item_id(g):
+        g._items.ident[g._objs.item[g._alive.argmax()]] += 1
+
     def wrong_cell(g):
         s = np.flatnonzero(g._alive)
         cell = g._objs.cell
@@ -283,8 +286,8 @@ def corruptions():
     def dirty_flag(g):
         g._grid.cells.dirty[g._objs.cell[g._alive.argmax()]] = True
 
-    return [item_copy, wrong_cell, broken_link, count, table, level_radius, extent, vd_bound,
-            cell_free_stack, item_free_stack, dirty_flag]
+    return [item_copy, item_id, wrong_cell, broken_link, count, table, level_radius, extent,
+            vd_bound, cell_free_stack, item_free_stack, dirty_flag]
 
 
 @pytest.mark.parametrize("corrupt", corruptions(), ids=lambda f: f.__name__)

@@ -38,7 +38,7 @@ MESSAGES = {
     12: "level extent does not contain a cell",
     13: "cell view-distance bounds are not conservative",
     14: "dirty-list flags disagree with the dirty list",
-    15: "object's item is missing or its copied center/radius/view distance is stale",
+    15: "object's item is missing or its copied center/radius/view distance/id is stale",
     16: "item free list is wrong (a live item on it, or items leaked)",
 }
 
@@ -57,7 +57,7 @@ def check_objects(alive, sph, objs, g, items):
             return 15, s
         if items.cen[it, 0] != sph.centers[s, 0] or items.cen[it, 1] != sph.centers[s, 1] \
                 or items.cen[it, 2] != sph.centers[s, 2] or items.rad[it] != sph.radii[s] \
-                or items.vd[it] != sph.vdist[s]:
+                or items.vd[it] != sph.vdist[s] or items.ident[it] != sph.ids[s]:
             return 15, s
         c = objs.cell[s]
         if c < 0 or c >= g.meta[ST_HW] or cells.count[c] <= 0:

@@ -45,6 +45,7 @@ class HashedGrid(SpatialIndex):
     """Hierarchical hashed grid: each object in the cell of its center at its size's level."""
 
     name = "grid"
+    _frustum_gives_ids = True  # items hold ids: no gather through the store per query
 
     def __init__(self, cell_size: float | None = None, **kwargs: Any) -> None:
         if kwargs.get("leafy") not in (None, False) or kwargs.get("split_threshold") is not None:
@@ -169,9 +170,9 @@ class HashedGrid(SpatialIndex):
 
     def _query_frustum(self, planes: np.ndarray, eye: np.ndarray, use_vd: bool,
                        occlusion: ZPyramid | None) -> QueryResult:
-        slots, cnt = qu.frustum(qu.view_args(planes, eye, use_vd, occlusion), self._count,
-                                grid_args(self._grid), tuple(self._items))
-        return QueryResult(visible=slots, working_set=int(cnt[0]), nodes_visited=int(cnt[1]),
+        ids, cnt = qu.frustum(qu.view_args(planes, eye, use_vd, occlusion), self._count,
+                              grid_args(self._grid), tuple(self._items))
+        return QueryResult(visible=ids, working_set=int(cnt[0]), nodes_visited=int(cnt[1]),
                            occluded_nodes=int(cnt[2]), occluded_objects=int(cnt[3]))
 
     def _query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -189,12 +190,12 @@ class HashedGrid(SpatialIndex):
     # ------------------------------------------------------------------ internals
 
     def _spheres(self) -> Spheres:
-        return Spheres(self._centers, self._radii, self._vdist)
+        return Spheres(self._centers, self._radii, self._vdist, self._ids)
 
     def _args(self) -> tuple:
         """Spheres, objects, grid and items as the update kernels take them: plain tuples
         (numba types a named tuple's arrays twice as slowly, see store.grid_args)."""
-        return ((self._centers, self._radii, self._vdist), tuple(self._objs),
+        return ((self._centers, self._radii, self._vdist, self._ids), tuple(self._objs),
                 grid_args(self._grid), tuple(self._items))
 
     def _empty_structure(self, cell_size: float) -> None:

@@ -265,7 +265,7 @@ def cells_in_ranges(ranges, active, g):
 
 @njit(cache=True, _nrt=False)
 def cull_cell(c, res, size, grow, view, g, items, out, k, cnt, scr):
-    """Frustum-test one live cell (``res``: its class if known, else -1); emit its objects.
+    """Frustum-test one live cell (``res``: its class if known, else -1); emit its objects' ids.
 
     ``cnt`` accumulates [working set, cells visited, occluded cells, occluded objects];
     ``scr`` is (4, 3) scratch for boxes (no allocation per cell).
@@ -318,8 +318,8 @@ def cull_cell(c, res, size, grow, view, g, items, out, k, cnt, scr):
         return k
     cells.outcome[c] = NODE_INSIDE if res == INSIDE else NODE_PARTIAL
     # The per-object decision is accept_sphere's (view distance, frustum, occlusion, with the
-    # same predicates) minus what the cell settled, written out: it also skips the tests the
-    # cell settled (vd_all, res == INSIDE).
+    # same predicates), written out so that objects skip what the cell settled: the view
+    # distance test when vd_all, the plane test when the cell is inside.
     planes = view.planes
     eye = view.eye
     occ = view.occ
@@ -327,7 +327,7 @@ def cull_cell(c, res, size, grow, view, g, items, out, k, cnt, scr):
     cen = items.cen
     rad = items.rad
     vd = items.vd
-    slot = items.slot
+    ident = items.ident
     nxt = items.next
     it = cells.head[c]
     while it >= 0:
@@ -343,7 +343,7 @@ def cull_cell(c, res, size, grow, view, g, items, out, k, cnt, scr):
             cnt[3] += 1
             ok = False
         if ok:
-            out[k] = slot[it]
+            out[k] = ident[it]
             k += 1
         it = nxt[it]
     return k
@@ -382,7 +382,7 @@ def frustum(view_t, n_objects, grid_t, items_t):
     """Frustum (+ view distance, + occlusion) query over every level; one call per frame
     (the bundles come as plain tuples, see store.grid_args).
 
-    Returns (slots, [working set, cells visited, occluded cells, occluded objects]).
+    Returns (ids, [working set, cells visited, occluded cells, occluded objects]).
     """
     view = as_view(view_t)
     g = as_grid(grid_t)

@@ -106,13 +106,14 @@ class Grid(NamedTuple):
 
 
 class Items(NamedTuple):
-    """Bitsquid's items array: each object's center, radius and view distance copied next to
-    its list links, so that walking a cell reads one contiguous run of memory once the items
-    are compacted in cell order."""
+    """Bitsquid's items array: each object's center, radius, view distance and id copied next
+    to its list links, so that walking a cell reads one contiguous run of memory once the
+    items are compacted in cell order (the frustum writes ids: no gather through the store)."""
 
     cen: np.ndarray  # (M, 3)
     rad: np.ndarray
     vd: np.ndarray
+    ident: np.ndarray  # the object's id
     slot: np.ndarray  # the object's slot in the store
     next: np.ndarray
     prev: np.ndarray
@@ -132,14 +133,15 @@ class Spheres(NamedTuple):
     centers: np.ndarray
     radii: np.ndarray
     vdist: np.ndarray
+    ids: np.ndarray
 
 
 # ---------------------------------------------------------------------------- kernel boundary
 #
 # numba's dispatcher types and unboxes the arrays of a named tuple about twice as slowly as
-# those of a plain tuple (~0.4 against ~0.2 us per array, ~6 us per call for a Grid and its
-# Items). The kernels run once per operation (insert, update, remove, queries) therefore take
-# the bundles as plain tuples and name them again on entry, which costs nothing inside.
+# those of a plain tuple (a Grid and its Items: ~7 against ~3 us per call, measured). The
+# kernels run once per operation (insert, update, remove, queries) therefore take the
+# bundles as plain tuples and name them again on entry, which costs nothing inside.
 
 
 def grid_args(g: Grid) -> tuple:
@@ -218,6 +220,7 @@ def new_grid(cell_size: float, cells: int, buckets: int) -> Grid:
 def new_items(cap: int) -> Items:
     """An empty item pool of ``cap`` items, all on the free stack (lowest popped first)."""
     return Items(cen=np.zeros((cap, 3)), rad=np.zeros(cap), vd=np.zeros(cap),
+                 ident=np.full(cap, -1, dtype=np.int64),
                  slot=np.full(cap, -1, dtype=np.int64), next=np.full(cap, -1, dtype=np.int64),
                  prev=np.full(cap, -1, dtype=np.int64),
                  free=np.arange(cap - 1, -1, -1, dtype=np.int64))
@@ -229,7 +232,8 @@ def grow_items(items: Items, meta: np.ndarray, cap: int) -> Items:
     free, nfree = grown_free_stack(items.free, int(meta[ST_INFREE]), old, cap)
     meta[ST_INFREE] = nfree
     return Items(cen=grown(items.cen, cap, 0.0), rad=grown(items.rad, cap, 0.0),
-                 vd=grown(items.vd, cap, 0.0), slot=grown(items.slot, cap, -1),
+                 vd=grown(items.vd, cap, 0.0), ident=grown(items.ident, cap, -1),
+                 slot=grown(items.slot, cap, -1),
                  next=grown(items.next, cap, -1), prev=grown(items.prev, cap, -1), free=free)
 
 

@@ -49,12 +49,13 @@ def mark_dirty(c, cells, meta):
 
 @njit(cache=True, inline="always")
 def copy_item(it, s, sph, items):
-    """Copy object ``s``'s center, radius and view distance into item ``it``."""
+    """Copy object ``s``'s center, radius, view distance and id into item ``it``."""
     items.cen[it, 0] = sph.centers[s, 0]
     items.cen[it, 1] = sph.centers[s, 1]
     items.cen[it, 2] = sph.centers[s, 2]
     items.rad[it] = sph.radii[s]
     items.vd[it] = sph.vdist[s]
+    items.ident[it] = sph.ids[s]
 
 
 # link and unlink run per relinked object and take whole bundles: compiled without reference
@@ -257,6 +258,7 @@ def compact_items(objs, g, items, fresh):
             fresh.cen[j, 2] = items.cen[it, 2]
             fresh.rad[j] = items.rad[it]
             fresh.vd[j] = items.vd[it]
+            fresh.ident[j] = items.ident[it]
             s = items.slot[it]
             fresh.slot[j] = s
             objs.item[s] = j
