@@ -123,7 +123,7 @@ class FixedOctree(SpatialIndex):
             # small moves are settled here; the rest are placed after the new objects
             slow = np.empty(moved.shape[0], dtype=np.int64)
             ns = up.refresh(moved, mslots, self._ents, self._centers, self._radii,
-                            self._vdist, self._nodes, self.min_size, slow, bounds)
+                            self._vdist, self._nodes.node, self.min_size, slow, bounds)
             ents = slow[:ns]
         if new.shape[0]:
             fresh = self._take_entries(new)

@@ -14,9 +14,9 @@ Nodes (:class:`Nodes`)
     for static scenes: culling with them is much better than with the loose cube, and keeping
     them costs O(1) per move.
     A record is three cache lines, laid out by use: the subtree bounds (what a query tests
-    and a placement grows), then the links and counts (what every walk follows), then the
-    cube and the lifespan (what a placement tests). A walk thus touches two lines per node;
-    one array per field made it up to a dozen, and placement twice as slow.
+    and a placement grows), the links (what every walk follows), then the cube, counts and
+    lifespan (what a placement tests, what ageing reads). A walk touches two lines per
+    node; one array per field made it up to a dozen, and placement twice as slow.
 
 Entries (:class:`Entries`)
     The tree's packed copy of placed objects (centre, radius, view distance), numbered apart
@@ -48,17 +48,17 @@ NO_NODE = -1
 
 # One node, 192 bytes = three 64-byte lines (the pool is 64-byte aligned, see _records).
 NODE = np.dtype({
-    "names": ["tlo", "thi", "vmax", "vmin",  # line 0: subtree bounds
-              "child", "subcount", "head", "clean", "estart", "parent", "level", "nchild",
-              "count",  # line 1: links and counts
-              "lo", "size", "life", "ttl", "inlist", "alive"],  # line 2: cube, lifespan
+    # line 0: the subtree bounds; line 1: the links; line 2: the cube, counts and ageing
+    "names": ["tlo", "thi", "vmax", "vmin",
+              "child", "subcount", "head", "clean", "estart", "parent", "level",
+              "lo", "size", "count", "nchild", "life", "ttl", "inlist", "alive"],
     "formats": [(np.float64, 3), (np.float64, 3), np.float64, np.float64,
                 (np.int32, 8), np.int32, np.int32, np.int32, np.int32, np.int32, np.int32,
-                np.int32, np.int32,
-                (np.float64, 3), np.float64, np.int32, np.int32, np.int32, np.int32],
+                (np.float64, 3), np.float64, np.int32, np.int32, np.int32, np.int32, np.int32,
+                np.int32],
     "offsets": [0, 24, 48, 56,
-                64, 96, 100, 104, 108, 112, 116, 120, 124,
-                128, 152, 160, 164, 168, 172],
+                64, 96, 100, 104, 108, 112, 116,
+                128, 152, 160, 164, 168, 172, 176, 180],
     "itemsize": 192,
 }, align=True)  # an aligned struct: numba then emits aligned loads and stores
 # The fields of a NODE record:
@@ -67,9 +67,9 @@ NODE = np.dtype({
 #   subcount: objects in the subtree; head: first entry of the node's list, -1 if none
 #   clean: the subtree's entries are exactly [estart, estart + subcount)
 #   parent: -1 for the root; level: side = min_size * 2**level (depth = root level - level)
-#   nchild: children; count: objects in the node itself
-#   lo (3 float64), size: the cube; life: lifespan as an empty leaf (8..64); ttl: countdown
-#   of an empty leaf, -1 when not counting; inlist: listed in ``aging``; alive: in use
+#   lo (3 float64), size: the cube; count: objects in the node itself; nchild: children
+#   life: lifespan as an empty leaf (8..64); ttl: countdown of an empty leaf, -1 when not
+#   counting; inlist: listed in ``aging``; alive: in use (ageing reads line 2 only)
 
 
 class Nodes(NamedTuple):
@@ -199,12 +199,12 @@ def alloc_node(nd, parent, level, lx, ly, lz, size):
 
 
 @njit(cache=True)
-def free_node(nd, n):
+def free_node(node, free, nfree, n):
     """Put ``n`` back on the free stack."""
-    nd.node[n].alive = 0
-    nd.node[n].inlist = 0
-    nd.free[nd.nfree[0]] = n
-    nd.nfree[0] += 1
+    node[n].alive = 0
+    node[n].inlist = 0
+    free[nfree[0]] = n
+    nfree[0] += 1
 
 
 @njit(cache=True)
@@ -257,6 +257,6 @@ def shrink_root(nd, root):
                 ch = node[root].child[j]
         node[ch].parent = -1
         node[ch].ttl = -1  # the root never dies; a stale ageing entry is dropped at the next tick
-        free_node(nd, root)
+        free_node(node, nd.free, nd.nfree, root)
         root = ch
     return root
