@@ -19,10 +19,11 @@ Nodes (:class:`Nodes`)
     node; one array per field made it up to a dozen, and placement twice as slow.
 
 Entries (:class:`Entries`)
-    The tree's packed copy of placed objects (centre, radius, view distance), numbered apart
-    from slots and taken in Morton order per batch (:func:`morton`); a moved object's copy is
-    refreshed at the flush. Entries of a node form a doubly linked list through ``next`` /
-    ``prev``; ``node[entry]`` is its node (``NO_NODE`` when free) and ``slot`` its slot.
+    The tree's packed copy of placed objects (a :data:`SPHERE` record: centre, radius, view
+    distance, what a query tests), numbered apart from slots and taken in Morton order per
+    batch (:func:`morton`); a moved object's copy is refreshed at the flush. Entries of a
+    node form a doubly linked list through ``next`` / ``prev``; ``node[entry]`` is its node
+    (``NO_NODE`` when free) and ``slot`` its slot.
 
 Root growth (unlike the article)
     An object that leaves the root is never destroyed: the root doubles towards it
@@ -84,7 +85,7 @@ class Nodes(NamedTuple):
 
 
 # The tree's packed copy of an object's sphere: what the queries test and a move rewrites,
-# together (40 bytes, as the old (n, 5) rows). Scalar fields: numba reads and writes them a
+# together (40 bytes). Scalar fields: numba reads and writes them a
 # little faster than a nested (3,) field (10-15% in a micro-benchmark).
 SPHERE = np.dtype([("cx", np.float64), ("cy", np.float64), ("cz", np.float64),
                    ("radius", np.float64), ("vdist", np.float64)], align=True)
