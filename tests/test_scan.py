@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.culling.frustum import camera_planes
 from app.bench.workloads import frustum_truth
+from app.culling.frustum import camera_planes
 from app.spatial import create_index
 
 
