@@ -41,7 +41,14 @@ from app.spatial.chunks import check, layout, queries, update
 from app.spatial.chunks.layout import CHUNK, NO_POS
 from app.spatial.idmap import IdMap
 from app.spatial.pool import grown
-from app.spatial.scan import kill32, six_planes, spheres32, store32, tolerances
+from app.spatial.scan import (
+    kill32,
+    scan_frustum,
+    six_planes,
+    spheres32,
+    store32,
+    tolerances,
+)
 
 #: Re-sort the awake region when its chunks' mean extent has grown this much since its sort.
 RESORT_GROWTH = 1.6
@@ -341,6 +348,14 @@ class ChunkedIndex(SpatialIndex):
     # ------------------------------------------------------------------ queries
 
     def _query_frustum(self, planes, eye, use_vd, occlusion: ZPyramid | None) -> QueryResult:
+        if self._slot_order:  # every box is open: the walk would only add its nodes to the scan
+            rows, occluded = scan_frustum(self._s32, self._npos, planes, eye, use_vd,
+                                          self._max_abs, self._max_r, self._centers,
+                                          self._radii, self._vdist, occluder(occlusion),
+                                          self._pos_slot, codes=self._codes)
+            self._tree.outcome[:] = 0
+            return QueryResult(visible=self._pos_id[rows], working_set=self._count,
+                               nodes_visited=0, occluded_objects=int(occluded))
         p32, tol, tol_d = tolerances(planes, eye, self._max_abs, self._max_r)
         out = self._out
         k, occluded, working, visited = queries.query_frustum(
