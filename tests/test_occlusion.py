@@ -171,11 +171,11 @@ def test_sphere_rectangle_is_tighter_than_its_box():
     assert not box(c - r, c + r, wall)
 
 
-def test_no_occlusion_arrays_never_occlude():
-    from app.geom.zpyramid import no_occlusion_arrays
-    assert not sphere_occluded(0.0, 0.0, -10.0, 1.0, *no_occlusion_arrays())
+def test_no_occluder_never_occludes():
+    from app.geom.zpyramid import NO_OCCLUDER
+    assert not sphere_occluded(0.0, 0.0, -10.0, 1.0, *NO_OCCLUDER)
     assert not box_occluded(np.array([-1.0, -1, -11]), np.array([1.0, 1, -10]),
-                            *no_occlusion_arrays())
+                            *NO_OCCLUDER)
 
 
 # ---------------------------------------------------------------- sphere projection

@@ -227,11 +227,7 @@ def reduce_stored_levels(data: np.ndarray, offsets: np.ndarray, widths: np.ndarr
                 data[dst + y * dw + x] = m
 
 
-def no_occlusion_arrays() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Arrays meaning 'occlusion off' for kernels that always take the occlusion arguments."""
-    return _NO_OCC
-
-
+# The pyramid meaning "occlusion off": no level, so every test answers "not hidden".
 _NO_OCC = (
     np.eye(4, dtype=np.float64),
     np.zeros(1, dtype=np.float32),
@@ -239,11 +235,6 @@ _NO_OCC = (
     np.zeros(0, dtype=np.int64),
     np.zeros(0, dtype=np.int64),
 )
-
-
-def occlusion_arrays(occlusion: ZPyramid | None):
-    """Arrays for a pyramid, or the 'off' arrays for None."""
-    return _NO_OCC if occlusion is None else occlusion.arrays()
 
 
 #: The occluder meaning "occlusion off": every test answers "not hidden".

@@ -20,7 +20,6 @@ of a few objects only grow them) and are made tight again by :func:`refit_chunks
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
@@ -300,13 +299,3 @@ def mean_extent(tree: Tree, c0: int, c1: int) -> float:
                 b[HI + 2, c] - b[LO + 2, c])
             n += 1
     return total / n if n else 0.0
-
-
-def node_level(tree: Tree, g: int) -> int:
-    """Level of global node index ``g``."""
-    return int(np.searchsorted(tree.loff, g, side="right") - 1)
-
-
-def chunk_count(npos: int) -> int:
-    """Chunks needed for ``npos`` positions."""
-    return max(1, math.ceil(npos / CHUNK))
