@@ -22,7 +22,7 @@ from app.geom.predicates import (
     NODE_REJECT_FRUSTUM,
     NODE_REJECT_OCCLUSION,
     NODE_REJECT_VIEWDIST,
-    box_point_dist,
+    box_point_dist6,
     box_point_far6,
     ray_box_hits,
     ray_sphere_entry,
@@ -259,27 +259,56 @@ def _scan_chunks(x, y, z, r, vd, p32, ex, ey, ez, use_vd: bool, tol, tol_d, chun
             codes[i] = code
 
 
+# What a query walk tests a node's box against (see _chunks_reached).
+BOX = 0  # q = lo x y z, hi x y z: the box overlaps [lo, hi]
+SPHERE = 1  # q = centre x y z, radius: the box is within reach of the sphere
+RAY = 2  # q = origin x y z, inverse direction x y z: the ray meets the box
+
+
+@njit(cache=True, inline="always")
+def _node_reached(box, g: int, kind: int, q) -> bool:
+    """Whether node ``g``'s box (which holds every sphere below it) may hold an answer."""
+    if kind == BOX:
+        return not ((box[LO, g] > q[3]) | (box[LO + 1, g] > q[4]) | (box[LO + 2, g] > q[5])
+                    | (box[HI, g] < q[0]) | (box[HI + 1, g] < q[1]) | (box[HI + 2, g] < q[2]))
+    if kind == SPHERE:
+        # One sphere within reach makes the box within reach.
+        return box_point_dist6(box[LO, g], box[LO + 1, g], box[LO + 2, g], box[HI, g],
+                               box[HI + 1, g], box[HI + 2, g], q[0], q[1],
+                               q[2]) <= q[3] * (1.0 + 1e-9) + 1e-300
+    return ray_box_hits(q[0], q[1], q[2], q[3], q[4], q[5], box[LO:LO + 3, g],
+                        box[HI:HI + 3, g])
+
+
 @njit(cache=True)
-def query_box(tree: Tree, pos_slot, npos: int, centers, radii, lo, hi):
-    """Slots whose sphere's bounding box overlaps [lo, hi]."""
-    out = np.empty(npos, np.int64)
-    k = 0
+def _chunks_reached(tree: Tree, kind: int, q):
+    """The chunks whose box, and every box above, may hold an answer (a walk of the tree)."""
+    out = np.empty(tree.loff[1], np.int64)
+    n = 0
     stack = np.empty(tree.loff.shape[0] * FANOUT + 1, np.int64)
     sp = _push_roots(tree, stack)
     while sp > 0:
         sp -= 1
         g = stack[sp]
-        lv = _level_of(tree, g)
-        nlo = tree.box[LO:LO + 3, g]
-        nhi = tree.box[HI:HI + 3, g]
-        if (nlo[0] > hi[0]) | (nlo[1] > hi[1]) | (nlo[2] > hi[2]) | (nhi[0] < lo[0]) | (
-                nhi[1] < lo[1]) | (nhi[2] < lo[2]):
+        if not _node_reached(tree.box, g, kind, q):
             continue
+        lv = _level_of(tree, g)
         if lv > 0:
             sp = _push_children(tree, g, lv, stack, sp)
-            continue
-        p0, p1 = _positions(tree, g, 0, npos)
-        for p in range(p0, p1):
+        else:
+            out[n] = g
+            n += 1
+    return out[:n]
+
+
+@njit(cache=True)
+def query_box(tree: Tree, pos_slot, npos: int, centers, radii, lo, hi):
+    """Slots whose sphere's bounding box overlaps [lo, hi]."""
+    q = np.array([lo[0], lo[1], lo[2], hi[0], hi[1], hi[2]])
+    out = np.empty(npos, np.int64)
+    k = 0
+    for c in _chunks_reached(tree, BOX, q):
+        for p in range(c * CHUNK, min((c + 1) * CHUNK, npos)):
             s = pos_slot[p]
             if s >= 0 and sphere_overlaps_box(centers[s, 0], centers[s, 1], centers[s, 2],
                                               radii[s], lo, hi):
@@ -293,21 +322,8 @@ def query_sphere(tree: Tree, pos_slot, npos: int, centers, radii, q, qr: float):
     """Slots with ``|c - q| <= r + qr``."""
     out = np.empty(npos, np.int64)
     k = 0
-    stack = np.empty(tree.loff.shape[0] * FANOUT + 1, np.int64)
-    sp = _push_roots(tree, stack)
-    while sp > 0:
-        sp -= 1
-        g = stack[sp]
-        lv = _level_of(tree, g)
-        # The box holds every sphere below: one within reach makes the box within reach.
-        if box_point_dist(tree.box[LO:LO + 3, g], tree.box[HI:HI + 3, g], q[0], q[1],
-                          q[2]) > qr * (1.0 + 1e-9) + 1e-300:
-            continue
-        if lv > 0:
-            sp = _push_children(tree, g, lv, stack, sp)
-            continue
-        p0, p1 = _positions(tree, g, 0, npos)
-        for p in range(p0, p1):
+    for c in _chunks_reached(tree, SPHERE, np.array([q[0], q[1], q[2], qr])):
+        for p in range(c * CHUNK, min((c + 1) * CHUNK, npos)):
             s = pos_slot[p]
             if s >= 0 and spheres_touch(centers[s, 0], centers[s, 1], centers[s, 2], radii[s],
                                         q[0], q[1], q[2], qr):
@@ -319,26 +335,15 @@ def query_sphere(tree: Tree, pos_slot, npos: int, centers, radii, q, qr: float):
 @njit(cache=True)
 def query_ray(tree: Tree, pos_slot, npos: int, centers, radii, o, d):
     """(slots, entry t) of the spheres a ray (unit direction) hits."""
+    q = np.empty(6)
+    for a in range(3):
+        q[a] = o[a]
+        q[3 + a] = 1.0 / d[a] if d[a] != 0.0 else np.inf
     out = np.empty(npos, np.int64)
     ts = np.empty(npos, np.float64)
     k = 0
-    inv = np.empty(3)
-    for a in range(3):
-        inv[a] = 1.0 / d[a] if d[a] != 0.0 else np.inf
-    stack = np.empty(tree.loff.shape[0] * FANOUT + 1, np.int64)
-    sp = _push_roots(tree, stack)
-    while sp > 0:
-        sp -= 1
-        g = stack[sp]
-        lv = _level_of(tree, g)
-        if not ray_box_hits(o[0], o[1], o[2], inv[0], inv[1], inv[2], tree.box[LO:LO + 3, g],
-                            tree.box[HI:HI + 3, g]):
-            continue
-        if lv > 0:
-            sp = _push_children(tree, g, lv, stack, sp)
-            continue
-        p0, p1 = _positions(tree, g, 0, npos)
-        for p in range(p0, p1):
+    for c in _chunks_reached(tree, RAY, q):
+        for p in range(c * CHUNK, min((c + 1) * CHUNK, npos)):
             s = pos_slot[p]
             if s < 0:
                 continue
