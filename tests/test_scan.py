@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numba import njit
 
 from app.bench.workloads import frustum_truth
 from app.culling.frustum import camera_planes
 from app.spatial import create_index
+from app.spatial.scan import IN, NEAR, compact, verdict_words
 
 
 def _boundary_spheres(rng: np.random.Generator, n: int, planes: np.ndarray, eye: np.ndarray):
@@ -47,3 +49,24 @@ def test_boundary_spheres_match_the_predicates(name, seed, offset):
         want = frustum_truth(c, r, planes, eye, vd if use_vd else None)
         assert np.array_equal(got, want), (use_vd, np.setdiff1d(got, want)[:5],
                                            np.setdiff1d(want, got)[:5])
+
+
+@njit(cache=True)
+def _compact_range(codes, lo, hi):
+    sure = np.empty(hi - lo, np.int64)
+    near = np.empty(hi - lo, np.int64)
+    ns, nn = compact(codes, verdict_words(codes), lo, hi, sure, 0, near, 0)
+    return sure[:ns], near[:nn]
+
+
+@settings(max_examples=200, deadline=None)
+@given(codes=st.lists(st.sampled_from([0, 1, 2]), max_size=70), data=st.data())
+def test_compact_takes_every_position_by_verdict(codes, data):
+    """Any range, aligned or not, of any length: IN positions to one list, NEAR to the other."""
+    c = np.array(codes, dtype=np.uint8)
+    lo = data.draw(st.integers(0, c.shape[0]))
+    hi = data.draw(st.integers(lo, c.shape[0]))
+    sure, near = _compact_range(c, lo, hi)
+    span = np.arange(lo, hi)
+    assert np.array_equal(sure, span[c[lo:hi] == IN])
+    assert np.array_equal(near, span[c[lo:hi] == NEAR])

@@ -168,46 +168,41 @@ def verdicts_parallel(x, y, z, r, vd, p32, eye32, use_vd: bool, tol: float, tol_
         verdicts(x, y, z, r, vd, p32, eye32, use_vd, tol, tol_d, lo, min(lo + chunk, n), out)
 
 
-@njit(cache=True)
-def compact(codes, lo: int, hi: int, sure, ns: int, near, nn: int):
+@njit(cache=True, inline="always")
+def _take(codes, j0: int, j1: int, sure, ns: int, near, nn: int):
+    """Append positions ``j0 .. j1-1`` by verdict, without branches: (ns, nn)."""
+    for j in range(j0, j1):
+        c = codes[j]
+        sure[ns] = j
+        ns += c == IN
+        near[nn] = j
+        nn += c == NEAR
+    return ns, nn
+
+
+@njit(cache=True, inline="always")
+def verdict_words(codes):
+    """The verdict bytes eight at a time (the whole words of ``codes``), for :func:`compact`."""
+    return codes[: codes.shape[0] // 8 * 8].view(np.uint64)
+
+
+@njit(cache=True, inline="always")
+def compact(codes, words, lo: int, hi: int, sure, ns: int, near, nn: int):
     """Append the positions in ``lo .. hi-1`` with verdict IN to ``sure`` and NEAR to ``near``.
 
-    Reads the verdicts eight bytes at a time and skips all-OUT words, so a sparse answer costs
-    little more than reading the bytes. Returns the new (ns, nn).
+    Reads the verdicts eight bytes at a time (``words`` = :func:`verdict_words` of ``codes``,
+    made once by the caller) and skips all-OUT words, so a sparse answer costs little more
+    than reading the bytes. Returns the new (ns, nn). Inlined: callers compact one 64-lane
+    chunk at a time.
     """
-    i = lo
-    while i < hi and (i & 7) != 0:
-        c = codes[i]
-        if c == IN:
-            sure[ns] = i
-            ns += 1
-        elif c == NEAR:
-            near[nn] = i
-            nn += 1
-        i += 1
-    nwords = (hi - i) // 8 if i < hi else 0
-    words = codes[i:i + 8 * nwords].view(np.uint64)
-    w = 0
-    while i + 8 <= hi:
+    head = min(hi, (lo + 7) & ~7)
+    ns, nn = _take(codes, lo, head, sure, ns, near, nn)
+    w0 = head // 8
+    w1 = max(w0, hi // 8)
+    for w in range(w0, w1):
         if words[w] != 0:
-            for j in range(i, i + 8):
-                c = codes[j]
-                sure[ns] = j
-                ns += c == IN
-                near[nn] = j
-                nn += c == NEAR
-        i += 8
-        w += 1
-    while i < hi:
-        c = codes[i]
-        if c == IN:
-            sure[ns] = i
-            ns += 1
-        elif c == NEAR:
-            near[nn] = i
-            nn += 1
-        i += 1
-    return ns, nn
+            ns, nn = _take(codes, 8 * w, 8 * w + 8, sure, ns, near, nn)
+    return _take(codes, max(head, 8 * w1), hi, sure, ns, near, nn)
 
 
 @njit(cache=True)
@@ -330,7 +325,7 @@ def _scan(s: Spheres32, n: int, p32, eye32, use_vd: bool, tol: float, tol_d: flo
         verdicts(s.x, s.y, s.z, s.r, s.vd, p32, eye32, use_vd, tol, tol_d, 0, n, codes)
     sure = np.empty(n, np.int64)
     near = np.empty(n, np.int64)
-    ns, nn = compact(codes, 0, n, sure, 0, near, 0)
+    ns, nn = compact(codes, verdict_words(codes), 0, n, sure, 0, near, 0)
     k, occluded = settle(sure, ns, near, nn, centers, radii, vdist, planes, eye, use_vd, occ,
                          rows)
     return sure[:k], occluded

@@ -31,7 +31,7 @@ from app.geom.predicates import (
 )
 from app.geom.zpyramid import Occluder, box_hidden6
 from app.spatial.chunks.layout import CHUNK, FANOUT, HI, LO, MAXVD, MINVD, Tree
-from app.spatial.scan import FAST, IN, NEAR, Spheres32, distance_code, settle
+from app.spatial.scan import FAST, Spheres32, compact, distance_code, settle, verdict_words
 
 
 @njit(cache=True, inline="always")
@@ -207,18 +207,10 @@ def query_frustum(tree: Tree, s32: Spheres32, pos_slot, pos_id, npos: int, p32, 
                  np.float32(tol), np.float32(tol_d), scan, nscan, codes)
     ns = 0
     nn = 0
-    words = codes.view(np.uint64)  # a chunk is 8 words of verdict bytes
+    words = verdict_words(codes)
     for j in range(nscan):
         p0 = scan[j] * CHUNK
-        for w in range(p0 // 8, p0 // 8 + CHUNK // 8):
-            if words[w] == 0:  # eight culled lanes
-                continue
-            for p in range(8 * w, 8 * w + 8):
-                c = codes[p]
-                sure[ns] = p
-                ns += c == IN
-                near[nn] = p
-                nn += c == NEAR
+        ns, nn = compact(codes, words, p0, p0 + CHUNK, sure, ns, near, nn)
     for j in range(ntake):
         g = take[j]
         p0, p1 = _positions(tree, g, _level_of(tree, g), npos)
