@@ -120,19 +120,23 @@ def _resolve_batch(ids, centers, radii, vdist, keys, vals, dense, stamp, epoch, 
     return _repeated_slots(slots, stamp, epoch).shape[0] == 0
 
 
+@njit(cache=True, inline="always")
+def write_row(i: int, s: int, centers, radii, vdist, store_c, store_r, store_v) -> None:
+    """Row ``i`` of a checked batch into store slot ``s``: the centre, and the radius and view
+    distance when the batch has them (empty arrays: unchanged)."""
+    for a in range(3):
+        store_c[s, a] = centers[i, a]
+    if radii.shape[0]:
+        store_r[s] = radii[i]
+    if vdist.shape[0]:
+        store_v[s] = vdist[i]
+
+
 @njit(cache=True, parallel=True)
 def _write_in(slots, centers, radii, vdist, store_c, store_r, store_v):
     """Copy the new values in (for subclasses that never read the old ones)."""
-    has_r = radii.shape[0] == slots.shape[0]
-    has_v = vdist.shape[0] == slots.shape[0]
     for i in prange(slots.shape[0]):
-        s = slots[i]
-        for a in range(3):
-            store_c[s, a] = centers[i, a]
-        if has_r:
-            store_r[s] = radii[i]
-        if has_v:
-            store_v[s] = vdist[i]
+        write_row(i, slots[i], centers, radii, vdist, store_c, store_r, store_v)
 
 
 _EMPTY_F = np.zeros(0, dtype=np.float64)

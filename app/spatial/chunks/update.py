@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from app.spatial.base import write_row
 from app.spatial.chunks.layout import CHUNK, FANOUT, NO_POS, IdArrays, Tree
 from app.spatial.idmap import assign, hash_lookup
 from app.spatial.scan import Spheres32, to32
@@ -68,12 +69,7 @@ def write_moved(s32: Spheres32, slot_pos, slots, centers, radii, vdist, awake0: 
     rad = 0.0
     for i in range(slots.shape[0]):
         s = slots[i]
-        for a in range(3):
-            store_c[s, a] = centers[i, a]
-        if has_r:
-            store_r[s] = radii[i]
-        if has_v:
-            store_v[s] = vdist[i]
+        write_row(i, s, centers, radii, vdist, store_c, store_r, store_v)
         p = slot_pos[s]
         if p < awake0:
             asleep += 1
