@@ -113,3 +113,26 @@ def test_no_import_cycles():
         if m not in state:
             visit(m)
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_named_tuple_class_names_are_unique():
+    """numba caches argument types by a named tuple's class name: two classes of one name
+    (two structures' ``Nodes``) made one index's every kernel call re-type its arguments in
+    Python, 3x slower once the other index had run in the same process."""
+    import importlib
+    import inspect
+
+    seen: dict[str, str] = {}
+    clashes = []
+    for name in sorted(_graph()):
+        if ".viewer" in name or ".render" in name or name.endswith("__main__"):
+            continue  # OpenGL layers: no compiled kernels take named tuples there
+        mod = importlib.import_module(name)
+        for _attr, obj in vars(mod).items():
+            if (inspect.isclass(obj) and issubclass(obj, tuple) and hasattr(obj, "_fields")
+                    and obj.__module__ == name):
+                where = f"{name}.{obj.__qualname__}"
+                if obj.__name__ in seen and seen[obj.__name__] != where:
+                    clashes.append(f"{obj.__name__}: {seen[obj.__name__]} and {where}")
+                seen.setdefault(obj.__name__, where)
+    assert not clashes, "named tuples sharing a class name:\n" + "\n".join(clashes)

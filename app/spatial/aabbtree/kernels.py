@@ -35,16 +35,16 @@ META_NFREE = 0  # meta[0]: number of entries on the free stack
 META_WANT_GROW = 1  # meta[1]: a query skipped a split for lack of free nodes
 
 Nodes = namedtuple(
-    "Nodes",
+    "AABBNodes",
     ["parent", "slot_in_parent", "child", "nchild", "head", "count", "depth", "is_split",
      "dirty", "axis", "lo", "hi", "split", "maxvd", "outcome", "free", "meta"],
 )
-Objects = namedtuple("Objects", ["node", "next", "prev"])
+Objects = namedtuple("AABBObjects", ["node", "next", "prev"])
 #: The store's spheres (the base class's arrays, rebuilt per call: the store may reallocate).
-Spheres = namedtuple("Spheres", ["centers", "radii", "vdist"])
+Spheres = namedtuple("AABBSpheres", ["centers", "radii", "vdist"])
 #: The tree's construction rules: objects only in leaves (or big ones at internal nodes too),
 #: and the object count above which a leaf is split.
-Rules = namedtuple("Rules", ["leafy", "threshold"])
+Rules = namedtuple("AABBRules", ["leafy", "threshold"])
 
 # Per-node field -> (dtype, row shape, value of a free node); the child table is (K,) wide.
 _NODE_FIELDS = {

@@ -37,7 +37,7 @@ IN_INF = -2
 UNBOUNDED = 2.0**60
 
 
-class Nodes(NamedTuple):
+class ViewDistNodes(NamedTuple):
     """The node pool, one entry per node; a node is a cube of size ``2**level``."""
 
     lo: np.ndarray  # (N, 3) lower corner of the cube
@@ -59,7 +59,7 @@ class Nodes(NamedTuple):
     free: np.ndarray  # free stack of node indices (top at TREE.nfree)
 
 
-class Objects(NamedTuple):
+class ViewDistObjects(NamedTuple):
     """Per store slot: the list the object is in and where it is in the packed copy."""
 
     node: np.ndarray  # node holding the object; NO_NODE when the slot is dead, IN_INF
@@ -68,7 +68,7 @@ class Objects(NamedTuple):
     row: np.ndarray  # row in the packed copy, -1 when not packed
 
 
-class Packed(NamedTuple):
+class ViewDistPacked(NamedTuple):
     """The packed copy of the objects in nodes: centre, radius, view distance and slot."""
 
     center: np.ndarray  # (P, 3)
@@ -77,12 +77,19 @@ class Packed(NamedTuple):
     slot: np.ndarray
 
 
-class Spheres(NamedTuple):
+class ViewDistSpheres(NamedTuple):
     """The store's arrays the kernels read (the base class owns them)."""
 
     centers: np.ndarray
     radii: np.ndarray
     vdist: np.ndarray
+
+
+# numba keys its cache of argument types by a named tuple's class *name*: two structures with
+# a class called ``Nodes`` in one process made every viewdist kernel call type its arguments
+# in Python again (3x slower frames once the AABB tree had run). Hence the unique names, and
+# short aliases for use here (tests/test_layering.py checks the names stay unique).
+Nodes, Objects, Packed, Spheres = ViewDistNodes, ViewDistObjects, ViewDistPacked, ViewDistSpheres
 
 
 #: The tree's scalars (kernels read ``tree[0].root`` etc. and write them in place).
