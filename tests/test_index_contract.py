@@ -214,6 +214,13 @@ def test_bad_input_raises_and_changes_nothing(label, name, kwargs):
         ("remove dup", lambda: idx.remove(np.array([4, 4])), "4"),
         ("vd NaN", lambda: idx.insert(np.array([500, 501, 502]), good_c, np.ones(3),
                                       np.array([1, np.nan, 1])), "501"),
+        # uint64 ids past int64: casting would wrap them onto other (negative) ids
+        ("uint64 >= 2^63", lambda: idx.insert(np.array([500, 2**63, 2**64 - 1], np.uint64),
+                                              good_c, np.ones(3)), "9223372036854775808"),
+        ("update uint64", lambda: idx.update(np.array([1, 2, 2**63 + 1], np.uint64), good_c),
+         "9223372036854775809"),
+        ("remove uint64", lambda: idx.remove(np.array([2**63], np.uint64)), "9223372036854775808"),
+        ("float ids", lambda: idx.remove(np.array([1.0, 2.0])), "integers"),
     ]
     for what, fn, named in cases:
         with pytest.raises(ValueError, match=named):
@@ -223,3 +230,13 @@ def test_bad_input_raises_and_changes_nothing(label, name, kwargs):
         except AssertionError as exc:
             raise AssertionError(f"{what}: a rejected batch changed the index") from exc
         idx.validate()
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-150, 1.0, 1e150, 1e300])
+def test_ray_direction_length_does_not_matter(scale):
+    """Only the direction's sense counts: huge or tiny finite vectors answer like the unit one."""
+    idx = create_index("brute")
+    idx.insert(np.arange(3), np.array([[5.0, 0, 0], [9.0, 0.5, 0], [-5.0, 0, 0]]), np.ones(3))
+    ids, t = idx.query_ray(np.zeros(3), np.array([scale, 0.0, 0.0]))
+    assert ids.tolist() == [0, 1]
+    np.testing.assert_allclose(t, [4.0, 9.0 - np.sqrt(0.75)])

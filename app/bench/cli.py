@@ -41,7 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "CSV, PNG plots and a markdown report.")
     q.add_argument("--quick", action="store_true", help="small n, few cycles: a smoke test")
     q.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
-    q.add_argument("--out", default="docs/paper", help="output folder (default docs/paper)")
+    q.add_argument("--out", default="out/paper",
+                   help="output folder (default out/paper; `--out docs/paper` refreshes the "
+                   "committed report)")
     q.add_argument("--cycles", type=int, default=None, help="query+move cycles per run")
     q.add_argument("--only", default="", help="comma-separated index names or labels")
     q.add_argument("--parts", default="sweep,leafy,dist",

@@ -315,10 +315,11 @@ class SpatialIndex:
         """(ids, t) of spheres the ray hits, nearest first; t is the entry distance (0 inside)."""
         origin = self._check_point(origin, "origin")
         direction = self._check_point(direction, "direction")
-        n = float(np.linalg.norm(direction))
-        if n == 0.0:
+        scale = float(np.abs(direction).max())
+        if scale == 0.0:
             raise ValueError("query_ray: direction must be non-zero")
-        slots, t = self._query_ray(origin, direction / n)
+        direction = direction / scale  # first into [-1, 1]: the norm of 1e300 overflows
+        slots, t = self._query_ray(origin, direction / float(np.linalg.norm(direction)))
         ids = self._ids[slots]
         order = np.lexsort((ids, t))
         return ids[order], t[order]
@@ -503,6 +504,10 @@ class SpatialIndex:
             raise ValueError(f"ids must be a 1-D array, got shape {arr.shape}")
         if arr.shape[0] and not np.issubdtype(arr.dtype, np.integer):
             raise ValueError(f"ids must be integers, got dtype {arr.dtype}")
+        if arr.dtype.kind == "u" and arr.shape[0] and int(arr.max()) > np.iinfo(np.int64).max:
+            # Casting would wrap them to negative int64 ids that name other objects.
+            big = arr[arr > np.iinfo(np.int64).max]
+            raise ValueError(f"ids must fit in int64; too large: {_name_ids(big)}")
         return np.ascontiguousarray(arr, dtype=np.int64)
 
     @staticmethod
