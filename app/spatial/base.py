@@ -25,6 +25,7 @@ from numba import njit, prange
 from app.geom.zpyramid import ZPyramid
 from app.parallelism import threads_for
 from app.spatial.idmap import IdMap, hash_lookup
+from app.spatial.pairs import check_margin, selection, slot_pairs_to_ids, sweep_pairs
 from app.spatial.pool import grown, grown_free_stack
 
 _MAX_NAMED = 8  # how many offending ids an error message lists
@@ -323,6 +324,36 @@ class SpatialIndex:
         ids = self._ids[slots]
         order = np.lexsort((ids, t))
         return ids[order], t[order]
+
+    # ---------------------------------------------------------- collision broad-phase (pairs)
+
+    #: Whether ``_query_pairs`` is the structure's own (False: the default sort-and-sweep).
+    _pairs_structural: bool = False
+
+    def query_pairs(self, ids: np.ndarray | None = None, margin: float = 0.0) -> np.ndarray:
+        """Pairs (K, 2) of ids, a < b, of live objects with ``|c_a - c_b| <= r_a + r_b + margin``.
+
+        Each pair once, rows in no particular order. With ``ids``, only the pairs with at least
+        one member in ``ids``. NaN, infinite or negative margin, or unknown ids: ValueError.
+        """
+        m = check_margin(margin)
+        slots = None
+        if ids is not None:
+            ids = self._check_ids(ids)
+            slots = self._idmap.lookup(ids)
+            if (slots < 0).any():
+                raise ValueError(f"query_pairs: unknown ids: {_name_ids(ids[slots < 0])}")
+            if slots.shape[0] == 0:
+                return np.zeros((0, 2), dtype=np.int64)
+        if self._count < 2:
+            return np.zeros((0, 2), dtype=np.int64)
+        return slot_pairs_to_ids(self._query_pairs(slots, m), self._ids)
+
+    def _query_pairs(self, slots: np.ndarray | None, margin: float) -> np.ndarray:
+        """Slot pairs (K, 2) touching within ``margin``, each once (either order in a row);
+        with ``slots``, only pairs with a member among them. Default: the sort-and-sweep."""
+        return sweep_pairs(self._centers, self._radii, np.flatnonzero(self._alive), margin,
+                           selection(self.capacity, slots))
 
     def node_boxes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(lo (K,3), hi (K,3), depth (K,)) of the current nodes; empty for ``brute``."""

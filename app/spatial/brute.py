@@ -18,6 +18,7 @@ from app.geom.predicates import (
 from app.geom.zpyramid import occluder
 from app.parallelism import PARALLEL_MIN, threads_for
 from app.spatial.base import QueryResult, SpatialIndex
+from app.spatial.pairs import selection, sweep_pairs
 from app.spatial.scan import grown32, kill32, scan_frustum, spheres32, store32
 
 
@@ -121,3 +122,9 @@ class BruteIndex(SpatialIndex):
 
     def _query_ray(self, origin, direction):
         return _ray(self._alive, self._centers, self._radii, origin, direction)
+
+    _pairs_structural = True  # no structure: the sort-and-sweep is brute force done right
+
+    def _query_pairs(self, slots, margin):
+        return sweep_pairs(self._centers, self._radii, np.flatnonzero(self._alive), margin,
+                           selection(self.capacity, slots))

@@ -1,0 +1,238 @@
+"""Collision broad-phase kernels every index shares (design.md, "Collision broad-phase").
+
+The contract: every pair of live objects whose spheres are within ``margin`` of touching,
+``|c_a - c_b| <= r_a + r_b + margin`` (:func:`pair_touch`, float64, the oracle's arithmetic),
+each pair once. Indexes answer in *slots*: ``SpatialIndex._query_pairs(slots, margin)`` returns
+an int64 ``(K, 2)`` array of slot pairs (any row order, either order inside a row); the public
+``query_pairs`` maps them to ids with ``a < b`` (:func:`slot_pairs_to_ids`).
+
+What a structure's own pair query builds on:
+
+* the output buffer: :func:`new_pairs` then ``out = push_pair(out, k, a, b); k += 1`` (doubles
+  when full, no Python in the loop), ``out[:k]`` at the end;
+* the ``ids`` filter as a per-slot mark (:func:`selection`): an empty array means "every pair";
+  :func:`keep` says whether a pair involves a marked slot;
+* brute force on ranges of a slot list (a leaf, a cell): :func:`pairs_within` (every pair of
+  one range) and :func:`pairs_between` (every pair across two ranges);
+* :func:`sweep_pairs`: the standard broad-phase, a sort-and-sweep of a slot list along the axis
+  of largest spread; every index's default (``SpatialIndex._query_pairs``) and brute's answer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+#: float64 unit roundoff; the sweep's pruning bound allows 16 roundings of the largest term.
+_U64 = 2.0 ** -53
+_SWEEP_ROUNDINGS = 16.0
+
+
+@njit(cache=True, inline="always")
+def pair_touch(ax: float, ay: float, az: float, ar: float, bx: float, by: float, bz: float,
+               br: float, margin: float) -> bool:
+    """``|c_a - c_b| <= r_a + r_b + margin`` in float64: the contract's (and oracle's) test."""
+    dx = ax - bx
+    dy = ay - by
+    dz = az - bz
+    return math.sqrt(dx * dx + dy * dy + dz * dz) <= ar + br + margin
+
+
+@njit(cache=True)
+def new_pairs(capacity: int) -> np.ndarray:
+    """An empty int64 pair buffer of ``capacity`` rows (at least 16)."""
+    return np.empty((max(capacity, 16), 2), dtype=np.int64)
+
+
+@njit(cache=True)
+def _grown_pairs(out: np.ndarray) -> np.ndarray:
+    """``out`` copied into a buffer twice its size (the cold path of :func:`push_pair`)."""
+    bigger = np.empty((2 * out.shape[0] + 16, 2), dtype=np.int64)
+    bigger[: out.shape[0]] = out
+    return bigger
+
+
+@njit(cache=True, inline="always")
+def push_pair(out: np.ndarray, k: int, a: int, b: int) -> np.ndarray:
+    """Row ``k`` = (a, b), growing ``out`` when full; returns the (maybe new) buffer.
+
+    Use as ``out = push_pair(out, k, a, b); k += 1``.
+    """
+    if k >= out.shape[0]:
+        out = _grown_pairs(out)
+    out[k, 0] = a
+    out[k, 1] = b
+    return out
+
+
+def selection(capacity: int, slots: np.ndarray | None) -> np.ndarray:
+    """Per-slot mark of the ``ids`` filter: empty (no filter) for None, else True at ``slots``."""
+    if slots is None:
+        return np.zeros(0, dtype=np.bool_)
+    sel = np.zeros(capacity, dtype=np.bool_)
+    sel[slots] = True
+    return sel
+
+
+@njit(cache=True, inline="always")
+def keep(sel: np.ndarray, a: int, b: int) -> bool:
+    """Whether the pair of slots (a, b) passes the filter ``sel`` (empty: every pair)."""
+    return sel.shape[0] == 0 or sel[a] or sel[b]
+
+
+@njit(cache=True, inline="always")
+def pairs_within(items: np.ndarray, i0: int, i1: int, centers: np.ndarray, radii: np.ndarray,
+                 margin: float, sel: np.ndarray, out: np.ndarray, k: int):
+    """Every touching pair of the slots ``items[i0:i1]``, appended at ``out[k]``; (out, k)."""
+    for i in range(i0, i1):
+        a = items[i]
+        ax = centers[a, 0]
+        ay = centers[a, 1]
+        az = centers[a, 2]
+        ar = radii[a]
+        for j in range(i + 1, i1):
+            b = items[j]
+            if keep(sel, a, b) and pair_touch(ax, ay, az, ar, centers[b, 0], centers[b, 1],
+                                              centers[b, 2], radii[b], margin):
+                out = push_pair(out, k, a, b)
+                k += 1
+    return out, k
+
+
+@njit(cache=True, inline="always")
+def pairs_between(items: np.ndarray, i0: int, i1: int, others: np.ndarray, j0: int, j1: int,
+                  centers: np.ndarray, radii: np.ndarray, margin: float, sel: np.ndarray,
+                  out: np.ndarray, k: int):
+    """Every touching pair (``items[i0:i1]`` x ``others[j0:j1]``), appended at ``out[k]``;
+    (out, k). The two ranges must not share a slot (or the pair comes out twice)."""
+    for i in range(i0, i1):
+        a = items[i]
+        ax = centers[a, 0]
+        ay = centers[a, 1]
+        az = centers[a, 2]
+        ar = radii[a]
+        for j in range(j0, j1):
+            b = others[j]
+            if keep(sel, a, b) and pair_touch(ax, ay, az, ar, centers[b, 0], centers[b, 1],
+                                              centers[b, 2], radii[b], margin):
+                out = push_pair(out, k, a, b)
+                k += 1
+    return out, k
+
+
+@njit(cache=True)
+def spread_axis(centers: np.ndarray, slots: np.ndarray) -> int:
+    """The axis (0, 1, 2) along which the centres of ``slots`` vary most (largest variance)."""
+    n = slots.shape[0]
+    if n < 2:
+        return 0
+    best = 0
+    best_var = -1.0
+    for a in range(3):
+        # Shifted by the first centre: the variance of large coordinates stays accurate.
+        c0 = centers[slots[0], a]
+        s = 0.0
+        s2 = 0.0
+        for i in range(n):
+            d = centers[slots[i], a] - c0
+            s += d
+            s2 += d * d
+        var = s2 / n - (s / n) ** 2
+        if var > best_var:
+            best_var = var
+            best = a
+    return best
+
+
+@njit(cache=True)
+def sweep_pairs(centers: np.ndarray, radii: np.ndarray, slots: np.ndarray, margin: float,
+                sel: np.ndarray) -> np.ndarray:
+    """Touching pairs among ``slots`` by sort-and-sweep: int64 (K, 2) slot pairs.
+
+    The standard broad-phase (Baraff's sweep and prune on one axis): sort the spheres' lower
+    ends along the axis of largest spread, and test each sphere against those that start
+    before it ends (plus the margin). The pruning bound is widened by a few float64 roundings
+    of the largest coordinate, radius and margin, so it never drops a pair the exact test
+    (:func:`pair_touch`) accepts. ``sel``: the ``ids`` filter (:func:`selection`).
+    """
+    n = slots.shape[0]
+    if n < 2:
+        return new_pairs(16)[:0]
+    axis = spread_axis(centers, slots)
+    lo = np.empty(n)
+    big = 0.0
+    rmax = 0.0
+    for i in range(n):
+        s = slots[i]
+        lo[i] = centers[s, axis] - radii[s]
+        big = max(big, abs(centers[s, axis]))
+        rmax = max(rmax, radii[s])
+    order = np.argsort(lo)
+    # The sorted spheres side by side: the inner loop reads consecutive memory.
+    xs = np.empty((n, 4))
+    los = np.empty(n)
+    ss = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        s = slots[order[i]]
+        ss[i] = s
+        los[i] = lo[order[i]]
+        for a in range(3):
+            xs[i, a] = centers[s, a]
+        xs[i, 3] = radii[s]
+    slack = _SWEEP_ROUNDINGS * _U64 * (2.0 * big + 2.0 * rmax + margin) + 1e-300
+    filtered = sel.shape[0] > 0
+    out = new_pairs(n)
+    k = 0
+    for i in range(n):
+        a = ss[i]
+        ax = xs[i, 0]
+        ay = xs[i, 1]
+        az = xs[i, 2]
+        ar = xs[i, 3]
+        bound = xs[i, axis] + ar + margin + slack
+        sa = filtered and sel[a]
+        for j in range(i + 1, n):
+            if los[j] > bound:
+                break
+            b = ss[j]
+            if filtered and not (sa or sel[b]):
+                continue
+            if pair_touch(ax, ay, az, ar, xs[j, 0], xs[j, 1], xs[j, 2], xs[j, 3], margin):
+                out = push_pair(out, k, a, b)
+                k += 1
+    return out[:k]
+
+
+@njit(cache=True)
+def all_pairs(centers: np.ndarray, radii: np.ndarray, slots: np.ndarray, margin: float,
+              sel: np.ndarray) -> np.ndarray:
+    """Touching pairs among ``slots`` by testing every pair: the O(n^2) reference loop."""
+    out, k = pairs_within(slots, 0, slots.shape[0], centers, radii, margin, sel,
+                          new_pairs(slots.shape[0]), 0)
+    return out[:k]
+
+
+@njit(cache=True)
+def slot_pairs_to_ids(pairs: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Slot pairs -> id pairs with the smaller id first (``ids``: the store's id per slot)."""
+    out = np.empty((pairs.shape[0], 2), dtype=np.int64)
+    for k in range(pairs.shape[0]):
+        a = ids[pairs[k, 0]]
+        b = ids[pairs[k, 1]]
+        out[k, 0] = min(a, b)
+        out[k, 1] = max(a, b)
+    return out
+
+
+def check_margin(margin: float) -> float:
+    """``margin`` as a float; ValueError unless it is finite and >= 0."""
+    try:
+        m = float(margin)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"query_pairs: margin must be a finite number >= 0, got {margin!r}") from None
+    if not math.isfinite(m) or m < 0.0:
+        raise ValueError(f"query_pairs: margin must be finite and >= 0, got {m}")
+    return m
