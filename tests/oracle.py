@@ -73,3 +73,18 @@ class Oracle:
         ids, t = ids[hit], t[hit]
         order = np.lexsort((ids, t))
         return ids[order], t[order]
+
+    def pairs(self, ids=None, margin=0.0):
+        """(K, 2) id pairs (a < b) with |c_a - c_b| <= r_a + r_b + margin, rows sorted;
+        with ``ids``, only the pairs with a member in ``ids``."""
+        all_ids, c, r, _ = self.arrays()
+        rows = []
+        for i in range(len(all_ids) - 1):
+            d = np.sqrt(((c[i] - c[i + 1:]) ** 2).sum(axis=1))
+            hit = np.flatnonzero(d <= r[i] + r[i + 1:] + margin) + i + 1
+            rows.append(np.c_[np.full(len(hit), all_ids[i]), all_ids[hit]])
+        out = np.concatenate(rows).astype(np.int64) if rows else np.zeros((0, 2), np.int64)
+        if ids is not None:
+            sel = np.isin(out, np.asarray(ids, dtype=np.int64)).any(axis=1)
+            out = out[sel]
+        return out[np.lexsort((out[:, 1], out[:, 0]))]
