@@ -13,9 +13,11 @@ import numpy as np
 from app.geom.zpyramid import ZPyramid, occluder
 from app.spatial.aabbtree import check as ck
 from app.spatial.aabbtree import kernels as kn
+from app.spatial.aabbtree import pairs as pr
 from app.spatial.aabbtree import queries as qu
 from app.spatial.aabbtree.heuristics import CHILDREN, DEFAULT_THRESHOLDS
 from app.spatial.base import QueryResult, SpatialIndex
+from app.spatial.pairs import selection
 
 
 class AABBTree(SpatialIndex):
@@ -27,6 +29,10 @@ class AABBTree(SpatialIndex):
     """
 
     name = "aabbtree"
+    _pairs_structural = True
+    #: With ids, one descent per given object while they are fewer than objects / this;
+    #: otherwise the whole-tree descent with the ids as a filter.
+    pairs_per_object_ratio = 8
 
     def __init__(self, heuristic: str = "octree", leafy: bool = False,
                  split_threshold: int | None = None, capacity: int = 1024) -> None:
@@ -145,6 +151,17 @@ class AABBTree(SpatialIndex):
         if self._count == 0:
             return np.zeros(0, np.int64), np.zeros(0)
         return self._run_query(qu.query_ray, origin, direction, self._rules, self._count)
+
+    def _query_pairs(self, slots: np.ndarray | None, margin: float) -> np.ndarray:
+        """Self-collision descent of the tree (all pairs), or one descent per given object."""
+        if slots is not None:
+            slots = np.unique(slots)
+            if slots.shape[0] * self.pairs_per_object_ratio < self._count:
+                return self._run_query(pr.pairs_of_slots, self._rules, slots,
+                                       selection(self.capacity, slots), margin)
+        sel = selection(self.capacity, slots)
+        snap = self._run_query(pr.build_snapshot, self._rules, sel, self._count)
+        return pr.snapshot_pairs(snap, margin, sel)
 
     # ------------------------------------------------------------------ inspection
 

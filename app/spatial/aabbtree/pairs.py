@@ -1,0 +1,584 @@
+"""Collision broad-phase of the dynamic AABB tree (Shagam 2.2.4): ``_query_pairs``.
+
+Every pair (no ``ids``) is the classic self-collision descent of a bounding-volume tree, run on
+a *snapshot* of the tree that :func:`build_snapshot` takes in one pass:
+
+* the pass walks the tree depth first, splits the overfull leaves it meets (lazy splitting,
+  2.1.1, as every query does) and refits every dirty node once its children are done (lazy
+  AABBs, 2.1.5), so all boxes are exact (and clean) afterwards;
+* it copies every node's objects, in depth-first order, into one packed array (centre, radius,
+  slot): a node's own objects are one contiguous range and so is its whole subtree, and the
+  descent reads spheres sequentially instead of chasing linked lists through the store;
+* besides the subtree box it keeps the box of each node's *own* objects (tight for the big
+  objects a non-leafy tree keeps at inner nodes).
+
+:func:`snapshot_pairs` then descends (explicit stack, no recursion). An *item* is either a
+node's subtree or a node's own object list (the list acts as a leaf). ``self(n)`` tests n's
+own list against itself and against every child subtree, recurses into each child and pairs
+every two children whose boxes are within the margin; ``pair(x, y)`` of two items whose boxes
+overlap (grown by the margin) splits the bigger subtree into its own list and its children,
+until both are lists, which are filtered by the other's box and tested exactly
+(:func:`app.spatial.pairs.pair_touch`). Small products are tested directly on the packed
+ranges; long lists (an unsplittable leaf, the viewdist tree's unbounded list) are swept
+(sorted along one axis) or descend the other subtree object by object. The snapshot and the
+descent know nothing of the AABB tree: :mod:`app.spatial.viewdist_tree.pairs` builds the same
+snapshot from its own nodes and reuses the descent.
+
+With ``ids`` (Nevala: only moved objects can start a contact) and few of them,
+:func:`pairs_of_slots` runs one descent from the root per given object with its sphere grown
+by the margin, refitting and splitting like a sphere query, on the live tree: no whole-tree
+pass. A pair of two given objects is found from both sides and kept from the side of the
+larger slot only. With many ids the class takes the snapshot path with the ids as a filter
+(subtrees without a given object are not paired with each other).
+
+Node pruning is conservative: boxes are grown by the margin plus a relative pad
+(``_REL_PAD`` of the magnitudes involved) so that rounding never drops a pair the exact test
+keeps; exactness rests on the per-pair test alone.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from app.geom.predicates import box_point_dist6
+from app.spatial.aabbtree.kernels import ROOT, needs_split, refit_node, split_node
+from app.spatial.pairs import keep, new_pairs, pair_touch, push_pair
+
+_REL_PAD = 1e-9  # node pruning slack, relative to the magnitudes involved
+SMALL_SELF = 8  # a subtree of at most this many objects: all its pairs tested directly
+SMALL_PAIRS = 64  # two items whose object counts multiply to at most this: tested directly
+SWEEP_SELF = 48  # an own list longer than this is swept for its own pairs
+SWEEP_PAIRS = 1024  # two filtered lists whose sizes multiply to more than this are swept
+LONG_LIST = 48  # an own list longer than this meets a subtree object by object
+
+
+class TreePairSnapshot(NamedTuple):
+    """A tree in depth-first order for the pair descent (m nodes, total objects).
+
+    Node i's subtree is nodes [i, i + size[i]); its children are i + 1, then each next one
+    right after the previous child's subtree. Its own objects are rows [ostart[i],
+    ostart[i] + ocnt[i]) of ``pts``/``slot``, its subtree's rows [ostart[i], oend[i]).
+    """
+
+    size: np.ndarray  # (m,) nodes in the subtree
+    ostart: np.ndarray  # (m,) first packed row of the node's own objects
+    ocnt: np.ndarray  # (m,) own objects
+    oend: np.ndarray  # (m,) end of the subtree's packed rows
+    box: np.ndarray  # (m, 6) exact box of the subtree's spheres (lo xyz, hi xyz)
+    obox: np.ndarray  # (m, 6) exact box of the node's own spheres (empty: +inf, -inf)
+    mag: np.ndarray  # (m,) largest |coordinate| of the subtree box (for the rounding pad)
+    nsel_own: np.ndarray  # (m,) own objects in the ids filter (unused without a filter)
+    nsel_sub: np.ndarray  # (m,) subtree objects in the ids filter
+    pts: np.ndarray  # (total, 4) packed x, y, z, r
+    slot: np.ndarray  # (total,) packed slot
+
+
+# ---------------------------------------------------------------------- snapshot helpers
+
+@njit(cache=True)
+def new_snapshot_arrays(m: int, total: int):
+    """Uninitialised snapshot arrays for up to m nodes and ``total`` objects (a tuple)."""
+    return (np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64),
+            np.empty(m, np.int64), np.empty((m, 6)), np.empty((m, 6)), np.empty(m),
+            np.zeros(m, np.int64), np.zeros(m, np.int64), np.empty((total, 4)),
+            np.empty(total, np.int64))
+
+
+@njit(cache=True, inline="always")
+def set_mag(box, mag, i: int) -> None:
+    """mag[i] = the largest |coordinate| of box row i."""
+    v = 0.0
+    for a in range(6):
+        v = max(v, abs(box[i, a]))
+    mag[i] = v
+
+
+@njit(cache=True, inline="always")
+def sum_children_sel(size, nsel_sub, i: int) -> int:
+    """Filtered objects in node i's children's subtrees (each already complete)."""
+    t = 0
+    c = i + 1
+    end = i + size[i]
+    while c < end:
+        t += nsel_sub[c]
+        c += size[c]
+    return t
+
+
+# ---------------------------------------------------------------------- the descent
+
+@njit(cache=True, inline="always")
+def _overlap(b, i: int, c, j: int, g: float) -> bool:
+    """Box row i of b and box row j of c are within g of each other on every axis."""
+    return ((b[i, 0] <= c[j, 3] + g) & (c[j, 0] <= b[i, 3] + g)
+            & (b[i, 1] <= c[j, 4] + g) & (c[j, 1] <= b[i, 4] + g)
+            & (b[i, 2] <= c[j, 5] + g) & (c[j, 2] <= b[i, 5] + g))
+
+
+@njit(cache=True, inline="always")
+def _obj_overlap(pts, p: int, c, j: int, g: float) -> bool:
+    """The bounding box of packed sphere p and box row j of c are within g."""
+    x = pts[p, 0]
+    y = pts[p, 1]
+    z = pts[p, 2]
+    r = pts[p, 3]
+    return ((x - r <= c[j, 3] + g) & (c[j, 0] <= x + r + g)
+            & (y - r <= c[j, 4] + g) & (c[j, 1] <= y + r + g)
+            & (z - r <= c[j, 5] + g) & (c[j, 2] <= z + r + g))
+
+
+@njit(cache=True, inline="always")
+def _gap(mag, i: int, j: int, margin: float) -> float:
+    """The margin plus the rounding pad for boxes of nodes i and j."""
+    return margin + _REL_PAD * (1.0 + max(mag[i], mag[j]) + margin)
+
+
+@njit(cache=True, inline="always")
+def _test(pts, slot, p: int, q: int, margin: float, sel, out, k: int):
+    """Exact test of packed spheres p and q; appends their slots when they touch."""
+    a = slot[p]
+    b = slot[q]
+    if keep(sel, a, b) and pair_touch(pts[p, 0], pts[p, 1], pts[p, 2], pts[p, 3],
+                                      pts[q, 0], pts[q, 1], pts[q, 2], pts[q, 3], margin):
+        out = push_pair(out, k, a, b)
+        k += 1
+    return out, k
+
+
+@njit(cache=True)
+def _within(pts, slot, r0: int, r1: int, margin: float, sel, out, k: int):
+    """Every pair of packed rows [r0, r1)."""
+    for p in range(r0, r1):
+        for q in range(p + 1, r1):
+            out, k = _test(pts, slot, p, q, margin, sel, out, k)
+    return out, k
+
+
+@njit(cache=True)
+def _between(pts, slot, a0: int, a1: int, b0: int, b1: int, margin: float, sel, out, k: int):
+    """Every pair across packed rows [a0, a1) and [b0, b1)."""
+    for p in range(a0, a1):
+        for q in range(b0, b1):
+            out, k = _test(pts, slot, p, q, margin, sel, out, k)
+    return out, k
+
+
+@njit(cache=True)
+def _sweep(rows, tags, n: int, bipartite: bool, pts, slot, margin: float, g: float, sel,
+           out, k: int):
+    """Sort-and-sweep of the packed rows ``rows[:n]`` along their axis of largest extent.
+
+    ``bipartite``: only pairs of different tags. The sweep bound adds g (margin and rounding
+    pad) to each sphere's upper end, so it never cuts a pair the exact test keeps.
+    """
+    lo3 = np.full(3, np.inf)
+    hi3 = np.full(3, -np.inf)
+    for t in range(n):
+        p = rows[t]
+        for a in range(3):
+            lo3[a] = min(lo3[a], pts[p, a])
+            hi3[a] = max(hi3[a], pts[p, a])
+    axis = 0
+    for a in range(1, 3):
+        if hi3[a] - lo3[a] > hi3[axis] - lo3[axis]:
+            axis = a
+    key = np.empty(n)
+    for t in range(n):
+        p = rows[t]
+        key[t] = pts[p, axis] - pts[p, 3]
+    order = np.argsort(key)
+    for u in range(n):
+        tu = order[u]
+        p = rows[tu]
+        bound = pts[p, axis] + pts[p, 3] + g
+        for v in range(u + 1, n):
+            tv = order[v]
+            if key[tv] > bound:
+                break
+            if bipartite and tags[tu] == tags[tv]:
+                continue
+            out, k = _test(pts, slot, p, rows[tv], margin, sel, out, k)
+    return out, k
+
+
+@njit(cache=True)
+def _list_self(pts, slot, r0: int, r1: int, margin: float, g: float, sel, sa, tags, out,
+               k: int):
+    """Every pair of one own list (rows [r0, r1)): directly, or swept when long."""
+    n = r1 - r0
+    if n <= SWEEP_SELF:
+        return _within(pts, slot, r0, r1, margin, sel, out, k)
+    for t in range(n):
+        sa[t] = r0 + t
+    return _sweep(sa, tags, n, False, pts, slot, margin, g, sel, out, k)
+
+
+@njit(cache=True)
+def _list_list(pts, slot, a0: int, a1: int, abox, ai: int, b0: int, b1: int, bbox, bi: int,
+               margin: float, g: float, sel, sa, sb, tags, out, k: int):
+    """Every pair across two lists: each filtered by the other's box, then tested directly
+    or, when both stay long, swept together (tags tell the sides apart)."""
+    na = 0
+    for p in range(a0, a1):
+        if _obj_overlap(pts, p, bbox, bi, g):
+            sa[na] = p
+            na += 1
+    if na == 0:
+        return out, k
+    nb = 0
+    for q in range(b0, b1):
+        if _obj_overlap(pts, q, abox, ai, g):
+            sb[nb] = q
+            nb += 1
+    if na * nb <= SWEEP_PAIRS:
+        for u in range(na):
+            for v in range(nb):
+                out, k = _test(pts, slot, sa[u], sb[v], margin, sel, out, k)
+        return out, k
+    for u in range(na):
+        tags[u] = 0
+    for v in range(nb):
+        sa[na + v] = sb[v]
+        tags[na + v] = 1
+    return _sweep(sa, tags, na + nb, True, pts, slot, margin, g, sel, out, k)
+
+
+@njit(cache=True)
+def _list_vs_subtree(size, ostart, ocnt, box, obox, mag, pts, slot, r0: int, r1: int, x: int,
+                     y: int, only_selected: bool, margin: float, sel, out, k: int):
+    """Every pair of a long own list (rows [r0, r1), of node x) with subtree y: each object
+    descends y on its own, so the list is not filtered again at every node of y.
+
+    ``only_selected``: y holds no filtered object, so only the list's filtered ones descend.
+    """
+    stack = np.empty(64, np.int64)
+    for p in range(r0, r1):
+        if only_selected and not sel[slot[p]]:
+            continue
+        if not _obj_overlap(pts, p, box, y, _gap(mag, x, y, margin)):
+            continue
+        stack[0] = y
+        top = 1
+        while top > 0:
+            top -= 1
+            c = stack[top]
+            g = _gap(mag, x, c, margin)
+            if not _obj_overlap(pts, p, box, c, g):
+                continue
+            if ocnt[c] > 0 and _obj_overlap(pts, p, obox, c, g):
+                for q in range(ostart[c], ostart[c] + ocnt[c]):
+                    out, k = _test(pts, slot, p, q, margin, sel, out, k)
+            end = c + size[c]
+            d = c + 1
+            while d < end:
+                if top == stack.shape[0]:
+                    bigger = np.empty(2 * top, np.int64)
+                    bigger[:top] = stack
+                    stack = bigger
+                stack[top] = d
+                top += 1
+                d += size[d]
+    return out, k
+
+
+@njit(cache=True, inline="always")
+def _push_task(stack, top: int, a: int, b: int):
+    """Push the task (a, b) (b < 0: self(a)); returns (stack, top), growing the stack."""
+    if top == stack.shape[0]:
+        bigger = np.empty((2 * top, 2), np.int64)
+        bigger[:top] = stack
+        stack = bigger
+    stack[top, 0] = a
+    stack[top, 1] = b
+    return stack, top + 1
+
+
+@njit(cache=True, inline="always")
+def _item(size, c: int) -> int:
+    """Child c as an item: its subtree (c << 1), or its own list (c << 1 | 1) when a leaf."""
+    return (c << 1) | (1 if size[c] == 1 else 0)
+
+
+@njit(cache=True, inline="always")
+def _extent(box, i: int) -> float:
+    return (box[i, 3] - box[i, 0]) + (box[i, 4] - box[i, 1]) + (box[i, 5] - box[i, 2])
+
+
+@njit(cache=True)
+def snapshot_pairs(sn: TreePairSnapshot, margin: float, sel: np.ndarray) -> np.ndarray:
+    """Every touching pair of the snapshot's objects (slot pairs, int64 (K, 2)).
+
+    ``sel``: the ids filter of :func:`app.spatial.pairs.selection` (empty: every pair).
+    """
+    return _descend(sn.size, sn.ostart, sn.ocnt, sn.oend, sn.box, sn.obox, sn.mag,
+                    sn.nsel_own, sn.nsel_sub, sn.pts, sn.slot, margin, sel)
+
+
+@njit(cache=True)
+def _descend(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
+             margin, sel):
+    """:func:`snapshot_pairs` on the snapshot's arrays (see the module docstring)."""
+    m = size.shape[0]
+    out = new_pairs(pts.shape[0])
+    k = 0
+    if m == 0:
+        return out[:0]
+    filtered = sel.shape[0] > 0
+    longest = 1
+    for i in range(m):
+        longest = max(longest, ocnt[i])
+    sa = np.empty(2 * longest, np.int64)
+    sb = np.empty(longest, np.int64)
+    tags = np.empty(2 * longest, np.int8)
+    stack = np.empty((256, 2), np.int64)
+    stack[0, 0] = 0
+    stack[0, 1] = -1
+    top = 1
+    while top > 0:
+        top -= 1
+        a = stack[top, 0]
+        b = stack[top, 1]
+        if b < 0:
+            # self(i): own list with itself and with each child, each child with itself and
+            # every two children.
+            i = a
+            if filtered and nsel_sub[i] == 0:
+                continue
+            r0 = ostart[i]
+            if oend[i] - r0 <= SMALL_SELF:
+                out, k = _within(pts, slot, r0, oend[i], margin, sel, out, k)
+                continue
+            n_own = ocnt[i]
+            if n_own > 1 and (not filtered or nsel_own[i] > 0):
+                out, k = _list_self(pts, slot, r0, r0 + n_own, margin,
+                                    _gap(mag, i, i, margin), sel, sa, tags, out, k)
+            end = i + size[i]
+            c = i + 1
+            while c < end:
+                ic = _item(size, c)
+                stack, top = _push_task(stack, top, c, -1)
+                if n_own > 0 and (not filtered or nsel_own[i] + nsel_sub[c] > 0) and _overlap(
+                        obox, i, box, c, _gap(mag, i, c, margin)):
+                    stack, top = _push_task(stack, top, (i << 1) | 1, ic)
+                d = c + size[c]
+                while d < end:
+                    if (not filtered or nsel_sub[c] + nsel_sub[d] > 0) and _overlap(
+                            box, c, box, d, _gap(mag, c, d, margin)):
+                        stack, top = _push_task(stack, top, ic, _item(size, d))
+                    d += size[d]
+                c += size[c]
+            continue
+        # pair(a, b) of two disjoint items whose boxes are within the margin
+        i = a >> 1
+        j = b >> 1
+        a_own = (a & 1) == 1
+        b_own = (b & 1) == 1
+        a0 = ostart[i]
+        a1 = a0 + ocnt[i] if a_own else oend[i]
+        b0 = ostart[j]
+        b1 = b0 + ocnt[j] if b_own else oend[j]
+        if (a1 - a0) * (b1 - b0) <= SMALL_PAIRS:
+            out, k = _between(pts, slot, a0, a1, b0, b1, margin, sel, out, k)
+            continue
+        if a_own and b_own:
+            out, k = _list_list(pts, slot, a0, a1, obox, i, b0, b1, obox, j, margin,
+                                _gap(mag, i, j, margin), sel, sa, sb, tags, out, k)
+            continue
+        if a_own or (not b_own and _extent(box, j) > _extent(box, i)):
+            # split the other one: swap so that a is the subtree to split
+            a, b = b, a
+            i, j = j, i
+            a_own, b_own = b_own, a_own
+            a0, a1, b0, b1 = b0, b1, a0, a1
+        if b_own and b1 - b0 > LONG_LIST:
+            out, k = _list_vs_subtree(size, ostart, ocnt, box, obox, mag, pts, slot, b0, b1, j,
+                                      i, filtered and nsel_sub[i] == 0, margin, sel, out, k)
+            continue
+        nsel_b = nsel_own[j] if b_own else nsel_sub[j]
+        if b_own:
+            if ocnt[i] > 0 and (not filtered or nsel_own[i] + nsel_b > 0) and _overlap(
+                    obox, i, obox, j, _gap(mag, i, j, margin)):
+                stack, top = _push_task(stack, top, (i << 1) | 1, b)
+            end = i + size[i]
+            c = i + 1
+            while c < end:
+                if (not filtered or nsel_sub[c] + nsel_b > 0) and _overlap(
+                        box, c, obox, j, _gap(mag, c, j, margin)):
+                    stack, top = _push_task(stack, top, _item(size, c), b)
+                c += size[c]
+        else:
+            if ocnt[i] > 0 and (not filtered or nsel_own[i] + nsel_b > 0) and _overlap(
+                    obox, i, box, j, _gap(mag, i, j, margin)):
+                stack, top = _push_task(stack, top, (i << 1) | 1, b)
+            end = i + size[i]
+            c = i + 1
+            while c < end:
+                if (not filtered or nsel_sub[c] + nsel_b > 0) and _overlap(
+                        box, c, box, j, _gap(mag, c, j, margin)):
+                    stack, top = _push_task(stack, top, _item(size, c), b)
+                c += size[c]
+    return out[:k]
+
+
+# ---------------------------------------------------------------------- the AABB tree's side
+
+@njit(cache=True)
+def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
+    """Split overfull leaves, refit dirty nodes and pack the tree (see the module docstring).
+
+    One depth-first pass: a node is split (when overfull) and its objects packed on the way
+    down, refitted (when dirty) on the way up, after its children, so that every box is
+    exact. ``sel`` (the ids filter, or empty) is counted per node. A split skipped for lack of
+    free nodes leaves an overfull leaf (the answer is still exact; the caller grows the pool
+    and runs again for the tree's sake).
+    """
+    cap = nd.parent.shape[0]
+    (size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts,
+     slot) = new_snapshot_arrays(cap, total)
+    cnode = np.empty(cap, np.int64)
+    filtered = sel.shape[0] > 0
+    centers = sp.centers
+    radii = sp.radii
+    nxt = ob.next
+    threshold = rules.threshold
+    kk = nd.child.shape[1]
+    stack = np.empty(2 * cap + 2, np.int64)  # each node enters twice: down (even), up (odd)
+    stack[0] = ROOT << 1
+    top = 1
+    m = 0
+    op = 0
+    while top > 0:
+        top -= 1
+        e = stack[top]
+        if (e & 1) == 0:
+            n = e >> 1
+            if needs_split(nd.is_split, nd.count, n, threshold):
+                refit_node(nd, ob, sp, n, threshold)  # the split reads the box
+                split_node(nd, ob, sp, n, rules)
+            i = m
+            m += 1
+            cnode[i] = n
+            ostart[i] = op
+            lx = np.inf
+            ly = np.inf
+            lz = np.inf
+            hx = -np.inf
+            hy = -np.inf
+            hz = -np.inf
+            ns = 0
+            s = nd.head[n]
+            while s >= 0:
+                x = centers[s, 0]
+                y = centers[s, 1]
+                z = centers[s, 2]
+                r = radii[s]
+                pts[op, 0] = x
+                pts[op, 1] = y
+                pts[op, 2] = z
+                pts[op, 3] = r
+                slot[op] = s
+                op += 1
+                lx = min(lx, x - r)
+                ly = min(ly, y - r)
+                lz = min(lz, z - r)
+                hx = max(hx, x + r)
+                hy = max(hy, y + r)
+                hz = max(hz, z + r)
+                if filtered and sel[s]:
+                    ns += 1
+                s = nxt[s]
+            ocnt[i] = op - ostart[i]
+            obox[i, 0] = lx
+            obox[i, 1] = ly
+            obox[i, 2] = lz
+            obox[i, 3] = hx
+            obox[i, 4] = hy
+            obox[i, 5] = hz
+            nsel_own[i] = ns
+            stack[top] = (i << 1) | 1
+            top += 1
+            if nd.nchild[n] > 0:
+                for j in range(kk):
+                    ch = nd.child[n, j]
+                    if ch >= 0:
+                        stack[top] = ch << 1
+                        top += 1
+        else:
+            i = e >> 1
+            n = cnode[i]
+            size[i] = m - i
+            oend[i] = op
+            if nd.dirty[n]:
+                refit_node(nd, ob, sp, n, threshold)  # children are clean: exact now
+            for a in range(3):
+                box[i, a] = nd.lo[n, a]
+                box[i, 3 + a] = nd.hi[n, a]
+            set_mag(box, mag, i)
+            if filtered:
+                nsel_sub[i] = nsel_own[i] + sum_children_sel(size, nsel_sub, i)
+    return TreePairSnapshot(size[:m], ostart[:m], ocnt[:m], oend[:m], box[:m], obox[:m],
+                            mag[:m], nsel_own[:m], nsel_sub[:m], pts[:op], slot[:op])
+
+
+@njit(cache=True)
+def pairs_of_slots(nd, ob, sp, rules, qslots, sel, margin: float) -> np.ndarray:
+    """Touching pairs with a member among ``qslots`` (distinct; ``sel`` marks them).
+
+    One descent from the root per given object, pruning nodes farther than its radius plus
+    the margin (plus a rounding pad), refitting dirty nodes and splitting overfull leaves on
+    the way like a sphere query. A pair of two given objects is kept from the larger slot's
+    descent only.
+    """
+    out = new_pairs(4 * qslots.shape[0])
+    k = 0
+    centers = sp.centers
+    radii = sp.radii
+    nxt = ob.next
+    threshold = rules.threshold
+    lo = nd.lo
+    hi = nd.hi
+    stack = np.empty(nd.parent.shape[0] + 1, np.int64)
+    for t in range(qslots.shape[0]):
+        q = qslots[t]
+        qx = centers[q, 0]
+        qy = centers[q, 1]
+        qz = centers[q, 2]
+        qr = radii[q]
+        base = qr + margin
+        qmag = 1.0 + max(abs(qx), abs(qy), abs(qz)) + base
+        stack[0] = ROOT
+        top = 1
+        while top > 0:
+            top -= 1
+            n = stack[top]
+            nmag = max(abs(lo[n, 0]), abs(lo[n, 1]), abs(lo[n, 2]),
+                       abs(hi[n, 0]), abs(hi[n, 1]), abs(hi[n, 2]))
+            reach = base + _REL_PAD * (qmag + nmag)
+            if box_point_dist6(lo[n, 0], lo[n, 1], lo[n, 2], hi[n, 0], hi[n, 1], hi[n, 2],
+                               qx, qy, qz) > reach:
+                continue
+            if nd.dirty[n]:
+                refit_node(nd, ob, sp, n, threshold)
+                if box_point_dist6(lo[n, 0], lo[n, 1], lo[n, 2], hi[n, 0], hi[n, 1], hi[n, 2],
+                                   qx, qy, qz) > reach:
+                    continue
+            if needs_split(nd.is_split, nd.count, n, threshold):
+                split_node(nd, ob, sp, n, rules)
+            s = nd.head[n]
+            while s >= 0:
+                if s != q and not (sel[s] and s < q) and pair_touch(
+                        qx, qy, qz, qr, centers[s, 0], centers[s, 1], centers[s, 2], radii[s],
+                        margin):
+                    out = push_pair(out, k, q, s)
+                    k += 1
+                s = nxt[s]
+            if nd.nchild[n] > 0:
+                for j in range(nd.child.shape[1]):
+                    ch = nd.child[n, j]
+                    if ch >= 0:
+                        stack[top] = ch
+                        top += 1
+    return out[:k]
