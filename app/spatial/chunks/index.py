@@ -37,7 +37,7 @@ import numpy as np
 from app.geom.zpyramid import ZPyramid, occluder
 from app.parallelism import threads_for
 from app.spatial.base import _EMPTY_F, QueryResult, SpatialIndex
-from app.spatial.chunks import check, layout, queries, update
+from app.spatial.chunks import check, layout, pairs, queries, update
 from app.spatial.chunks.layout import CHUNK, NO_POS
 from app.spatial.idmap import IdMap
 from app.spatial.pool import grown
@@ -377,6 +377,11 @@ class ChunkedIndex(SpatialIndex):
     def _query_ray(self, origin, direction):
         return queries.query_ray(self._tree, self._pos_slot, self._npos, self._centers,
                                  self._radii, origin, direction)
+
+    _pairs_structural = True  # chunk boxes against chunk boxes (app.spatial.chunks.pairs)
+
+    def _query_pairs(self, slots, margin):
+        return pairs.index_pairs(self, slots, margin)
 
     # ------------------------------------------------------------------ overlay, stats, checks
 
