@@ -14,6 +14,7 @@ import numpy as np
 from app.geom.zpyramid import ZPyramid
 from app.spatial.base import QueryResult, SpatialIndex
 from app.spatial.hashgrid import check as ck
+from app.spatial.hashgrid import pairs as pq
 from app.spatial.hashgrid import queries as qu
 from app.spatial.hashgrid import update as up
 from app.spatial.hashgrid.store import (
@@ -39,6 +40,7 @@ from app.spatial.hashgrid.store import (
     new_objects,
     new_table,
 )
+from app.spatial.pairs import new_pairs, selection
 
 
 class HashedGrid(SpatialIndex):
@@ -46,6 +48,7 @@ class HashedGrid(SpatialIndex):
 
     name = "grid"
     _frustum_gives_ids = True  # items hold ids: no gather through the store per query
+    _pairs_structural = True  # cells against their neighbours (hashgrid/pairs.py)
 
     def __init__(self, cell_size: float | None = None, **kwargs: Any) -> None:
         if kwargs.get("leafy") not in (None, False) or kwargs.get("split_threshold") is not None:
@@ -186,6 +189,18 @@ class HashedGrid(SpatialIndex):
         self._stamp += 1
         return qu.ray(origin, direction, self._count, grid_args(self._grid), tuple(self._items),
                       self._stamp)
+
+    def _query_pairs(self, slots: np.ndarray | None, margin: float) -> np.ndarray:
+        out = new_pairs(2 * self._count)
+        if slots is not None:
+            slots = np.unique(slots)  # ids may repeat
+            sel = selection(self.capacity, slots)
+            if slots.shape[0] < pq.ALL_PAIRS_FROM * self._count:
+                return pq.pairs_of(slots, grid_args(self._grid), tuple(self._items),
+                                   self._objs.item, margin, sel, out)
+        else:
+            sel = selection(self.capacity, None)
+        return pq.all_pairs(grid_args(self._grid), tuple(self._items), margin, sel, out)
 
     # ------------------------------------------------------------------ internals
 

@@ -1,0 +1,319 @@
+"""Collision pairs of the hashed grid (Bitsquid's "finding nearby stuff", hierarchical).
+
+All pairs
+    Cell by cell: a cell's own items against each other, then against the items of the
+    cells near it, at its own level and at every *larger* level (a pair across levels is
+    found once, from the smaller object's cell looking up into the bigger cells). At its own
+    level a cell only looks at cells whose key (ix, iy, iz) comes after its own, so each
+    same-level pair is found once too. The cells near a cell are gathered once per cell and
+    level: the union of its items' reach ranges (centre +- radius + the level's max radius
+    + margin, in that level's coordinates), probed in the table coordinate by coordinate, or
+    taken from one pass over the level's live cells when the range has more coordinates than
+    the level has cells (huge margins or radii). Each item then only walks the gathered cells
+    inside its own range: a pair is tested exactly when b's cell lies in a's range, and
+    b's centre lies in a's range whenever the spheres are within the margin of touching.
+
+Pairs of given objects
+    Per object of ``ids``, one look-up of its reach range at every level in use; a pair of
+    two given objects is kept from the lower slot's side. When the given objects are a large
+    part of the grid, the all-pairs walk with the per-slot filter is cheaper.
+
+Output
+    Pairs go into a buffer that only the outer loop grows: a cell (or a given object) writes
+    the rows that fit and counts the rest, and is walked again after the buffer has grown.
+    Growing inside the inner loops (``out = push_pair(out, ...)``) made numba carry the
+    buffer through every iteration at ~10x the cost of the whole walk.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from app.spatial.hashgrid.store import ST_HW, Items, as_grid, coord, probe
+from app.spatial.pairs import pair_touch
+
+_EPS = 1e-9  # relative padding of reach ranges (float rounding never drops a cell)
+_BIG = 1 << 62  # start of a range union
+#: With at least this fraction of the objects given, the all-pairs walk (filtered) is cheaper
+#: than one look-up per given object (each of which sees both sides of its neighbourhood).
+ALL_PAIRS_FROM = 0.4
+
+
+@njit(cache=True)
+def grown_to(out: np.ndarray, need: int) -> np.ndarray:
+    """``out`` copied into a pair buffer of at least ``need`` rows (doubling)."""
+    cap = out.shape[0]
+    while cap < need:
+        cap = 2 * cap + 16
+    bigger = np.empty((cap, 2), dtype=np.int64)
+    bigger[: out.shape[0]] = out
+    return bigger
+
+
+@njit(cache=True)
+def level_cells(ckey, count, hw, nlev):
+    """Live cells grouped by level: (cells, start) with level L's at cells[start[L]:start[L+1]]."""
+    start = np.zeros(nlev + 1, dtype=np.int64)
+    for c in range(hw):
+        if count[c] > 0:
+            start[ckey[c, 0] + 1] += 1
+    for lvl in range(nlev):
+        start[lvl + 1] += start[lvl]
+    fill = start[:nlev].copy()
+    cells = np.empty(start[nlev], dtype=np.int64)
+    for c in range(hw):
+        if count[c] > 0:
+            lvl = ckey[c, 0]
+            cells[fill[lvl]] = c
+            fill[lvl] += 1
+    return cells, start
+
+
+@njit(cache=True, inline="always")
+def _range(x, y, z, reach, size, rng):
+    """Cell coordinates (i0, j0, k0, i1, j1, k1) of a level whose objects' centres can lie
+    within ``reach`` of (x, y, z) on each axis (padded: rounding never drops a cell)."""
+    px = _EPS * (abs(x) + reach)
+    py = _EPS * (abs(y) + reach)
+    pz = _EPS * (abs(z) + reach)
+    rng[0] = coord(x - reach - px, size)
+    rng[1] = coord(y - reach - py, size)
+    rng[2] = coord(z - reach - pz, size)
+    rng[3] = coord(x + reach + px, size)
+    rng[4] = coord(y + reach + py, size)
+    rng[5] = coord(z + reach + pz, size)
+
+
+@njit(cache=True, inline="always")
+def _in_range(ckey, b, rng):
+    return (rng[0] <= ckey[b, 1] <= rng[3] and rng[1] <= ckey[b, 2] <= rng[4]
+            and rng[2] <= ckey[b, 3] <= rng[5])
+
+
+@njit(cache=True, inline="always")
+def _after(ckey, b, ox, oy, oz):
+    """Whether cell ``b``'s coordinates come after (ox, oy, oz) (same level assumed)."""
+    bx = ckey[b, 1]
+    if bx != ox:
+        return bx > ox
+    by = ckey[b, 2]
+    if by != oy:
+        return by > oy
+    return ckey[b, 3] > oz
+
+
+@njit(cache=True)
+def _gather(table, ckey, lcells, lstart, lvl, rng, own, cand):
+    """Live cells of level ``lvl`` in the range ``rng`` into ``cand`` (only those after the
+    cell ``own`` when it is >= 0, a cell of this level); returns their count.
+
+    Probes the table per coordinate, or scans the level's cells when that is cheaper."""
+    k = 0
+    vol = (float(rng[3] - rng[0] + 1) * float(rng[4] - rng[1] + 1)
+           * float(rng[5] - rng[2] + 1))
+    ox = oy = oz = np.int64(0)
+    if own >= 0:
+        ox = ckey[own, 1]
+        oy = ckey[own, 2]
+        oz = ckey[own, 3]
+    if vol > 2.0 * (lstart[lvl + 1] - lstart[lvl]) + 8.0:
+        for j in range(lstart[lvl], lstart[lvl + 1]):
+            b = lcells[j]
+            if _in_range(ckey, b, rng) and (own < 0 or _after(ckey, b, ox, oy, oz)):
+                cand[k] = b
+                k += 1
+        return k
+    for ix in range(rng[0], rng[3] + 1):
+        for iy in range(rng[1], rng[4] + 1):
+            for iz in range(rng[2], rng[5] + 1):
+                if own >= 0 and (ix < ox or (ix == ox and (
+                        iy < oy or (iy == oy and iz <= oz)))):
+                    continue
+                b = probe(table, lvl, ix, iy, iz)
+                if b >= 0:
+                    cand[k] = b
+                    k += 1
+    return k
+
+
+@njit(cache=True, inline="always")
+def _cell_pairs(c, ckey, head, nxt, cen, rad, slot, table, lcells, lstart, used, nused, sizes,
+                rmax, margin, sel, cand, rng, arng, out, k):
+    """The pairs cell ``c`` is responsible for (see the module docstring), written at
+    ``out[k:]`` as far as they fit; returns k plus their count."""
+    cap = out.shape[0]
+    filtered = sel.shape[0] > 0
+    lvl = ckey[c, 0]
+    a = head[c]
+    while a >= 0:  # the cell's own items against each other
+        ax = cen[a, 0]
+        ay = cen[a, 1]
+        az = cen[a, 2]
+        ar = rad[a]
+        sa = slot[a]
+        fa = filtered and not sel[sa]
+        b = nxt[a]
+        while b >= 0:
+            if not (fa and not sel[slot[b]]) and pair_touch(
+                    ax, ay, az, ar, cen[b, 0], cen[b, 1], cen[b, 2], rad[b], margin):
+                if k < cap:
+                    out[k, 0] = sa
+                    out[k, 1] = slot[b]
+                k += 1
+            b = nxt[b]
+        a = nxt[a]
+    for u in range(nused):  # the cells near it: after it at its level, any at larger ones
+        l2 = used[u]
+        if l2 < lvl:
+            continue
+        size = sizes[l2]
+        grow = rmax[l2] + margin
+        for t in range(3):
+            rng[t] = _BIG
+            rng[3 + t] = -_BIG
+        a = head[c]
+        while a >= 0:
+            _range(cen[a, 0], cen[a, 1], cen[a, 2], rad[a] + grow, size, arng)
+            for t in range(3):
+                rng[t] = min(rng[t], arng[t])
+                rng[3 + t] = max(rng[3 + t], arng[3 + t])
+            a = nxt[a]
+        nc = _gather(table, ckey, lcells, lstart, l2, rng, c if l2 == lvl else -1, cand)
+        if nc == 0:
+            continue
+        a = head[c]
+        while a >= 0:
+            ax = cen[a, 0]
+            ay = cen[a, 1]
+            az = cen[a, 2]
+            ar = rad[a]
+            sa = slot[a]
+            fa = filtered and not sel[sa]
+            _range(ax, ay, az, ar + grow, size, arng)
+            for j in range(nc):
+                cb = cand[j]
+                if not _in_range(ckey, cb, arng):
+                    continue
+                b = head[cb]
+                while b >= 0:
+                    if not (fa and not sel[slot[b]]) and pair_touch(
+                            ax, ay, az, ar, cen[b, 0], cen[b, 1], cen[b, 2], rad[b], margin):
+                        if k < cap:
+                            out[k, 0] = sa
+                            out[k, 1] = slot[b]
+                        k += 1
+                    b = nxt[b]
+            a = nxt[a]
+    return k
+
+
+@njit(cache=True)
+def _levels_in_use(lstart, nlev):
+    used = np.empty(nlev, dtype=np.int64)
+    nused = 0
+    for lvl in range(nlev):
+        if lstart[lvl + 1] > lstart[lvl]:
+            used[nused] = lvl
+            nused += 1
+    return used, nused
+
+
+@njit(cache=True)
+def all_pairs(grid_t, items_t, margin, sel, out):
+    """Every pair within ``margin`` of touching as (slot, slot) rows, in ``out`` or a grown
+    copy of it (returned cut to the pairs); ``sel`` non-empty: only the pairs with at least
+    one member marked in it. The bundles come as plain tuples (see store.grid_args)."""
+    g = as_grid(grid_t)
+    items = Items(*items_t)
+    ckey = g.cells.key
+    count = g.cells.count
+    head = g.cells.head
+    hw = g.meta[ST_HW]
+    sizes = g.levels.size
+    rmax = g.levels.rmax
+    table = g.table
+    cen = items.cen
+    rad = items.rad
+    slot = items.slot
+    nxt = items.next
+    lcells, lstart = level_cells(ckey, count, hw, sizes.shape[0])
+    used, nused = _levels_in_use(lstart, sizes.shape[0])
+    cand = np.empty(max(lcells.shape[0], 1), dtype=np.int64)
+    rng = np.empty(6, dtype=np.int64)
+    arng = np.empty(6, dtype=np.int64)
+    k = 0
+    for c in range(hw):
+        if count[c] <= 0:
+            continue
+        k1 = _cell_pairs(c, ckey, head, nxt, cen, rad, slot, table, lcells, lstart, used,
+                         nused, sizes, rmax, margin, sel, cand, rng, arng, out, k)
+        if k1 > out.shape[0]:  # the cell's pairs did not fit: grow, walk it again
+            out = grown_to(out, k1)
+            k1 = _cell_pairs(c, ckey, head, nxt, cen, rad, slot, table, lcells, lstart, used,
+                             nused, sizes, rmax, margin, sel, cand, rng, arng, out, k)
+        k = k1
+    return out[:k]
+
+
+@njit(cache=True, inline="always")
+def _object_pairs(sa, a, ckey, head, nxt, cen, rad, slot, table, lcells, lstart, used, nused,
+                  sizes, rmax, margin, sel, cand, rng, out, k):
+    """The pairs of object ``sa`` (item ``a``) kept from its side, at ``out[k:]`` as far as
+    they fit; returns k plus their count."""
+    cap = out.shape[0]
+    ax = cen[a, 0]
+    ay = cen[a, 1]
+    az = cen[a, 2]
+    ar = rad[a]
+    for u in range(nused):
+        l2 = used[u]
+        _range(ax, ay, az, ar + rmax[l2] + margin, sizes[l2], rng)
+        nc = _gather(table, ckey, lcells, lstart, l2, rng, -1, cand)
+        for j in range(nc):
+            b = head[cand[j]]
+            while b >= 0:
+                sb = slot[b]
+                if b != a and (not sel[sb] or sa < sb) and pair_touch(
+                        ax, ay, az, ar, cen[b, 0], cen[b, 1], cen[b, 2], rad[b], margin):
+                    if k < cap:
+                        out[k, 0] = sa
+                        out[k, 1] = sb
+                    k += 1
+                b = nxt[b]
+    return k
+
+
+@njit(cache=True)
+def pairs_of(slots, grid_t, items_t, item_of, margin, sel, out):
+    """Pairs with at least one member among the distinct ``slots`` (``sel``: those slots
+    marked), in ``out`` or a grown copy; a pair of two given objects is kept once, from its
+    lower slot."""
+    g = as_grid(grid_t)
+    items = Items(*items_t)
+    ckey = g.cells.key
+    count = g.cells.count
+    head = g.cells.head
+    sizes = g.levels.size
+    rmax = g.levels.rmax
+    table = g.table
+    cen = items.cen
+    rad = items.rad
+    slot = items.slot
+    nxt = items.next
+    lcells, lstart = level_cells(ckey, count, g.meta[ST_HW], sizes.shape[0])
+    used, nused = _levels_in_use(lstart, sizes.shape[0])
+    cand = np.empty(max(lcells.shape[0], 1), dtype=np.int64)
+    rng = np.empty(6, dtype=np.int64)
+    k = 0
+    for i in range(slots.shape[0]):
+        sa = slots[i]
+        a = item_of[sa]
+        k1 = _object_pairs(sa, a, ckey, head, nxt, cen, rad, slot, table, lcells, lstart,
+                           used, nused, sizes, rmax, margin, sel, cand, rng, out, k)
+        if k1 > out.shape[0]:
+            out = grown_to(out, k1)
+            k1 = _object_pairs(sa, a, ckey, head, nxt, cen, rad, slot, table, lcells, lstart,
+                               used, nused, sizes, rmax, margin, sel, cand, rng, out, k)
+        k = k1
+    return out[:k]
