@@ -260,8 +260,8 @@ def build_figure(logs: Sequence[tuple[Path, dict]], title: str | None = None):
         frames = np.asarray(log["frame"], dtype=np.float64)
         n = len(frames)
         # each log on its own frame range: logs of different lengths stay readable
-        tl = fig.add_subplot(gs[2 * k, 0])
-        ax = fig.add_subplot(gs[2 * k + 1, 0], sharex=tl)
+        tl = fig.add_subplot(gs[2 * k, 0], gid=f"timeline:{k}")
+        ax = fig.add_subplot(gs[2 * k + 1, 0], sharex=tl, gid=f"stack:{k}")
         # timeline: one row per state, bars over the frames it held
         edges = np.append(frames, frames[-1] + 1 if n else 1.0)
         for r, (label, key, spans) in enumerate(rows):
@@ -288,10 +288,11 @@ def build_figure(logs: Sequence[tuple[Path, dict]], title: str | None = None):
             ax.stairs(base + values, xe, baseline=base.copy(), fill=True, alpha=0.85,
                       color=STAGE_COLORS.get(lab, "#937860"), label=lab, gid=f"stack:{lab}")
             base = base + values
-        ax.stairs(frame_ms, xe, color="black", lw=0.8, label="frame", gid="frame_ms")
+        ax.stairs(frame_ms, xe, color="black", lw=0.8, label="frame", gid="frame_ms",
+                  baseline=None)
         for column in stack.unplaced:
             ax.stairs(bin_means(_numbers(log, column), size), xe, lw=0.8, ls="--",
-                      label=f"{column} (not stacked)")
+                      label=f"{column} (not stacked)", baseline=None)
         changes = [a for a, _, _ in runs(list(log["index"]))][1:]
         if len(changes) <= MAX_SWITCH_LINES:
             for a in changes:
@@ -323,17 +324,18 @@ def build_figure(logs: Sequence[tuple[Path, dict]], title: str | None = None):
                         loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
                         borderaxespad=0.0, title="stack = frame", title_fontsize=8)
         leg.set_gid("legend:stack")
-    vis_ax = fig.add_subplot(gs[-1, 0])
+    vis_ax = fig.add_subplot(gs[-1, 0], gid="visible")
     colors = [c for c in matplotlib.colormaps["tab10"].colors]
     handles = []
     for k, ((_, log), name) in enumerate(zip(logs, names, strict=True)):
         frames = np.asarray(log["frame"], dtype=np.float64)
         size = max(1, math.ceil(len(frames) / MAX_POINTS))
-        x = bin_means(frames, size)
+        xe = np.append(frames[::size], frames[-1] + 1)
         c = colors[k % len(colors)] if len(logs) > 1 else "#4c72b0"
-        vis_ax.plot(x, bin_means(_numbers(log, "visible"), size), color=c, lw=1.2)
-        vis_ax.plot(x, bin_means(_numbers(log, "working_set"), size), color=c, lw=1.0,
-                    ls="--")
+        vis_ax.stairs(bin_means(_numbers(log, "visible"), size), xe, color=c, lw=1.2,
+                      baseline=None)
+        vis_ax.stairs(bin_means(_numbers(log, "working_set"), size), xe, color=c, lw=1.0,
+                      ls="--", baseline=None)
         handles.append(Line2D([], [], color=c, lw=2, label=name))
     handles += [Line2D([], [], color="black", lw=1.2, label="visible"),
                 Line2D([], [], color="black", lw=1.0, ls="--", label="working set")]
@@ -388,25 +390,28 @@ def render(logs: Sequence[tuple[Path, dict]], fmt: str, title: str | None = None
 def _check_output(out: Path, inputs: Sequence[Path]) -> str | None:
     """Why ``out`` cannot be written, or None."""
     if out.suffix.lower() not in (".png", ".svg", ".pdf"):
-        return f"{out}: expected a .png, .svg or .pdf output name"
+        return f"{_short(str(out), 80)}: expected a .png, .svg or .pdf output name"
     parent = out.parent
-    if not parent.exists():
-        return f"{out}: the folder {parent} does not exist"
-    if not parent.is_dir():
-        return f"{out}: {parent} is not a folder"
-    if out.is_dir():
-        return f"{out}: is a folder, expected an image file name"
     try:
-        limit = os.pathconf(parent, "PC_NAME_MAX")
-    except (OSError, ValueError):
-        limit = 255
-    if len(os.fsencode(out.name)) > limit:
-        return f"{_short(str(out), 80)}: file name longer than {limit} bytes"
-    if not os.access(parent, os.W_OK):
-        return f"{out}: cannot write in {parent} (permission denied)"
-    resolved = out.resolve()
-    if any(resolved == p.resolve() for p in inputs):
-        return f"{out}: is one of the input logs"
+        if not parent.exists():
+            return f"{out}: the folder {parent} does not exist"
+        if not parent.is_dir():
+            return f"{out}: {parent} is not a folder"
+        try:
+            limit = os.pathconf(parent, "PC_NAME_MAX")
+        except (OSError, ValueError):
+            limit = 255
+        if len(os.fsencode(out.name)) > limit:
+            return f"{_short(str(out), 80)}: file name longer than {limit} bytes"
+        if out.is_dir():
+            return f"{out}: is a folder, expected an image file name"
+        if not os.access(parent, os.W_OK):
+            return f"{out}: cannot write in {parent} (permission denied)"
+        resolved = out.resolve()
+        if any(resolved == p.resolve() for p in inputs):
+            return f"{out}: is one of the input logs"
+    except OSError as exc:  # a path the file system refuses to even look at
+        return f"{_short(str(out), 80)}: {exc.strerror or exc}"
     return None
 
 
@@ -447,10 +452,13 @@ def run(args: argparse.Namespace) -> int:
     except FrameLogError as exc:
         print(f"plot: {exc}", file=sys.stderr)
         return 2
-    empty = [str(p) for p, log in logs if len(log["frame"]) == 0]
-    if empty:
-        print(f"plot: {empty[0]}: the log has a header but no frames", file=sys.stderr)
-        return 2
+    for p, log in logs:
+        if len(log["frame"]) == 0:
+            print(f"plot: {p}: the log has a header but no frames", file=sys.stderr)
+            return 2
+        if not np.isfinite(np.asarray(log["frame"], dtype=np.float64)).all():
+            print(f"plot: {p}: column frame has empty or non-finite cells", file=sys.stderr)
+            return 2
     data = render(logs, out.suffix.lower()[1:], args.title, args.dpi)
     try:
         _write_atomically(out, data)
