@@ -147,3 +147,51 @@ def test_slot_order_when_everything_moves_and_back():
             live = np.concatenate([live[5:], extra])
         _check(idx, oracle, eye, eye + rng.normal(size=3), far=70.0)
     assert orders[1] == "slot" and orders[-1] == "curve", orders
+
+
+def test_whole_scene_batches_in_slot_order_stay_exact_and_reject_bad_input():
+    """Every object moving every frame in slot order: the same movers write through cached
+    positions in one pass (a run of consecutive positions, or a scattered set after removals
+    and re-inserts); a bad batch is refused with the store, the float32 copy and the answers
+    unchanged; huge coordinates are clamped in the float32 copy as everywhere else."""
+    import pytest
+
+    rng = np.random.default_rng(12)
+    n = 3000
+    idx = create_index("chunks")
+    oracle = Oracle()
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(0, 100, (n, 3))
+    idx.insert(ids, c, np.full(n, 0.5))
+    oracle.insert(ids, c, np.full(n, 0.5))
+    eye = np.full(3, 50.0)
+    for step in range(12):
+        if step == 6:  # a scattered layout: the indexed kernel instead of the run
+            idx.remove(ids[::3])
+            oracle.remove(ids[::3])
+            ids = np.setdiff1d(ids, ids[::3])
+        c[ids] += rng.normal(size=(ids.shape[0], 3))
+        if step == 4:
+            c[ids[7]] = (1e300, -1e300, 5.0)  # beyond float32: the copy is clamped
+        if step == 5:
+            c[ids[7]] = (50.0, 50.0, 50.0)
+        idx.update(ids, c[ids])
+        oracle.update(ids, c[ids])
+        assert idx.stats()["order"] == ("slot" if step >= 1 else "curve") or step >= 6
+        idx.validate()
+        _check(idx, oracle, eye, eye + rng.normal(size=3), far=70.0)
+        before = idx.get(ids)[0].copy()
+        for spoil in ("nan", "inf", "other ids"):
+            bad_ids = ids.copy()
+            bad = c[ids] + 1.0
+            if spoil == "nan":
+                bad[len(ids) // 2, 1] = np.nan
+            elif spoil == "inf":
+                bad[-1, 0] = np.inf
+            else:
+                bad_ids[-1] = 10 * n  # unknown, same length as the cached batch
+            with pytest.raises(ValueError):
+                idx.update(bad_ids, bad)
+            assert np.array_equal(idx.get(ids)[0], before), spoil
+            idx.validate()
+        _check(idx, oracle, eye, eye + rng.normal(size=3), far=70.0)

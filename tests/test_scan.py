@@ -70,3 +70,26 @@ def test_compact_takes_every_position_by_verdict(codes, data):
     span = np.arange(lo, hi)
     assert np.array_equal(sure, span[c[lo:hi] == IN])
     assert np.array_equal(near, span[c[lo:hi] == NEAR])
+
+
+@pytest.mark.parametrize("name", ["brute", "chunks"])
+def test_coordinates_beyond_float32_with_dead_rows(name):
+    """A coordinate past float32's range makes the tolerance huge; dead rows (radius -inf)
+    must still come out OUT, not NEAR (an infinite tolerance once made them visible)."""
+    from app.culling.frustum import camera_planes
+    from app.spatial import create_index
+    from tests.oracle import Oracle
+
+    rng = np.random.default_rng(5)
+    n = 600
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(0, 100, (n, 3))
+    c[7] = (1e300, -1e300, 5.0)
+    idx, oracle = create_index(name), Oracle()
+    for o in (idx, oracle):
+        o.insert(ids, c, np.full(n, 0.5))
+        o.remove(ids[::3])
+    eye = np.full(3, 50.0)
+    planes = camera_planes(eye, np.array([90.0, 60.0, 40.0]), far=70.0)
+    got = np.sort(idx.query_frustum(planes, eye=eye).visible)
+    assert np.array_equal(got, oracle.frustum(planes, eye, False))

@@ -126,7 +126,7 @@ def _nb_box(ids, x, y, z, r, lo, hi):
 @njit(cache=True)
 def _write_moves(row, ids, centers, c64, s32):
     """Write moved centres into the float64 rows and their float32 copy; largest |coord|."""
-    big = 0.0
+    bx = by = bz = 0.0  # three running maxima: one chain of max() was the loop's bottleneck
     for i in range(ids.shape[0]):
         k = row[ids[i]]
         cx = centers[i, 0]
@@ -138,8 +138,10 @@ def _write_moves(row, ids, centers, c64, s32):
         s32.x[k] = cx
         s32.y[k] = cy
         s32.z[k] = cz
-        big = max(big, abs(cx), abs(cy), abs(cz))
-    return big
+        bx = max(bx, abs(cx))
+        by = max(by, abs(cy))
+        bz = max(bz, abs(cz))
+    return max(bx, by, bz)
 
 
 class ScanBrute(_Store):

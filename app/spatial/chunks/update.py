@@ -65,7 +65,7 @@ def write_moved(s32: Spheres32, slot_pos, slots, centers, radii, vdist, awake0: 
     has_r = radii.shape[0] == slots.shape[0]
     has_v = vdist.shape[0] == slots.shape[0]
     asleep = 0
-    big = 0.0
+    bx = by = bz = 0.0  # three running maxima: one chain of max() was the loop's bottleneck
     rad = 0.0
     for i in range(slots.shape[0]):
         s = slots[i]
@@ -80,13 +80,15 @@ def write_moved(s32: Spheres32, slot_pos, slots, centers, radii, vdist, awake0: 
         s32.x[p] = to32(cx)
         s32.y[p] = to32(cy)
         s32.z[p] = to32(cz)
-        big = max(big, abs(cx), abs(cy), abs(cz))
+        bx = max(bx, abs(cx))
+        by = max(by, abs(cy))
+        bz = max(bz, abs(cz))
         if has_r:
             s32.r[p] = to32(radii[i])
             rad = max(rad, radii[i])
         if has_v:
             s32.vd[p] = to32(vdist[i])
-    return asleep, big, rad
+    return asleep, max(bx, by, bz), rad
 
 
 @njit(cache=True)
@@ -114,7 +116,7 @@ def check_awake_moves(ids, centers, id_pos: IdArrays, awake0: int, pos) -> bool:
 def apply_awake_moves(pos, centers, pos_slot, store_c, s32: Spheres32) -> float:
     """Write checked moves of awake objects: the store row (by slot) and the float32 record
     (by position, in the cached awake region). Returns the largest coordinate magnitude."""
-    big = 0.0
+    bx = by = bz = 0.0  # three running maxima: one chain of max() was the loop's bottleneck
     for i in range(pos.shape[0]):
         p = pos[i]
         s = pos_slot[p]
@@ -127,15 +129,88 @@ def apply_awake_moves(pos, centers, pos_slot, store_c, s32: Spheres32) -> float:
         s32.x[p] = to32(cx)
         s32.y[p] = to32(cy)
         s32.z[p] = to32(cz)
-        big = max(big, abs(cx), abs(cy), abs(cz))
-    return big
+        bx = max(bx, abs(cx))
+        by = max(by, abs(cy))
+        bz = max(bz, abs(cz))
+    return max(bx, by, bz)
 
 
 @njit(cache=True)
-def all_finite(centers) -> bool:
-    """Every coordinate finite (a straight loop that vectorises)."""
+def write_known_movers(ids, centers, pos, pos_id, pos_slot, dst_c, x, y, z):
+    """The same movers as last time, in one pass: check each id against its cached position
+    and each centre for finiteness while writing the centre to ``dst_c`` (by slot) and the
+    float32 record (by position). Returns (all good, largest coordinate magnitude).
+
+    One pass reads the batch once (a check pass, then a write pass, read it twice). On a bad
+    batch the float32 records written are stale copies of nothing: the caller rewrites them
+    from the store with :func:`restore32`, and ``dst_c`` must then not be the store.
+    """
     ok = True
-    for i in range(centers.shape[0]):
-        ok &= np.isfinite(centers[i, 0]) & np.isfinite(centers[i, 1]) & np.isfinite(
-            centers[i, 2])
+    bx = by = bz = 0.0  # three running maxima: one chain of max() was the loop's bottleneck
+    for i in range(pos.shape[0]):
+        p = pos[i]
+        s = pos_slot[p]
+        cx = centers[i, 0]
+        cy = centers[i, 1]
+        cz = centers[i, 2]
+        ok &= (pos_id[p] == ids[i]) & np.isfinite(cx) & np.isfinite(cy) & np.isfinite(cz)
+        dst_c[s, 0] = cx
+        dst_c[s, 1] = cy
+        dst_c[s, 2] = cz
+        x[p] = to32(cx)
+        y[p] = to32(cy)
+        z[p] = to32(cz)
+        bx = max(bx, abs(cx))
+        by = max(by, abs(cy))
+        bz = max(bz, abs(cz))
+    return ok, max(bx, by, bz)
+
+
+@njit(cache=True)
+def write_known_run(ids, centers, p0: int, pos_id, dst_c, x, y, z):
+    """:func:`write_known_movers` for movers at the consecutive positions ``p0 ..`` in slot
+    order (position = slot): every access is sequential, so the loop vectorises, which the
+    indexed writes prevented (a whole-scene batch of consecutive ids, the common case).
+
+    Writes plain float32 casts: when the returned magnitude exceeds ``F32_BIG`` the caller
+    rewrites the run with :func:`restore32`'s clamps.
+    """
+    ok = True
+    bx = by = bz = 0.0
+    for i in range(ids.shape[0]):
+        p = p0 + i
+        cx = centers[i, 0]
+        cy = centers[i, 1]
+        cz = centers[i, 2]
+        ok &= (pos_id[p] == ids[i]) & np.isfinite(cx) & np.isfinite(cy) & np.isfinite(cz)
+        dst_c[p, 0] = cx
+        dst_c[p, 1] = cy
+        dst_c[p, 2] = cz
+        x[p] = cx
+        y[p] = cy
+        z[p] = cz
+        bx = max(bx, abs(cx))
+        by = max(by, abs(cy))
+        bz = max(bz, abs(cz))
+    return ok, max(bx, by, bz)
+
+
+@njit(cache=True)
+def known_movers(ids, centers, pos, pos_id) -> bool:
+    """Every id at its cached position and every centre finite (changes nothing)."""
+    ok = True
+    for i in range(pos.shape[0]):
+        ok &= (pos_id[pos[i]] == ids[i]) & np.isfinite(centers[i, 0]) & np.isfinite(
+            centers[i, 1]) & np.isfinite(centers[i, 2])
     return ok
+
+
+@njit(cache=True)
+def restore32(pos, pos_slot, store_c, x, y, z) -> None:
+    """Rewrite the float32 centres at ``pos`` from the store (after a rejected batch)."""
+    for i in range(pos.shape[0]):
+        p = pos[i]
+        s = pos_slot[p]
+        x[p] = to32(store_c[s, 0])
+        y[p] = to32(store_c[s, 1])
+        z[p] = to32(store_c[s, 2])
