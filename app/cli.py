@@ -19,11 +19,33 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+EPILOG = """\
+python -m app demo --help     lists the scenes, the indexes and the window's keys
+python -m app bench --help    the benchmarks
+
+examples:
+  python -m app demo                                 window on the demo scene (F1: keys)
+  python -m app demo --scene city --occlusion two-pass
+  python -m app demo --headless --frames 300 --record out/run.csv --screenshot out/run.png
+  python -m app plot out/run.csv -o out/run-plot.png"""
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line on stderr (exit status 2), with a
+    pointer to ``--help`` instead of the whole usage block."""
+
+    def error(self, message: str):  # type: ignore[override]
+        """Print ``prog: message (see prog --help)`` and exit 2."""
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     """The full parser; only the selected subcommand's module is imported."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="python -m app",
         description="Real-time visibility-culling viewer and spatial-index benchmarks.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in SUBCOMMANDS.items():

@@ -2,6 +2,8 @@
 # The main job: set up .venv if needed, then open the viewer (arguments go to `python -m app`).
 # Without arguments it runs the demo: in a window when there is a display, otherwise headless
 # along the scene's camera path, writing a frame log, a screenshot and a plot into out/.
+# ensure-env.sh installs missing Debian packages (xvfb, xdotool, Mesa's EGL) with sudo apt-get,
+# and says which and why before it does; CULLVIEW_NO_APT=1 only lists them.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/ensure-env.sh"

@@ -204,7 +204,7 @@ def test_window_without_display_says_so():
 
 
 @pytest.mark.parametrize("args,named", [
-    (["--record", "{tmp}/missing/run.csv"], "missing"),
+    (["--record", "/sys/missing/run.csv"], "missing"),  # a folder that cannot be created
     (["--record", "{tmp}"], "folder"),
     (["--screenshot", "{tmp}/shot.jpeg"], ".png"),
     (["--dt", "-1"], "--dt"),

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from app.culling.frustum import look_at, perspective, planes_from_matrix
+
+#: Aspect ratios a view can have (the viewer's sizes run from 16 to 8192 pixels a side).
+ASPECT_RANGE = (16 / 8192, 8192 / 16)
 
 
 @dataclass
@@ -92,3 +98,48 @@ class CameraPath:
             m1 = (keys[b] - p0) / max(tb - t0, 1e-12) * h
             out.append(h00 * p0 + h10 * m0 + h01 * p1 + h11 * m1)
         return out[0], out[1]
+
+
+def _view_matrix(eye: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The viewer's view matrix: world up, or -z when looking straight up or down."""
+    d = target - eye
+    n = float(np.linalg.norm(d))
+    if not np.isfinite(n) or n < 1e-9:
+        d, n = np.array([0.0, 0.0, -1.0]), 1.0
+        target = eye + d
+    up = np.array([0.0, 1.0, 0.0]) if abs(d[1] / n) < 0.999 else np.array([0.0, 0.0, -1.0])
+    return look_at(eye, target, up)
+
+
+def view_planes(eye: np.ndarray, target: np.ndarray, fov_deg: float, aspect: float,
+                near: float, far: float) -> np.ndarray:
+    """The six planes (left, right, bottom, top, near, far) a camera at this pose culls with,
+    built as the viewer builds them."""
+    eye = np.asarray(eye, np.float64)
+    with np.errstate(all="ignore"):
+        return planes_from_matrix(perspective(fov_deg, aspect, near, far)
+                                  @ _view_matrix(eye, np.asarray(target, np.float64)))
+
+
+def view_problem(poses: Iterable[tuple[np.ndarray, np.ndarray]], fov_deg: float, near: float,
+                 far: float) -> str | None:
+    """Why the view planes are unusable at one of the (eye, target) ``poses`` at any aspect
+    the viewer allows (not finite, not unit normals, near/far not where asked), else None."""
+    projections = [perspective(fov_deg, aspect, near, far) for aspect in ASPECT_RANGE]
+    for eye, target in poses:
+        eye = np.asarray(eye, np.float64)
+        view = _view_matrix(eye, np.asarray(target, np.float64))
+        at = f"at eye {eye.tolist()}, target {np.asarray(target).tolist()}"
+        for proj in projections:  # the aspects between the extremes give planes in between
+            with np.errstate(all="ignore"):
+                p = planes_from_matrix(proj @ view)
+            if not np.isfinite(p).all():
+                return f"the view planes {at} are not finite"
+            if np.any(np.abs(np.linalg.norm(p[:, :3], axis=1) - 1.0) > 1e-6):
+                return f"the view planes {at} are degenerate"
+            # The eye is `near` behind the near plane and `far` inside the far plane.
+            d_near, d_far = -float(p[4, :3] @ eye + p[4, 3]), float(p[5, :3] @ eye + p[5, 3])
+            if abs(d_near - near) > 1e-3 * near or abs(d_far - far) > 1e-3 * far:
+                return (f"the view planes {at} put near at {d_near:g} and far at {d_far:g} "
+                        f"instead of {near:g} and {far:g}")
+    return None

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from app.scene.camera import CameraPath, view_problem
 from app.scene.motion import AXES, MOTIONS
 
 DISTRIBUTIONS = ("uniform", "clustered", "lissajous", "sphere", "grid", "lanes", "box_list")
@@ -36,6 +37,27 @@ GROUP_KEYS = {"name", "count", "fixed", "distribution", "bounds", "center", "siz
               "turn", "direction", "moving_fraction", "mesh", "color", "dims", "centers",
               "lane_axis", "lane_count", "lane_jitter"}
 TOP_KEYS = {"scene", "camera", "group"}
+
+# Ranges of a scene file's numbers. Beyond them a value is finite but breaks something later:
+# float32 copies (GPU instances, the indexes' scan arrays) lose all precision or overflow,
+# the view planes stop being finite, a depth buffer cannot order surfaces.
+#: Largest |coordinate| of a position, target, center or box corner (float32 keeps 1/16 unit).
+COORD_LIMIT = 1e6
+#: Largest far / near ratio: a float32 depth buffer then still resolves about 1 % of the
+#: distance at the far plane (and float64 planes stay exact; past ~1e16 they are NaN).
+MAX_DEPTH_RATIO = 1e5
+NEAR_RANGE = (1e-6, COORD_LIMIT)
+FAR_LIMIT = 1e7
+FOV_RANGE = (0.1, 179.0)  # vertical, degrees
+TIME_LIMIT = 1e9  # seconds: keyframe times and the loop period
+SPEED_LIMIT = 1e6  # units per second
+TURN_LIMIT = 1e3  # random-walk heading noise
+VIEW_DISTANCE_LIMIT = 1e9  # a constant view distance (larger is the same as none)
+VIEW_FACTOR_LIMIT = 1e6  # view distance = factor x radius
+MAX_COUNT = 10**10  # objects in a group (memory is checked when the scene is built)
+MAX_SEED = 2**63 - 1
+MAX_SPLIT_THRESHOLD = 10**9
+MAX_DIM = 10**6  # grid cells per axis, lanes per group
 
 
 class SceneError(ValueError):
@@ -139,10 +161,11 @@ class _Checker:
             self.fail(key, "true or false", v)
         return v
 
-    def integer(self, key: str, default: Any = ..., lo: int = 0) -> int:
+    def integer(self, key: str, default: Any = ..., lo: int = 0, hi: int | None = None) -> int:
         v = self.get(key, default)
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            self.fail(key, f"an integer >= {lo}", v)
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
+            self.fail(key, f"an integer >= {lo}" + (f" and <= {hi:,}" if hi is not None else ""),
+                      v)
         return v
 
     def number(self, key: str, default: Any = ..., lo: float = -math.inf,
@@ -152,21 +175,26 @@ class _Checker:
         if ok:
             ok = (v > lo if open_lo else v >= lo) and v <= hi
         if not ok:
-            rng = f" {'>' if open_lo else '>='} {lo}" if lo > -math.inf else ""
-            rng += f" and <= {hi}" if hi < math.inf else ""
+            rng = f" {'>' if open_lo else '>='} {lo:g}" if lo > -math.inf else ""
+            rng += f" and <= {hi:g}" if hi < math.inf else ""
             self.fail(key, f"a finite number{rng}", v)
         return float(v)
 
-    def vec3(self, key: str, default: Any = ..., value: Any = ...) -> np.ndarray:
+    def vec3(self, key: str, default: Any = ..., value: Any = ...,
+             limit: float = COORD_LIMIT) -> np.ndarray:
+        """A list of 3 finite numbers, each within [-limit, limit]."""
         v = self.get(key, default) if value is ... else value
         if (not isinstance(v, list) or len(v) != 3
                 or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in v)
                 or not all(math.isfinite(x) for x in v)):
             self.fail(key, "a list of 3 finite numbers", v)
+        if any(abs(x) > limit for x in v):
+            self.fail(key, f"a list of 3 numbers within +-{limit:g}", v)
         return np.array(v, dtype=np.float64)
 
-    def range_(self, key: str, default: Any = ..., lo: float = 0.0) -> tuple[float, float]:
-        """A number or [min, max] with lo <= min <= max."""
+    def range_(self, key: str, default: Any = ..., lo: float = 0.0,
+               hi: float = COORD_LIMIT) -> tuple[float, float]:
+        """A number or [min, max] with lo <= min <= max <= hi."""
         v = self.get(key, default)
         pair = v if isinstance(v, list) else [v, v]
         if (len(pair) != 2 or not all(isinstance(x, int | float) and not isinstance(x, bool)
@@ -174,8 +202,8 @@ class _Checker:
                 or not all(math.isfinite(x) for x in pair)):
             self.fail(key, "a number or [min, max]", v)
         a, b = float(pair[0]), float(pair[1])
-        if a < lo:
-            self.fail(key, f"values >= {lo}", v)
+        if a < lo or b > hi:
+            self.fail(key, f"values >= {lo:g} and <= {hi:g}", v)
         if a > b:
             self.fail(key, "min <= max", v)
         return a, b
@@ -199,15 +227,24 @@ def parse_scene(path: Path, data: dict, known_indexes: tuple[str, ...]) -> Scene
     top = _Checker(path, "", data, TOP_KEYS)
     sc = _Checker(path, "scene", top.get("scene", {}), SCENE_KEYS)
     default_index = sc.string("default_index", "icoseptree", choices=known_indexes)
-    split = sc.integer("split_threshold", None, lo=1) if sc.has("split_threshold") else None
+    split = (sc.integer("split_threshold", None, lo=1, hi=MAX_SPLIT_THRESHOLD)
+             if sc.has("split_threshold") else None)
     cam = _Checker(path, "camera", top.get("camera"), CAMERA_KEYS)
-    near = cam.number("near", 0.1, lo=0.0, open_lo=True)
-    far = cam.number("far", 1000.0, lo=near, open_lo=True)
+    near = cam.number("near", 0.1, lo=NEAR_RANGE[0], hi=NEAR_RANGE[1])
+    far = cam.number("far", 1000.0, lo=near, hi=FAR_LIMIT, open_lo=True)
+    if far > near * MAX_DEPTH_RATIO:
+        cam.fail("far", f"at most {MAX_DEPTH_RATIO:g} x camera.near = {near * MAX_DEPTH_RATIO:g} "
+                 "(a float32 depth buffer cannot order surfaces over a wider range; raise "
+                 "near or lower far)", far)
+    fov = cam.number("fov", 60.0, lo=FOV_RANGE[0], hi=FOV_RANGE[1])
     position, target = cam.vec3("position"), cam.vec3("target")
     if np.allclose(position, target):
         cam.fail("target", "a point different from camera.position", target.tolist())
     times, eyes, targets = _keyframes(path, cam, position, target)
-    duration = cam.number("duration", float(times[-1]), lo=float(times[-1]))
+    duration = cam.number("duration", float(times[-1]), lo=float(times[-1]), hi=TIME_LIMIT)
+    interpolation = cam.string("interpolation", "catmull_rom", choices=INTERPOLATIONS)
+    _check_view(cam, fov, near, far, position, target,
+                CameraPath(times, eyes, targets, duration, interpolation))
     groups_raw = top.get("group", [])
     if not isinstance(groups_raw, list) or not groups_raw:
         top.fail("group", "at least one [[group]] table", groups_raw if groups_raw else None)
@@ -224,19 +261,30 @@ def parse_scene(path: Path, data: dict, known_indexes: tuple[str, ...]) -> Scene
         leafy=sc.boolean("leafy", False),
         split_threshold=split,
         use_view_distance=sc.boolean("use_view_distance", False),
-        seed=sc.integer("seed", 0),
+        seed=sc.integer("seed", 0, hi=MAX_SEED),
         position=position,
         target=target,
-        fov=cam.number("fov", 60.0, lo=0.0, hi=179.0, open_lo=True),
+        fov=fov,
         near=near,
         far=far,
-        interpolation=cam.string("interpolation", "catmull_rom", choices=INTERPOLATIONS),
+        interpolation=interpolation,
         duration=duration,
         key_times=times,
         key_positions=eyes,
         key_targets=targets,
         groups=groups,
     )
+
+
+def _check_view(cam: _Checker, fov: float, near: float, far: float, position: np.ndarray,
+                target: np.ndarray, path: CameraPath, samples: int = 32) -> None:
+    """Refuse a camera whose view planes are unusable at its start pose or on its path."""
+    poses = [(position, target)]
+    poses += [path.at(t) for t in np.linspace(0.0, path.duration, samples, endpoint=False)]
+    problem = view_problem(poses, fov, near, far)
+    if problem:
+        cam.fail("near", f"near, far and fov that give finite view planes: {problem} "
+                 f"(fov {fov:g}, near {near:g}, far {far:g})")
 
 
 def _keyframes(path: Path, cam: _Checker, position: np.ndarray, target: np.ndarray):
@@ -248,7 +296,7 @@ def _keyframes(path: Path, cam: _Checker, position: np.ndarray, target: np.ndarr
     times, eyes, targets = [], [], []
     for i, raw in enumerate(keys):
         k = _Checker(path, f"camera.path[{i}]", raw, KEY_KEYS)
-        t = k.number("t", lo=0.0)
+        t = k.number("t", lo=0.0, hi=TIME_LIMIT)
         if i == 0 and t != 0.0:
             k.fail("t", "0 for the first keyframe", t)
         if times and t <= times[-1]:
@@ -270,13 +318,13 @@ def _group(path: Path, i: int, raw: Any) -> GroupSpec:
         if not isinstance(c, list) or not c:
             g.fail("centers", "a non-empty list of [x, y, z] points", c)
         centers = np.array([g.vec3(f"centers[{j}]", value=p) for j, p in enumerate(c)])
-        count = g.integer("count", len(centers))
+        count = g.integer("count", len(centers), hi=MAX_COUNT)
         if count != len(centers):
             g.fail("count", f"{len(centers)} (the length of centers)", count)
     else:
         if g.has("centers"):
             g.fail("centers", "no centers list unless distribution = \"box_list\"")
-        count = g.integer("count")
+        count = g.integer("count", hi=MAX_COUNT)
     lo, hi = _bounds(g, centers)
     dims = None
     if g.has("dims"):
@@ -284,8 +332,9 @@ def _group(path: Path, i: int, raw: Any) -> GroupSpec:
             g.fail("dims", "no dims unless distribution = \"grid\"")
         d = g.get("dims")
         if (not isinstance(d, list) or len(d) != 3
-                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in d)):
-            g.fail("dims", "a list of 3 integers >= 1", d)
+                or not all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= MAX_DIM
+                           for x in d)):
+            g.fail("dims", f"a list of 3 integers >= 1 and <= {MAX_DIM:,}", d)
         dims = np.array(d, dtype=np.int64)
         if count > int(np.prod(dims)):
             g.fail("count", f"at most {int(np.prod(dims))} (the grid's dims)", count)
@@ -307,8 +356,8 @@ def _group(path: Path, i: int, raw: Any) -> GroupSpec:
         view_distance=vd_rule,
         view_distance_value=vd_value,
         motion=motion,
-        speed=g.range_("speed", 1.0),
-        turn=g.number("turn", 1.0, lo=0.0),
+        speed=g.range_("speed", 1.0, hi=SPEED_LIMIT),
+        turn=g.number("turn", 1.0, lo=0.0, hi=TURN_LIMIT),
         direction=AXES[g.string("direction", default_dir, choices=("x", "y", "z"))],
         moving_fraction=g.number("moving_fraction", 1.0, lo=0.0, hi=1.0),
         mesh=g.string("mesh", "cube", choices=MESH_KINDS),
@@ -316,8 +365,8 @@ def _group(path: Path, i: int, raw: Any) -> GroupSpec:
         dims=dims,
         centers=centers,
         lane_axis=lane_axis,
-        lane_count=g.integer("lane_count", 5, lo=1),
-        lane_jitter=g.number("lane_jitter", 0.0, lo=0.0),
+        lane_count=g.integer("lane_count", 5, lo=1, hi=MAX_DIM),
+        lane_jitter=g.number("lane_jitter", 0.0, lo=0.0, hi=COORD_LIMIT),
     )
 
 
@@ -340,16 +389,20 @@ def _bounds(g: _Checker, centers: np.ndarray | None) -> tuple[np.ndarray, np.nda
     size = g.get("size")
     if isinstance(size, int | float) and not isinstance(size, bool):
         size = [size, size, size]
-    s = g.vec3("size", value=size)
+    s = g.vec3("size", value=size, limit=2 * COORD_LIMIT)
     if np.any(s < 0):
         g.fail("size", "sizes >= 0", g.get("size"))
-    return center - s / 2, center + s / 2
+    lo, hi = center - s / 2, center + s / 2
+    if np.any(np.abs(lo) > COORD_LIMIT) or np.any(np.abs(hi) > COORD_LIMIT):
+        g.fail("size", f"a box around center that stays within +-{COORD_LIMIT:g}", g.get("size"))
+    return lo, hi
 
 
 def _view_distance(g: _Checker) -> tuple[str, float]:
     rule = g.get("view_distance", None)
     if isinstance(rule, int | float) and not isinstance(rule, bool):
-        return "constant", g.number("view_distance", lo=0.0, open_lo=True)
+        return "constant", g.number("view_distance", lo=0.0, hi=VIEW_DISTANCE_LIMIT,
+                                    open_lo=True)
     if rule is None:
         rule = "factor" if g.has("view_distance_factor") else (
             "constant" if g.has("view_distance_value") else "none")
@@ -358,11 +411,13 @@ def _view_distance(g: _Checker) -> tuple[str, float]:
     if rule == "constant":
         if g.has("view_distance_factor"):
             g.fail("view_distance_factor", "no factor with view_distance = \"constant\"")
-        return rule, g.number("view_distance_value", lo=0.0, open_lo=True)
+        return rule, g.number("view_distance_value", lo=0.0, hi=VIEW_DISTANCE_LIMIT,
+                              open_lo=True)
     if rule == "factor":
         if g.has("view_distance_value"):
             g.fail("view_distance_value", "no value with view_distance = \"factor\"")
-        return rule, g.number("view_distance_factor", lo=0.0, open_lo=True)
+        return rule, g.number("view_distance_factor", lo=0.0, hi=VIEW_FACTOR_LIMIT,
+                              open_lo=True)
     for k in ("view_distance_value", "view_distance_factor"):
         if g.has(k):
             g.fail(k, "nothing here when view_distance = \"none\"")

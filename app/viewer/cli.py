@@ -1,12 +1,91 @@
-"""``python -m app demo``: the interactive viewer, or a headless run with ``--headless``."""
+"""``python -m app demo``: the interactive viewer, or a headless run with ``--headless``.
+
+Everything a run can be refused for is checked before anything is built or written: every
+number option (type and range), the scene file (every value, the camera's view planes), the
+memory the objects need, and every output path (created and removed again to prove the file
+system takes it). A refusal is one line on stderr and exit status 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import math
 import os
+import stat
 import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
 
 OCCLUSION_CHOICES = ("off", "previous", "two-pass")
+BOX_CHOICES = ("off", "depth", "outcome")
+
+# Option ranges: past them a value is accepted by Python but breaks the run later.
+MAX_OBJECTS = 10**15  # --objects beyond this is not a count but a typo (memory is checked too)
+MAX_SEED = 2**63 - 1
+MAX_SPLIT_THRESHOLD = 10**9
+MAX_FRAMES = 10**9
+MAX_WARMUP = 10**6
+MAX_DT = 10.0  # seconds of motion per frame
+MAX_START_TIME = 1e9
+MAX_ORBIT_OUT = 1000.0
+SIZE_RANGE = (16, 8192)
+
+#: Peak bytes an object costs a viewer run: the scene's store (~200), the index (~150-250),
+#: instance and upload buffers, temporaries, and a second index while the window switches
+#: (headless runs measured 390-530 bytes an object at 10^6 objects over a 350 MB process).
+RUN_BYTES_PER_OBJECT = 800
+RUN_BASE_BYTES = 400_000_000  # the interpreter, numba, the GL driver
+FRAMEBUFFER_BYTES_PER_PIXEL = 48  # colour, depth, id buffer, pyramid, screenshot read-back
+
+INDEX_HELP = {
+    "brute": "no structure: one branch-free scan of every sphere",
+    "kd": "dynamic AABB tree, 2 children a node (Shagam)",
+    "ternary": "dynamic AABB tree, 3 children a node (Shagam)",
+    "octree": "dynamic AABB tree, 8 children a node (Shagam)",
+    "icoseptree": "dynamic AABB tree, 27 children a node (Shagam)",
+    "fixed-octree": "octree over a power-of-two cube (Nevala)",
+    "grid": "hierarchical hashed grid (Bitsquid)",
+    "viewdist": "view-distance sphere tree (Matthews); for scenes with view distances",
+    "chunks": "64-sphere chunks on a Hilbert curve under a 16-ary box tree (engines today)",
+}
+KEYS_FALLBACK = ["KEYS", "  F1            lists every key in the window"]
+
+
+def _int_option(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: an integer in [lo, hi] (underscores allowed: 1_000_000)."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer >= {lo:,} and <= {hi:,}, got {text}")
+        return v
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def _float_option(lo: float, hi: float) -> Callable[[str], float]:
+    """An argparse type: a finite number in [lo, hi]."""
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not (math.isfinite(v) and lo <= v <= hi):
+            raise argparse.ArgumentTypeError(
+                f"expected a finite number >= {lo:g} and <= {hi:g}, got {text}")
+        return v
+
+    parse.__name__ = "number"
+    return parse
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -14,25 +93,74 @@ def _size(text: str) -> tuple[int, int]:
         w, h = (int(v) for v in text.lower().split("x"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"size must look like 1280x720, got {text!r}") from None
-    if w < 16 or h < 16 or w > 8192 or h > 8192:
-        raise argparse.ArgumentTypeError(f"size out of range: {text!r}")
+    lo, hi = SIZE_RANGE
+    if not (lo <= w <= hi and lo <= h <= hi):
+        raise argparse.ArgumentTypeError(
+            f"size out of range: {text!r} (each side {lo} to {hi} pixels)")
     return w, h
 
 
+def _index_names() -> tuple[str, ...]:
+    from app.spatial import INDEX_NAMES
+
+    return INDEX_NAMES
+
+
+def _key_lines() -> list[str]:
+    """The window's key list (the viewer's own F1 help), or a pointer to F1."""
+    try:
+        from app.viewer.frame import HELP_LINES
+    except Exception:  # noqa: BLE001 - help must print even when the renderer cannot load
+        return KEYS_FALLBACK
+    lines = list(HELP_LINES) or KEYS_FALLBACK
+    if lines[0].strip() == "KEYS":
+        lines[0] = "KEYS (in the window; F1 shows them there too)"
+    return lines
+
+
+def epilog() -> str:
+    """The text after the options in ``demo --help``: scenes, indexes, keys."""
+    from app.scene.scene import scene_descriptions
+
+    scenes = scene_descriptions()
+    width = max((len(n) for n in scenes), default=0) + 2
+    lines = ["SCENES (--scene NAME, from scenes/NAME.toml; or --scene path/to/file.toml)"]
+    for n, d in scenes.items():
+        lines += textwrap.wrap(d, 96, initial_indent=f"  {n:<{width}}",
+                               subsequent_indent=" " * (width + 2)) or [f"  {n}"]
+    names = _index_names()
+    width = max((len(n) for n in names), default=0) + 2
+    lines += ["", "INDEXES (--index NAME; I / Shift+I switch in the window)"]
+    lines += [f"  {n:<{width}}{INDEX_HELP.get(n, '')}".rstrip() for n in names]
+    lines += ["", *_key_lines(), "", "docs/viewer.md: every option and key; docs/scenes.md: "
+              "the scene file format."]
+    return "\n".join(lines)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scene", default="demo", help="scene name (scenes/NAME.toml) or a TOML path")
-    p.add_argument("--index", default=None,
-                   help="spatial index (default: the scene's); one of app.spatial.INDEX_NAMES")
-    p.add_argument("--objects", type=int, default=None,
-                   help="total object count (groups scaled proportionally)")
-    p.add_argument("--seed", type=int, default=None, help="random seed (default: the scene's)")
+    """The demo options; the help ends with the scenes, the indexes and the window's keys."""
+    from app.scene.scene import list_scenes
+
+    names = _index_names()
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = epilog()
+    p.add_argument("--scene", default="demo", metavar="NAME|PATH",
+                   help=f"scene: {', '.join(list_scenes())} (listed below), or a TOML file "
+                        "(default demo)")
+    p.add_argument("--index", default=None, choices=names, metavar="NAME",
+                   help=f"spatial index: {', '.join(names)} (default: the scene's)")
+    p.add_argument("--objects", type=_int_option(0, MAX_OBJECTS), default=None, metavar="N",
+                   help="total object count (groups scaled proportionally; refused when it "
+                        "would not fit in memory)")
+    p.add_argument("--seed", type=_int_option(0, MAX_SEED), default=None, metavar="S",
+                   help="random seed (default: the scene's)")
     leafy = p.add_mutually_exclusive_group()
     leafy.add_argument("--leafy", dest="leafy", action="store_true", default=None,
                        help="leafy variant of the tree indexes")
     leafy.add_argument("--non-leafy", dest="leafy", action="store_false",
                        help="non-leafy variant of the tree indexes")
-    p.add_argument("--split-threshold", type=int, default=None,
-                   help="objects per node before a split (default: the index's own)")
+    p.add_argument("--split-threshold", type=_int_option(1, MAX_SPLIT_THRESHOLD), default=None,
+                   metavar="N", help="objects per node before a split (default: the index's own)")
     p.add_argument("--no-cull", action="store_true",
                    help="frustum culling off: draw every object")
     vd = p.add_mutually_exclusive_group()
@@ -45,28 +173,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ground-truth", action="store_true",
                    help="measure the true visible set with an id buffer (adds log columns; its "
                         "cost is inside render_ms and frame_ms, so time runs without it)")
-    p.add_argument("--boxes", choices=("off", "depth", "outcome"), default="off",
+    p.add_argument("--boxes", choices=BOX_CHOICES, default="off",
                    help="node-box overlay at start")
     p.add_argument("--no-hud", action="store_true", help="hide the HUD text")
     p.add_argument("--record", metavar="LOG.csv", default=None,
-                   help="write a frame log (one flushed CSV row per frame)")
+                   help="write a frame log (one flushed CSV row per frame); missing folders "
+                        "are created")
     p.add_argument("--screenshot", metavar="OUT.png", default=None,
                    help="headless: PNG of the last frame; window: where screenshots go")
     p.add_argument("--size", type=_size, default=None, metavar="WxH",
                    help="framebuffer / window size (default 1280x720)")
     p.add_argument("--headless", action="store_true",
                    help="render offscreen through EGL along the scene's camera path and exit")
-    p.add_argument("--frames", type=int, default=300,
+    p.add_argument("--frames", type=_int_option(1, MAX_FRAMES), default=300, metavar="N",
                    help="headless: number of frames (default 300)")
-    p.add_argument("--dt", type=float, default=1 / 60,
+    p.add_argument("--dt", type=_float_option(0.0, MAX_DT), default=1 / 60, metavar="SECONDS",
                    help="headless: simulated seconds per frame (default 1/60)")
-    p.add_argument("--warmup", type=int, default=0, metavar="N",
+    p.add_argument("--warmup", type=_int_option(0, MAX_WARMUP), default=0, metavar="N",
                    help="headless: N unrecorded frames first (compiles the kernels)")
-    p.add_argument("--start-time", type=float, default=0.0,
-                   help="headless: camera-path time of the first frame")
-    p.add_argument("--freeze-at", type=int, default=None, metavar="FRAME",
-                   help="headless: freeze the culling camera at this frame")
-    p.add_argument("--orbit-out", type=float, default=0.0, metavar="FACTOR",
+    p.add_argument("--start-time", type=_float_option(0.0, MAX_START_TIME), default=0.0,
+                   metavar="SECONDS", help="headless: camera-path time of the first frame")
+    p.add_argument("--freeze-at", type=_int_option(0, MAX_FRAMES), default=None,
+                   metavar="FRAME", help="headless: freeze the culling camera at this frame")
+    p.add_argument("--orbit-out", type=_float_option(0.0, MAX_ORBIT_OUT), default=0.0,
+                   metavar="FACTOR",
                    help="headless: draw from a camera FACTOR times farther out than the "
                         "path's (with --freeze-at, to look at the frozen frustum)")
     p.add_argument("--no-warmup", action="store_true",
@@ -79,35 +209,114 @@ def _has_display() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
-def _check_run_args(args: argparse.Namespace) -> str | None:
-    """Everything that can be checked before a frame runs; a message, or None when fine."""
-    import math
-    from pathlib import Path
+def _shown(value: str) -> str:
+    """A path as it goes into a one-line message (a very long one shortened)."""
+    return value if len(value) <= 100 else f"{value[:60]}...{value[-30:]} ({len(value)} characters)"
 
-    if not (math.isfinite(args.dt) and args.dt >= 0):
-        return f"--dt must be a finite number >= 0, got {args.dt}"
-    if args.warmup < 0:
-        return f"--warmup must be >= 0, got {args.warmup}"
-    if not math.isfinite(args.start_time) or args.start_time < 0:
-        return f"--start-time must be a finite number >= 0, got {args.start_time}"
-    if args.freeze_at is not None and args.freeze_at < 0:
-        return f"--freeze-at must be >= 0, got {args.freeze_at}"
-    if not math.isfinite(args.orbit_out) or args.orbit_out < 0:
-        return f"--orbit-out must be >= 0, got {args.orbit_out}"
-    for flag, value, suffixes in (("--record", args.record, None),
-                                  ("--screenshot", args.screenshot, (".png",))):
-        if value is None:
-            continue
-        path = Path(value)
-        if path.is_dir():
-            return f"{flag} {value}: is a folder; give a file name"
-        if suffixes and path.suffix.lower() not in suffixes:
-            return f"{flag} {value}: expected a {' or '.join(suffixes)} file name"
-        parent = path.parent if str(path.parent) else Path(".")
+
+def _os_reason(exc: OSError) -> str:
+    if exc.errno == errno.ENAMETOOLONG:
+        return "the file system refuses a name that long"
+    if exc.errno == errno.ENOTDIR:
+        return "a part of the path is a file, not a folder"
+    return (exc.strerror or str(exc)).lower()
+
+
+def output_problem(flag: str, value: str, suffixes: tuple[str, ...] | None = None) -> str | None:
+    """Why ``value`` cannot be written as a new or replaced file, or None.
+
+    A file that does not exist yet is created, with any missing folders, and removed again:
+    only the file system knows every name it refuses. Nothing is left behind either way.
+    """
+    if not value.strip():
+        return f"{flag}: an empty file name"
+    shown = _shown(value)
+    if "\0" in value:
+        return f"{flag} {shown!r}: a file name cannot contain a NUL character"
+    path = Path(value)
+    if value.endswith(("/", os.sep)):
+        return f"{flag} {shown}: names a folder; give a file name"
+    if suffixes and path.suffix.lower() not in suffixes:
+        return f"{flag} {shown}: expected a {' or '.join(suffixes)} file name"
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        return f"{flag} {shown}: {_os_reason(exc)}"
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            return f"{flag} {shown}: is a folder; give a file name"
+        try:
+            if stat.S_ISREG(st.st_mode):  # opened without truncating: the file is unchanged
+                os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
+            elif not os.access(path, os.W_OK):
+                return f"{flag} {shown}: is not writable"
+        except OSError as exc:
+            return f"{flag} {shown}: cannot write it: {_os_reason(exc)}"
+        return None
+    created: list[Path] = []
+    try:
+        missing: list[Path] = []
+        parent = path.parent
+        while not parent.exists():
+            missing.append(parent)
+            parent = parent.parent
         if not parent.is_dir():
-            return f"{flag} {value}: the folder {parent} does not exist"
-        if not os.access(parent, os.W_OK):
-            return f"{flag} {value}: the folder {parent} is not writable"
+            return f"{flag} {shown}: {parent} is a file, not a folder"
+        for folder in reversed(missing):
+            os.mkdir(folder)
+            created.append(folder)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.unlink(path)
+    except OSError as exc:
+        where = exc.filename if exc.filename and exc.filename != value else None
+        what = f"the folder {_shown(str(where))}" if where else "it"
+        return f"{flag} {shown}: cannot create {what}: {_os_reason(exc)}"
+    finally:
+        for folder in reversed(created):
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+    return None
+
+
+def _check_run_args(args: argparse.Namespace) -> str | None:
+    """Checks across options and of output paths; a message, or None when fine."""
+    if args.headless and args.freeze_at is not None and args.freeze_at >= args.frames:
+        return (f"--freeze-at {args.freeze_at}: expected a frame before --frames "
+                f"{args.frames}, or the culling camera never freezes")
+    outputs = [(f, v, s) for f, v, s in (("--record", args.record, None),
+                                         ("--screenshot", args.screenshot, (".png",)))
+               if v is not None]
+    if len(outputs) == 2 and os.path.abspath(args.record) == os.path.abspath(args.screenshot):
+        return f"--record and --screenshot name the same file {_shown(args.record)}"
+    for flag, value, suffixes in outputs:
+        problem = output_problem(flag, value, suffixes)
+        if problem:
+            return problem
+    return None
+
+
+def run_bytes(objects: int, size: tuple[int, int]) -> int:
+    """Rough peak memory of a viewer run: process, objects, framebuffers."""
+    return (RUN_BASE_BYTES + objects * RUN_BYTES_PER_OBJECT
+            + size[0] * size[1] * FRAMEBUFFER_BYTES_PER_PIXEL)
+
+
+def _check_scene(args: argparse.Namespace) -> str | None:
+    """Validate the scene file and refuse a run whose objects would not fit in memory."""
+    from app.scene import SceneError
+    from app.scene.scene import check_memory, plan_scene
+
+    size = args.size or (1280, 720)
+    try:
+        path, counts = plan_scene(args.scene, args.objects)
+        total = sum(counts)
+        base = run_bytes(0, size)
+        check_memory(path, total, RUN_BYTES_PER_OBJECT, "the scene, its index and GPU buffers",
+                     base=base)
+    except SceneError as exc:
+        return str(exc)
     return None
 
 
@@ -124,13 +333,12 @@ def _note_unused_tree_options(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.objects is not None and args.objects < 0:
-        print("demo: --objects must be >= 0", file=sys.stderr)
+    """Check everything that can be checked, then run headless or open the window."""
+    if not args.headless and not _has_display():
+        print("demo: no display (DISPLAY is not set); use --headless for an offscreen run, "
+              "or run under xvfb-run", file=sys.stderr)
         return 2
-    if args.split_threshold is not None and args.split_threshold < 1:
-        print("demo: --split-threshold must be >= 1", file=sys.stderr)
-        return 2
-    problem = _check_run_args(args)
+    problem = _check_run_args(args) or _check_scene(args)
     if problem:
         print(f"demo: {problem}", file=sys.stderr)
         return 2
@@ -144,10 +352,6 @@ def run(args: argparse.Namespace) -> int:
             return run_headless(args)
     except (FrameLogError, OSError) as exc:
         print(f"demo: {exc}", file=sys.stderr)
-        return 2
-    if not _has_display():
-        print("demo: no display (DISPLAY is not set); use --headless for an offscreen run, "
-              "or run under xvfb-run", file=sys.stderr)
         return 2
     from app.viewer.window import run_window
 
