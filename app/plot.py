@@ -39,6 +39,7 @@ NESTED: dict[str, str] = {
     "occlusion_ms": "cull (previous: map) and render (pyramid)",
     "occlusion_cull_ms": "render (two-pass late cull)",
     "ground_truth_ms": "render (id buffer)",
+    "stages_ms": "overlay (the culled-by-stage counts)",
 }
 STAGE_COLORS = {"update": "#4c72b0", "motion": "#8da0cb", "index update": "#4c72b0",
                 "cull": "#dd8452", "upload": "#c44e52", "render": "#55a868",
@@ -111,7 +112,8 @@ def time_stack(log: dict) -> TimeStack:
     stacked[-1] = np.clip(frame - total, 0.0, None)
     known = {c for c, _, _ in PASSES} | {c for _, _, subs in PASSES for c, _ in subs}
     unplaced = [c for c in log if c.endswith("_ms") and c != "frame_ms" and c not in known
-                and c not in NESTED and _numbers(log, c) is not None]
+                and c not in NESTED and _numbers(log, c) is not None
+                and np.isfinite(_numbers(log, c)).any()]
     return TimeStack(labels + ["other"], stacked, frame, np.clip(total - frame, 0.0, None),
                      unplaced)
 
@@ -264,7 +266,7 @@ def build_figure(logs: Sequence[tuple[Path, dict]], title: str | None = None):
         ax = fig.add_subplot(gs[2 * k + 1, 0], sharex=tl, gid=f"stack:{k}")
         # timeline: one row per state, bars over the frames it held
         edges = np.append(frames, frames[-1] + 1 if n else 1.0)
-        for r, (label, key, spans) in enumerate(rows):
+        for r, (_, key, spans) in enumerate(rows):
             bars = [(edges[a], edges[b] - edges[a]) for a, b in spans]
             c = color_of(key)
             # an edge of the bar's colour keeps one-frame states visible on long logs
@@ -285,14 +287,14 @@ def build_figure(logs: Sequence[tuple[Path, dict]], title: str | None = None):
         xe = np.append(frames[::size], edges[-1])
         base = np.zeros(len(xe) - 1)
         for values, lab in zip(layers, stack.labels, strict=True):
-            ax.stairs(base + values, xe, baseline=base.copy(), fill=True, alpha=0.85,
-                      color=STAGE_COLORS.get(lab, "#937860"), label=lab, gid=f"stack:{lab}")
+            _stairs(ax, base + values, xe, baseline=base.copy(), fill=True, alpha=0.85,
+                    color=STAGE_COLORS.get(lab, "#937860"), label=lab, gid=f"stack:{lab}")
             base = base + values
-        ax.stairs(frame_ms, xe, color="black", lw=0.8, label="frame", gid="frame_ms",
-                  baseline=None)
-        for column in stack.unplaced:
-            ax.stairs(bin_means(_numbers(log, column), size), xe, lw=0.8, ls="--",
-                      label=f"{column} (not stacked)", baseline=None)
+        _stairs(ax, frame_ms, xe, color="black", lw=0.8, label="frame", gid="frame_ms",
+                baseline=None)
+        for j, column in enumerate(stack.unplaced):
+            _stairs(ax, bin_means(_numbers(log, column), size), xe, lw=0.8, ls="--",
+                    label=f"{column} (not stacked)", baseline=None, color=f"C{j % 10}")
         changes = [a for a, _, _ in runs(list(log["index"]))][1:]
         if len(changes) <= MAX_SWITCH_LINES:
             for a in changes:
@@ -332,10 +334,10 @@ def build_figure(logs: Sequence[tuple[Path, dict]], title: str | None = None):
         size = max(1, math.ceil(len(frames) / MAX_POINTS))
         xe = np.append(frames[::size], frames[-1] + 1)
         c = colors[k % len(colors)] if len(logs) > 1 else "#4c72b0"
-        vis_ax.stairs(bin_means(_numbers(log, "visible"), size), xe, color=c, lw=1.2,
-                      baseline=None)
-        vis_ax.stairs(bin_means(_numbers(log, "working_set"), size), xe, color=c, lw=1.0,
-                      ls="--", baseline=None)
+        _stairs(vis_ax, bin_means(_numbers(log, "visible"), size), xe, color=c, lw=1.2,
+                baseline=None, gid=f"visible:{k}")
+        _stairs(vis_ax, bin_means(_numbers(log, "working_set"), size), xe, color=c, lw=1.0,
+                ls="--", baseline=None, gid=f"working_set:{k}")
         handles.append(Line2D([], [], color=c, lw=2, label=name))
     handles += [Line2D([], [], color="black", lw=1.2, label="visible"),
                 Line2D([], [], color="black", lw=1.0, ls="--", label="working set")]
@@ -354,6 +356,22 @@ def build_figure(logs: Sequence[tuple[Path, dict]], title: str | None = None):
     if title:
         fig.suptitle(_wrap_title(title), fontsize=12)
     return fig
+
+
+def _stairs(ax, values: np.ndarray, edges: np.ndarray, **kwargs):
+    """``ax.stairs`` without its data-limit update (seconds per long log: it walks every
+    segment); the callers set both limits themselves."""
+    from matplotlib.patches import StepPatch
+
+    color = kwargs.pop("color")
+    if kwargs.setdefault("fill", False):
+        kwargs.setdefault("facecolor", color)
+        kwargs.setdefault("linewidth", 0)
+    else:
+        kwargs.setdefault("edgecolor", color)
+    patch = StepPatch(values, edges, **kwargs)
+    ax.add_artist(patch)
+    return patch
 
 
 def _frame_range(logs: Sequence[dict]) -> tuple[float, float]:

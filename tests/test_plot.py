@@ -291,6 +291,12 @@ def test_drawn_stack_top_is_the_frame_time(tmp_path):
         line, _, _ = patches["frame_ms"].get_data()
         np.testing.assert_allclose(top, appplot.bin_means(frame, size), atol=1e-9)
         np.testing.assert_allclose(line, appplot.bin_means(frame, size), atol=1e-9)
+        # the layers are filled areas, the frame time and the object counts lines
+        assert all(patches[f"stack:{lab}"].get_fill() for lab in ("render", "other"))
+        assert not patches["frame_ms"].get_fill()
+        vis = [p for p in panel(fig, "visible").patches if p.get_gid()]
+        assert [p.get_gid() for p in vis] == ["visible:0", "working_set:0"]
+        assert not any(p.get_fill() for p in vis)
         # consecutive layers touch: each one's baseline is the previous one's top
         layers = [patches[f"stack:{lab}"].get_data() for lab in
                   ("motion", "index update", "cull", "upload", "render", "overlay", "other")]
