@@ -43,6 +43,7 @@ NESTED: dict[str, str] = {
 }
 STAGE_COLORS = {"update": "#4c72b0", "motion": "#8da0cb", "index update": "#4c72b0",
                 "cull": "#dd8452", "upload": "#c44e52", "render": "#55a868",
+                "render (incl. occlusion)": "#55a868",
                 "overlay": "#da8bc3", "other": "#b0b0b0"}
 OCCLUSION_COLORS = {"off": "#c8c8c8", "previous": "#8172b3", "two-pass": "#64b5cd"}
 # Culling toggles worth a timeline row while they are in this state.
@@ -104,6 +105,9 @@ def time_stack(log: dict) -> TimeStack:
         elif values is not None:
             labels.append(label)
             parts.append(values)
+    occ = [_numbers(log, c) for c in ("occlusion_ms", "occlusion_cull_ms")]
+    if "render" in labels and any(v is not None and np.nansum(v) > 0 for v in occ):
+        labels[labels.index("render")] = "render (incl. occlusion)"
     stacked = np.zeros((len(parts) + 1, n))
     for k, v in enumerate(parts):
         stacked[k] = np.clip(np.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0), 0.0, None)
