@@ -9,7 +9,12 @@ an int64 ``(K, 2)`` array of slot pairs (any row order, either order inside a ro
 What a structure's own pair query builds on:
 
 * the output buffer: :func:`new_pairs` then ``out = push_pair(out, k, a, b); k += 1`` (doubles
-  when full, no Python in the loop), ``out[:k]`` at the end;
+  when full, no Python in the loop), ``out[:k]`` at the end. In a hot kernel, do not reassign
+  the buffer: a function that does gets no vectorised loops (measured 3-4x slower). Write
+  ``out[k]`` directly, stop and return (k, where) when the next hits would not fit, and let a
+  small driver grow it (:func:`grown_pairs`) and call again (as :func:`sweep_pairs` does);
+* index vectorisable loops with unsigned integers (``np.uint64``): signed indices carry
+  numba's negative-index wraparound, which kept the sweep's window loop scalar (3x);
 * the ``ids`` filter as a per-slot mark (:func:`selection`): an empty array means "every pair";
   :func:`keep` says whether a pair involves a marked slot;
 * brute force on ranges of a slot list (a leaf, a cell): :func:`pairs_within` (every pair of
@@ -47,8 +52,9 @@ def new_pairs(capacity: int) -> np.ndarray:
 
 
 @njit(cache=True)
-def _grown_pairs(out: np.ndarray) -> np.ndarray:
-    """``out`` copied into a buffer twice its size (the cold path of :func:`push_pair`)."""
+def grown_pairs(out: np.ndarray) -> np.ndarray:
+    """``out`` copied into a buffer twice its size (plus 16 rows): :func:`push_pair`'s cold
+    path, and what a driver calls when its kernel stopped for room."""
     bigger = np.empty((2 * out.shape[0] + 16, 2), dtype=np.int64)
     bigger[: out.shape[0]] = out
     return bigger
@@ -61,7 +67,7 @@ def push_pair(out: np.ndarray, k: int, a: int, b: int) -> np.ndarray:
     Use as ``out = push_pair(out, k, a, b); k += 1``.
     """
     if k >= out.shape[0]:
-        out = _grown_pairs(out)
+        out = grown_pairs(out)
     out[k, 0] = a
     out[k, 1] = b
     return out
@@ -152,10 +158,12 @@ def sweep_pairs(centers: np.ndarray, radii: np.ndarray, slots: np.ndarray, margi
     """Touching pairs among ``slots`` by sort-and-sweep: int64 (K, 2) slot pairs.
 
     The standard broad-phase (Baraff's sweep and prune on one axis): sort the spheres' lower
-    ends along the axis of largest spread, and test each sphere against those that start
-    before it ends (plus the margin). The pruning bound is widened by a few float64 roundings
-    of the largest coordinate, radius and margin, so it never drops a pair the exact test
-    (:func:`pair_touch`) accepts. ``sel``: the ``ids`` filter (:func:`selection`).
+    ends along the axis of largest spread; each sphere's candidates are those that start
+    before it ends (plus the margin), a window found by binary search. The window runs a
+    branch-free float64 distance test (it vectorises) widened by a few roundings
+    (:func:`_sweep_slack`), and the few candidates it lets through get the exact test
+    (:func:`pair_touch`), so no pair the exact test accepts is ever dropped.
+    ``sel``: the ``ids`` filter (:func:`selection`).
     """
     n = slots.shape[0]
     if n < 2:
@@ -167,42 +175,98 @@ def sweep_pairs(centers: np.ndarray, radii: np.ndarray, slots: np.ndarray, margi
     for i in range(n):
         s = slots[i]
         lo[i] = centers[s, axis] - radii[s]
-        big = max(big, abs(centers[s, axis]))
+        big = max(big, abs(centers[s, 0]), abs(centers[s, 1]), abs(centers[s, 2]))
         rmax = max(rmax, radii[s])
     order = np.argsort(lo)
-    # The sorted spheres side by side: the inner loop reads consecutive memory.
-    xs = np.empty((n, 4))
+    # The sorted spheres, one array per field: the window loop reads consecutive memory.
+    sx = np.empty(n)
+    sy = np.empty(n)
+    sz = np.empty(n)
+    sr = np.empty(n)
     los = np.empty(n)
     ss = np.empty(n, dtype=np.int64)
     for i in range(n):
         s = slots[order[i]]
         ss[i] = s
         los[i] = lo[order[i]]
-        for a in range(3):
-            xs[i, a] = centers[s, a]
-        xs[i, 3] = radii[s]
-    slack = _SWEEP_ROUNDINGS * _U64 * (2.0 * big + 2.0 * rmax + margin) + 1e-300
-    filtered = sel.shape[0] > 0
+        sx[i] = centers[s, 0]
+        sy[i] = centers[s, 1]
+        sz[i] = centers[s, 2]
+        sr[i] = radii[s]
+    sa = sx if axis == 0 else (sy if axis == 1 else sz)
+    wide = margin + _sweep_slack(big, rmax, margin)
+    hit = np.empty(n, dtype=np.uint8)
     out = new_pairs(n)
     k = 0
-    for i in range(n):
+    i = 0
+    while True:  # the sweep stops before overflowing the buffer; grow it and go on
+        k, i = _sweep_from(i, sx, sy, sz, sr, sa, los, ss, margin, wide, sel, hit, out, k)
+        if i >= n:
+            return out[:k]
+        out = grown_pairs(out)  # (out holds >= n rows: doubled, it holds any window's hits)
+
+
+@njit(cache=True)
+def _sweep_from(i0: int, sx, sy, sz, sr, sa, los, ss, margin: float, wide: float, sel, hit,
+                out, k: int):
+    """The sweep of :func:`sweep_pairs` from sorted sphere ``i0`` on, writing pairs at
+    ``out[k]``; returns (k, i): i = n when done, else the sphere whose hits would not fit.
+
+    It never grows ``out`` itself: a function that reassigns the buffer does not get its
+    window loop vectorised (measured 4x slower), so the caller grows it and calls again.
+    """
+    n = sx.shape[0]
+    filtered = sel.shape[0] > 0
+    for i in range(i0, n):
+        ax = sx[i]
+        ay = sy[i]
+        az = sz[i]
+        ar = sr[i]
+        j1 = np.searchsorted(los, sa[i] + ar + wide, side="right")
+        m = _window(sx, sy, sz, sr, i + 1, j1, ax, ay, az, ar + wide, hit)
+        if m == 0:
+            continue
+        if k + m > out.shape[0]:
+            return k, i
         a = ss[i]
-        ax = xs[i, 0]
-        ay = xs[i, 1]
-        az = xs[i, 2]
-        ar = xs[i, 3]
-        bound = xs[i, axis] + ar + margin + slack
-        sa = filtered and sel[a]
-        for j in range(i + 1, n):
-            if los[j] > bound:
-                break
-            b = ss[j]
-            if filtered and not (sa or sel[b]):
-                continue
-            if pair_touch(ax, ay, az, ar, xs[j, 0], xs[j, 1], xs[j, 2], xs[j, 3], margin):
-                out = push_pair(out, k, a, b)
-                k += 1
-    return out[:k]
+        sel_a = filtered and sel[a]
+        for j in range(i + 1, j1):
+            if hit[j - i - 1]:
+                b = ss[j]
+                if filtered and not (sel_a or sel[b]):
+                    continue
+                if pair_touch(ax, ay, az, ar, sx[j], sy[j], sz[j], sr[j], margin):
+                    out[k, 0] = a
+                    out[k, 1] = b
+                    k += 1
+    return k, n
+
+
+@njit(cache=True, inline="always")
+def _window(sx, sy, sz, sr, j0: int, j1: int, ax, ay, az, reach, hit) -> int:
+    """Branch-free: ``hit[j - j0]`` = |c_a - c_j| <= reach + r_j (squared) for j in j0 ..
+    j1-1; returns how many hit. Unsigned indices (no negative-index wraparound) and bytes
+    from index 0: the loop vectorises (3x faster than signed indices, 3.5x than bools at j)."""
+    m = 0
+    base = np.uint64(j0)
+    for j in range(np.uint64(max(j1 - j0, 0))):
+        k = base + j
+        dx = ax - sx[k]
+        dy = ay - sy[k]
+        dz = az - sz[k]
+        t = reach + sr[k]
+        h = np.uint8(dx * dx + dy * dy + dz * dz <= t * t)
+        hit[j] = h
+        m += h
+    return m
+
+
+@njit(cache=True, inline="always")
+def _sweep_slack(big: float, rmax: float, margin: float) -> float:
+    """Widening of the sweep's window bound and of its squared distance test, so that both
+    are conservative for the exact test: many float64 roundings of the largest coordinate,
+    radius and margin (the window bound's ends and the squares each round a few times)."""
+    return _SWEEP_ROUNDINGS * _U64 * (2.0 * big + 2.0 * rmax + margin) + 1e-300
 
 
 @njit(cache=True)
