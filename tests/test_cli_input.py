@@ -277,6 +277,16 @@ def test_load_scene_refuses_before_allocating(tmp_path):
         load_scene(str(_scene(tmp_path)), objects=10**12)
 
 
+def test_load_scene_overrides_are_range_checked(tmp_path):
+    scene = str(_scene(tmp_path))
+    for objects in (-1, 1.5, True, "10", 10**400, 10**16):
+        with pytest.raises(SceneError, match="objects override"):
+            load_scene(scene, objects=objects)
+    for seed in (-1, 1.5, True, 2**63, 10**400):
+        with pytest.raises(SceneError, match="seed override"):
+            load_scene(scene, seed=seed)
+
+
 # ------------------------------------------------------------- number options
 
 

@@ -26,6 +26,8 @@ SCENES_DIR = Path(__file__).resolve().parents[2] / "scenes"
 #: Peak bytes an object costs while a scene is built (the store's 64 plus placement and motion
 #: temporaries; measured 145-200 at 2,000,000 objects of city, meadow, uniform, lissajous).
 SCENE_BYTES_PER_OBJECT = 224
+#: The largest object count anything asks for is a typo, not a count (memory is checked too).
+MAX_OBJECTS = 10**15
 
 
 def available_memory() -> int | None:
@@ -229,8 +231,10 @@ def _scaled_counts(path: Path, spec: SceneSpec, objects: int | None) -> list[int
     counts = [g.count for g in spec.groups]
     if objects is None:
         return counts
-    if isinstance(objects, bool) or not isinstance(objects, int | np.integer) or objects < 0:
-        raise SceneError(f"{path}: objects override: expected an integer >= 0, got {objects!r}")
+    if (isinstance(objects, bool) or not isinstance(objects, int | np.integer)
+            or not 0 <= objects <= MAX_OBJECTS):
+        raise SceneError(f"{path}: objects override: expected an integer >= 0 and <= "
+                         f"{MAX_OBJECTS:,}, got {objects!r}")
     fixed = sum(c for g, c in zip(spec.groups, counts, strict=True) if g.fixed)
     free = [i for i, g in enumerate(spec.groups) if not g.fixed]
     free_total = sum(counts[i] for i in free)

@@ -23,7 +23,6 @@ OCCLUSION_CHOICES = ("off", "previous", "two-pass")
 BOX_CHOICES = ("off", "depth", "outcome")
 
 # Option ranges: past them a value is accepted by Python but breaks the run later.
-MAX_OBJECTS = 10**15  # --objects beyond this is not a count but a typo (memory is checked too)
 MAX_SEED = 2**63 - 1
 MAX_SPLIT_THRESHOLD = 10**9
 MAX_FRAMES = 10**9
@@ -139,7 +138,7 @@ def epilog() -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The demo options; the help ends with the scenes, the indexes and the window's keys."""
-    from app.scene.scene import list_scenes
+    from app.scene.scene import MAX_OBJECTS, list_scenes
 
     names = _index_names()
     p.formatter_class = argparse.RawDescriptionHelpFormatter
