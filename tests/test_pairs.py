@@ -285,3 +285,40 @@ def test_pairs_between_crosses_two_ranges_only():
     got = cross(np.array([0, 1, 2]), np.array([3, 4, 5]), centers, radii,
                 selection(6, np.array([4])))
     assert sorted_rows(got).tolist() == [[0, 4], [1, 4], [2, 4]]
+
+
+def test_chunks_slot_order_view_follows_moves_removals_and_resizes():
+    """In slot order chunks answers from a curve-ordered view of its own: kept across frames,
+    re-sorted once its chunks swell, rebuilt when objects leave; exact all along."""
+    rng = np.random.default_rng(8)
+    n = 1500
+    idx = create_index("chunks")
+    oracle = Oracle()
+    ids = np.arange(n, dtype=np.int64) * 3
+    c = rng.uniform(-30, 30, (n, 3))
+    r = rng.uniform(0.1, 1.5, n)
+    idx.insert(ids, c, r)
+    oracle.insert(ids, c, r)
+    views = set()
+    for step in range(10):
+        live = np.array(sorted(oracle.objs), dtype=np.int64)
+        c = np.array([oracle.objs[int(i)][0] for i in live])
+        c += rng.normal(scale=0.5 + step, size=c.shape)  # ever larger jumps: chunks swell
+        if step == 6:
+            r = rng.uniform(0.1, 3, len(live))
+            idx.update(live, c, radii=r)
+            oracle.update(live, c, radii=r)
+        else:
+            idx.update(live, c)
+            oracle.update(live, c)
+        if step == 4:
+            gone = live[::7]
+            idx.remove(gone)
+            oracle.remove(gone)
+        check_pairs(idx, oracle, rng)
+        if idx.stats()["order"] == "slot":
+            views.add(id(idx._pairs_view))
+    view = idx._pairs_view
+    assert idx.stats()["order"] == "slot" and view is not None
+    assert view.sorts >= 2, "the view never re-sorted"
+    assert len(views) >= 2, "the view was not rebuilt after the removal"

@@ -418,6 +418,7 @@ class ChunkedIndex(SpatialIndex):
                                  self._radii, origin, direction)
 
     _pairs_structural = True  # chunk boxes against chunk boxes (app.spatial.chunks.pairs)
+    _pairs_view = None  # slot order's stand-in layout for pairs (chunks.pairs.SlotOrderView)
 
     def _query_pairs(self, slots, margin):
         return pairs.index_pairs(self, slots, margin)

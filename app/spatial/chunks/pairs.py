@@ -10,8 +10,9 @@ float32 roundings of the largest coordinate, radius and margin, so it never drop
 float64 test accepts. Holes carry radius ``-inf`` and fail it without a branch. Movers need
 nothing of their own: the awake chunks' boxes are kept tight after every batch, and boxes
 hold every live sphere below them at all times. In slot order (most objects move every
-frame) every box is open, the descent would test every chunk against every other: the index
-answers with the shared sort-and-sweep instead (see ``ChunkedIndex._query_pairs``).
+frame) every box of the layout is open, and the descent runs over a :class:`SlotOrderView`
+instead: the live objects kept in curve order for pairs alone, gathered and refit per query,
+re-sorted when its chunks have swollen.
 """
 
 from __future__ import annotations
@@ -19,7 +20,21 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from app.spatial.chunks.layout import CHUNK, FANOUT, HI, LO, Tree, pad_for
+from app.parallelism import threads_for
+from app.spatial.chunks.layout import (
+    CHUNK,
+    FANOUT,
+    HI,
+    LO,
+    NO_POS,
+    Tree,
+    curve_order,
+    mean_extent,
+    new_tree,
+    pad_for,
+    refit_chunks,
+    refit_upper,
+)
 from app.spatial.pairs import (
     grown_pairs,
     keep,
@@ -27,9 +42,12 @@ from app.spatial.pairs import (
     pair_touch,
     push_pair,
     selection,
-    sweep_pairs,
 )
-from app.spatial.scan import Spheres32
+from app.spatial.scan import Spheres32, spheres32, store32
+
+#: Re-sort the slot-order view when its chunks' mean extent has grown this much since its sort
+#: (the layout's own awake region uses the same rule).
+RESORT_GROWTH = 1.6
 
 _U32 = 2.0 ** -24
 #: float32 roundings of the largest term the lane threshold allows (a wide margin: the lane
@@ -232,16 +250,82 @@ def _lanes(x, y, z, r, p0: int, j0: int, xi, yi, zi, thr_i, hit) -> int:
     return n
 
 
+class SlotOrderView:
+    """Slot order's stand-in layout for pairs: the live slots in curve order, 64 to a chunk,
+    under their own tree of boxes (the layout's own boxes are all open in slot order).
+
+    Built once (a curve sort) and then only refreshed: each query gathers the current spheres
+    in the kept order and refits the boxes, which is cheap; moving objects swell the chunks
+    slowly, and past :data:`RESORT_GROWTH` times the extent at the sort, the order is rebuilt.
+    Any change of the set of objects (the layout's epoch, the count, the capacity) rebuilds it.
+    """
+
+    def __init__(self, index) -> None:
+        self.epoch = index._layout_epoch
+        self.count = index._count
+        self.capacity = index.capacity
+        live = np.flatnonzero(index._alive).astype(np.int64)
+        m = live.shape[0]
+        cap = max(-(-m // CHUNK), 1) * CHUNK
+        self.pos_slot = np.full(cap, NO_POS, dtype=np.int64)
+        self.pos_slot[:m] = live[curve_order(index._centers[live])]
+        self.slot_pos = np.full(index.capacity, NO_POS, dtype=np.int64)
+        self.slot_pos[self.pos_slot[:m]] = np.arange(m, dtype=np.int64)
+        self.rows = np.arange(m, dtype=np.int64)
+        self.s32 = spheres32(cap)
+        self.tree = new_tree(cap // CHUNK)
+        self.sorts = 1
+        self.big, self.rad = self._gather(index)
+        self.extent = mean_extent(self.tree, 0, cap // CHUNK)
+
+    def fits(self, index) -> bool:
+        """Whether the view holds the index's current set of objects."""
+        return (self.epoch == index._layout_epoch and self.count == index._count
+                and self.capacity == index.capacity)
+
+    def refresh(self, index) -> None:
+        """The current spheres in the kept order, tight boxes; re-sorted once swollen."""
+        self.big, self.rad = self._gather(index)
+        nchunks = self.pos_slot.shape[0] // CHUNK
+        if mean_extent(self.tree, 0, nchunks) > RESORT_GROWTH * self.extent:
+            m = self.rows.shape[0]
+            live = self.pos_slot[:m]
+            self.pos_slot[:m] = live[curve_order(index._centers[live])]
+            self.slot_pos[self.pos_slot[:m]] = self.rows
+            self.sorts += 1
+            self.big, self.rad = self._gather(index)
+            self.extent = mean_extent(self.tree, 0, nchunks)
+
+    def _gather(self, index) -> tuple[float, float]:
+        m = self.rows.shape[0]
+        with threads_for(m):
+            big, rad = store32(self.s32, self.rows, index._centers, index._radii, index._vdist,
+                               self.pos_slot[:m])
+        nchunks = self.pos_slot.shape[0] // CHUNK
+        with threads_for(m):
+            refit_chunks(self.tree, self.s32, 0, nchunks, pad_for(big, rad))
+        refit_upper(self.tree, 0, nchunks)
+        return float(big), float(rad)
+
+
 def index_pairs(index, slots: np.ndarray | None, margin: float) -> np.ndarray:
-    """``ChunkedIndex._query_pairs``: the descent in curve order, the sweep in slot order."""
-    if index._slot_order:  # every box is open (see the module docstring)
-        return sweep_pairs(index._centers, index._radii, np.flatnonzero(index._alive), margin,
-                           selection(index.capacity, slots))
-    tree = index._tree
+    """``ChunkedIndex._query_pairs``: the descent over the layout in curve order, over the
+    :class:`SlotOrderView` in slot order."""
+    if index._slot_order:  # every box is open: the view stands in for the layout
+        view = index._pairs_view
+        if view is None or not view.fits(index):
+            view = index._pairs_view = SlotOrderView(index)
+        else:
+            view.refresh(index)
+        tree, s32, pos_slot, slot_pos = view.tree, view.s32, view.pos_slot, view.slot_pos
+        big, rad = view.big, view.rad
+    else:
+        index._pairs_view = None
+        tree, s32, pos_slot, slot_pos = index._tree, index._s32, index._pos_slot, index._slot_pos
+        big, rad = index._max_abs, index._max_r
     marked = np.zeros(0, dtype=np.bool_)
     if slots is not None:
-        marked = mark_nodes(tree, index._slot_pos[slots])
-    big, rad = index._max_abs, index._max_r
-    return query_pairs(tree, index._s32, index._pos_slot, index._centers, index._radii, margin,
+        marked = mark_nodes(tree, slot_pos[slots])
+    return query_pairs(tree, s32, pos_slot, index._centers, index._radii, margin,
                        margin + node_slack(big, rad, margin), lane_tolerance(big, rad, margin),
                        selection(index.capacity, slots), marked)
