@@ -63,7 +63,7 @@ def test_scene_loads_with_consistent_arrays(name):
 
 @pytest.mark.parametrize(
     ("name", "count"),
-    [("demo", 3000), ("fig26", 1331), ("uniform", 4000), ("clustered", 4000),
+    [("demo", 24120), ("fig26", 1331), ("uniform", 4000), ("clustered", 4000),
      ("lissajous", 4000), ("sphere", 4000)],
 )
 def test_shipped_counts(name, count):
@@ -135,7 +135,7 @@ def test_objects_override_scales_groups_and_keeps_fixed():
     d = load_scene("demo", objects=301)
     assert len(d.objects) == 301
     counts = np.bincount(d.objects.group)
-    assert abs(counts[0] - 2 * counts[1]) <= 2  # 2000:1000 proportions kept
+    assert abs(counts[0] - 5 * counts[1]) <= 5  # 20,000:4,000 proportions kept
     with pytest.raises(SceneError, match="objects override"):
         load_scene("city", objects=10)
     with pytest.raises(SceneError, match="objects override"):
@@ -158,7 +158,7 @@ def test_camera_path_loops_and_hits_keys():
     e1, t1 = s.camera_at(s.duration)
     np.testing.assert_allclose(e0, e1)
     np.testing.assert_allclose(t0, t1)
-    np.testing.assert_allclose(s.camera_at(10.0)[0], [130.0, 30.0, 0.0])
+    np.testing.assert_allclose(s.camera_at(10.0)[0], [78.7, 18.0, -216.1])
     a, _ = s.camera_at(4.99)
     b, _ = s.camera_at(5.01)
     assert np.linalg.norm(a - b) < 1.0  # continuous
