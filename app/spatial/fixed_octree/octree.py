@@ -15,9 +15,11 @@ import numpy as np
 from app.geom.zpyramid import ZPyramid, occluder
 from app.spatial.base import QueryResult, SpatialIndex
 from app.spatial.fixed_octree import check as ck
+from app.spatial.fixed_octree import pairs as pq
 from app.spatial.fixed_octree import queries as qu
 from app.spatial.fixed_octree import store as st
 from app.spatial.fixed_octree import update as up
+from app.spatial.pairs import new_pairs, selection
 from app.spatial.pool import grown, grown_free_stack
 
 
@@ -25,6 +27,7 @@ class FixedOctree(SpatialIndex):
     """Nevala's octree: power-of-two root cube, smallest-octant placement, lazy batches."""
 
     name = "fixed-octree"
+    _pairs_structural = True  # Nevala's list of ancestors' objects, top down (pairs.py)
 
     def __init__(self, min_size: float = 1.0, leafy: bool | None = None,
                  split_threshold: int | None = None, capacity: int = 1024) -> None:
@@ -59,6 +62,7 @@ class FixedOctree(SpatialIndex):
         self._fill_pending = False  # node_outcomes() still has to mark bulk-copied subtrees
         self._outcome_cycle = -1
         self.pruned = 0  # dead leaves pruned so far
+        self.sweep_from = pq.SWEEP_FROM  # query_pairs sweeps nodes with more work than this
 
     # ------------------------------------------------------------ pools
 
@@ -265,6 +269,21 @@ class FixedOctree(SpatialIndex):
         k = qu.ray(self._root, self._nodes, self._ents, origin, direction, out, ts,
                    self._stack())
         return out[:k], ts[:k]
+
+    def _query_pairs(self, slots: np.ndarray | None, margin: float) -> np.ndarray:
+        self._sync()
+        out = new_pairs(2 * self._count)
+        if slots is not None:
+            slots = np.unique(slots)  # ids may repeat
+            sel = selection(self.capacity, slots)
+            if slots.shape[0] < pq.ALL_PAIRS_FROM * self._count:
+                return pq.pairs_of(slots, self._s2e, self._root, self._nodes, self._ents,
+                                   margin, sel, out, self._stack())
+        else:
+            sel = selection(self.capacity, None)
+        return pq.all_pairs(self._root, self._nodes, self._ents, margin, sel, out,
+                            self._stack(), self._stack(), self._stack(), self._stack(),
+                            self.sweep_from)
 
     def object_cells(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(corner (n,3), side (n,)) of the node cube each object lives in (flushes first)."""
