@@ -322,3 +322,28 @@ def test_chunks_slot_order_view_follows_moves_removals_and_resizes():
     assert idx.stats()["order"] == "slot" and view is not None
     assert view.sorts >= 2, "the view never re-sorted"
     assert len(views) >= 2, "the view was not rebuilt after the removal"
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e-5, 1e39, 1e150])
+@pytest.mark.parametrize(("label", "name", "kwargs"), VARIANTS, ids=IDS)
+def test_extreme_scales(label, name, kwargs, scale):
+    """Tiny scales (squares underflow: the float64 test's distances are off by ~1e-154) and
+    huge ones (past float32's range): pruning must stay conservative for the exact test."""
+    rng = np.random.default_rng(2)
+    n = 200
+    c = rng.uniform(-1, 1, (n, 3)) * scale
+    r = rng.uniform(0, 0.2, n) * scale
+    c[:40] = c[0] + rng.normal(size=(40, 3)) * scale * 1e-9  # a tight cluster
+    r[:40] = scale * 1e-9
+    idx = make(name, kwargs)
+    oracle = Oracle()
+    ids = np.arange(n, dtype=np.int64)
+    idx.insert(ids, c, r)
+    oracle.insert(ids, c, r)
+    for step in range(3):
+        for m in (0.0, scale * 0.01):
+            assert_pairs(idx.query_pairs(margin=m), oracle.pairs(margin=m), f"margin {m}")
+        moving = ids[step::10]
+        c[moving] += rng.normal(size=(len(moving), 3)) * scale * 0.01
+        idx.update(moving, c[moving])
+        oracle.update(moving, c[moving])

@@ -265,8 +265,10 @@ def _window(sx, sy, sz, sr, j0: int, j1: int, ax, ay, az, reach, hit) -> int:
 def _sweep_slack(big: float, rmax: float, margin: float) -> float:
     """Widening of the sweep's window bound and of its squared distance test, so that both
     are conservative for the exact test: many float64 roundings of the largest coordinate,
-    radius and margin (the window bound's ends and the squares each round a few times)."""
-    return _SWEEP_ROUNDINGS * _U64 * (2.0 * big + 2.0 * rmax + margin) + 1e-300
+    radius and margin (the window bound's ends and the squares each round a few times); and
+    1e-150 absolute: below about 1.5e-154 a squared component underflows, so the exact test's
+    distance can be off by that much."""
+    return _SWEEP_ROUNDINGS * _U64 * (2.0 * big + 2.0 * rmax + margin) + 1e-150
 
 
 @njit(cache=True)

@@ -57,8 +57,9 @@ _U64 = 2.0 ** -53
 
 
 def lane_tolerance(max_abs: float, max_r: float, margin: float) -> float:
-    """Widening of the float32 lane threshold that keeps it conservative (see module doc)."""
-    return _LANE_ROUNDINGS * _U32 * (max_abs + max_r + margin) + 1e-30
+    """Widening of the float32 lane threshold that keeps it conservative (see module doc);
+    at least 1e-18, so that its square never underflows in float32 (min normal 1.2e-38)."""
+    return _LANE_ROUNDINGS * _U32 * (max_abs + max_r + margin) + 1e-18
 
 
 def node_slack(max_abs: float, max_r: float, margin: float) -> float:
