@@ -38,6 +38,7 @@ keeps; exactness rests on the per-pair test alone.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -53,6 +54,13 @@ SMALL_PAIRS = 64  # two items whose object counts multiply to at most this: test
 SWEEP_SELF = 48  # an own list longer than this is swept for its own pairs
 SWEEP_PAIRS = 1024  # two filtered lists whose sizes multiply to more than this are swept
 LONG_LIST = 48  # an own list longer than this meets a subtree object by object
+# Room kept free on the task stack: one task pushes at most K(K-1)/2 + 2K tasks (405 for
+# the icoseptree's 27 children).
+STACK_SLACK = 1024
+# The pending-pair buffer (packed rows) and the room it keeps for one batch of direct tests
+# (at most SWEEP_SELF * (SWEEP_SELF - 1) / 2 or SWEEP_PAIRS rows).
+PENDING = 8192
+PENDING_ROOM = 1200
 
 
 class TreePairSnapshot(NamedTuple):
@@ -87,7 +95,7 @@ def new_snapshot_arrays(m: int, total: int):
             np.empty(total, np.int64))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def set_mag(box, mag, i: int) -> None:
     """mag[i] = the largest |coordinate| of box row i."""
     v = 0.0
@@ -96,7 +104,7 @@ def set_mag(box, mag, i: int) -> None:
     mag[i] = v
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def sum_children_sel(size, nsel_sub, i: int) -> int:
     """Filtered objects in node i's children's subtrees (each already complete)."""
     t = 0
@@ -109,17 +117,27 @@ def sum_children_sel(size, nsel_sub, i: int) -> int:
 
 
 # ---------------------------------------------------------------------- the descent
+#
+# numba increments and decrements the reference count of every array handed to a helper,
+# inlined or not, at every call (an atomic operation each): with plain helpers that was 60 %
+# of the descent. The helpers called per node or per object are therefore compiled with
+# ``_nrt=False`` (they allocate nothing; the caller holds the arrays), and the exact tests
+# write their hits to a fixed pending buffer of packed row pairs, branch-free, which the
+# descent flushes into the growable output now and then. An array variable that a loop may
+# replace (the growable task stack) is counted at every call it is passed to, even to those:
+# the stack is only ever indexed in the loop.
 
-@njit(cache=True, inline="always")
-def _overlap(b, i: int, c, j: int, g: float) -> bool:
+
+@njit(cache=True, _nrt=False)
+def _meet(b, i: int, c, j: int, g: float) -> bool:
     """Box row i of b and box row j of c are within g of each other on every axis."""
     return ((b[i, 0] <= c[j, 3] + g) & (c[j, 0] <= b[i, 3] + g)
             & (b[i, 1] <= c[j, 4] + g) & (c[j, 1] <= b[i, 4] + g)
             & (b[i, 2] <= c[j, 5] + g) & (c[j, 2] <= b[i, 5] + g))
 
 
-@njit(cache=True, inline="always")
-def _obj_overlap(pts, p: int, c, j: int, g: float) -> bool:
+@njit(cache=True, _nrt=False)
+def _obj_meets(pts, p: int, c, j: int, g: float) -> bool:
     """The bounding box of packed sphere p and box row j of c are within g."""
     x = pts[p, 0]
     y = pts[p, 1]
@@ -130,39 +148,105 @@ def _obj_overlap(pts, p: int, c, j: int, g: float) -> bool:
             & (z - r <= c[j, 5] + g) & (c[j, 2] <= z + r + g))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def _gap(mag, i: int, j: int, margin: float) -> float:
     """The margin plus the rounding pad for boxes of nodes i and j."""
     return margin + _REL_PAD * (1.0 + max(mag[i], mag[j]) + margin)
 
 
-@njit(cache=True, inline="always")
-def _test(pts, slot, p: int, q: int, margin: float, sel, out, k: int):
-    """Exact test of packed spheres p and q; appends their slots when they touch."""
-    a = slot[p]
-    b = slot[q]
-    if keep(sel, a, b) and pair_touch(pts[p, 0], pts[p, 1], pts[p, 2], pts[p, 3],
-                                      pts[q, 0], pts[q, 1], pts[q, 2], pts[q, 3], margin):
-        out = push_pair(out, k, a, b)
-        k += 1
-    return out, k
+@njit(cache=True, _nrt=False)
+def _extent(box, i: int) -> float:
+    """Sum of box row i's edge lengths (which of two subtrees to split)."""
+    return (box[i, 3] - box[i, 0]) + (box[i, 4] - box[i, 1]) + (box[i, 5] - box[i, 2])
 
 
-@njit(cache=True)
-def _within(pts, slot, r0: int, r1: int, margin: float, sel, out, k: int):
-    """Every pair of packed rows [r0, r1)."""
+@njit(cache=True, _nrt=False)
+def _filter(pts, r0: int, r1: int, c, j: int, g: float, rows) -> int:
+    """Rows in [r0, r1) whose sphere box meets box row j of c, into ``rows``; how many."""
+    n = 0
     for p in range(r0, r1):
-        for q in range(p + 1, r1):
-            out, k = _test(pts, slot, p, q, margin, sel, out, k)
-    return out, k
+        rows[n] = p
+        n += _obj_meets(pts, p, c, j, g)
+    return n
+
+
+@njit(cache=True, _nrt=False)
+def _touch_range(pts, p: int, q0: int, q1: int, margin: float, pend, npend: int) -> int:
+    """Append (p, q) for the rows q in [q0, q1) touching row p; returns the new count.
+
+    The exact test in :func:`~app.spatial.pairs.pair_touch`'s arithmetic, with a branch-free
+    compaction (appending to the growable output inside this loop made it 7x slower).
+    """
+    ax = pts[p, 0]
+    ay = pts[p, 1]
+    az = pts[p, 2]
+    ar = pts[p, 3]
+    for q in range(q0, q1):
+        dx = ax - pts[q, 0]
+        dy = ay - pts[q, 1]
+        dz = az - pts[q, 2]
+        pend[npend, 0] = p
+        pend[npend, 1] = q
+        npend += math.sqrt(dx * dx + dy * dy + dz * dz) <= ar + pts[q, 3] + margin
+    return npend
+
+
+@njit(cache=True, _nrt=False)
+def _touch_rows(pts, p: int, rows, n: int, margin: float, pend, npend: int) -> int:
+    """Like :func:`_touch_range` over the rows ``rows[:n]``."""
+    ax = pts[p, 0]
+    ay = pts[p, 1]
+    az = pts[p, 2]
+    ar = pts[p, 3]
+    for t in range(n):
+        q = rows[t]
+        dx = ax - pts[q, 0]
+        dy = ay - pts[q, 1]
+        dz = az - pts[q, 2]
+        pend[npend, 0] = p
+        pend[npend, 1] = q
+        npend += math.sqrt(dx * dx + dy * dy + dz * dz) <= ar + pts[q, 3] + margin
+    return npend
+
+
+@njit(cache=True, _nrt=False)
+def _within(pts, r0: int, r1: int, margin: float, pend, npend: int) -> int:
+    """Every touching pair of rows [r0, r1), appended to ``pend``."""
+    for p in range(r0, r1 - 1):
+        npend = _touch_range(pts, p, p + 1, r1, margin, pend, npend)
+    return npend
+
+
+@njit(cache=True, _nrt=False)
+def _between(pts, a0: int, a1: int, b0: int, b1: int, margin: float, pend, npend: int) -> int:
+    """Every touching pair across rows [a0, a1) and [b0, b1), appended to ``pend``."""
+    for p in range(a0, a1):
+        npend = _touch_range(pts, p, b0, b1, margin, pend, npend)
+    return npend
+
+
+@njit(cache=True, _nrt=False)
+def _across(pts, sa, na: int, sb, nb: int, margin: float, pend, npend: int) -> int:
+    """Every touching pair across the rows sa[:na] and sb[:nb], appended to ``pend``."""
+    for u in range(na):
+        npend = _touch_rows(pts, sa[u], sb, nb, margin, pend, npend)
+    return npend
 
 
 @njit(cache=True)
-def _between(pts, slot, a0: int, a1: int, b0: int, b1: int, margin: float, sel, out, k: int):
-    """Every pair across packed rows [a0, a1) and [b0, b1)."""
-    for p in range(a0, a1):
-        for q in range(b0, b1):
-            out, k = _test(pts, slot, p, q, margin, sel, out, k)
+def _flush(pend, npend: int, slot, sel, out, k: int):
+    """Move the pending row pairs into ``out`` as slot pairs the filter keeps; (out, k)."""
+    if k + npend > out.shape[0]:
+        bigger = np.empty((max(2 * out.shape[0], k + npend), 2), np.int64)
+        bigger[:k] = out[:k]
+        out = bigger
+    for t in range(npend):
+        a = slot[pend[t, 0]]
+        b = slot[pend[t, 1]]
+        if keep(sel, a, b):
+            out[k, 0] = a
+            out[k, 1] = b
+            k += 1
     return out, k
 
 
@@ -171,6 +255,7 @@ def _sweep(rows, tags, n: int, bipartite: bool, pts, slot, margin: float, g: flo
            out, k: int):
     """Sort-and-sweep of the packed rows ``rows[:n]`` along their axis of largest extent.
 
+    For long lists only (an unsplittable leaf, the viewdist tree's unbounded list).
     ``bipartite``: only pairs of different tags. The sweep bound adds g (margin and rounding
     pad) to each sphere's upper end, so it never cuts a pair the exact test keeps.
     """
@@ -200,65 +285,31 @@ def _sweep(rows, tags, n: int, bipartite: bool, pts, slot, margin: float, g: flo
                 break
             if bipartite and tags[tu] == tags[tv]:
                 continue
-            out, k = _test(pts, slot, p, rows[tv], margin, sel, out, k)
+            q = rows[tv]
+            a = slot[p]
+            b = slot[q]
+            if keep(sel, a, b) and pair_touch(pts[p, 0], pts[p, 1], pts[p, 2], pts[p, 3],
+                                              pts[q, 0], pts[q, 1], pts[q, 2], pts[q, 3],
+                                              margin):
+                out = push_pair(out, k, a, b)
+                k += 1
     return out, k
 
 
 @njit(cache=True)
-def _list_self(pts, slot, r0: int, r1: int, margin: float, g: float, sel, sa, tags, out,
-               k: int):
-    """Every pair of one own list (rows [r0, r1)): directly, or swept when long."""
-    n = r1 - r0
-    if n <= SWEEP_SELF:
-        return _within(pts, slot, r0, r1, margin, sel, out, k)
-    for t in range(n):
-        sa[t] = r0 + t
-    return _sweep(sa, tags, n, False, pts, slot, margin, g, sel, out, k)
-
-
-@njit(cache=True)
-def _list_list(pts, slot, a0: int, a1: int, abox, ai: int, b0: int, b1: int, bbox, bi: int,
-               margin: float, g: float, sel, sa, sb, tags, out, k: int):
-    """Every pair across two lists: each filtered by the other's box, then tested directly
-    or, when both stay long, swept together (tags tell the sides apart)."""
-    na = 0
-    for p in range(a0, a1):
-        if _obj_overlap(pts, p, bbox, bi, g):
-            sa[na] = p
-            na += 1
-    if na == 0:
-        return out, k
-    nb = 0
-    for q in range(b0, b1):
-        if _obj_overlap(pts, q, abox, ai, g):
-            sb[nb] = q
-            nb += 1
-    if na * nb <= SWEEP_PAIRS:
-        for u in range(na):
-            for v in range(nb):
-                out, k = _test(pts, slot, sa[u], sb[v], margin, sel, out, k)
-        return out, k
-    for u in range(na):
-        tags[u] = 0
-    for v in range(nb):
-        sa[na + v] = sb[v]
-        tags[na + v] = 1
-    return _sweep(sa, tags, na + nb, True, pts, slot, margin, g, sel, out, k)
-
-
-@njit(cache=True)
 def _list_vs_subtree(size, ostart, ocnt, box, obox, mag, pts, slot, r0: int, r1: int, x: int,
-                     y: int, only_selected: bool, margin: float, sel, out, k: int):
+                     y: int, only_selected: bool, margin: float, sel, pend, out, k: int):
     """Every pair of a long own list (rows [r0, r1), of node x) with subtree y: each object
     descends y on its own, so the list is not filtered again at every node of y.
 
     ``only_selected``: y holds no filtered object, so only the list's filtered ones descend.
     """
     stack = np.empty(64, np.int64)
+    npend = 0
     for p in range(r0, r1):
         if only_selected and not sel[slot[p]]:
             continue
-        if not _obj_overlap(pts, p, box, y, _gap(mag, x, y, margin)):
+        if not _obj_meets(pts, p, box, y, _gap(mag, x, y, margin)):
             continue
         stack[0] = y
         top = 1
@@ -266,11 +317,19 @@ def _list_vs_subtree(size, ostart, ocnt, box, obox, mag, pts, slot, r0: int, r1:
             top -= 1
             c = stack[top]
             g = _gap(mag, x, c, margin)
-            if not _obj_overlap(pts, p, box, c, g):
+            if not _obj_meets(pts, p, box, c, g):
                 continue
-            if ocnt[c] > 0 and _obj_overlap(pts, p, obox, c, g):
-                for q in range(ostart[c], ostart[c] + ocnt[c]):
-                    out, k = _test(pts, slot, p, q, margin, sel, out, k)
+            if ocnt[c] > 0 and _obj_meets(pts, p, obox, c, g):
+                if npend + ocnt[c] > pend.shape[0]:
+                    out, k = _flush(pend, npend, slot, sel, out, k)
+                    npend = 0
+                if ocnt[c] > pend.shape[0]:
+                    out, k = _flush(pend, _touch_range(pts, p, ostart[c], ostart[c] + ocnt[c],
+                                                       margin, np.empty((ocnt[c], 2), np.int64),
+                                                       0), slot, sel, out, k)
+                else:
+                    npend = _touch_range(pts, p, ostart[c], ostart[c] + ocnt[c], margin, pend,
+                                         npend)
             end = c + size[c]
             d = c + 1
             while d < end:
@@ -281,30 +340,7 @@ def _list_vs_subtree(size, ostart, ocnt, box, obox, mag, pts, slot, r0: int, r1:
                 stack[top] = d
                 top += 1
                 d += size[d]
-    return out, k
-
-
-@njit(cache=True, inline="always")
-def _push_task(stack, top: int, a: int, b: int):
-    """Push the task (a, b) (b < 0: self(a)); returns (stack, top), growing the stack."""
-    if top == stack.shape[0]:
-        bigger = np.empty((2 * top, 2), np.int64)
-        bigger[:top] = stack
-        stack = bigger
-    stack[top, 0] = a
-    stack[top, 1] = b
-    return stack, top + 1
-
-
-@njit(cache=True, inline="always")
-def _item(size, c: int) -> int:
-    """Child c as an item: its subtree (c << 1), or its own list (c << 1 | 1) when a leaf."""
-    return (c << 1) | (1 if size[c] == 1 else 0)
-
-
-@njit(cache=True, inline="always")
-def _extent(box, i: int) -> float:
-    return (box[i, 3] - box[i, 0]) + (box[i, 4] - box[i, 1]) + (box[i, 5] - box[i, 2])
+    return _flush(pend, npend, slot, sel, out, k)
 
 
 @njit(cache=True)
@@ -320,7 +356,13 @@ def snapshot_pairs(sn: TreePairSnapshot, margin: float, sel: np.ndarray) -> np.n
 @njit(cache=True)
 def _descend(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
              margin, sel):
-    """:func:`snapshot_pairs` on the snapshot's arrays (see the module docstring)."""
+    """:func:`snapshot_pairs` on the snapshot's arrays (see the module docstring).
+
+    Tasks on an explicit stack: (i, -1) is self(i); (x, y) pairs two items, an item being
+    i << 1 (node i's subtree) or i << 1 | 1 (node i's own list; a leaf is always its list).
+    A pair is pushed only when its boxes meet and, under a filter, one side holds a filtered
+    object.
+    """
     m = size.shape[0]
     out = new_pairs(pts.shape[0])
     k = 0
@@ -333,11 +375,20 @@ def _descend(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, 
     sa = np.empty(2 * longest, np.int64)
     sb = np.empty(longest, np.int64)
     tags = np.empty(2 * longest, np.int8)
-    stack = np.empty((256, 2), np.int64)
+    pend = np.empty((PENDING, 2), np.int64)
+    npend = 0
+    stack = np.empty((4 * STACK_SLACK, 2), np.int64)
     stack[0, 0] = 0
     stack[0, 1] = -1
     top = 1
     while top > 0:
+        if npend > PENDING - PENDING_ROOM:
+            out, k = _flush(pend, npend, slot, sel, out, k)
+            npend = 0
+        if top + STACK_SLACK > stack.shape[0]:
+            bigger = np.empty((2 * stack.shape[0], 2), np.int64)
+            bigger[:top] = stack[:top]
+            stack = bigger
         top -= 1
         a = stack[top, 0]
         b = stack[top, 1]
@@ -349,25 +400,36 @@ def _descend(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, 
                 continue
             r0 = ostart[i]
             if oend[i] - r0 <= SMALL_SELF:
-                out, k = _within(pts, slot, r0, oend[i], margin, sel, out, k)
+                npend = _within(pts, r0, oend[i], margin, pend, npend)
                 continue
             n_own = ocnt[i]
             if n_own > 1 and (not filtered or nsel_own[i] > 0):
-                out, k = _list_self(pts, slot, r0, r0 + n_own, margin,
-                                    _gap(mag, i, i, margin), sel, sa, tags, out, k)
+                if n_own <= SWEEP_SELF:
+                    npend = _within(pts, r0, r0 + n_own, margin, pend, npend)
+                else:
+                    for t in range(n_own):
+                        sa[t] = r0 + t
+                    out, k = _sweep(sa, tags, n_own, False, pts, slot, margin,
+                                    _gap(mag, i, i, margin), sel, out, k)
             end = i + size[i]
             c = i + 1
             while c < end:
-                ic = _item(size, c)
-                stack, top = _push_task(stack, top, c, -1)
-                if n_own > 0 and (not filtered or nsel_own[i] + nsel_sub[c] > 0) and _overlap(
+                ic = (c << 1) | (1 if size[c] == 1 else 0)
+                stack[top, 0] = c
+                stack[top, 1] = -1
+                top += 1
+                if n_own > 0 and (not filtered or nsel_own[i] + nsel_sub[c] > 0) and _meet(
                         obox, i, box, c, _gap(mag, i, c, margin)):
-                    stack, top = _push_task(stack, top, (i << 1) | 1, ic)
+                    stack[top, 0] = (i << 1) | 1
+                    stack[top, 1] = ic
+                    top += 1
                 d = c + size[c]
                 while d < end:
-                    if (not filtered or nsel_sub[c] + nsel_sub[d] > 0) and _overlap(
+                    if (not filtered or nsel_sub[c] + nsel_sub[d] > 0) and _meet(
                             box, c, box, d, _gap(mag, c, d, margin)):
-                        stack, top = _push_task(stack, top, ic, _item(size, d))
+                        stack[top, 0] = ic
+                        stack[top, 1] = (d << 1) | (1 if size[d] == 1 else 0)
+                        top += 1
                     d += size[d]
                 c += size[c]
             continue
@@ -381,11 +443,25 @@ def _descend(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, 
         b0 = ostart[j]
         b1 = b0 + ocnt[j] if b_own else oend[j]
         if (a1 - a0) * (b1 - b0) <= SMALL_PAIRS:
-            out, k = _between(pts, slot, a0, a1, b0, b1, margin, sel, out, k)
+            npend = _between(pts, a0, a1, b0, b1, margin, pend, npend)
             continue
         if a_own and b_own:
-            out, k = _list_list(pts, slot, a0, a1, obox, i, b0, b1, obox, j, margin,
-                                _gap(mag, i, j, margin), sel, sa, sb, tags, out, k)
+            g = _gap(mag, i, j, margin)
+            na = _filter(pts, a0, a1, obox, j, g, sa)
+            if na == 0:
+                continue
+            nb = _filter(pts, b0, b1, obox, i, g, sb)
+            if nb == 0:
+                continue
+            if na * nb <= SWEEP_PAIRS:
+                npend = _across(pts, sa, na, sb, nb, margin, pend, npend)
+            else:
+                for t in range(na):
+                    tags[t] = 0
+                for t in range(nb):
+                    sa[na + t] = sb[t]
+                    tags[na + t] = 1
+                out, k = _sweep(sa, tags, na + nb, True, pts, slot, margin, g, sel, out, k)
             continue
         if a_own or (not b_own and _extent(box, j) > _extent(box, i)):
             # split the other one: swap so that a is the subtree to split
@@ -394,32 +470,43 @@ def _descend(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, 
             a_own, b_own = b_own, a_own
             a0, a1, b0, b1 = b0, b1, a0, a1
         if b_own and b1 - b0 > LONG_LIST:
+            out, k = _flush(pend, npend, slot, sel, out, k)
+            npend = 0
             out, k = _list_vs_subtree(size, ostart, ocnt, box, obox, mag, pts, slot, b0, b1, j,
-                                      i, filtered and nsel_sub[i] == 0, margin, sel, out, k)
+                                      i, filtered and nsel_sub[i] == 0, margin, sel, pend,
+                                      out, k)
             continue
         nsel_b = nsel_own[j] if b_own else nsel_sub[j]
+        end = i + size[i]
         if b_own:
-            if ocnt[i] > 0 and (not filtered or nsel_own[i] + nsel_b > 0) and _overlap(
+            if ocnt[i] > 0 and (not filtered or nsel_own[i] + nsel_b > 0) and _meet(
                     obox, i, obox, j, _gap(mag, i, j, margin)):
-                stack, top = _push_task(stack, top, (i << 1) | 1, b)
-            end = i + size[i]
+                stack[top, 0] = (i << 1) | 1
+                stack[top, 1] = b
+                top += 1
             c = i + 1
             while c < end:
-                if (not filtered or nsel_sub[c] + nsel_b > 0) and _overlap(
+                if (not filtered or nsel_sub[c] + nsel_b > 0) and _meet(
                         box, c, obox, j, _gap(mag, c, j, margin)):
-                    stack, top = _push_task(stack, top, _item(size, c), b)
+                    stack[top, 0] = (c << 1) | (1 if size[c] == 1 else 0)
+                    stack[top, 1] = b
+                    top += 1
                 c += size[c]
         else:
-            if ocnt[i] > 0 and (not filtered or nsel_own[i] + nsel_b > 0) and _overlap(
+            if ocnt[i] > 0 and (not filtered or nsel_own[i] + nsel_b > 0) and _meet(
                     obox, i, box, j, _gap(mag, i, j, margin)):
-                stack, top = _push_task(stack, top, (i << 1) | 1, b)
-            end = i + size[i]
+                stack[top, 0] = (i << 1) | 1
+                stack[top, 1] = b
+                top += 1
             c = i + 1
             while c < end:
-                if (not filtered or nsel_sub[c] + nsel_b > 0) and _overlap(
+                if (not filtered or nsel_sub[c] + nsel_b > 0) and _meet(
                         box, c, box, j, _gap(mag, c, j, margin)):
-                    stack, top = _push_task(stack, top, _item(size, c), b)
+                    stack[top, 0] = (c << 1) | (1 if size[c] == 1 else 0)
+                    stack[top, 1] = b
+                    top += 1
                 c += size[c]
+    out, k = _flush(pend, npend, slot, sel, out, k)
     return out[:k]
 
 
@@ -541,6 +628,7 @@ def pairs_of_slots(nd, ob, sp, rules, qslots, sel, margin: float) -> np.ndarray:
     lo = nd.lo
     hi = nd.hi
     stack = np.empty(nd.parent.shape[0] + 1, np.int64)
+    hits = np.empty(256, np.int64)
     for t in range(qslots.shape[0]):
         q = qslots[t]
         qx = centers[q, 0]
@@ -567,14 +655,21 @@ def pairs_of_slots(nd, ob, sp, rules, qslots, sel, margin: float) -> np.ndarray:
                     continue
             if needs_split(nd.is_split, nd.count, n, threshold):
                 split_node(nd, ob, sp, n, rules)
+            if nd.count[n] > hits.shape[0]:
+                hits = np.empty(2 * nd.count[n], np.int64)
+            c = 0
             s = nd.head[n]
-            while s >= 0:
-                if s != q and not (sel[s] and s < q) and pair_touch(
-                        qx, qy, qz, qr, centers[s, 0], centers[s, 1], centers[s, 2], radii[s],
-                        margin):
-                    out = push_pair(out, k, q, s)
-                    k += 1
+            while s >= 0:  # branch-free compaction of the hits (see _hits_range)
+                dx = qx - centers[s, 0]
+                dy = qy - centers[s, 1]
+                dz = qz - centers[s, 2]
+                hits[c] = s
+                c += ((s != q) & ~(sel[s] & (s < q))
+                      & (math.sqrt(dx * dx + dy * dy + dz * dz) <= qr + radii[s] + margin))
                 s = nxt[s]
+            for u in range(c):
+                out = push_pair(out, k, q, hits[u])
+                k += 1
             if nd.nchild[n] > 0:
                 for j in range(nd.child.shape[1]):
                     ch = nd.child[n, j]

@@ -12,8 +12,11 @@ from typing import Any
 import numpy as np
 
 from app.geom.zpyramid import ZPyramid, occluder
+from app.spatial.aabbtree.pairs import snapshot_pairs
 from app.spatial.base import QueryResult, SpatialIndex
+from app.spatial.pairs import selection
 from app.spatial.viewdist_tree import check as ck
+from app.spatial.viewdist_tree import pairs as pr
 from app.spatial.viewdist_tree import queries as qu
 from app.spatial.viewdist_tree import update as up
 from app.spatial.viewdist_tree.store import (
@@ -40,6 +43,10 @@ class ViewDistanceTree(SpatialIndex):
     # removals have loosened the bounds by more than max(rebuild_min, 2 * objects) changes.
     # Doing it in the mutation keeps the cost out of the cull.
     rebuild_min = 4096
+    _pairs_structural = True
+    #: With ids, one descent per given object while len(ids) * (this + infinite list / 64)
+    #: stays below the object count; otherwise the whole-tree descent with the ids as a filter.
+    pairs_per_object_ratio = 8
 
     def __init__(self, min_node_size: float = 1.0 / 16.0, tight: bool = True,
                  **kwargs: Any) -> None:
@@ -220,6 +227,17 @@ class ViewDistanceTree(SpatialIndex):
             q[2] = np.where(direction == 0.0, np.inf, 1.0 / np.where(direction == 0.0, 1.0,
                                                                      direction))
         return self._region(qu.RAY, q, 0.0)
+
+    def _query_pairs(self, slots: np.ndarray | None, margin: float) -> np.ndarray:
+        """Node-against-node descent of the tree (all pairs), or one descent per given object."""
+        args = (self._nodes, self._objs, self._packed, self._tree, self._spheres())
+        if slots is not None:
+            slots = np.unique(slots)
+            per_object = self.pairs_per_object_ratio + self._scalar("inf_count") / 64
+            if slots.shape[0] * per_object < self._count:
+                return pr.pairs_of_slots(*args, slots, selection(self.capacity, slots), margin)
+        sel = selection(self.capacity, slots)
+        return snapshot_pairs(pr.build_snapshot(*args, sel), margin, sel)
 
     # ------------------------------------------------------------ validation
 
