@@ -163,7 +163,8 @@ def sweep_pairs(centers: np.ndarray, radii: np.ndarray, slots: np.ndarray, margi
     branch-free float64 distance test (it vectorises) widened by a few roundings
     (:func:`_sweep_slack`), and the few candidates it lets through get the exact test
     (:func:`pair_touch`), so no pair the exact test accepts is ever dropped.
-    ``sel``: the ``ids`` filter (:func:`selection`).
+    ``sel``: the ``ids`` filter (:func:`selection`): then only the chosen spheres' windows
+    are swept, ahead and behind (:func:`_sweep_chosen_from`).
     """
     n = slots.shape[0]
     if n < 2:
@@ -198,16 +199,30 @@ def sweep_pairs(centers: np.ndarray, radii: np.ndarray, slots: np.ndarray, margi
     hit = np.empty(n, dtype=np.uint8)
     out = new_pairs(n)
     k = 0
+    if sel.shape[0] > 0:  # the ids filter: only the chosen spheres' windows, both ways
+        chosen = np.empty(n, dtype=np.int64)
+        nc = 0
+        for i in range(n):
+            chosen[nc] = i
+            nc += sel[ss[i]]
+        back = np.empty(n, dtype=np.uint8)
+        q = 0
+        while True:
+            k, q = _sweep_chosen_from(q, chosen[:nc], sx, sy, sz, sr, sa, los, ss, margin,
+                                      wide, 2.0 * rmax, sel, hit, back, out, k)
+            if q >= nc:
+                return out[:k]
+            out = grown_pairs(out)
     i = 0
     while True:  # the sweep stops before overflowing the buffer; grow it and go on
-        k, i = _sweep_from(i, sx, sy, sz, sr, sa, los, ss, margin, wide, sel, hit, out, k)
+        k, i = _sweep_from(i, sx, sy, sz, sr, sa, los, ss, margin, wide, hit, out, k)
         if i >= n:
             return out[:k]
         out = grown_pairs(out)  # (out holds >= n rows: doubled, it holds any window's hits)
 
 
 @njit(cache=True)
-def _sweep_from(i0: int, sx, sy, sz, sr, sa, los, ss, margin: float, wide: float, sel, hit,
+def _sweep_from(i0: int, sx, sy, sz, sr, sa, los, ss, margin: float, wide: float, hit,
                 out, k: int):
     """The sweep of :func:`sweep_pairs` from sorted sphere ``i0`` on, writing pairs at
     ``out[k]``; returns (k, i): i = n when done, else the sphere whose hits would not fit.
@@ -216,7 +231,6 @@ def _sweep_from(i0: int, sx, sy, sz, sr, sa, los, ss, margin: float, wide: float
     window loop vectorised (measured 4x slower), so the caller grows it and calls again.
     """
     n = sx.shape[0]
-    filtered = sel.shape[0] > 0
     for i in range(i0, n):
         ax = sx[i]
         ay = sy[i]
@@ -229,17 +243,54 @@ def _sweep_from(i0: int, sx, sy, sz, sr, sa, los, ss, margin: float, wide: float
         if k + m > out.shape[0]:
             return k, i
         a = ss[i]
-        sel_a = filtered and sel[a]
         for j in range(i + 1, j1):
-            if hit[j - i - 1]:
-                b = ss[j]
-                if filtered and not (sel_a or sel[b]):
-                    continue
-                if pair_touch(ax, ay, az, ar, sx[j], sy[j], sz[j], sr[j], margin):
-                    out[k, 0] = a
-                    out[k, 1] = b
-                    k += 1
+            if hit[j - i - 1] and pair_touch(ax, ay, az, ar, sx[j], sy[j], sz[j], sr[j],
+                                             margin):
+                out[k, 0] = a
+                out[k, 1] = ss[j]
+                k += 1
     return k, n
+
+
+@njit(cache=True)
+def _sweep_chosen_from(q0: int, chosen, sx, sy, sz, sr, sa, los, ss, margin: float,
+                       wide: float, span: float, sel, hit, back, out, k: int):
+    """The filtered sweep from chosen sphere ``q0`` on: each chosen sphere's window ahead
+    (every pair) and behind (pairs with unchosen spheres: a chosen one behind finds it in
+    its own window ahead), so each pair comes once; returns (k, q) as :func:`_sweep_from`.
+
+    Behind, a sphere can reach the chosen one only if it starts at most ``span`` (twice the
+    largest radius) plus the margin before it: that bounds the window behind.
+    """
+    nc = chosen.shape[0]
+    for q in range(q0, nc):
+        i = chosen[q]
+        ax = sx[i]
+        ay = sy[i]
+        az = sz[i]
+        ar = sr[i]
+        j1 = np.searchsorted(los, sa[i] + ar + wide, side="right")
+        jb = min(np.searchsorted(los, los[i] - span - 2.0 * wide, side="left"), i)
+        m = _window(sx, sy, sz, sr, i + 1, j1, ax, ay, az, ar + wide, hit)
+        m += _window(sx, sy, sz, sr, jb, i, ax, ay, az, ar + wide, back)
+        if m == 0:
+            continue
+        if k + m > out.shape[0]:
+            return k, q
+        a = ss[i]
+        for j in range(i + 1, j1):
+            if hit[j - i - 1] and pair_touch(ax, ay, az, ar, sx[j], sy[j], sz[j], sr[j],
+                                             margin):
+                out[k, 0] = a
+                out[k, 1] = ss[j]
+                k += 1
+        for j in range(jb, i):
+            if back[j - jb] and not sel[ss[j]] and pair_touch(ax, ay, az, ar, sx[j], sy[j],
+                                                              sz[j], sr[j], margin):
+                out[k, 0] = a
+                out[k, 1] = ss[j]
+                k += 1
+    return k, nc
 
 
 @njit(cache=True, inline="always")
