@@ -1,4 +1,4 @@
-"""``python -m app bench {index,paper,occlusion}``."""
+"""``python -m app bench {index,paper,occlusion,pairs}``."""
 
 from __future__ import annotations
 
@@ -71,6 +71,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     o.add_argument("--md", default=None, help="also write the table as markdown to this file")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
 
+    c = sub.add_parser("pairs", help="collision broad-phase: query_pairs of every index vs "
+                       "compiled sort-and-sweep", description="Per-step time (update of every "
+                       "object + query_pairs) of every index variant and of the compiled "
+                       "brute-force peers (sort-and-sweep on one and on every core; the O(n^2) "
+                       "loop up to n=10,000), uniform and clustered, 10^4, 10^5 and 10^6 "
+                       "objects of mixed radii all moving every step; every answer checked "
+                       "against the sweep's, exactly, every step.")
+    c.add_argument("--quick", action="store_true",
+                   help="n = 1,000 and 4,000, 2 steps: a smoke test (well under a minute)")
+    c.add_argument("--only", default="", help="comma-separated index names or labels (kd, "
+                   "kd/leafy, grid ...); the peers always run")
+    c.add_argument("--dists", default="uniform,clustered",
+                   help="comma-separated subset of uniform,clustered")
+    c.add_argument("--sizes", default=None,
+                   help="comma-separated object counts (default 1e4,1e5,1e6; 1e3,4e3 with "
+                   "--quick)")
+    c.add_argument("--steps", type=int, default=None,
+                   help="measured steps per run, after a warm-up step (default 10, 2 with "
+                   "--quick); fewer when a run's time budget is spent")
+    c.add_argument("--budget", type=float, default=None,
+                   help="seconds of steps per run before it stops early (default 10)")
+    c.add_argument("--step-budget", type=float, default=None,
+                   help="an index whose step takes (or is predicted to take) longer than this "
+                   "many seconds stops (or is skipped) at that size (default 10)")
+    c.add_argument("--csv", default=None, help="also write the rows to this CSV file")
+    c.add_argument("--md", default=None, help="also write a markdown report to this file")
+    c.add_argument("--plots", default="out",
+                   help="folder for the plots pairs_<distribution>.png (default out)")
+    c.add_argument("--no-plots", action="store_true", help="write no plots")
+    c.add_argument("--quiet", action="store_true", help="no progress bar")
+
 
 def run(args: argparse.Namespace) -> int:
     if args.bench == "index":
@@ -83,7 +114,10 @@ def run(args: argparse.Namespace) -> int:
         from app.bench.occlusion_frames import run_occlusion
 
         return run_occlusion(args)
-    print("usage: python -m app bench {index,paper,occlusion} [--quick] ...  (see --help)")
+    if args.bench == "pairs":
+        return _run_pairs(args)
+    print("usage: python -m app bench {index,paper,occlusion,pairs} [--quick] ...  "
+          "(see --help)")
     return 2
 
 
@@ -167,4 +201,106 @@ def _run_index(args: argparse.Namespace) -> int:
              and r.extra.get("frames", frames) < frames]
     if short:
         print("measured fewer frames (time budget): " + ", ".join(short))
+    return 0
+
+
+def _parse_sizes(text: str) -> list[int] | str:
+    """Object counts from '1e4,100000'; a message when one is not an integer >= 2."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            v = float(part)
+        except ValueError:
+            return f"--sizes: {part!r} is not a number"
+        if not (v >= 2 and v == int(v) and v <= 1e8):
+            return f"--sizes: {part!r} must be a whole number of objects in [2, 1e8]"
+        out.append(int(v))
+    return sorted(set(out)) or "--sizes: no object count given"
+
+
+def _run_pairs(args: argparse.Namespace) -> int:
+    from app.bench import pairs, report
+
+    def fail(msg: str) -> int:
+        print(f"bench pairs: {msg}", file=sys.stderr)
+        return 2
+
+    dists = [d.strip() for d in args.dists.split(",") if d.strip()]
+    for d in dists:
+        if d not in pairs.DISTRIBUTIONS:
+            return fail(f"unknown distribution {d!r}; choose from "
+                        f"{', '.join(pairs.DISTRIBUTIONS)}")
+    if not dists:
+        return fail("--dists: no distribution given")
+    sizes = _parse_sizes(args.sizes) if args.sizes else list(
+        pairs.QUICK_SIZES if args.quick else pairs.FULL_SIZES)
+    if isinstance(sizes, str):
+        return fail(sizes)
+    steps = args.steps if args.steps is not None else (2 if args.quick else 10)
+    if steps < 1:
+        return fail(f"--steps must be >= 1, got {steps}")
+    budget = args.budget if args.budget is not None else (3.0 if args.quick else 10.0)
+    step_budget = args.step_budget if args.step_budget is not None else (
+        3.0 if args.quick else 10.0)
+    for name, v in (("--budget", budget), ("--step-budget", step_budget)):
+        if not (v > 0 and v < float("inf")):
+            return fail(f"{name} must be a positive number of seconds, got {v:g}")
+    only = [o.strip() for o in args.only.split(",") if o.strip()] or None
+    if only:
+        known = pairs.known_labels()
+        unknown = [o for o in only if o not in known]
+        if unknown:
+            return fail(f"unknown index {', '.join(map(repr, unknown))}; choose from "
+                        f"{', '.join(sorted(known))}")
+    bar = None
+    if not args.quiet:
+        from tqdm import tqdm
+
+        bar = tqdm(total=pairs.units(dists, sizes, only), file=sys.stderr, unit="run",
+                   dynamic_ncols=True, desc="bench pairs")
+
+    def progress(text: str, done: int) -> None:
+        if bar is not None:
+            bar.set_postfix_str(text, refresh=False)
+            bar.update(done)
+
+    t0 = time.perf_counter()
+    try:
+        rows = pairs.run(dists, sizes, only, steps, budget, step_budget, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    elapsed = time.perf_counter() - t0
+    head = (f"bench pairs: {', '.join(dists)}; n = {', '.join(f'{n:,}' for n in sizes)}; "
+            f"{steps} measured steps at most (median, after a warm-up step), wall clock; "
+            f"{platform.node()} {platform.processor() or ''}".rstrip())
+    print(head)
+    print("each step: update(all ids) + query_pairs(); x faster peer = the faster compiled "
+          "peer's step time / this one's (> 1: faster than the peer); exact = the sweep's "
+          "pairs, as a set, every step")
+    table = pairs.table_rows(rows)
+    print(report.text_table(pairs.HEADERS, table))
+    goals = pairs.goal_lines(rows)
+    print("\ngoal (issue 14): the best index beats the faster compiled peer at 10^5 and 10^6:")
+    for g in goals:
+        print("  " + g)
+    print(f"\n({elapsed:.0f} s)")
+    if args.csv:
+        h, r = pairs.csv_rows(rows)
+        report.write_csv(args.csv, h, r)
+    if args.md:
+        md = ["# `python -m app bench pairs` results\n", head + "\n",
+              report.md_table(pairs.HEADERS, table), "\n## Goal\n",
+              "The best index beats the faster compiled peer at 10^5 and 10^6:\n"]
+        md += [f"- {g}" for g in goals]
+        Path(args.md).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.md).write_text("\n".join(md) + "\n")
+    if not args.no_plots:
+        for path in pairs.plot(rows, args.plots):
+            print(f"plot: {path}")
+    for r in rows:
+        if r.error and r.error != "skipped":
+            print(f"failed: {r.subject} ({r.dist}, n={r.n:,}): {r.error}", file=sys.stderr)
     return 0
