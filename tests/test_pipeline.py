@@ -40,6 +40,29 @@ def test_update_moves_exactly_the_moved_rows(moved):
     pipe.index.validate()
 
 
+@pytest.mark.parametrize("name", ["chunks", "octree", "brute"])
+def test_nearly_every_row_moving_hands_over_all_rows(name):
+    """With all but a few rows moving, the pipeline passes every row (no gathered copy); the
+    still ones keep their place, and the index holds exactly the array's rows after each frame
+    (chunks then takes its one-pass path for the same batch frame after frame)."""
+    n = 3000
+    rng = np.random.default_rng(4)
+    centers = rng.uniform(-50, 50, (n, 3))
+    pipe = CullPipeline(IndexConfig(name))
+    pipe.build(np.arange(n, dtype=np.int64), centers, np.full(n, 0.5), None)
+    moved = _readonly(np.setdiff1d(np.arange(n), [5, 700, 2999]))  # three fixed objects
+    for _ in range(6):
+        centers[moved] += rng.normal(size=(moved.shape[0], 3))
+        pipe.update(moved, centers)
+        got, _, _ = pipe.index.get(np.arange(n, dtype=np.int64))
+        np.testing.assert_array_equal(got, centers)
+    pipe.index.validate()
+    few = _readonly(np.arange(0, n, 2))  # half moving: the moved rows only, gathered
+    centers[few] += 1.0
+    pipe.update(few, centers)
+    np.testing.assert_array_equal(pipe.index.get(np.arange(n, dtype=np.int64))[0], centers)
+
+
 def test_a_reused_array_is_checked_once_and_a_new_one_again():
     pipe, centers = _pipeline(50)
     run = _readonly(np.arange(10, 20))

@@ -108,6 +108,7 @@ class CullPipeline:
         self.last_result: QueryResult | None = None
         self._rows_checked: np.ndarray | None = None
         self._run_start = -1
+        self._all_rows: np.ndarray | None = None  # read-only 0..n-1 when the ids are the rows
         self._in_view = (0, 0)  # the last stage count: (in the frustum, also within distance)
         self._counts_key: tuple[bool, int] | None = None
 
@@ -123,6 +124,12 @@ class CullPipeline:
             if view_distances is not None and np.isfinite(view_distances).any():
                 vd = view_distances
             idx.insert(ids, centers, radii, vd)
+        n = ids.shape[0]
+        self._all_rows = None
+        if n and centers.shape[0] == n and ids[0] == 0 and ids[-1] == n - 1 and np.array_equal(
+                ids, np.arange(n)):
+            self._all_rows = np.arange(n, dtype=np.int64)
+            self._all_rows.flags.writeable = False
         old = self.index
         self.index = idx
         if old is not None:
@@ -148,7 +155,17 @@ class CullPipeline:
     def update(self, moved: np.ndarray, centers: np.ndarray) -> None:
         """Hand the moved objects (ids = rows of ``centers``) to the index."""
         if moved.shape[0] and self.index is not None:
-            start = self._row_run(moved, centers.shape[0])
+            n = centers.shape[0]
+            rows = self._all_rows
+            if (rows is not None and rows.shape[0] == n == len(self.index)
+                    and moved.shape[0] >= n - max(64, n // 64)):
+                # Nearly everything moved (a scene with a few fixed objects): hand over every
+                # row, the few still ones unchanged, rather than gather 24 bytes an object
+                # into a copy; the batch is the same array every frame, which an index can
+                # recognise (chunks writes it in one sequential pass).
+                self.index.update(rows, centers)
+                return
+            start = self._row_run(moved, n)
             if start >= 0:
                 # The moved ids are one run of rows (all cars of a city, every object of a
                 # cloud): hand over a view of those rows instead of a gathered copy.
