@@ -7,10 +7,11 @@
   a compiled LSD radix argsort (three passes of 11 bits over the order-preserving uint32 image
   of the float32 min coordinate, O(n)) orders the boxes; one gather lays them out in that
   order; then the sweep: for each box, the boxes after it whose min is <= its max (a binary
-  search), tested on the two other axes in float32 (blocks of 16, branch-free, unsigned
-  indices: it vectorises), and the rare candidates decided exactly in float64 by the
-  contract's test ``sqrt(dx^2 + dy^2 + dz^2) <= ra + rb + margin``. The kernels never grow
-  the output: they stop when it is full and a driver grows it and resumes. ``sweep-mt`` runs
+  search), tested on the two other axes in float32 (one branch-free pass writing a byte per
+  box, unsigned indices: it vectorises; the bytes then scanned eight at a time), and the rare
+  candidates decided exactly in float64 by the contract's test
+  ``sqrt(dx^2 + dy^2 + dz^2) <= ra + rb + margin``. The kernels never grow the output: they
+  stop when it is full and a driver grows it and resumes. ``sweep-mt`` runs
   the sweep on every core above ``app.parallelism.PARALLEL_MIN`` objects (blocks of rows dealt
   round-robin to the threads, one output region per thread, a region that fills finished
   serially); ``sweep`` keeps every kernel on one thread.
@@ -31,7 +32,7 @@ from numba import njit, prange
 
 from app.parallelism import threads_for
 
-_BLOCK = 16  # boxes tested together on the cross axes (the branch-free inner loop)
+_BLOCK = 16  # boxes all-pairs tests together (its branch-free inner loop)
 _ROWS = 256  # rows of the sorted order dealt to one thread at a time (sweep-mt)
 _BITS = 11
 _BUCKETS = 1 << _BITS
@@ -134,19 +135,24 @@ def _gather(order, ids, c, r, x32, lo32, hi32, s_x, s_lo, s_hi, s_c, s_r, s_id):
 
 
 @njit(cache=True)
-def _sweep_row(i, n, s_x, s_lo, s_hi, s_c, s_r, s_id, margin, out, k):
+def _sweep_row(i, n, s_x, s_lo, s_hi, s_c, s_r, s_id, margin, hit, out, k):
     """Pairs of sorted row ``i`` with the rows after it, written at ``out[k]`` while there is
     room; returns the new count (more than ``out`` holds: the caller grows it and runs the row
     again).
 
-    The rows in reach (min <= this max) end where a binary search of the sorted mins says;
-    they are tested on the cross axes in blocks of 16: a branch-free count over the block
-    (unsigned indices, so it vectorises), and the rare block with a hit is rescanned; its
-    candidates are decided by the contract's float64 test (written out here: a call in this
-    loop costs 2x). ``out`` is never reassigned here (that too keeps the loops vectorised).
+    The rows in reach (min <= this max) end where a binary search of the sorted mins says.
+    One branch-free pass over them (unsigned indices, so it vectorises) writes a byte per row,
+    1 when the boxes also overlap on the two cross axes, and counts them; when any did, the
+    bytes are scanned eight at a time (as uint64 words) and the candidates decided by the
+    contract's float64 test, written out here (a call in this loop costs 2x). ``hit``: at least
+    n + 8 bytes, a multiple of 8. ``out`` is never reassigned here (that keeps the loops
+    vectorised).
     """
     x0 = s_x[0]
     end = np.searchsorted(x0, s_x[1, i], side="right")
+    w = end - i - 1
+    if w <= 0:
+        return k
     lo0 = s_lo[0]
     hi0 = s_hi[0]
     lo1 = s_lo[1]
@@ -155,21 +161,28 @@ def _sweep_row(i, n, s_x, s_lo, s_hi, s_c, s_r, s_id, margin, out, k):
     h0 = hi0[i]
     l1 = lo1[i]
     h1 = hi1[i]
+    base = np.uint64(i + 1)
+    m = 0
+    for t in range(np.uint64(w)):
+        q = base + t
+        h = np.uint8((lo0[q] <= h0) & (hi0[q] >= l0) & (lo1[q] <= h1) & (hi1[q] >= l1))
+        hit[t] = h
+        m += h
+    if m == 0:
+        return k
+    nw = (w + 7) >> 3
+    for t in range(w, nw << 3):
+        hit[t] = 0
+    words = hit.view(np.uint64)
     cx = s_c[i, 0]
     cy = s_c[i, 1]
     cz = s_c[i, 2]
     room = out.shape[0]
-    j = i + 1
-    while j < end:
-        je = min(j + _BLOCK, end)
-        base = np.uint64(j)
-        cnt = 0
-        for t in range(np.uint64(je - j)):
-            q = base + t
-            cnt += (lo0[q] <= h0) & (hi0[q] >= l0) & (lo1[q] <= h1) & (hi1[q] >= l1)
-        if cnt:
-            for q in range(j, je):
-                if (lo0[q] <= h0) & (hi0[q] >= l0) & (lo1[q] <= h1) & (hi1[q] >= l1):
+    for wi in range(nw):
+        if words[wi]:
+            for t in range(wi << 3, (wi << 3) + 8):
+                if hit[t]:
+                    q = i + 1 + t
                     dx = cx - s_c[q, 0]
                     dy = cy - s_c[q, 1]
                     dz = cz - s_c[q, 2]
@@ -181,7 +194,6 @@ def _sweep_row(i, n, s_x, s_lo, s_hi, s_c, s_r, s_id, margin, out, k):
                             out[k, 0] = min(ia, ib)
                             out[k, 1] = max(ia, ib)
                         k += 1
-        j = je
     return k
 
 
@@ -194,37 +206,39 @@ def _grow(out, k):
 
 
 @njit(cache=True)
-def _thread_rows(t, nt, first, s_x, s_lo, s_hi, s_c, s_r, s_id, margin, out, k):
+def _thread_rows(t, nt, first, s_x, s_lo, s_hi, s_c, s_r, s_id, margin, hit, out, k):
     """Thread ``t``'s rows (row blocks t, t + nt, ... of :data:`_ROWS`) from row ``first``
     on, written at ``out[k]``: (count, the row whose pairs did not fit, or -1 when done)."""
     n = s_x.shape[1]
     nblocks = (n + _ROWS - 1) // _ROWS
     for b in range(t, nblocks, nt):
         for i in range(max(b * _ROWS, first), min(n, (b + 1) * _ROWS)):
-            k1 = _sweep_row(i, n, s_x, s_lo, s_hi, s_c, s_r, s_id, margin, out, k)
+            k1 = _sweep_row(i, n, s_x, s_lo, s_hi, s_c, s_r, s_id, margin, hit, out, k)
             if k1 > out.shape[0]:
                 return k, i
             k = k1
     return k, -1
 
 
-def _finish_rows(t: int, nt: int, first: int, args: tuple, out: np.ndarray, k: int
-                 ) -> tuple[np.ndarray, int]:
+def _finish_rows(t: int, nt: int, first: int, args: tuple, hit: np.ndarray, out: np.ndarray,
+                 k: int) -> tuple[np.ndarray, int]:
     """Thread ``t``'s rows from ``first`` on into ``out`` from ``k``, growing it between
     kernel calls: (out, count)."""
     while first >= 0:
-        k, first = _thread_rows(t, nt, first, *args, out, k)
+        k, first = _thread_rows(t, nt, first, *args, hit, out, k)
         if first >= 0:
             out = _grow(out, k)
     return out, k
 
 
 @njit(cache=True, parallel=True)
-def _sweep_parallel(nt, s_x, s_lo, s_hi, s_c, s_r, s_id, margin, buf, base, room, count, stop):
-    """Thread ``t`` sweeps row blocks t, t + nt, ... into ``buf[base[t] : base[t] + room[t]]``;
-    a thread whose region fills records the row it stopped at in ``stop[t]`` (else -1)."""
+def _sweep_parallel(nt, s_x, s_lo, s_hi, s_c, s_r, s_id, margin, hits, buf, base, room, count,
+                    stop):
+    """Thread ``t`` sweeps row blocks t, t + nt, ... into ``buf[base[t] : base[t] + room[t]]``
+    (hit bytes in ``hits[t]``); a thread whose region fills records the row it stopped at in
+    ``stop[t]`` (else -1)."""
     for t in prange(nt):
-        k, s = _thread_rows(t, nt, 0, s_x, s_lo, s_hi, s_c, s_r, s_id, margin,
+        k, s = _thread_rows(t, nt, 0, s_x, s_lo, s_hi, s_c, s_r, s_id, margin, hits[t],
                             buf[base[t]: base[t] + room[t]], 0)
         count[t] = k
         stop[t] = s
@@ -381,6 +395,7 @@ class SweepPeer(_PairsPeer):
         super().__init__()
         self._out = np.empty((1024, 2), np.int64)
         self._extra = np.empty((1024, 2), np.int64)
+        self._hits = np.zeros((0, 0), np.uint8)
         self._room = np.zeros(0, np.int64)
         self.axis = -1
 
@@ -416,8 +431,11 @@ class SweepPeer(_PairsPeer):
         self.sorted_layout(margin)
         args = (self._s_x, self._s_lo, self._s_hi, self._s_c, self._s_r, self._s_id, margin)
         nt = numba.get_num_threads() if self.parallel else 1
+        width = (n + 15) // 8 * 8
+        if self._hits.shape[0] < nt or self._hits.shape[1] < width:
+            self._hits = np.zeros((nt, width), np.uint8)
         if nt == 1:
-            self._out, k = _finish_rows(0, 1, 0, args, self._out, 0)
+            self._out, k = _finish_rows(0, 1, 0, args, self._hits[0], self._out, 0)
             return self._out[:k].copy()
         if self._room.shape[0] != nt:
             self._room = np.full(nt, 2 * n // nt + 1024, np.int64)
@@ -428,12 +446,12 @@ class SweepPeer(_PairsPeer):
             self._out = np.empty((total_room, 2), np.int64)
         count = np.zeros(nt, np.int64)
         stop = np.full(nt, -1, np.int64)
-        _sweep_parallel(nt, *args, self._out, base, self._room, count, stop)
+        _sweep_parallel(nt, *args, self._hits, self._out, base, self._room, count, stop)
         extra = self._extra
         ek = 0
         for t in range(nt):
             if stop[t] >= 0:  # region full: finish this thread's rows here, serially
-                extra, ek2 = _finish_rows(t, nt, int(stop[t]), args, extra, ek)
+                extra, ek2 = _finish_rows(t, nt, int(stop[t]), args, self._hits[t], extra, ek)
                 more = ek2 - ek
                 ek = ek2
             else:
