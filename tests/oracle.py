@@ -78,12 +78,16 @@ class Oracle:
         """(K, 2) id pairs (a < b) with |c_a - c_b| <= r_a + r_b + margin, rows sorted;
         with ``ids``, only the pairs with a member in ``ids``."""
         all_ids, c, r, _ = self.arrays()
-        rows = []
-        for i in range(len(all_ids) - 1):
-            d = np.sqrt(((c[i] - c[i + 1:]) ** 2).sum(axis=1))
-            hit = np.flatnonzero(d <= r[i] + r[i + 1:] + margin) + i + 1
-            rows.append(np.c_[np.full(len(hit), all_ids[i]), all_ids[hit]])
-        out = np.concatenate(rows).astype(np.int64) if rows else np.zeros((0, 2), np.int64)
+        n = len(all_ids)
+        rows = [np.zeros((0, 2), np.int64)]
+        for i0 in range(0, n, 256):  # blocks of rows against every later object
+            i1 = min(i0 + 256, n)
+            d = np.sqrt(((c[i0:i1, None, :] - c[None, :, :]) ** 2).sum(axis=2))
+            i, j = np.nonzero(d <= r[i0:i1, None] + r[None, :] + margin)
+            i += i0
+            later = j > i
+            rows.append(np.c_[all_ids[i[later]], all_ids[j[later]]])
+        out = np.concatenate(rows).astype(np.int64)
         if ids is not None:
             sel = np.isin(out, np.asarray(ids, dtype=np.int64)).any(axis=1)
             out = out[sel]

@@ -71,7 +71,7 @@ ops = st.lists(
 
 
 @pytest.mark.parametrize(("label", "name", "kwargs"), VARIANTS, ids=IDS)
-@settings(max_examples=15)
+@settings(max_examples=12)
 @given(seq=ops, seed=st.integers(0, 2**31 - 1))
 def test_random_operations_match_oracle(label, name, kwargs, seq, seed):
     rng = np.random.default_rng(seed)
@@ -187,7 +187,7 @@ def test_awkward_data(label, name, kwargs, data):
 @pytest.mark.parametrize(("label", "name", "kwargs"), VARIANTS, ids=IDS)
 def test_all_at_one_point_every_pair_once(label, name, kwargs):
     """n objects at one point: n (n - 1) / 2 pairs, each once (the buffer grows many times)."""
-    n = 1500
+    n = 1000
     idx = make(name, kwargs, small=False)
     ids = np.arange(n, dtype=np.int64) * 5 + 2
     idx.insert(ids, np.full((n, 3), 3.0), np.full(n, 0.5))
@@ -291,7 +291,7 @@ def test_chunks_slot_order_view_follows_moves_removals_and_resizes():
     """In slot order chunks answers from a curve-ordered view of its own: kept across frames,
     re-sorted once its chunks swell, rebuilt when objects leave; exact all along."""
     rng = np.random.default_rng(8)
-    n = 1500
+    n = 800
     idx = create_index("chunks")
     oracle = Oracle()
     ids = np.arange(n, dtype=np.int64) * 3
