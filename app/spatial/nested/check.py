@@ -1,0 +1,142 @@
+"""validate for the nested index: a few short compiled checks, each one invariant.
+
+Each returns (code, where): 0 when its invariant holds, else a key of :data:`MESSAGES` and
+the row or group slot where it first failed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from app.spatial.idmap import hash_lookup
+from app.spatial.nested.groups import world_point
+from app.spatial.nested.store import NestedRows
+from app.spatial.scan import to32
+
+MESSAGES = {
+    1: "a group's block leaves the used part of the arena",
+    2: "two groups' blocks overlap",
+    3: "a row inside a block's count is dead or belongs to another group",
+    4: "a row past a block's count, or outside every block, is alive",
+    5: "the float32 copy of a row differs from its float64 values",
+    6: "a group's own sphere does not hold one of its objects (or its view distance)",
+    7: "a group's world sphere does not hold the world sphere of one of its objects",
+    8: "a subtree's world sphere does not hold the world sphere of an object below it",
+    9: "a group's stale count differs from its stale rows",
+    10: "the id map does not point back at a live row",
+    11: "the id map holds a different number of ids than there are live rows",
+    12: "a stale flag is set on a dead row",
+}
+
+
+@njit(cache=True)
+def check_blocks(R: NestedRows, groups, b_start, b_cap, b_count, top: int):
+    """Blocks lie in ``[0, top)``, are disjoint and packed; nothing lives outside them."""
+    ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
+    owner = np.full(ids.shape[0], -1, np.int64)
+    for q in range(groups.shape[0]):
+        g = groups[q]
+        lo = b_start[g]
+        if b_cap[g] == 0:
+            continue
+        if lo < 0 or lo + b_cap[g] > top or b_count[g] > b_cap[g] or b_count[g] < 0:
+            return 1, g
+        for s in range(lo, lo + b_cap[g]):
+            if owner[s] >= 0:
+                return 2, g
+            owner[s] = g
+            live = ids[s] >= 0
+            if s < lo + b_count[g]:
+                if not live or grp[s] != g or r32[s] == -np.inf:
+                    return 3, s
+            elif live or r32[s] != -np.inf:
+                return 4, s
+    for s in range(ids.shape[0]):
+        if owner[s] < 0 and (ids[s] >= 0 or r32[s] != -np.inf):
+            return 4, s
+        if ids[s] < 0 and stale[s]:
+            return 12, s
+    return 0, 0
+
+
+@njit(cache=True)
+def check_copy(R: NestedRows):
+    """The float32 copy of every live row is its float64 values rounded."""
+    ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
+    for s in range(ids.shape[0]):
+        if ids[s] < 0:
+            continue
+        if (x[s] != to32(lc[s, 0])) | (y[s] != to32(lc[s, 1])) | (z[s] != to32(lc[s, 2])) | (
+                r32[s] != to32(rad[s])) | (vd32[s] != to32(vd[s])):
+            return 5, s
+    return 0, 0
+
+
+@njit(cache=True)
+def check_own(R: NestedRows, o_c, o_r, o_vd, nstale, groups):
+    """Own spheres hold their objects; stale counts match the stale rows."""
+    ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
+    count = np.zeros(nstale.shape[0], np.int64)
+    for s in range(ids.shape[0]):
+        if ids[s] < 0:
+            continue
+        g = grp[s]
+        dx = lc[s, 0] - o_c[g, 0]
+        dy = lc[s, 1] - o_c[g, 1]
+        dz = lc[s, 2] - o_c[g, 2]
+        if not (math.sqrt(dx * dx + dy * dy + dz * dz) + rad[s] <= o_r[g]) or vd[s] > o_vd[g]:
+            return 6, s
+        count[g] += stale[s]
+    for q in range(groups.shape[0]):
+        g = groups[q]
+        if count[g] != nstale[g]:
+            return 9, g
+    return 0, 0
+
+
+@njit(cache=True)
+def check_world(R: NestedRows, parent, W, ws, wbc, wbr, wvd, sbc, sbr, svd):
+    """Every object's canonical world sphere lies in its group's world sphere and in the
+    subtree sphere of its group and of every ancestor (view distances likewise)."""
+    ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
+    for s in range(ids.shape[0]):
+        if ids[s] < 0:
+            continue
+        g = grp[s]
+        wx, wy, wz = world_point(W, g, lc[s, 0], lc[s, 1], lc[s, 2])
+        wr = ws[g] * rad[s]
+        wv = ws[g] * vd[s]
+        dx = wx - wbc[g, 0]
+        dy = wy - wbc[g, 1]
+        dz = wz - wbc[g, 2]
+        if not (math.sqrt(dx * dx + dy * dy + dz * dz) + wr <= wbr[g]) or wv > wvd[g]:
+            return 7, s
+        a = g
+        while a >= 0:
+            dx = wx - sbc[a, 0]
+            dy = wy - sbc[a, 1]
+            dz = wz - sbc[a, 2]
+            if not (math.sqrt(dx * dx + dy * dy + dz * dz) + wr <= sbr[a]) or wv > svd[a]:
+                return 8, s
+            a = parent[a]
+    return 0, 0
+
+
+@njit(cache=True)
+def check_idmap(R: NestedRows, keys, vals, dense):
+    """The id map sends every live row's id back to that row; returns also the live count."""
+    ids = R.ids
+    nd = dense.shape[0]
+    live = 0
+    for s in range(ids.shape[0]):
+        k = ids[s]
+        if k < 0:
+            continue
+        live += 1
+        got = dense[k] if k < nd else hash_lookup(keys, vals, k)
+        if got != s:
+            return 10, s, live
+    return 0, 0, live

@@ -1,0 +1,367 @@
+"""The descent of a nested index: groups gated by their world spheres, then each group's
+objects tested in the group's own frame, in one compiled pass over every group.
+
+Exactness. An object is visible when its canonical world sphere (``groups.world_point``,
+``ws * r``, ``ws * vd``) passes the contract's brute-force test. Testing it instead against
+planes carried into the group's frame (``n_l = A^T n / ws``, ``d_l = (n.t + d) / ws``) gives
+the same number in real arithmetic but not in float64, so the local test is only a filter:
+
+1. the float32 verdict loop of ``app.spatial.scan`` runs on the local planes with its float32
+   tolerance *plus* a float64 tolerance :func:`local_frame` bounds from the magnitudes
+   involved (the rounding of the local and of the world computation, ~900 roundings of the
+   largest term): OUT and IN are then certain for the world test too;
+2. the few NEAR objects (within that band of a plane or of their view distance) are decided
+   by the world test itself (:func:`exact_world`), computed exactly as the oracle does.
+
+View distance the same way: the eye is carried into the frame (``A^-1 (eye - t)``), the
+distance compared with the local view distance with a relative slack for the transform's
+stretch and rounding and an absolute one for the eye's own rounding.
+
+A group whose own sphere is wholly inside every plane hands its block over without a plane
+test; one whose sphere is outside a plane (or beyond its largest view distance) is skipped, and
+a subtree sphere outside skips every group below it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from app.geom.predicates import (
+    NODE_INSIDE,
+    NODE_NOT_VISITED,
+    NODE_PARTIAL,
+    NODE_REJECT_FRUSTUM,
+    NODE_REJECT_VIEWDIST,
+    sphere_in_frustum,
+    within_view_distance,
+)
+from app.spatial.idmap import hash_lookup
+from app.spatial.nested.groups import ABS, REL, world_point
+from app.spatial.scan import FAST, IN, NEAR, _tolerances, compact, verdict_words, verdicts
+
+_OUT = 0
+_PARTIAL = 1
+_INSIDE = 2
+
+#: own-group actions of the descent
+_SKIP = 0
+_WHOLE = 1  # own sphere inside every plane
+_SCAN = 2  # partly inside: the local verdict loop
+_INNER = 3  # partly inside and large: the group's own index (in Python, after the kernel)
+
+#: float32 relative slack on a local view distance (the scan's own, see scan._VD_SLACK)
+_VD32 = 4e-7
+#: Largest local plane coefficient or coordinate the float32 filter is trusted with.
+_F32_SAFE = 1e30
+
+
+@njit(cache=True, inline="always")
+def _sphere_class(planes, nn, n1, cx: float, cy: float, cz: float, r: float) -> int:
+    """OUTSIDE / PARTIAL / INSIDE of a covering world sphere, widened for rounding.
+
+    ``nn`` holds each plane normal's length (a sphere of radius r reaches r |n| along it),
+    ``n1`` its 1-norm (the rounding of the plane value grows with it). NaN: PARTIAL.
+    """
+    inside = True
+    big = max(abs(cx), abs(cy), abs(cz)) + r
+    for p in range(planes.shape[0]):
+        f = ((planes[p, 0] * cx + planes[p, 1] * cy) + planes[p, 2] * cz) + planes[p, 3]
+        reach = r * nn[p] + ABS * (n1[p] * big + abs(planes[p, 3]) + r)
+        if f < -reach:
+            return _OUT
+        if not f >= reach:
+            inside = False
+    return _INSIDE if inside else _PARTIAL
+
+
+@njit(cache=True, inline="always")
+def _beyond_view(eye, cx: float, cy: float, cz: float, r: float, vmax: float) -> bool:
+    """Every sphere inside the covering sphere (c, r) is farther from the eye than ``vmax``
+    (its largest world view distance), rounding included."""
+    dx = cx - eye[0]
+    dy = cy - eye[1]
+    dz = cz - eye[2]
+    d = math.sqrt(dx * dx + dy * dy + dz * dz)
+    slack = ABS * (max(abs(eye[0]), abs(eye[1]), abs(eye[2]))
+                   + max(abs(cx), abs(cy), abs(cz)) + r)
+    return d < np.inf and d * (1.0 - REL) - r - slack > vmax
+
+
+@njit(cache=True)
+def local_frame(planes, eye, use_vd: bool, W, ws, dhi, dlo, gmag, o_c, o_r, g: int):
+    """Group ``g``'s view of the query: (local planes (K, 4), plane tolerance, local eye,
+    relative and absolute distance slack, ok).
+
+    A local plane value plus radius differs from the world one (over ``ws``) by less than the
+    tolerance for every object inside the group's own sphere; a local distance from the world
+    one (over ``ws``) by less than ``rel * vd + abs``. ``ok`` is False when some number is too
+    large for the float32 filter (then every object goes to the world test).
+    """
+    K = planes.shape[0]
+    s = ws[g]
+    pl = np.empty((K, 4))
+    nmax = 0.0
+    dmax = 0.0
+    for p in range(K):
+        a = planes[p, 0]
+        b = planes[p, 1]
+        c = planes[p, 2]
+        for j in range(3):
+            pl[p, j] = ((W[g, 0, j] * a + W[g, 1, j] * b) + W[g, 2, j] * c) / s
+        pl[p, 3] = (((a * W[g, 0, 3] + b * W[g, 1, 3]) + c * W[g, 2, 3]) + planes[p, 3]) / s
+        nmax = max(nmax, abs(a) + abs(b) + abs(c))
+        dmax = max(dmax, abs(planes[p, 3]))
+    cmax = max(abs(o_c[g, 0]), abs(o_c[g, 1]), abs(o_c[g, 2])) + o_r[g]
+    mag = gmag[g]
+    lmax = 0.0
+    lmaxd = 0.0
+    for p in range(K):
+        lmax = max(lmax, abs(pl[p, 0]) + abs(pl[p, 1]) + abs(pl[p, 2]))
+        lmaxd = max(lmaxd, abs(pl[p, 3]))
+    tol = ABS * ((nmax * (2.0 * mag) + dmax) / s + lmax * cmax + lmaxd + o_r[g])
+    eye_l = np.zeros(3)
+    rel = 0.0
+    dabs = 0.0
+    ok = np.isfinite(tol) and lmax < _F32_SAFE and lmaxd < _F32_SAFE and cmax < _F32_SAFE
+    if use_vd:
+        ex = eye[0] - W[g, 0, 3]
+        ey = eye[1] - W[g, 1, 3]
+        ez = eye[2] - W[g, 2, 3]
+        s2 = s * s
+        for j in range(3):
+            eye_l[j] = ((W[g, 0, j] * ex + W[g, 1, j] * ey) + W[g, 2, j] * ez) / s2
+        stretch = dhi[g] + dlo[g]
+        rel = 4.0 * stretch + ABS
+        emax = max(abs(eye[0]), abs(eye[1]), abs(eye[2]))
+        dabs = (4.0 * stretch * math.sqrt(ex * ex + ey * ey + ez * ez)
+                + ABS * (mag + 3.0 * emax)) / s
+        ok = ok and np.isfinite(dabs) and abs(eye_l[0]) < _F32_SAFE and (
+            abs(eye_l[1]) < _F32_SAFE) and abs(eye_l[2]) < _F32_SAFE
+    return pl, tol, eye_l, rel, dabs, ok
+
+
+@njit(cache=True, inline="always")
+def exact_world(planes, eye, use_vd: bool, W, ws, g: int, lx: float, ly: float, lz: float,
+                r: float, vd: float) -> bool:
+    """The contract's test on the canonical world sphere of a local sphere of group ``g``."""
+    wx, wy, wz = world_point(W, g, lx, ly, lz)
+    s = ws[g]
+    if use_vd and not within_view_distance(eye[0], eye[1], eye[2], wx, wy, wz, s * vd):
+        return False
+    return sphere_in_frustum(planes, wx, wy, wz, s * r)
+
+
+@njit(cache=True, fastmath=FAST)
+def _distance_verdicts(x, y, z, vd, ex, ey, ez, rel, tol, lo: int, hi: int, out) -> None:
+    """Lower ``out[lo:hi]`` to the view-distance verdict (OUT / NEAR / IN) in float32, with
+    relative slack ``rel`` and absolute ``tol``; an infinite view distance is never OUT."""
+    a_rel = np.float32(1.0) - rel
+    b_rel = np.float32(1.0) + rel
+    for i in range(lo, hi):
+        dx = x[i] - ex
+        dy = y[i] - ey
+        dz = z[i] - ez
+        d2 = dx * dx + dy * dy + dz * dz
+        a = vd[i] * a_rel - tol
+        b = vd[i] * b_rel + tol
+        c = np.uint8((a > 0) & (d2 < a * a)) + np.uint8(d2 <= b * b)
+        o = out[i]
+        out[i] = c if c < o else o
+
+
+@njit(cache=True)
+def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, o_r,
+            wbc, wbr, wvd, sbc, sbr, svd, b_start, b_count, ids, lc, rad, vdist,
+            x32, y32, z32, r32, vd32, codes, inner_min: int, gcode):
+    """One query over every group: (visible ids, working set, groups visited, groups left to
+    their own index). ``gcode[g]`` gets each group's outcome (``NODE_*``)."""
+    ng = order.shape[0]
+    K = planes.shape[0]
+    nn = np.empty(K)
+    n1 = np.empty(K)
+    for p in range(K):
+        a = planes[p, 0]
+        b = planes[p, 1]
+        c = planes[p, 2]
+        nn[p] = math.sqrt(a * a + b * b + c * c) * (1.0 + REL)
+        n1[p] = abs(a) + abs(b) + abs(c)
+    act = np.zeros(ng, np.uint8)
+    total = 0
+    n_inner = 0
+    visited = 0
+    skip_to = 0
+    inside_to = 0
+    for i in range(ng):
+        g = order[i]
+        gcode[g] = NODE_NOT_VISITED
+        if i < skip_to:
+            continue
+        if sbr[g] < 0.0:  # nothing in the subtree
+            skip_to = send[i]
+            continue
+        visited += 1
+        if use_vd and _beyond_view(eye, sbc[g, 0], sbc[g, 1], sbc[g, 2], sbr[g], svd[g]):
+            gcode[g] = NODE_REJECT_VIEWDIST
+            skip_to = send[i]
+            continue
+        if i >= inside_to:
+            cls = _sphere_class(planes, nn, n1, sbc[g, 0], sbc[g, 1], sbc[g, 2], sbr[g])
+            if cls == _OUT:
+                gcode[g] = NODE_REJECT_FRUSTUM
+                skip_to = send[i]
+                continue
+            if cls == _INSIDE:
+                inside_to = send[i]
+        if b_count[g] == 0:
+            gcode[g] = NODE_INSIDE if i < inside_to else NODE_PARTIAL
+            continue
+        if use_vd and _beyond_view(eye, wbc[g, 0], wbc[g, 1], wbc[g, 2], wbr[g], wvd[g]):
+            gcode[g] = NODE_REJECT_VIEWDIST
+            continue
+        own = _INSIDE
+        if i >= inside_to:
+            own = _sphere_class(planes, nn, n1, wbc[g, 0], wbc[g, 1], wbc[g, 2], wbr[g])
+        if own == _OUT:
+            gcode[g] = NODE_REJECT_FRUSTUM
+            continue
+        if own == _INSIDE:
+            gcode[g] = NODE_INSIDE
+            act[i] = _WHOLE
+        else:
+            gcode[g] = NODE_PARTIAL
+            act[i] = _INNER if b_count[g] >= inner_min else _SCAN
+        if act[i] == _INNER:
+            n_inner += 1
+        else:
+            total += b_count[g]
+    sure = np.empty(total + 8, np.int64)
+    near = np.empty(total + 8, np.int64)
+    inner = np.empty(n_inner, np.int64)
+    words = verdict_words(codes)
+    ns = 0
+    n_inner = 0
+    for i in range(ng):
+        k = act[i]
+        if k == _SKIP:
+            continue
+        g = order[i]
+        if k == _INNER:
+            inner[n_inner] = g
+            n_inner += 1
+            continue
+        lo = b_start[g]
+        hi = lo + b_count[g]
+        if k == _WHOLE and not use_vd:
+            for j in range(lo, hi):
+                sure[ns] = j
+                ns += 1
+            continue
+        pl, tol, eye_l, rel, dabs, ok = local_frame(planes, eye, use_vd, W, ws, dhi, dlo,
+                                                    gmag, o_c, o_r, g)
+        if ok:
+            cmax = max(abs(o_c[g, 0]), abs(o_c[g, 1]), abs(o_c[g, 2])) + o_r[g]
+            p32, tol32, tol_d32 = _tolerances(pl, eye_l, cmax, o_r[g])
+            if k == _WHOLE:
+                codes[lo:hi] = IN
+            else:
+                verdicts(x32, y32, z32, r32, vd32, p32, p32[0], False, tol32 + tol, 0.0, lo, hi,
+                         codes)
+            if use_vd:
+                _distance_verdicts(x32, y32, z32, vd32, np.float32(eye_l[0]),
+                                   np.float32(eye_l[1]), np.float32(eye_l[2]),
+                                   np.float32(_VD32 + rel), np.float32(tol_d32 + dabs), lo, hi,
+                                   codes)
+        else:
+            codes[lo:hi] = NEAR
+        ns, nn_g = compact(codes, words, lo, hi, sure, ns, near, 0)
+        for q in range(nn_g):
+            s = near[q]
+            if exact_world(planes, eye, use_vd, W, ws, g, lc[s, 0], lc[s, 1], lc[s, 2], rad[s],
+                           vdist[s]):
+                sure[ns] = s
+                ns += 1
+    out = np.empty(ns, np.int64)
+    for q in range(ns):
+        out[q] = ids[sure[q]]
+    return out, total, visited, inner
+
+
+@njit(cache=True)
+def settle_candidates(cand, keys, vals, dense, lc, rad, vdist, planes, eye, use_vd: bool, W,
+                      ws, g: int, pl, tol: float, eye_l, rel: float, dabs: float):
+    """The ids among ``cand`` (what group ``g``'s own index returned for the widened local
+    planes, without view distance) that pass the world test: the local float64 values decide
+    the clear cases, :func:`exact_world` the ones within the tolerances."""
+    out = np.empty(cand.shape[0], np.int64)
+    nd = dense.shape[0]
+    k = 0
+    K = pl.shape[0]
+    for i in range(cand.shape[0]):
+        key = cand[i]
+        s = dense[key] if key >= 0 and key < nd else hash_lookup(keys, vals, key)
+        x = lc[s, 0]
+        y = lc[s, 1]
+        z = lc[s, 2]
+        r = rad[s]
+        m = np.inf
+        for p in range(K):
+            v = ((pl[p, 0] * x + pl[p, 1] * y) + pl[p, 2] * z) + pl[p, 3]
+            m = min(m, v)
+        m += r
+        if m < -tol:
+            continue
+        sure = m >= tol
+        if use_vd and sure:
+            dx = x - eye_l[0]
+            dy = y - eye_l[1]
+            dz = z - eye_l[2]
+            d = math.sqrt(dx * dx + dy * dy + dz * dz)
+            v = vdist[s]
+            if d > v * (1.0 + rel) + dabs:
+                continue
+            sure = d <= v * (1.0 - rel) - dabs
+        if sure or exact_world(planes, eye, use_vd, W, ws, g, x, y, z, r, vdist[s]):
+            out[k] = key
+            k += 1
+    return out[:k]
+
+
+@njit(cache=True)
+def world_spheres_of(rows, lc, rad, vdist, grp, W, ws):
+    """Canonical world (centres, radii, view distances) of ``rows``."""
+    n = rows.shape[0]
+    c = np.empty((n, 3))
+    r = np.empty(n)
+    v = np.empty(n)
+    for i in range(n):
+        s = rows[i]
+        g = grp[s]
+        wx, wy, wz = world_point(W, g, lc[s, 0], lc[s, 1], lc[s, 2])
+        c[i, 0] = wx
+        c[i, 1] = wy
+        c[i, 2] = wz
+        r[i] = ws[g] * rad[s]
+        v[i] = ws[g] * vdist[s]
+    return c, r, v
+
+
+@njit(cache=True)
+def world_corners(lo, hi, grp_of_box, W):
+    """The 8 world corners (K, 8, 3) of local boxes ``[lo, hi]`` of groups ``grp_of_box``;
+    corner k takes hi on axis a when bit a of k is set."""
+    n = lo.shape[0]
+    out = np.empty((n, 8, 3))
+    for i in range(n):
+        g = grp_of_box[i]
+        for k in range(8):
+            x = hi[i, 0] if k & 1 else lo[i, 0]
+            y = hi[i, 1] if k & 2 else lo[i, 1]
+            z = hi[i, 2] if k & 4 else lo[i, 2]
+            wx, wy, wz = world_point(W, g, x, y, z)
+            out[i, k, 0] = wx
+            out[i, k, 1] = wy
+            out[i, k, 2] = wz
+    return out

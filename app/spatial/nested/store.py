@@ -1,0 +1,313 @@
+"""The object store of a nested index: one arena of rows, each group's objects packed in a
+block of it (``[start, start + count)``, room up to ``start + cap``), in local coordinates.
+
+A query scans a group's objects as one contiguous range (float32 structure of arrays, the
+branch-free verdict loop of ``app.spatial.scan``); a group that outgrows its block moves to
+the arena's end with twice the room, removals keep a block packed (its order kept), and the
+holes are given back when the arena is repacked. Every kernel here takes the rows as a
+:class:`NestedRows` and unpacks it first (a named tuple in an inner loop is slow).
+
+The group's own index (any ``INDEX_NAMES`` kind) holds the same objects by id; moves reach
+it lazily: a moved row is marked *stale* and the group's index is brought up to date
+(:func:`take_stale`) only before something reads it (a query that descends into it, its node
+boxes, ``flush``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from app.spatial.idmap import assign, hash_lookup
+from app.spatial.nested.groups import LIMIT, REL
+from app.spatial.scan import to32
+
+#: A group's own sphere is tightened again (at the next query) once a move has grown it past
+#: this many times the radius it had when last tightened.
+LOOSE = 1.25
+
+
+class NestedRows(NamedTuple):
+    """The arena, one entry per row; dead rows have id -1 and float32 radius -inf."""
+
+    ids: np.ndarray  # int64 caller id, -1 dead
+    lc: np.ndarray  # (cap, 3) float64 local centre
+    rad: np.ndarray  # float64 local radius
+    vd: np.ndarray  # float64 local view distance (inf: none)
+    grp: np.ndarray  # int64 group slot
+    stale: np.ndarray  # uint8: moved since the group's index last heard of it
+    x: np.ndarray  # float32 copies the scan reads
+    y: np.ndarray
+    z: np.ndarray
+    r32: np.ndarray
+    vd32: np.ndarray
+
+
+def new_rows(cap: int) -> NestedRows:
+    """An arena of ``cap`` dead rows."""
+    return NestedRows(np.full(cap, -1, np.int64), np.zeros((cap, 3)), np.zeros(cap),
+                      np.full(cap, np.inf), np.full(cap, -1, np.int64), np.zeros(cap, np.uint8),
+                      np.zeros(cap, np.float32), np.zeros(cap, np.float32),
+                      np.zeros(cap, np.float32), np.full(cap, -np.inf, np.float32),
+                      np.full(cap, np.inf, np.float32))
+
+
+def grown_rows(rows: NestedRows, cap: int) -> NestedRows:
+    """``rows`` with room for ``cap`` rows (the new ones dead)."""
+    out = new_rows(cap)
+    for a, b in zip(out, rows, strict=True):
+        a[: b.shape[0]] = b
+    return out
+
+
+@njit(cache=True, inline="always")
+def _copy_row(ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32, s: int, d: int) -> None:
+    ids[d] = ids[s]
+    for a in range(3):
+        lc[d, a] = lc[s, a]
+    rad[d] = rad[s]
+    vd[d] = vd[s]
+    grp[d] = grp[s]
+    stale[d] = stale[s]
+    x[d] = x[s]
+    y[d] = y[s]
+    z[d] = z[s]
+    r32[d] = r32[s]
+    vd32[d] = vd32[s]
+
+
+@njit(cache=True, inline="always")
+def _kill(ids, stale, r32, s: int) -> None:
+    ids[s] = -1
+    stale[s] = 0
+    r32[s] = -np.inf
+
+
+@njit(cache=True)
+def move_block(R: NestedRows, lo: int, n: int, dst: int, keys, vals, dense) -> None:
+    """Rows ``lo .. lo+n-1`` to ``dst ..`` (a free range), ids re-pointed, old rows dead."""
+    ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
+    for i in range(n):
+        _copy_row(ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32, lo + i, dst + i)
+        assign(keys, vals, dense, ids[dst + i], dst + i)
+    for i in range(n):
+        _kill(ids, stale, r32, lo + i)
+
+
+@njit(cache=True)
+def write_new(R: NestedRows, lo: int, g: int, new_ids, centers, radii, vdist) -> None:
+    """New objects of group ``g`` into the free rows ``lo ..`` (not stale: the group's index
+    gets them at once)."""
+    ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
+    for i in range(new_ids.shape[0]):
+        s = lo + i
+        ids[s] = new_ids[i]
+        for a in range(3):
+            lc[s, a] = centers[i, a]
+        rad[s] = radii[i]
+        vd[s] = vdist[i]
+        grp[s] = g
+        stale[s] = 0
+        x[s] = to32(centers[i, 0])
+        y[s] = to32(centers[i, 1])
+        z[s] = to32(centers[i, 2])
+        r32[s] = to32(radii[i])
+        vd32[s] = to32(vdist[i])
+
+
+@njit(cache=True)
+def remove_rows(R: NestedRows, rows, groups, b_start, b_count, nstale, keys, vals, dense) -> None:
+    """Kill ``rows``, then pack the blocks of ``groups`` (the groups they were in), keeping
+    their order; moved rows' ids are re-pointed. The ids must already be out of the map."""
+    ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
+    for i in range(rows.shape[0]):
+        s = rows[i]
+        if stale[s]:
+            nstale[grp[s]] -= 1
+        _kill(ids, stale, r32, s)
+    for q in range(groups.shape[0]):
+        g = groups[q]
+        lo = b_start[g]
+        hi = lo + b_count[g]
+        k = lo
+        for s in range(lo, hi):
+            if ids[s] < 0:
+                continue
+            if s != k:
+                _copy_row(ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32, s, k)
+                assign(keys, vals, dense, ids[k], k)
+            k += 1
+        for s in range(k, hi):
+            _kill(ids, stale, r32, s)
+        b_count[g] = k - lo
+
+
+@njit(cache=True)
+def repack(R: NestedRows, out: NestedRows, groups, b_start, b_count, new_start, keys,
+           vals, dense) -> None:
+    """Copy each group's block to ``new_start[g]`` of the fresh arena ``out``; re-point ids."""
+    ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
+    oids, olc, orad, ovd, ogrp, ostale, ox, oy, oz, or32, ovd32 = out
+    for q in range(groups.shape[0]):
+        g = groups[q]
+        lo = b_start[g]
+        d = new_start[g]
+        for i in range(b_count[g]):
+            s = lo + i
+            oids[d + i] = ids[s]
+            for a in range(3):
+                olc[d + i, a] = lc[s, a]
+            orad[d + i] = rad[s]
+            ovd[d + i] = vd[s]
+            ogrp[d + i] = grp[s]
+            ostale[d + i] = stale[s]
+            ox[d + i] = x[s]
+            oy[d + i] = y[s]
+            oz[d + i] = z[s]
+            or32[d + i] = r32[s]
+            ovd32[d + i] = vd32[s]
+            assign(keys, vals, dense, ids[s], d + i)
+
+
+@njit(cache=True)
+def resolve_moves(ids, centers, radii, vdist, keys, vals, dense, grp, want: int, stamp,
+                  epoch: int, rows) -> bool:
+    """Rows of a move batch into ``rows``, and whether the batch is good: every id known (and
+    in group slot ``want`` unless it is -1), given once, every value finite and in range.
+    Changes nothing but ``rows`` and the repeat marks; False sends the caller to the slow path
+    that names the offenders."""
+    n = ids.shape[0]
+    has_r = radii.shape[0] == n
+    has_v = vdist.shape[0] == n
+    nd = dense.shape[0]
+    for i in range(n):
+        k = ids[i]
+        s = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
+        if s < 0:
+            return False
+        rows[i] = s
+        if want >= 0 and grp[s] != want:
+            return False
+        for a in range(3):
+            if not abs(centers[i, a]) <= LIMIT:
+                return False
+        if has_r and not (radii[i] >= 0.0 and radii[i] <= LIMIT):
+            return False
+        if has_v and not (vdist[i] >= 0.0 and (vdist[i] <= LIMIT or vdist[i] == np.inf)):
+            return False
+        if stamp[s] == epoch:
+            return False
+        stamp[s] = epoch
+    return True
+
+
+@njit(cache=True)
+def apply_moves(R: NestedRows, rows, centers, radii, vdist, o_c, o_r, o_tight, o_vd, loose,
+                nstale) -> None:
+    """Write a checked move batch; grow each group's own sphere at once to cover it (the
+    eager half of Shagam's R(N) upkeep; tightening waits for a query)."""
+    ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
+    has_r = radii.shape[0] == rows.shape[0]
+    has_v = vdist.shape[0] == rows.shape[0]
+    for i in range(rows.shape[0]):
+        s = rows[i]
+        g = grp[s]
+        cx = centers[i, 0]
+        cy = centers[i, 1]
+        cz = centers[i, 2]
+        lc[s, 0] = cx
+        lc[s, 1] = cy
+        lc[s, 2] = cz
+        x[s] = to32(cx)
+        y[s] = to32(cy)
+        z[s] = to32(cz)
+        if has_r:
+            rad[s] = radii[i]
+            r32[s] = to32(radii[i])
+        if has_v:
+            vd[s] = vdist[i]
+            vd32[s] = to32(vdist[i])
+            if vdist[i] > o_vd[g]:
+                o_vd[g] = vdist[i]
+        if stale[s] == 0:
+            stale[s] = 1
+            nstale[g] += 1
+        dx = cx - o_c[g, 0]
+        dy = cy - o_c[g, 1]
+        dz = cz - o_c[g, 2]
+        reach = (math.sqrt(dx * dx + dy * dy + dz * dz) + rad[s]) * (1.0 + REL)
+        if reach > o_r[g]:
+            o_r[g] = reach
+            if reach > LOOSE * o_tight[g]:
+                loose[g] = True
+
+
+@njit(cache=True)
+def own_sphere(lc, rad, vd, lo: int, hi: int):
+    """(centre x, y, z, radius, largest view distance) of rows ``lo .. hi-1``: the centre of
+    their centres' box, the radius reaching every sphere (widened by REL)."""
+    if hi <= lo:
+        return 0.0, 0.0, 0.0, 0.0, 0.0
+    lx = hx = lc[lo, 0]
+    ly = hy = lc[lo, 1]
+    lz = hz = lc[lo, 2]
+    for s in range(lo + 1, hi):
+        lx = min(lx, lc[s, 0])
+        hx = max(hx, lc[s, 0])
+        ly = min(ly, lc[s, 1])
+        hy = max(hy, lc[s, 1])
+        lz = min(lz, lc[s, 2])
+        hz = max(hz, lc[s, 2])
+    cx = 0.5 * lx + 0.5 * hx  # halves first: no overflow
+    cy = 0.5 * ly + 0.5 * hy
+    cz = 0.5 * lz + 0.5 * hz
+    r = 0.0
+    v = 0.0
+    for s in range(lo, hi):
+        dx = lc[s, 0] - cx
+        dy = lc[s, 1] - cy
+        dz = lc[s, 2] - cz
+        r = max(r, math.sqrt(dx * dx + dy * dy + dz * dz) + rad[s])
+        v = max(v, vd[s])
+    return cx, cy, cz, r * (1.0 + REL), v
+
+
+@njit(cache=True)
+def tighten(lc, rad, vd, groups, b_start, b_count, o_c, o_r, o_tight, o_vd, loose) -> None:
+    """Recompute the own spheres of ``groups`` from their blocks (the lazy half of R(N))."""
+    for q in range(groups.shape[0]):
+        g = groups[q]
+        lo = b_start[g]
+        cx, cy, cz, r, v = own_sphere(lc, rad, vd, lo, lo + b_count[g])
+        o_c[g, 0] = cx
+        o_c[g, 1] = cy
+        o_c[g, 2] = cz
+        o_r[g] = r
+        o_tight[g] = r
+        o_vd[g] = v
+        loose[g] = False
+
+
+@njit(cache=True)
+def take_stale(R: NestedRows, lo: int, hi: int, n: int):
+    """(ids, centres, radii, view distances) of the ``n`` stale rows in ``lo .. hi-1``, which
+    are no longer stale afterwards."""
+    ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
+    out_i = np.empty(n, np.int64)
+    out_c = np.empty((n, 3))
+    out_r = np.empty(n)
+    out_v = np.empty(n)
+    k = 0
+    for s in range(lo, hi):
+        if stale[s] and k < n:
+            out_i[k] = ids[s]
+            for a in range(3):
+                out_c[k, a] = lc[s, a]
+            out_r[k] = rad[s]
+            out_v[k] = vd[s]
+            stale[s] = 0
+            k += 1
+    return out_i[:k], out_c[:k], out_r[:k], out_v[:k]
