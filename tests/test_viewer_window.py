@@ -27,7 +27,7 @@ pytestmark = [
 class XvfbViewer:
     """``xvfb-run python -m app demo ...`` plus the DISPLAY/XAUTHORITY to drive it."""
 
-    def __init__(self, tmp: Path, *demo_args: str) -> None:
+    def __init__(self, tmp: Path, *demo_args: str, cwd: Path = ROOT) -> None:
         if shutil.which("xdotool") is None:
             pytest.fail("xdotool is missing (CI installs it with xvfb)")
         self.tmp = tmp
@@ -38,7 +38,7 @@ class XvfbViewer:
                "-s", "-screen 0 1280x720x24 -nolisten tcp",
                "sh", "-c", 'echo $$ > "$0"; exec "$@"', str(self.pidfile),
                sys.executable, "-m", "app", "demo", *demo_args]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.out, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen(cmd, cwd=cwd, stdout=self.out, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         self.env = None
         self.window = None
@@ -81,7 +81,8 @@ class XvfbViewer:
             pytest.fail(f"viewer did not exit within {timeout} s: {self.output()}")
 
     def output(self) -> str:
-        self.out.flush()
+        if not self.out.closed:
+            self.out.flush()
         return (self.tmp / "viewer.out").read_text()[-3000:]
 
     def stop(self) -> None:
@@ -221,3 +222,71 @@ def test_ctrl_c_while_recording_leaves_a_parseable_log(tmp_path):
     assert list(data)[: len(CONTRACT_COLUMNS)] == list(CONTRACT_COLUMNS)
     assert len(data["frame"]) >= 5
     assert list(data["frame"]) == list(range(len(data["frame"])))
+
+
+def test_window_session_files_go_under_out_and_are_listed_at_exit(tmp_path):
+    """R and K without --record/--screenshot write under out/ of the current folder, and the
+    window prints every file it wrote when it closes. On the way: L says what it did to the
+    split threshold, N leaves only the leaf boxes, C plays the camera path, X orbits the
+    frozen culling camera; the log and the screenshots show each."""
+    from app.framelog import read_log
+
+    run = tmp_path / "run"
+    run.mkdir()
+    v = XvfbViewer(tmp_path, "--scene", "demo", "--objects", "6000", "--size", "640x360",
+                   "--index", "octree", cwd=run)
+    logs = run / "out" / "logs"
+    shots = run / "out" / "screenshots"
+    try:
+        v.wait_window()
+        for _ in range(3):  # keys sent while the kernels compile at start-up can be lost
+            deadline = time.time() + 120
+            while time.time() < deadline and "ready in" not in v.output():
+                time.sleep(0.3)
+            time.sleep(2.0)
+            v.key("r", pause=0.5)
+            deadline = time.time() + 20
+            while time.time() < deadline and not list(logs.glob("frames-*.csv")):
+                time.sleep(0.3)
+            if list(logs.glob("frames-*.csv")):
+                break
+        log = next(logs.glob("frames-*.csv"))
+        _wait_rows(log, 3)
+        steps = [(["l", "b", "n"], "boxes.png"), (["b", "b", "c"], "path.png"),
+                 (["x"], "orbit.png")]
+        for n, (keys, _name) in enumerate(steps, start=1):
+            v.key(*keys, pause=0.3)
+            _wait_rows(log, _rows(log) + 6)
+            v.key("k", pause=0.5)
+            deadline = time.time() + 60
+            while time.time() < deadline and len(list(shots.glob("shot-*.png"))) < n:
+                time.sleep(0.3)
+            _wait_rows(log, _rows(log) + 2)
+        v.key("Escape")
+        assert v.wait_exit() == 0, v.output()
+    finally:
+        v.stop()
+    out = v.output()
+    pngs = sorted(shots.glob("shot-*.png"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+    assert len(pngs) == 3, out
+    for png in pngs:
+        _check_png(png)
+        assert f"demo: wrote {Path('out/screenshots') / png.name}" in out
+    data = read_log(log)
+    assert f"demo: wrote {Path('out/logs') / log.name} ({len(data['frame'])} rows)" in out
+    assert not (run / "logs").exists() and not (run / "screenshots").exists()
+    # L: non-leafy 30 -> leafy 40 (the octree's defaults), logged
+    assert list(dict.fromkeys(data["index"]))[:2] == ["octree/non-leafy", "octree/leafy"]
+    assert list(dict.fromkeys(data["split_threshold"].tolist()))[:2] == [30, 40]
+    # every row splits the objects by stage; X froze the culling camera at the end
+    parts = data["frustum_culled"] + data["distance_culled"] + data["drawn"]
+    np.testing.assert_array_equal(parts, data["objects"])
+    assert data["frozen"][-1] == 1 and data["frozen"][0] == 0
+    keep = Path(os.environ.get("CULLVIEW_KEEP_SHOTS", "")) if os.environ.get(
+        "CULLVIEW_KEEP_SHOTS") else None
+    if keep is not None:  # to look at them: CULLVIEW_KEEP_SHOTS=folder pytest ...
+        keep.mkdir(parents=True, exist_ok=True)
+        for png, (_, name) in zip(pngs, steps, strict=True):
+            shutil.copy(png, keep / name)
+    a, b, c = (_image(p) for p in pngs)
+    assert np.abs(a - b).mean() > 1.0 and np.abs(b - c).mean() > 1.0

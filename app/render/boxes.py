@@ -1,13 +1,16 @@
 """Node-box overlay: every node box of the index as lines, one instanced draw.
 
 Two colourings: by depth (a palette cycling with the node's depth) and by the outcome of the
-last frustum query (``app.geom.predicates.NODE_*``).
+last frustum query (``app.geom.predicates.NODE_*``). A filter keeps all boxes, the leaves only
+(boxes with no box of the next depth inside them) or the boxes down to a depth
+(:func:`select_boxes`): at small split thresholds the full overlay hides the scene.
 """
 
 from __future__ import annotations
 
 import moderngl
 import numpy as np
+from numba import njit
 
 from app.render.context import load_program
 
@@ -44,6 +47,9 @@ OUTCOME_NAMES = ["not visited", "inside", "partial", "frustum-rejected", "view-d
 
 MAX_BOXES = 400_000
 
+#: The box filters, in the order the N key cycles them.
+BOX_FILTERS = ("all", "leaves", "depth<=1", "depth<=2", "depth<=3", "depth<=4")
+
 
 def depth_colors(depth: np.ndarray, alpha: float = 0.6) -> np.ndarray:
     out = np.empty((depth.shape[0], 4), np.float32)
@@ -55,6 +61,133 @@ def depth_colors(depth: np.ndarray, alpha: float = 0.6) -> np.ndarray:
 def outcome_colors(codes: np.ndarray) -> np.ndarray:
     c = np.clip(np.asarray(codes, np.int64), 0, len(OUTCOME_COLORS) - 1)
     return OUTCOME_COLORS[c]
+
+
+_KEY_BITS = 20  # bits per axis of a child's cell key
+_KEY_OFF = 1 << (_KEY_BITS - 1)
+
+
+@njit(cache=True, inline="always")
+def _holds(lo, hi, i, k) -> bool:  # pragma: no cover - compiled
+    """Box k is centred inside box i and no larger on any axis (a child of i)."""
+    for a in range(3):
+        c = 0.5 * (lo[k, a] + hi[k, a])
+        if c < lo[i, a] or c > hi[i, a] or hi[k, a] - lo[k, a] > hi[i, a] - lo[i, a]:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _first_at_least(keys, key) -> int:  # pragma: no cover - compiled
+    """Position of the first key >= ``key`` in the sorted ``keys`` (binary search)."""
+    a = 0
+    b = keys.shape[0]
+    while a < b:
+        mid = (a + b) >> 1
+        if keys[mid] < key:
+            a = mid + 1
+        else:
+            b = mid
+    return a
+
+
+@njit(cache=True)
+def _mark_parents(lo, hi, parents, children, keys, cell, flags):  # pragma: no cover
+    """flags[p] = 0 for each parent with a child inside: the children's centres hashed into
+    cubes of side ``cell`` (``keys`` sorted, ``children`` in that order), each parent probes
+    the cubes it overlaps, or scans every child when it overlaps more cubes than that."""
+    m = children.shape[0]
+    span = 1 << 20
+    for q in range(parents.shape[0]):
+        i = parents[q]
+        x0 = int(np.floor(lo[i, 0] / cell))
+        y0 = int(np.floor(lo[i, 1] / cell))
+        z0 = int(np.floor(lo[i, 2] / cell))
+        x1 = int(np.floor(hi[i, 0] / cell))
+        y1 = int(np.floor(hi[i, 1] / cell))
+        z1 = int(np.floor(hi[i, 2] / cell))
+        cubes = (x1 - x0 + 1) * (y1 - y0 + 1) * (z1 - z0 + 1)
+        found = False
+        if cubes > m or min(x0, y0, z0) < -(span // 2) or max(x1, y1, z1) >= span // 2:
+            for j in range(m):
+                if _holds(lo, hi, i, children[j]):
+                    found = True
+                    break
+        else:
+            for x in range(x0, x1 + 1):
+                for y in range(y0, y1 + 1):
+                    for z in range(z0, z1 + 1):
+                        key = ((x + span // 2) * span + (y + span // 2)) * span + z + span // 2
+                        j = _first_at_least(keys, key)
+                        while j < m and keys[j] == key:
+                            if _holds(lo, hi, i, children[j]):
+                                found = True
+                                break
+                            j += 1
+                        if found:
+                            break
+                    if found:
+                        break
+                if found:
+                    break
+        if found:
+            flags[i] = 0
+
+
+def leaf_boxes(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """Boolean mask of the leaves: boxes with no box of the next depth (no larger than them)
+    centred inside them. Worked out from the boxes alone, so it serves every index."""
+    n = lo.shape[0]
+    flags = np.ones(n, np.uint8)
+    if n == 0:
+        return flags.astype(bool)
+    depth = np.asarray(depth, np.int64)
+    lo = np.ascontiguousarray(lo, np.float64)
+    hi = np.ascontiguousarray(hi, np.float64)
+    order = np.argsort(depth, kind="stable")
+    starts = np.searchsorted(depth[order], np.arange(depth.min(), depth.max() + 2))
+    span = 1 << _KEY_BITS
+    for d in range(starts.shape[0] - 2):  # one compiled pass per depth, not per box
+        parents = order[starts[d]:starts[d + 1]]
+        children = order[starts[d + 1]:starts[d + 2]]
+        if parents.shape[0] == 0 or children.shape[0] == 0:
+            continue
+        cell = float(np.median((hi[parents] - lo[parents]).max(axis=1)))
+        if not np.isfinite(cell) or cell <= 0:
+            cell = 1.0
+        centre = 0.5 * (lo[children] + hi[children])
+        ijk = np.floor(centre / cell).astype(np.int64) + _KEY_OFF
+        keys = (ijk[:, 0] * span + ijk[:, 1]) * span + ijk[:, 2]
+        srt = np.argsort(keys, kind="stable")
+        _mark_parents(lo, hi, parents, children[srt], keys[srt], cell, flags)
+    return flags.astype(bool)
+
+
+def select_boxes(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, mode: str) -> np.ndarray:
+    """Mask of the boxes a filter of :data:`BOX_FILTERS` keeps."""
+    if mode == "all":
+        return np.ones(lo.shape[0], bool)
+    if mode == "leaves":
+        return leaf_boxes(lo, hi, depth)
+    if mode.startswith("depth<="):
+        return np.asarray(depth) <= int(mode[len("depth<="):])
+    raise ValueError(f"box filter must be one of {', '.join(BOX_FILTERS)}, got {mode!r}")
+
+
+def depth_legend(depth: np.ndarray) -> list[tuple[str, tuple[float, ...]]]:
+    """(label, RGBA) for each depth colour in use (the palette repeats every 8 depths)."""
+    top = int(np.max(depth)) if len(depth) else 0
+    k = min(top + 1, len(DEPTH_PALETTE))
+    items = [(str(i), (*DEPTH_PALETTE[i].tolist(), 1.0)) for i in range(k)]
+    if top >= len(DEPTH_PALETTE):
+        items[-1] = (f"{k - 1} (then repeats: 8 = 0 ...)", items[-1][1])
+    return items
+
+
+def outcome_legend() -> list[tuple[str, tuple[float, ...]]]:
+    """(label, RGBA) of each outcome colour, in NODE_* order after "not visited"."""
+    order = [1, 2, 3, 4, 5, 0]
+    return [(OUTCOME_NAMES[i], (*OUTCOME_COLORS[i, :3].tolist(), 1.0)) for i in order]
 
 
 class BoxOverlay:

@@ -1,4 +1,6 @@
-"""The frozen culling camera's view volume drawn as lines."""
+"""The frozen culling camera drawn in the world: its view volume as lines, its near and far
+planes as translucent quads, and a camera marker at its eye (a small box, a lens pyramid
+along the view direction and an up tick), sized by the caller so that it shows from afar."""
 
 from __future__ import annotations
 
@@ -12,6 +14,16 @@ _NDC = np.array([[x, y, z, 1.0] for x in (-1, 1) for y in (-1, 1) for z in (-1, 
 _EDGES = [(0, 1), (2, 3), (4, 5), (6, 7),  # near -> far
           (0, 2), (2, 6), (6, 4), (4, 0),  # near rectangle
           (1, 3), (3, 7), (7, 5), (5, 1)]  # far rectangle
+_NEAR_QUAD = (0, 4, 6, 0, 6, 2)  # two triangles over the near rectangle
+_FAR_QUAD = (1, 5, 7, 1, 7, 3)
+_BOX = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], np.float64)
+_BOX_EDGES = [(a, b) for a in range(8) for b in range(a + 1, 8)
+              if bin(a ^ b).count("1") == 1]
+
+FRUSTUM_COLOR = (1.0, 0.55, 0.1, 1.0)
+NEAR_COLOR = (0.3, 0.9, 1.0, 0.45)
+FAR_COLOR = (1.0, 0.55, 0.1, 0.08)
+MARKER_COLOR = (1.0, 1.0, 1.0, 1.0)
 
 
 def frustum_corners(viewproj: np.ndarray) -> np.ndarray:
@@ -21,30 +33,77 @@ def frustum_corners(viewproj: np.ndarray) -> np.ndarray:
     return w[:, :3] / w[:, 3:4]
 
 
+def camera_axes(view: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(right, up, forward) unit vectors of a view matrix (column-vector convention)."""
+    m = np.asarray(view, np.float64)
+    return m[0, :3].copy(), m[1, :3].copy(), -m[2, :3]
+
+
+def marker_lines(eye: np.ndarray, view: np.ndarray, size: float) -> list[np.ndarray]:
+    """Line end points of the camera marker: a box of half-size ``size`` at the eye, a lens
+    pyramid 3 x ``size`` long along the view direction, an up tick."""
+    right, up, fwd = camera_axes(view)
+    eye = np.asarray(eye, np.float64)
+    axes = np.stack([right, up, fwd * 1.4])
+    corners = eye + size * (_BOX @ axes)
+    pts: list[np.ndarray] = []
+    for a, b in _BOX_EDGES:
+        pts += [corners[a], corners[b]]
+    tip = eye + fwd * size * 1.4
+    lens = [tip + fwd * size * 2.2 + size * 1.2 * (sx * right + sy * up)
+            for sx, sy in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
+    for k in range(4):
+        pts += [tip, lens[k], lens[k], lens[(k + 1) % 4]]
+    top = eye + up * size
+    pts += [top, top + up * size * 1.5]
+    return pts
+
+
 class FrustumLines:
+    """Lines and translucent quads in one buffer; :meth:`draw` after :meth:`set_frustum`."""
+
     def __init__(self, ctx: moderngl.Context) -> None:
         self.ctx = ctx
         self.prog = load_program(ctx, "lines")
-        self.vbo = ctx.buffer(reserve=(len(_EDGES) * 2 + 8) * 7 * 4, dynamic=True)
+        self.vbo = ctx.buffer(reserve=256 * 7 * 4, dynamic=True)
         self.vao = ctx.vertex_array(self.prog, [(self.vbo, "3f 4f", "in_position", "in_color")])
-        self.n = 0
+        self.n = 0  # line vertices
+        self.tri = 0  # triangle vertices after them
 
     def set_frustum(self, cull_viewproj: np.ndarray, eye: np.ndarray,
-                    color=(1.0, 0.55, 0.1, 1.0)) -> None:
+                    color=FRUSTUM_COLOR, view: np.ndarray | None = None,
+                    marker_size: float = 0.0) -> None:
+        """The volume of ``cull_viewproj``, lines from ``eye`` to its near corners, its near
+        and far planes filled, and with ``view`` and ``marker_size`` > 0 the camera marker."""
         c = frustum_corners(cull_viewproj)
-        pts = []
+        eye = np.asarray(eye, float)
+        lines, cols = [], []
         for a, b in _EDGES:
-            pts += [c[a], c[b]]
+            lines += [c[a], c[b]]
         for k in (0, 2, 4, 6):  # eye to the near corners
-            pts += [np.asarray(eye, float), c[k]]
-        data = np.zeros((len(pts), 7), np.float32)
-        data[:, :3] = pts
-        data[:, 3:] = color
+            lines += [eye, c[k]]
+        cols += [color] * len(lines)
+        if view is not None and marker_size > 0:
+            mk = marker_lines(eye, view, marker_size)
+            lines += mk
+            cols += [MARKER_COLOR] * len(mk)
+        tris = [c[k] for k in _NEAR_QUAD] + [c[k] for k in _FAR_QUAD]
+        tcols = [NEAR_COLOR] * 6 + [FAR_COLOR] * 6
+        data = np.zeros((len(lines) + len(tris), 7), np.float32)
+        data[:, :3] = lines + tris
+        data[:, 3:] = cols + tcols
+        if self.vbo.size < data.nbytes:
+            self.vbo.orphan(data.nbytes * 2)
+            self.vao.release()
+            self.vao = self.ctx.vertex_array(self.prog, [(self.vbo, "3f 4f", "in_position",
+                                                          "in_color")])
         self.vbo.write(data.tobytes())
-        self.n = len(pts)
+        self.n = len(lines)
+        self.tri = len(tris)
 
     def draw(self, viewproj: np.ndarray) -> None:
         if not self.n:
             return
         self.prog["u_viewproj"].write(np.ascontiguousarray(viewproj.T, np.float32).tobytes())
+        self.vao.render(moderngl.TRIANGLES, vertices=self.tri, first=self.n)
         self.vao.render(moderngl.LINES, vertices=self.n)

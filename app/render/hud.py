@@ -110,6 +110,24 @@ class HudRenderer:
             self._blocks.append((x, y, w, h, list(lines), tuple(color), bg))
         return w, h
 
+    def legend(self, x: float, y: float, title: str,
+               items: list[tuple[str, tuple[float, ...]]]) -> tuple[int, int]:
+        """Queue one row ``title  [#] label  [#] label ...``: a colour swatch (a filled cell)
+        before each label, the label in that colour, over one background; returns its size."""
+        text = title + "".join(f"   {label}" for label, _ in items)
+        cols = len(text) + 2 * len(items)  # each swatch takes two cells
+        w, h = cols * self.cw, self.ch
+        self.panel(x - 4, y - 2, w + 8, h + 4, color=(0.0, 0.0, 0.0, 0.75))
+        self.text(x, y, [title], color=(0.95, 0.97, 1.0, 1.0), background=False)
+        cx = x + len(title) * self.cw
+        for label, rgba in items:
+            cx += 3 * self.cw
+            self.panel(cx, y + self.ch * 0.2, self.cw * 1.2, self.ch * 0.6, color=tuple(rgba))
+            cx += 2 * self.cw
+            self.text(cx, y, [label], color=tuple(rgba), background=False)
+            cx += len(label) * self.cw
+        return w, h
+
     def _pixel_exact(self, size) -> bool:
         return self.target_size is None or tuple(size) == tuple(self.target_size)
 

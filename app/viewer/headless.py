@@ -70,16 +70,14 @@ def run_headless(args) -> int:
                                        cam.far * max(1.0, args.orbit_out * 1.5))
             viewer.frame(args.dt, view)
         wall = time.perf_counter() - t0 - viewer.last_screenshot_s
-        rows = viewer.recorder.rows
         viewer.close()
     except KeyboardInterrupt:
         viewer.close()
+        for line in viewer.written_lines():
+            print(f"demo: wrote {line}")
         return 130
-    msg = (f"demo: {args.frames} frames of {scene.name} with {config.label()} in {wall:.2f} s "
-           f"({args.frames / wall:.1f} fps)")
-    if args.record:
-        msg += f"; log {viewer.record_path} ({rows} rows)"
-    if args.screenshot:
-        msg += f"; screenshot {args.screenshot}"
-    print(msg)
+    print(f"demo: {args.frames} frames of {scene.name} with {config.label()} in {wall:.2f} s "
+          f"({args.frames / wall:.1f} fps)")
+    for line in viewer.written_lines():
+        print(f"demo: wrote {line}")
     return 0

@@ -1,7 +1,9 @@
-"""The interactive window (pyglet + moderngl): fly camera, hotkeys, the shared frame sequence.
+"""The interactive window (pyglet + moderngl): held flying keys, the mouse, and the shared
+frame sequence; every other key goes to :meth:`app.viewer.frame.Viewer.key` by name.
 
 Rendering goes into the viewer's offscreen target (colour + depth texture) and is blitted to
-the window each frame, so the window and headless runs draw exactly the same passes.
+the window each frame, so the window and headless runs draw exactly the same passes. At exit
+every file the session wrote is printed (``demo: wrote ...``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 
-from app.viewer.camera import FlyCamera
 from app.viewer.setup import StartupError, hud_px, load, occlusion_factory
 
 MOUSE_SENS = 0.0035  # radians per pixel
@@ -30,8 +31,11 @@ class ViewerWindow:
         self.ctx = ctx
         self.viewer = viewer
         self.scene = scene
-        cam = scene.camera
-        self.camera = FlyCamera(cam.position, cam.target, cam.fov_deg, cam.near, cam.far)
+        self.rig = viewer.rig  # fly camera, camera path (C), outside orbit (X)
+        if args.record:
+            viewer.record_base = Path(args.record)
+        if args.screenshot:
+            viewer.screenshot_base = Path(args.screenshot)
         self.keys = pyglet.window.key.KeyStateHandler()
         # Handlers pushed last run first. The key-state table must see every press before
         # on_key_press below consumes it (returning True stops the event), or WASD never
@@ -40,7 +44,6 @@ class ViewerWindow:
         window.push_handlers(self.keys)
         self.captured = False
         self.last = time.perf_counter()
-        self.shot_count = 0
         lo = scene.objects.centers.min(axis=0) if len(scene.objects.ids) else np.zeros(3)
         hi = scene.objects.centers.max(axis=0) if len(scene.objects.ids) else np.ones(3)
         self.base_speed = max(5.0, float(np.linalg.norm(hi - lo)) / 12.0)  # units per second
@@ -57,7 +60,7 @@ class ViewerWindow:
         right = (k[key.D] or k[key.RIGHT]) - (k[key.A] or k[key.LEFT])
         up = (k[key.E] or k[key.SPACE]) - (k[key.Q] or k[key.LCTRL] or k[key.RCTRL])
         if fwd or right or up:
-            self.camera.move(fwd * speed, right * speed, up * speed)
+            self.rig.move(fwd * speed, right * speed, up * speed)
 
     def on_draw(self) -> None:
         now = time.perf_counter()
@@ -66,8 +69,7 @@ class ViewerWindow:
         self.fly(dt)
         w, h = self.window.get_framebuffer_size()
         self.viewer.target.resize((w, h))
-        view = self.camera.view(w / max(h, 1))
-        self.viewer.frame(dt, view)
+        self.viewer.tick(dt)
         self.blit_to_screen((w, h))
 
     def blit_to_screen(self, size) -> None:
@@ -94,67 +96,28 @@ class ViewerWindow:
             else:
                 self.quit()
             return True  # pyglet's default handler would close the window itself
-        if symbol == key.F1:
-            v.toggles.help = not v.toggles.help
-        elif symbol == key.I:
-            v.cycle_index(-1 if shift else 1)
-        elif symbol == key.L:
-            v.toggle_leafy()
-        elif symbol in (key.PLUS, key.EQUAL, key.NUM_ADD):
-            v.step_split_threshold(+1)
-        elif symbol in (key.MINUS, key.NUM_SUBTRACT, key.UNDERSCORE):
-            v.step_split_threshold(-1)
-        elif symbol == key.F:
-            v.toggles.frustum = not v.toggles.frustum
-        elif symbol == key.V:
-            v.toggles.view_distance = not v.toggles.view_distance
-        elif symbol == key.O:
-            v.cycle_occlusion()
-        elif symbol == key.B:
-            modes = ("off", "depth", "outcome")
-            v.toggles.boxes = modes[(modes.index(v.toggles.boxes) + 1) % len(modes)]
-        elif symbol == key.Z:
-            w, h = self.window.get_framebuffer_size()
-            v.toggle_freeze(self.camera.view(w / max(h, 1)))
-        elif symbol == key.P:
-            v.toggles.paused = not v.toggles.paused
-        elif symbol == key.R:
-            v.toggle_recording(self.args.record)
-        elif symbol in (key.F12, key.K):
-            self.screenshot()
-        elif symbol == key.H:
-            v.toggles.hud = not v.toggles.hud
-        elif symbol == key.M:
+        if symbol == key.M:
             self.set_capture(not self.captured)
-        elif symbol == key.HOME:
-            cam = self.scene.camera
-            self.camera.set(cam.position, cam.target)
+            return True
+        v.key(key.symbol_string(symbol).lower(), bool(shift))
         return True
-
-    def screenshot(self) -> Path:
-        if self.args.screenshot:
-            base = Path(self.args.screenshot)
-            path = base if self.shot_count == 0 else base.with_name(
-                f"{base.stem}-{self.shot_count + 1}{base.suffix}")
-        else:
-            path = Path("screenshots") / f"shot-{time.strftime('%Y%m%d-%H%M%S')}-" \
-                                         f"{self.shot_count + 1}.png"
-        self.shot_count += 1
-        return self.viewer.request_screenshot(path)  # written when the next frame ends
 
     def set_capture(self, on: bool) -> None:
         self.captured = on
         self.window.set_exclusive_mouse(on)
 
     def on_mouse_drag(self, x, y, dx, dy, buttons, modifiers):
-        self.camera.rotate(dx * MOUSE_SENS, dy * MOUSE_SENS)
+        self.rig.rotate(dx * MOUSE_SENS, dy * MOUSE_SENS)
 
     def on_mouse_motion(self, x, y, dx, dy):
         if self.captured:
-            self.camera.rotate(dx * MOUSE_SENS, dy * MOUSE_SENS)
+            self.rig.rotate(dx * MOUSE_SENS, dy * MOUSE_SENS)
 
     def on_mouse_scroll(self, x, y, scroll_x, scroll_y):
-        self.base_speed *= math.pow(1.2, scroll_y)
+        if self.rig.mode == "orbit":
+            self.rig.zoom(math.pow(1.2, -scroll_y))
+        else:
+            self.base_speed *= math.pow(1.2, scroll_y)
 
     def quit(self) -> None:
         import pyglet
@@ -237,4 +200,6 @@ def run_window(args) -> int:
         if not app.closed:
             with contextlib.suppress(Exception):
                 window.close()
+        for line in viewer.written_lines():
+            print(f"demo: wrote {line}", flush=True)
     return 0
