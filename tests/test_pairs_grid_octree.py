@@ -123,3 +123,18 @@ def test_thresholds_are_what_the_classes_use():
     assert 0.0 < grid_pairs.ALL_PAIRS_FROM < 1.0
     assert create_index("grid")._pairs_structural and create_index(
         "fixed-octree")._pairs_structural
+
+
+def test_grid_coordinates_past_int64_clamp_to_the_right_side():
+    # 3e19 cells from the origin: math.floor's int64 used to wrap to the far negative cell
+    c = np.array([[3e19, 0.0, 0.0], [3e19, 1.5, 0.0], [-3e19, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    r = np.array([1.0, 1.0, 1.0, 1.0])
+    idx, o, ids = filled("grid", c, r, cell_size=1.0)
+    assert_pairs(idx.query_pairs(), o.pairs(), "far pairs")
+    for margin in (1e20, 1e300):  # ranges from the near cells to past int64's reach
+        assert_pairs(idx.query_pairs(margin=margin), o.pairs(margin=margin), f"margin {margin}")
+        assert_pairs(idx.query_pairs(ids=ids[3:], margin=margin),
+                     o.pairs(ids=ids[3:], margin=margin), f"ids, margin {margin}")
+    assert sorted(idx.query_sphere(c[0], 0.6).tolist()) == [ids[0], ids[1]]
+    assert idx.query_box(c[0] - 0.4, c[0] + 0.4).tolist() == [ids[0]]
+    idx.validate()

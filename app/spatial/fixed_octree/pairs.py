@@ -37,6 +37,9 @@ from numba import njit
 from app.spatial.pairs import pair_touch
 
 _EPS = 1e-9  # relative slack of box overlaps (rounding never drops a pair)
+#: Absolute slack: below ~1.5e-154 the squares of the exact test underflow, so it accepts
+#: spheres that far apart whatever their radii.
+_TINY = 1e-150
 #: Sweep a node's own objects and handed-down list (instead of testing every pair) once
 #: own x (own + list) exceeds this.
 SWEEP_FROM = 512
@@ -237,7 +240,7 @@ def _reaches(x, y, z, g, box, n):
 def _grow(x, y, z, r, margin):
     """Half-side of a sphere's box grown by the margin, padded against rounding."""
     g = r + margin
-    return g + _EPS * (abs(x) + abs(y) + abs(z) + g)
+    return g + _EPS * (abs(x) + abs(y) + abs(z) + g) + _TINY
 
 
 @njit(cache=True, inline="always")
@@ -261,7 +264,7 @@ def _child_list(ch, s0, o1, sibs, nsib, node, sph, enext, eslot, box, margin, sp
             w += 1
     # the margin plus rounding slack of the largest box coordinate: node boxes grown by it
     gm = margin + _EPS * (abs(box[ch, 0]) + abs(box[ch, 1]) + abs(box[ch, 2])
-                          + abs(box[ch, 3]) + abs(box[ch, 4]) + abs(box[ch, 5]) + margin)
+                          + abs(box[ch, 3]) + abs(box[ch, 4]) + abs(box[ch, 5]) + margin) + _TINY
     for i in range(nsib):
         stack[0] = sibs[i]
         top = 1

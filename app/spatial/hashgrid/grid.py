@@ -65,6 +65,7 @@ class HashedGrid(SpatialIndex):
         self._auto = cell_size is None
         self._chosen_at = 0  # object count when the automatic cell size was last chosen
         self._stamp = 0
+        self._pscratch: tuple[np.ndarray, ...] | None = None  # query_pairs' packed items
         self._empty_structure(cell_size or 1.0)
 
     # ------------------------------------------------------------------ public extras
@@ -200,7 +201,19 @@ class HashedGrid(SpatialIndex):
                                    self._objs.item, margin, sel, out)
         else:
             sel = selection(self.capacity, None)
-        return pq.all_pairs(grid_args(self._grid), tuple(self._items), margin, sel, out)
+        return pq.all_pairs(grid_args(self._grid), tuple(self._items), margin, sel, out,
+                            *self._pair_scratch())
+
+    def _pair_scratch(self) -> tuple[np.ndarray, ...]:
+        """The packed items' arrays of query_pairs, kept between queries (fresh multi-
+        megabyte arrays per step cost page faults); grown with the store and the cell pool."""
+        n = self.capacity
+        cells = self._grid.cells.key.shape[0]
+        s = self._pscratch
+        if s is None or s[0].shape[0] < n or s[5].shape[0] < cells:
+            s = self._pscratch = (np.empty(n), np.empty(n), np.empty(n), np.empty(n),
+                                  np.empty(n, dtype=np.int64), np.empty(cells, dtype=np.int64))
+        return s
 
     # ------------------------------------------------------------------ internals
 

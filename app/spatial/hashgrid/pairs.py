@@ -34,7 +34,11 @@ from app.spatial.hashgrid.store import ST_HW, Items, as_grid, coord, probe
 from app.spatial.pairs import pair_touch
 
 _EPS = 1e-9  # relative padding of reach ranges (float rounding never drops a cell)
+#: Absolute padding: below ~1.5e-154 the squares of the exact test underflow, so it accepts
+#: spheres that far apart whatever their radii (tiny scenes then scan whole levels).
+_TINY = 1e-150
 _BIG = 1 << 62  # start of a range union
+_WIDEN = 1.0 + 1e-12  # relative widening of the vectorised distance prefilter
 #: With at least this fraction of the objects given, the all-pairs walk (filtered) is cheaper
 #: than one look-up per given object (each of which sees both sides of its neighbourhood).
 ALL_PAIRS_FROM = 0.4
@@ -73,10 +77,11 @@ def level_cells(ckey, count, hw, nlev):
 @njit(cache=True, inline="always")
 def _range(x, y, z, reach, size, rng):
     """Cell coordinates (i0, j0, k0, i1, j1, k1) of a level whose objects' centres can lie
-    within ``reach`` of (x, y, z) on each axis (padded: rounding never drops a cell)."""
-    px = _EPS * (abs(x) + reach)
-    py = _EPS * (abs(y) + reach)
-    pz = _EPS * (abs(z) + reach)
+    within ``reach`` of (x, y, z) on each axis (padded: rounding and underflow in the exact
+    test never drop a cell)."""
+    px = _EPS * (abs(x) + reach) + _TINY
+    py = _EPS * (abs(y) + reach) + _TINY
+    pz = _EPS * (abs(z) + reach) + _TINY
     rng[0] = coord(x - reach - px, size)
     rng[1] = coord(y - reach - py, size)
     rng[2] = coord(z - reach - pz, size)
@@ -138,74 +143,133 @@ def _gather(table, ckey, lcells, lstart, lvl, rng, own, cand):
 
 
 @njit(cache=True, inline="always")
-def _cell_pairs(c, ckey, head, nxt, cen, rad, slot, table, lcells, lstart, used, nused, sizes,
-                rmax, margin, sel, cand, rng, arng, out, k):
-    """The pairs cell ``c`` is responsible for (see the module docstring), written at
-    ``out[k:]`` as far as they fit; returns k plus their count."""
+def window(px, py, pz, pr, j0, j1, ax, ay, az, reach, hit):
+    """Branch-free: ``hit[j - j0]`` = 1 where |c_a - c_j| <= reach + r_j may hold, for j in
+    j0 .. j1-1 of the packed spheres; returns how many. Conservative for :func:`pair_touch`:
+    the bound is widened by 1e-12 relative (the squares and sums round a few times), and
+    sums under 1e-100 always pass (their squares lose precision). Unsigned indices from a
+    base and bytes from index 0: the loop vectorises."""
+    m = 0
+    base = np.uint64(j0)
+    for j in range(np.uint64(max(j1 - j0, 0))):
+        q = base + j
+        dx = ax - px[q]
+        dy = ay - py[q]
+        dz = az - pz[q]
+        t = (reach + pr[q]) * _WIDEN
+        h = np.uint8((dx * dx + dy * dy + dz * dz <= t * t) | (t < 1e-100))
+        hit[j] = h
+        m += h
+    return m
+
+
+@njit(cache=True)
+def pack(ckey, count, head, hw, cen, rad, slot, nxt, px, py, pz, pr, ps, cstart, order):
+    """Copy the items cell by cell (pool order) into the packed arrays: cell ``c``'s are
+    [cstart[c], cstart[c] + count[c]); ``order`` gets the live cells. Returns their count."""
+    p = 0
+    nc = 0
+    for c in range(hw):
+        if count[c] <= 0:
+            continue
+        order[nc] = c
+        nc += 1
+        cstart[c] = p
+        it = head[c]
+        while it >= 0:
+            px[p] = cen[it, 0]
+            py[p] = cen[it, 1]
+            pz[p] = cen[it, 2]
+            pr[p] = rad[it]
+            ps[p] = slot[it]
+            p += 1
+            it = nxt[it]
+    return nc
+
+
+@njit(cache=True)
+def _cells_from(i0, order, nc, ckey, count, cstart, px, py, pz, pr, ps, table, lcells,
+                lstart, used, nused, sizes, rmax, margin, sel, cand, rng, arng, hit, out, k):
+    """The pairs of the live cells order[i0:nc] (see the module docstring) at ``out[k:]``.
+    Returns (k, i, need): i = nc when done; else cell i's pairs did not fit (k is where they
+    start, ``need`` the rows they take): grow the buffer and call again from i.
+
+    It never grows ``out`` itself: a kernel that reassigns the buffer does not get its
+    window loops vectorised."""
     cap = out.shape[0]
     filtered = sel.shape[0] > 0
-    lvl = ckey[c, 0]
-    a = head[c]
-    while a >= 0:  # the cell's own items against each other
-        ax = cen[a, 0]
-        ay = cen[a, 1]
-        az = cen[a, 2]
-        ar = rad[a]
-        sa = slot[a]
-        fa = filtered and not sel[sa]
-        b = nxt[a]
-        while b >= 0:
-            if not (fa and not sel[slot[b]]) and pair_touch(
-                    ax, ay, az, ar, cen[b, 0], cen[b, 1], cen[b, 2], rad[b], margin):
-                if k < cap:
-                    out[k, 0] = sa
-                    out[k, 1] = slot[b]
-                k += 1
-            b = nxt[b]
-        a = nxt[a]
-    for u in range(nused):  # the cells near it: after it at its level, any at larger ones
-        l2 = used[u]
-        if l2 < lvl:
-            continue
-        size = sizes[l2]
-        grow = rmax[l2] + margin
-        for t in range(3):
-            rng[t] = _BIG
-            rng[3 + t] = -_BIG
-        a = head[c]
-        while a >= 0:
-            _range(cen[a, 0], cen[a, 1], cen[a, 2], rad[a] + grow, size, arng)
-            for t in range(3):
-                rng[t] = min(rng[t], arng[t])
-                rng[3 + t] = max(rng[3 + t], arng[3 + t])
-            a = nxt[a]
-        nc = _gather(table, ckey, lcells, lstart, l2, rng, c if l2 == lvl else -1, cand)
-        if nc == 0:
-            continue
-        a = head[c]
-        while a >= 0:
-            ax = cen[a, 0]
-            ay = cen[a, 1]
-            az = cen[a, 2]
-            ar = rad[a]
-            sa = slot[a]
+    for ci in range(i0, nc):
+        k0 = k
+        c = order[ci]
+        lvl = ckey[c, 0]
+        p0 = cstart[c]
+        p1 = p0 + count[c]
+        for i in range(p0, p1):  # the cell's own items against each other
+            ax = px[i]
+            ay = py[i]
+            az = pz[i]
+            ar = pr[i]
+            m = window(px, py, pz, pr, i + 1, p1, ax, ay, az, ar + margin, hit)
+            if m == 0:
+                continue
+            sa = ps[i]
             fa = filtered and not sel[sa]
-            _range(ax, ay, az, ar + grow, size, arng)
-            for j in range(nc):
-                cb = cand[j]
-                if not _in_range(ckey, cb, arng):
-                    continue
-                b = head[cb]
-                while b >= 0:
-                    if not (fa and not sel[slot[b]]) and pair_touch(
-                            ax, ay, az, ar, cen[b, 0], cen[b, 1], cen[b, 2], rad[b], margin):
+            for j in range(i + 1, p1):
+                if hit[j - i - 1]:
+                    sb = ps[j]
+                    if not (fa and not sel[sb]) and pair_touch(ax, ay, az, ar, px[j], py[j],
+                                                               pz[j], pr[j], margin):
                         if k < cap:
                             out[k, 0] = sa
-                            out[k, 1] = slot[b]
+                            out[k, 1] = sb
                         k += 1
-                    b = nxt[b]
-            a = nxt[a]
-    return k
+        for u in range(nused):  # cells near it: after it at its level, any at larger ones
+            l2 = used[u]
+            if l2 < lvl:
+                continue
+            size = sizes[l2]
+            grow = rmax[l2] + margin
+            for t in range(3):
+                rng[t] = _BIG
+                rng[3 + t] = -_BIG
+            for i in range(p0, p1):
+                _range(px[i], py[i], pz[i], pr[i] + grow, size, arng)
+                for t in range(3):
+                    rng[t] = min(rng[t], arng[t])
+                    rng[3 + t] = max(rng[3 + t], arng[3 + t])
+            ncand = _gather(table, ckey, lcells, lstart, l2, rng, c if l2 == lvl else -1,
+                            cand)
+            if ncand == 0:
+                continue
+            for i in range(p0, p1):
+                ax = px[i]
+                ay = py[i]
+                az = pz[i]
+                ar = pr[i]
+                sa = ps[i]
+                fa = filtered and not sel[sa]
+                _range(ax, ay, az, ar + grow, size, arng)
+                for jc in range(ncand):
+                    cb = cand[jc]
+                    if not _in_range(ckey, cb, arng):
+                        continue
+                    q0 = cstart[cb]
+                    q1 = q0 + count[cb]
+                    m = window(px, py, pz, pr, q0, q1, ax, ay, az, ar + margin, hit)
+                    if m == 0:
+                        continue
+                    for j in range(q0, q1):
+                        if hit[j - q0]:
+                            sb = ps[j]
+                            if not (fa and not sel[sb]) and pair_touch(
+                                    ax, ay, az, ar, px[j], py[j], pz[j], pr[j], margin):
+                                if k < cap:
+                                    out[k, 0] = sa
+                                    out[k, 1] = sb
+                                k += 1
+        if k > cap:
+            return k0, ci, k
+    return k, nc, k
 
 
 @njit(cache=True)
@@ -220,40 +284,39 @@ def _levels_in_use(lstart, nlev):
 
 
 @njit(cache=True)
-def all_pairs(grid_t, items_t, margin, sel, out):
+def all_pairs(grid_t, items_t, margin, sel, out, px, py, pz, pr, ps, cstart):
     """Every pair within ``margin`` of touching as (slot, slot) rows, in ``out`` or a grown
     copy of it (returned cut to the pairs); ``sel`` non-empty: only the pairs with at least
-    one member marked in it. The bundles come as plain tuples (see store.grid_args)."""
+    one member marked in it. ``px`` .. ``ps`` (one per live object or more) and ``cstart``
+    (one per cell of the pool) are scratch for the packed items. The bundles come as plain
+    tuples (see store.grid_args)."""
     g = as_grid(grid_t)
     items = Items(*items_t)
     ckey = g.cells.key
     count = g.cells.count
-    head = g.cells.head
     hw = g.meta[ST_HW]
     sizes = g.levels.size
-    rmax = g.levels.rmax
-    table = g.table
-    cen = items.cen
-    rad = items.rad
-    slot = items.slot
-    nxt = items.next
     lcells, lstart = level_cells(ckey, count, hw, sizes.shape[0])
     used, nused = _levels_in_use(lstart, sizes.shape[0])
+    order = np.empty(max(lcells.shape[0], 1), dtype=np.int64)
+    nc = pack(ckey, count, g.cells.head, hw, items.cen, items.rad, items.slot, items.next,
+              px, py, pz, pr, ps, cstart, order)
+    most = 1
+    for i in range(nc):
+        most = max(most, count[order[i]])
+    hit = np.empty(most, dtype=np.uint8)
     cand = np.empty(max(lcells.shape[0], 1), dtype=np.int64)
     rng = np.empty(6, dtype=np.int64)
     arng = np.empty(6, dtype=np.int64)
     k = 0
-    for c in range(hw):
-        if count[c] <= 0:
-            continue
-        k1 = _cell_pairs(c, ckey, head, nxt, cen, rad, slot, table, lcells, lstart, used,
-                         nused, sizes, rmax, margin, sel, cand, rng, arng, out, k)
-        if k1 > out.shape[0]:  # the cell's pairs did not fit: grow, walk it again
-            out = grown_to(out, k1)
-            k1 = _cell_pairs(c, ckey, head, nxt, cen, rad, slot, table, lcells, lstart, used,
-                             nused, sizes, rmax, margin, sel, cand, rng, arng, out, k)
-        k = k1
-    return out[:k]
+    i = 0
+    while True:
+        k, i, need = _cells_from(i, order, nc, ckey, count, cstart, px, py, pz, pr, ps,
+                                 g.table, lcells, lstart, used, nused, sizes, g.levels.rmax,
+                                 margin, sel, cand, rng, arng, hit, out, k)
+        if i >= nc:
+            return out[:k]
+        out = grown_to(out, need)
 
 
 @njit(cache=True, inline="always")

@@ -299,13 +299,16 @@ def level_of(r, sizes):
 
 @njit(cache=True, inline="always")
 def coord(x, size):
-    """Grid coordinate of ``x``, clamped so that it fits an int64 (LIM cells are unbounded)."""
-    q = math.floor(x / size)
+    """Grid coordinate of ``x``, clamped so that it fits an int64 (LIM cells are unbounded).
+
+    Clamped before the conversion: past 2**63 cells math.floor's int64 wraps to the most
+    negative value (1e300 / 1 landed in cell -LIM)."""
+    q = x / size
     if q >= LIM:
         return np.int64(LIM)
     if q <= -LIM:
         return np.int64(-LIM)
-    return np.int64(q)
+    return np.int64(math.floor(q))
 
 
 @njit(cache=True, inline="always")
