@@ -45,9 +45,18 @@ INDEX_NAMES: tuple[str, ...] = tuple(_available())
 
 
 def create_index(name: str, **kwargs: Any) -> SpatialIndex:
-    """Build an empty index by name; keyword arguments (leafy, split_threshold...) go to it."""
+    """Build an empty index by name; keyword arguments (leafy, split_threshold...) go to it.
+
+    ``mode`` ("ours", default, or "paper": appendix A's choices, see AABBTree) exists for the
+    four dynamic trees; the other indexes accept only ``mode="ours"``.
+    """
     if name not in INDEX_NAMES:
         raise ValueError(f"unknown index {name!r}; choose one of {', '.join(INDEX_NAMES)}")
+    if "mode" in kwargs and name not in TREE_HEURISTICS:
+        mode = kwargs.pop("mode")
+        if mode != "ours":
+            raise ValueError(f"mode {mode!r} exists only for the dynamic trees "
+                             f"({', '.join(TREE_HEURISTICS)}); {name} has mode 'ours' only")
     module, cls, fixed = _REGISTRY[name]
     klass = getattr(importlib.import_module(module), cls)
     return klass(**fixed, **kwargs)
@@ -59,14 +68,21 @@ __all__ = ["INDEX_NAMES", "QueryResult", "SpatialIndex", "create_index", "regist
 TREE_HEURISTICS: tuple[str, ...] = ("kd", "ternary", "octree", "icoseptree")
 
 
-def index_variants() -> list[tuple[str, str, dict[str, Any]]]:
-    """Every selectable (label, name, kwargs): the trees once leafy and once non-leafy."""
+def index_variants(modes: tuple[str, ...] = ("ours",)) -> list[tuple[str, str, dict[str, Any]]]:
+    """Every selectable (label, name, kwargs): the trees once leafy and once non-leafy.
+
+    Each mode other than "ours" (e.g. "paper") adds the trees again, labelled
+    ``octree/paper/leafy`` and with ``mode`` in their kwargs.
+    """
     out: list[tuple[str, str, dict[str, Any]]] = []
     for name in INDEX_NAMES:
         if name in TREE_HEURISTICS:
-            out.append((f"{name}/leafy", name, {"leafy": True}))
-            out.append((f"{name}/non-leafy", name, {"leafy": False}))
-        else:
+            for mode in modes:
+                tag = "" if mode == "ours" else f"/{mode}"
+                extra = {} if mode == "ours" else {"mode": mode}
+                out.append((f"{name}{tag}/leafy", name, {"leafy": True, **extra}))
+                out.append((f"{name}{tag}/non-leafy", name, {"leafy": False, **extra}))
+        elif "ours" in modes:
             out.append((name, name, {}))
     return out
 

@@ -36,6 +36,7 @@ MESSAGES = {
     21: "clean (not dirty) node's box is not exactly the union of its contents",
     22: "live slot is in no node's list",
     23: "empty root is split or has a non-empty box",
+    24: "paper mode: clean node's stored (paper) box differs from its box",
 }
 
 

@@ -6,6 +6,9 @@ pool's child table: 2 = K-D, 3 = ternary, 8 = octree, 27 = icoseptree.
 
 from __future__ import annotations
 
+import math
+import re
+
 from numba import njit
 
 # name -> number of children (the child table width, and the heuristic's code).
@@ -18,6 +21,62 @@ DEFAULT_THRESHOLDS: dict[str, tuple[int, int]] = {
     "octree": (40, 30),
     "icoseptree": (70, 50),
 }
+
+
+# Which objects an internal node keeps (``keep`` of which_child): none (leafy), ours (an
+# object whose bounding cube is at least 1/8 of the box), the paper's (appendix A's formula).
+KEEP_NONE = 0
+KEEP_OURS = 1
+KEEP_PAPER = 2
+
+# The tree's mode is a set of appendix A's choices, each one bit (see parse_mode).
+PAPER_SPLIT_POINT = 1  # split point = mean of pos + (r, r, r), not of the centres
+PAPER_AXIS = 2  # K-D / ternary axis: strictly longest, every tie to Z
+PAPER_NONLEAFY = 4  # keep at an inner node when r * 4 * pi / 3 > box volume / 8
+PAPER_LAZY = 8  # the listing's extents bookkeeping (stale boxes, GetExtents at every visit)
+PAPER_THRESHOLD = 16  # a leaf splits when it holds >= threshold objects (ours: >)
+PAPER_FEATURES: dict[str, int] = {
+    "split": PAPER_SPLIT_POINT, "axis": PAPER_AXIS, "nonleafy": PAPER_NONLEAFY,
+    "lazy": PAPER_LAZY, "threshold": PAPER_THRESHOLD,
+}
+PAPER_ALL = sum(PAPER_FEATURES.values())
+MODES = ("ours", "paper")
+
+
+def parse_mode(mode: str) -> int:
+    """Feature bits of a mode: ``ours`` (0), ``paper`` (all of appendix A's choices), or one of
+    them with features switched: ``ours+split+axis``, ``paper-lazy`` (features: split, axis,
+    nonleafy, lazy, threshold)."""
+    if not isinstance(mode, str):
+        raise ValueError(f"mode must be a string, got {mode!r}")
+    parts = re.split(r"([+-])", mode.strip())
+    base = parts[0]
+    if base not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose ours or paper, optionally with "
+                         f"+feature / -feature ({', '.join(PAPER_FEATURES)})")
+    flags = 0 if base == "ours" else PAPER_ALL
+    for sign, feat in zip(parts[1::2], parts[2::2], strict=True):
+        if feat not in PAPER_FEATURES:
+            raise ValueError(f"unknown feature {feat!r} in mode {mode!r}; choose from "
+                             f"{', '.join(PAPER_FEATURES)}")
+        if sign == "+":
+            flags |= PAPER_FEATURES[feat]
+        else:
+            flags &= ~PAPER_FEATURES[feat]
+    return flags
+
+
+def mode_name(flags: int) -> str:
+    """The shortest mode string for a set of feature bits (inverse of parse_mode)."""
+    if flags == 0:
+        return "ours"
+    if flags == PAPER_ALL:
+        return "paper"
+    on = [f for f, b in PAPER_FEATURES.items() if flags & b]
+    off = [f for f, b in PAPER_FEATURES.items() if not flags & b]
+    if len(on) <= len(off):
+        return "ours" + "".join("+" + f for f in on)
+    return "paper" + "".join("-" + f for f in off)
 
 
 @njit(cache=True, inline="always")
@@ -45,12 +104,53 @@ def keeps_big_object(lo, hi, n: int, r: float) -> bool:
 
 
 @njit(cache=True, inline="always")
-def which_child(child, is_split, axis, split, lo, hi, leafy: bool, n: int,
+def paper_keeps_object(lo, hi, n: int, r: float) -> bool:
+    """Appendix A's non-leafy rule exactly as written in ``WhichChild``: keep the object when
+    ``r * 4 * pi / 3 > box volume / 8``.
+
+    The listing's comment says "bounding volume is at least 1/8 the last known tree bounding
+    volume", but the code uses the radius, not its cube (a visible slip), and a strict ``>``;
+    the box is the node's stored one, current or not (the ``m_extentsCorrect`` guard is
+    commented out). For objects of radius 1-10 it keeps only objects of radius < ~2 in boxes
+    smaller than ~34 r: the opposite of its intent (big objects high in the tree). Computed in
+    float64 (the paper's floats would round differently only at exact ties).
+    """
+    sv = r * 4.0 * math.pi / 3.0
+    bv = (hi[n, 0] - lo[n, 0]) * (hi[n, 1] - lo[n, 1]) * (hi[n, 2] - lo[n, 2])
+    return sv > bv / 8.0
+
+
+@njit(cache=True, inline="always")
+def split_axis(ex: float, ey: float, ez: float, paper: bool) -> int:
+    """K-D / ternary split axis from the box's extents: the longest.
+
+    Ours breaks ties towards X. The paper's ``DoSplit`` takes X or Y only when strictly
+    longer than both others and Z otherwise, so a tie between X and Y goes to Z even when Z is
+    the shortest axis (implemented as written).
+    """
+    if paper:
+        if ex > ey and ex > ez:
+            return 0
+        if ey > ex and ey > ez:
+            return 1
+        return 2
+    return 0 if (ex >= ey and ex >= ez) else (1 if ey >= ez else 2)
+
+
+@njit(cache=True, inline="always")
+def which_child(child, is_split, axis, split, lo, hi, keep: int, n: int,
                 cx: float, cy: float, cz: float, r: float) -> int:
-    """Child index (0..K-1) the heuristic picks for a sphere at split node n; -1 keeps it at n."""
+    """Child index (0..K-1) the heuristic picks for a sphere at split node n; -1 keeps it at n.
+
+    ``keep`` is the non-leafy rule (KEEP_NONE, KEEP_OURS, KEEP_PAPER), read against the box
+    rows ``lo``/``hi`` the caller passes. The child rules are the paper's (and ours): strict
+    comparisons, an object exactly on a plane counts as straddling / goes above.
+    """
     if not is_split[n]:
         return -1
-    if not leafy and keeps_big_object(lo, hi, n, r):
+    if keep == KEEP_OURS and keeps_big_object(lo, hi, n, r):
+        return -1
+    if keep == KEEP_PAPER and paper_keeps_object(lo, hi, n, r):
         return -1
     k = child.shape[1]
     sx = split[n, 0]

@@ -27,7 +27,18 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from app.spatial.aabbtree.heuristics import which_child
+from app.spatial.aabbtree.heuristics import (
+    KEEP_NONE,
+    KEEP_OURS,
+    KEEP_PAPER,
+    PAPER_AXIS,
+    PAPER_LAZY,
+    PAPER_NONLEAFY,
+    PAPER_SPLIT_POINT,
+    PAPER_THRESHOLD,
+    split_axis,
+    which_child,
+)
 from app.spatial.pool import grown, grown_free_stack
 
 ROOT = 0  # the root is the first node allocated and is never freed
@@ -37,14 +48,22 @@ META_WANT_GROW = 1  # meta[1]: a query skipped a split for lack of free nodes
 Nodes = namedtuple(
     "AABBNodes",
     ["parent", "slot_in_parent", "child", "nchild", "head", "count", "depth", "is_split",
-     "dirty", "axis", "lo", "hi", "split", "maxvd", "outcome", "free", "meta"],
+     "dirty", "axis", "lo", "hi", "split", "maxvd", "outcome", "plo", "phi", "free", "meta"],
 )
 Objects = namedtuple("AABBObjects", ["node", "next", "prev"])
 #: The store's spheres (the base class's arrays, rebuilt per call: the store may reallocate).
 Spheres = namedtuple("AABBSpheres", ["centers", "radii", "vdist"])
 #: The tree's construction rules: objects only in leaves (or big ones at internal nodes too),
-#: and the object count above which a leaf is split.
-Rules = namedtuple("AABBRules", ["leafy", "threshold"])
+#: the split threshold (ours: a leaf with more objects is split; also the weight of a child's
+#: split point in the re-centring), the mode's feature bits (heuristics.PAPER_*) and the
+#: non-leafy rule as heuristics.KEEP_* (what which_child takes).
+Rules = namedtuple("AABBRules", ["leafy", "threshold", "flags", "keep"])
+
+
+def make_rules(leafy: bool, threshold: int, flags: int = 0) -> Rules:
+    """The Rules of a tree: ``keep`` follows from leafy and the PAPER_NONLEAFY bit."""
+    keep = KEEP_NONE if leafy else (KEEP_PAPER if flags & PAPER_NONLEAFY else KEEP_OURS)
+    return Rules(bool(leafy), int(threshold), int(flags), keep)
 
 # Per-node field -> (dtype, row shape, value of a free node); the child table is (K,) wide.
 _NODE_FIELDS = {
@@ -63,6 +82,11 @@ _NODE_FIELDS = {
     "split": (np.float64, (3,), 0.0),
     "maxvd": (np.float64, (), -np.inf),
     "outcome": (np.int8, (), 0),
+    # The paper mode's box (appendix A's m_min/m_max): equal to lo/hi while the node is clean;
+    # frozen when it is invalidated (the listing grows only correct extents), while lo/hi keep
+    # growing so that every query can still prune on them. Only the paper mode reads it.
+    "plo": (np.float64, (3,), np.inf),
+    "phi": (np.float64, (3,), -np.inf),
 }
 
 
@@ -121,6 +145,8 @@ def allocate_node(nd, parent: int) -> int:
         nd.lo[n, a] = np.inf
         nd.hi[n, a] = -np.inf
         nd.split[n, a] = 0.0
+        nd.plo[n, a] = np.inf
+        nd.phi[n, a] = -np.inf
     nd.maxvd[n] = -np.inf
     nd.outcome[n] = 0
     return n
@@ -284,6 +310,19 @@ def refit_node(nd, ob, sp, n: int, threshold: int) -> None:
         sz += cz
         w += 1.0
         s = ob.next[s]
+    finish_refit(nd, n, lx, ly, lz, hx, hy, hz, mv, sx, sy, sz, w, threshold)
+
+
+@njit(cache=True, _nrt=False)
+def finish_refit(nd, n: int, lx: float, ly: float, lz: float, hx: float, hy: float, hz: float,
+                 mv: float, sx: float, sy: float, sz: float, w: float, threshold: int) -> None:
+    """The second half of :func:`refit_node`, given its own objects' bounds and sums.
+
+    (lx..hz) is the box of n's own objects, mv their largest view distance, (sx, sy, sz) the
+    sum of their centres and w their number. Compiled without reference counting (it
+    allocates nothing and its callers hold the pool): passing the pool's 17 arrays to it
+    otherwise costs an atomic increment and decrement of each at every call.
+    """
     still_dirty = False
     if nd.nchild[n] > 0:
         for j in range(nd.child.shape[1]):
@@ -314,16 +353,22 @@ def refit_node(nd, ob, sp, n: int, threshold: int) -> None:
         nd.split[n, 1] = sy / w
         nd.split[n, 2] = sz / w
     nd.dirty[n] = still_dirty
+    if not still_dirty:
+        # The paper mode's box is the clean box (unused, and harmless, in our mode).
+        for a in range(3):
+            nd.plo[n, a] = nd.lo[n, a]
+            nd.phi[n, a] = nd.hi[n, a]
 
 
 # ---------------------------------------------------------------------- structure
 
 @njit(cache=True)
-def find_place(child, is_split, axis, split, lo, hi, leafy: bool, n: int,
+def find_place(child, is_split, axis, split, lo, hi, keep: int, n: int,
                cx: float, cy: float, cz: float, r: float) -> tuple[int, int]:
     """Follow the heuristic from n down the existing nodes (2.1.2).
 
     Returns (node, c): the object goes to ``node`` when c is -1, else to a new child c of it.
+    ``keep`` is the non-leafy rule (heuristics.KEEP_*), read against the box rows lo/hi.
     Takes the pool's arrays rather than the pool tuple: in numba a call that passes the whole
     tuple costs far more than this walk. Not inlined: the heuristic's code is large and
     inlining it slows every caller's loop, while most moves never need it.
@@ -331,7 +376,7 @@ def find_place(child, is_split, axis, split, lo, hi, leafy: bool, n: int,
     while True:
         if not is_split[n]:
             return n, -1
-        c = which_child(child, is_split, axis, split, lo, hi, leafy, n, cx, cy, cz, r)
+        c = which_child(child, is_split, axis, split, lo, hi, keep, n, cx, cy, cz, r)
         if c < 0:
             return n, -1
         ch = child[n, c]
@@ -359,6 +404,8 @@ def reset_root(nd) -> None:
     for a in range(3):
         nd.lo[ROOT, a] = np.inf
         nd.hi[ROOT, a] = -np.inf
+        nd.plo[ROOT, a] = np.inf
+        nd.phi[ROOT, a] = -np.inf
     nd.maxvd[ROOT] = -np.inf
 
 
@@ -385,6 +432,13 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
     The caller has refitted n (the non-leafy rule and the K-D axis read its box). When every
     object would go to the same child, nothing moves and n stays marked split, so it is not
     split again (the children would be copies of n).
+
+    The paper mode's bits (``rules.flags``) switch in appendix A's ``DoSplit``: the split point
+    is the mean of ``pos + (r, r, r)`` (PAPER_SPLIT_POINT), the K-D / ternary axis goes to Z on
+    ties (PAPER_AXIS), and with PAPER_LAZY the pathological case has the listing's side
+    effect: its objects are taken back from the child one by one with ``RemoveNode``, whose
+    ``ShrinkExtents`` invalidates n's box (and every ancestor's the objects are flush with),
+    so the next visit re-centres n's split point on the mean of its centres (DEFRAG).
     """
     k = nd.child.shape[1]
     if nd.meta[META_NFREE] < k:
@@ -392,25 +446,26 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
         return 0
     centers = sp.centers
     radii = sp.radii
-    leafy = rules.leafy
+    keep = rules.keep
+    flags = rules.flags
+    shift = (flags & PAPER_SPLIT_POINT) != 0
     sx = 0.0
     sy = 0.0
     sz = 0.0
     s = nd.head[n]
     while s >= 0:
-        sx += centers[s, 0]
-        sy += centers[s, 1]
-        sz += centers[s, 2]
+        r = radii[s] if shift else 0.0
+        sx += centers[s, 0] + r
+        sy += centers[s, 1] + r
+        sz += centers[s, 2] + r
         s = ob.next[s]
     m = nd.count[n]
     nd.split[n, 0] = sx / m
     nd.split[n, 1] = sy / m
     nd.split[n, 2] = sz / m
-    # K-D and ternary cut across the longest axis of the box (first one on ties).
-    ex = nd.hi[n, 0] - nd.lo[n, 0]
-    ey = nd.hi[n, 1] - nd.lo[n, 1]
-    ez = nd.hi[n, 2] - nd.lo[n, 2]
-    nd.axis[n] = 0 if (ex >= ey and ex >= ez) else (1 if ey >= ez else 2)
+    # K-D and ternary cut across the longest axis of the box.
+    nd.axis[n] = split_axis(nd.hi[n, 0] - nd.lo[n, 0], nd.hi[n, 1] - nd.lo[n, 1],
+                            nd.hi[n, 2] - nd.lo[n, 2], (flags & PAPER_AXIS) != 0)
     nd.is_split[n] = True
 
     # Pass 1: would the objects be separated at all?
@@ -418,7 +473,7 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
     separated = False
     s = nd.head[n]
     while s >= 0:
-        c = which_child(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, leafy, n,
+        c = which_child(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, keep, n,
                         centers[s, 0], centers[s, 1], centers[s, 2], radii[s])
         if c < 0 or (first >= 0 and c != first):
             separated = True
@@ -426,13 +481,20 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
         first = c
         s = ob.next[s]
     if not separated:
+        if flags & PAPER_LAZY:
+            vdist = sp.vdist
+            s = nd.head[n]
+            while s >= 0:
+                invalidate_up(nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty, n, centers[s, 0],
+                              centers[s, 1], centers[s, 2], radii[s], vdist[s])
+                s = ob.next[s]
         return 2
 
     # Pass 2: hand the objects to their children; the rest stay at n.
     s = nd.head[n]
     while s >= 0:
         nxt = ob.next[s]
-        c = which_child(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, leafy, n,
+        c = which_child(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, keep, n,
                         centers[s, 0], centers[s, 1], centers[s, 2], radii[s])
         if c >= 0:
             ch = nd.child[n, c]
@@ -450,6 +512,15 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
 
 
 @njit(cache=True, inline="always")
+def split_limit(rules) -> int:
+    """The object count above which a query splits a leaf: the threshold, or one less with
+    PAPER_THRESHOLD (the listing splits at ``size() >= s_splitval``)."""
+    if rules.flags & PAPER_THRESHOLD:
+        return rules.threshold - 1
+    return rules.threshold
+
+
+@njit(cache=True, inline="always")
 def needs_split(is_split, count, n: int, threshold: int) -> bool:
     """n is an unsplit leaf holding more objects than the threshold (2.1.1).
 
@@ -462,7 +533,7 @@ def needs_split(is_split, count, n: int, threshold: int) -> bool:
 # ---------------------------------------------------------------------- batches
 
 @njit(cache=True)
-def insert_objects(nd, ob, sp, slots, leafy: bool) -> None:
+def insert_objects(nd, ob, sp, slots, keep: int) -> None:
     """Insert new slots: descend with the heuristic, link, grow boxes up (2.1.2)."""
     centers = sp.centers
     radii = sp.radii
@@ -473,7 +544,7 @@ def insert_objects(nd, ob, sp, slots, leafy: bool) -> None:
         cy = centers[s, 1]
         cz = centers[s, 2]
         r = radii[s]
-        n, c = find_place(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, leafy, ROOT,
+        n, c = find_place(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, keep, ROOT,
                           cx, cy, cz, r)
         if c >= 0:
             n = new_leaf(nd, n, c, cx, cy, cz)
@@ -497,7 +568,7 @@ def remove_objects(nd, ob, sp, slots) -> None:
 
 
 @njit(cache=True)
-def update_objects(nd, ob, sp, slots, old, leafy: bool) -> int:
+def update_objects(nd, ob, sp, slots, old, keep: int) -> int:
     """Move slots (2.1.4) whose previous spheres are ``old`` (row i for slots[i]); returns
     how many changed node.
 
@@ -552,7 +623,7 @@ def update_objects(nd, ob, sp, slots, old, leafy: bool) -> int:
             a = parent[a]
         d = a
         if is_split[a]:
-            d, c = find_place(nd.child, is_split, nd.axis, nd.split, lo, hi, leafy, a,
+            d, c = find_place(nd.child, is_split, nd.axis, nd.split, lo, hi, keep, a,
                               cx, cy, cz, r)
             if c >= 0:
                 d = new_leaf(nd, d, c, cx, cy, cz)

@@ -9,6 +9,12 @@ Splitting never changes an answer: the decisions are the shared ones, per node
 (:func:`~app.geom.decide.node_verdict6`, against the planes the parent's box straddles) and
 per object (:func:`~app.geom.decide.accept_sphere`'s stages for the frustum, written out for
 speed; the predicates of ``app.geom.predicates`` for the other queries).
+
+In the paper mode with its extents bookkeeping (PAPER_LAZY) every node a traversal reaches
+is first brought up to date as the listing's ``GetExtents`` does (recomputed if invalid,
+split if overfull; :func:`~.paper.paper_get_extents`), before its box is tested, and not
+refitted again within the visit (a pathological split leaves its node invalid until the next
+visit, as in the listing).
 """
 
 from __future__ import annotations
@@ -36,7 +42,9 @@ from app.geom.predicates import (
     within_view_distance,
 )
 from app.geom.zpyramid import NO_OCCLUDER, sphere_hidden
-from app.spatial.aabbtree.kernels import ROOT, needs_split, refit_node, split_node
+from app.spatial.aabbtree.heuristics import PAPER_LAZY
+from app.spatial.aabbtree.kernels import ROOT, needs_split, refit_node, split_limit, split_node
+from app.spatial.aabbtree.paper import paper_get_extents
 
 LANES = 16  # object lists walked side by side (see _gather_objects)
 MASK_BITS = 9  # stack entries are node << MASK_BITS | plane mask
@@ -246,15 +254,19 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules):
     working = 0
     visited = 0
     occ_nodes = 0
+    lazy = (rules.flags & PAPER_LAZY) != 0
+    limit = split_limit(rules)
     while top > 0:
         top -= 1
         e = stack[top]
         n = e >> MASK_BITS
         mask = e & low
         visited += 1
+        if lazy:
+            paper_get_extents(nd, ob, sp, n, rules)
         planes_m = subsets[mask, :counts[mask]]
         v = _verdict(nd.lo, nd.hi, nd.maxvd, n, planes_m, eye, use_vd, occ)
-        if v in (NODE_PARTIAL, NODE_INSIDE) and mask != 0 and nd.dirty[n]:
+        if v in (NODE_PARTIAL, NODE_INSIDE) and mask != 0 and nd.dirty[n] and not lazy:
             # The stored box is conservative even when dirty, so a rejection is final: only a
             # dirty node that survives is refitted (2.1.5) and decided again, and the big
             # unsplit leaves just outside the view are never walked for a refit. An overfull
@@ -262,7 +274,7 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules):
             # otherwise a big leaf grazing the view, dirtied by its movers, would be walked
             # for a refit every frame. Below a node inside the planes nothing is refitted.
             refit_node(nd, ob, sp, n, rules.threshold)
-            if needs_split(nd.is_split, nd.count, n, rules.threshold):
+            if needs_split(nd.is_split, nd.count, n, limit):
                 split_node(nd, ob, sp, n, rules)
             v = _verdict(nd.lo, nd.hi, nd.maxvd, n, planes_m, eye, use_vd, occ)
         nd.outcome[n] = v
@@ -273,7 +285,7 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules):
         newmask = 0
         if v == NODE_PARTIAL:
             newmask = _straddled(planes, mask, nd.lo, nd.hi, n)
-            if needs_split(nd.is_split, nd.count, n, rules.threshold):
+            if needs_split(nd.is_split, nd.count, n, limit):
                 split_node(nd, ob, sp, n, rules)
         if nd.count[n] > 0:
             working += nd.count[n]
@@ -303,17 +315,21 @@ def query_box(nd, ob, sp, qlo, qhi, rules, total: int):
     stack[0] = ROOT << MASK_BITS
     top = 1
     k = 0
+    lazy = (rules.flags & PAPER_LAZY) != 0
+    limit = split_limit(rules)
     centers = sp.centers
     while top > 0:
         top -= 1
         n = stack[top] >> MASK_BITS
+        if lazy:
+            paper_get_extents(nd, ob, sp, n, rules)
         if not _boxes_overlap(nd.lo[n], nd.hi[n], qlo, qhi):
             continue
-        if nd.dirty[n]:
+        if nd.dirty[n] and not lazy:
             refit_node(nd, ob, sp, n, rules.threshold)
             if not _boxes_overlap(nd.lo[n], nd.hi[n], qlo, qhi):
                 continue
-        if needs_split(nd.is_split, nd.count, n, rules.threshold):
+        if needs_split(nd.is_split, nd.count, n, limit):
             split_node(nd, ob, sp, n, rules)
         s = nd.head[n]
         while s >= 0:
@@ -334,6 +350,8 @@ def query_sphere(nd, ob, sp, q, qr: float, rules, total: int):
     stack[0] = ROOT << MASK_BITS
     top = 1
     k = 0
+    lazy = (rules.flags & PAPER_LAZY) != 0
+    limit = split_limit(rules)
     centers = sp.centers
     qx = q[0]
     qy = q[1]
@@ -344,13 +362,15 @@ def query_sphere(nd, ob, sp, q, qr: float, rules, total: int):
     while top > 0:
         top -= 1
         n = stack[top] >> MASK_BITS
+        if lazy:
+            paper_get_extents(nd, ob, sp, n, rules)
         if box_point_dist(nd.lo[n], nd.hi[n], qx, qy, qz) > reach:
             continue
-        if nd.dirty[n]:
+        if nd.dirty[n] and not lazy:
             refit_node(nd, ob, sp, n, rules.threshold)
             if box_point_dist(nd.lo[n], nd.hi[n], qx, qy, qz) > reach:
                 continue
-        if needs_split(nd.is_split, nd.count, n, rules.threshold):
+        if needs_split(nd.is_split, nd.count, n, limit):
             split_node(nd, ob, sp, n, rules)
         s = nd.head[n]
         while s >= 0:
@@ -372,6 +392,8 @@ def query_ray(nd, ob, sp, o, d, rules, total: int):
     stack[0] = ROOT << MASK_BITS
     top = 1
     k = 0
+    lazy = (rules.flags & PAPER_LAZY) != 0
+    limit = split_limit(rules)
     centers = sp.centers
     ox = o[0]
     oy = o[1]
@@ -385,13 +407,15 @@ def query_ray(nd, ob, sp, o, d, rules, total: int):
     while top > 0:
         top -= 1
         n = stack[top] >> MASK_BITS
+        if lazy:
+            paper_get_extents(nd, ob, sp, n, rules)
         if not ray_box_hits(ox, oy, oz, idx, idy, idz, nd.lo[n], nd.hi[n]):
             continue
-        if nd.dirty[n]:
+        if nd.dirty[n] and not lazy:
             refit_node(nd, ob, sp, n, rules.threshold)
             if not ray_box_hits(ox, oy, oz, idx, idy, idz, nd.lo[n], nd.hi[n]):
                 continue
-        if needs_split(nd.is_split, nd.count, n, rules.threshold):
+        if needs_split(nd.is_split, nd.count, n, limit):
             split_node(nd, ob, sp, n, rules)
         s = nd.head[n]
         while s >= 0:

@@ -14,8 +14,15 @@ from app.geom.zpyramid import ZPyramid, occluder
 from app.spatial.aabbtree import check as ck
 from app.spatial.aabbtree import kernels as kn
 from app.spatial.aabbtree import pairs as pr
+from app.spatial.aabbtree import paper as pp
 from app.spatial.aabbtree import queries as qu
-from app.spatial.aabbtree.heuristics import CHILDREN, DEFAULT_THRESHOLDS
+from app.spatial.aabbtree.heuristics import (
+    CHILDREN,
+    DEFAULT_THRESHOLDS,
+    PAPER_LAZY,
+    mode_name,
+    parse_mode,
+)
 from app.spatial.base import QueryResult, SpatialIndex
 from app.spatial.pairs import selection
 
@@ -26,6 +33,14 @@ class AABBTree(SpatialIndex):
     ``leafy=True`` stores objects only in leaves (except where a heuristic keeps straddlers);
     ``leafy=False`` also keeps an object at an internal node when its bounding cube is at
     least 1/8 of the node's box volume. ``split_threshold`` defaults to the paper's optimum.
+
+    ``mode="ours"`` (default) is this project's tree; ``mode="paper"`` makes the choices of
+    the paper's own code (Shagam, appendix A) instead: the split point is the mean of
+    ``pos + (r, r, r)``, the K-D / ternary axis goes to Z on ties, the non-leafy rule is the
+    listing's ``r * 4 * pi / 3 > volume / 8``, a leaf splits at ``>= split_threshold``
+    objects, and boxes follow the listing's extents bookkeeping (see :mod:`.paper`). Single
+    choices can be switched for experiments: ``ours+split``, ``paper-lazy`` (parse_mode).
+    Either way every query answers exactly.
     """
 
     name = "aabbtree"
@@ -35,7 +50,8 @@ class AABBTree(SpatialIndex):
     pairs_per_object_ratio = 8
 
     def __init__(self, heuristic: str = "octree", leafy: bool = False,
-                 split_threshold: int | None = None, capacity: int = 1024) -> None:
+                 split_threshold: int | None = None, capacity: int = 1024,
+                 mode: str = "ours") -> None:
         if heuristic not in CHILDREN:
             raise ValueError(f"unknown heuristic {heuristic!r}; choose one of "
                              f"{', '.join(CHILDREN)}")
@@ -44,12 +60,17 @@ class AABBTree(SpatialIndex):
         if (isinstance(split_threshold, bool) or not isinstance(split_threshold, int | np.integer)
                 or split_threshold < 1):
             raise ValueError(f"split_threshold must be an int >= 1, got {split_threshold!r}")
+        flags = parse_mode(mode)
         super().__init__(capacity)
         self.heuristic = heuristic
         self.name = heuristic
         self.leafy = bool(leafy)
         self.split_threshold = int(split_threshold)
-        self._rules = kn.Rules(self.leafy, self.split_threshold)
+        self.flags = flags
+        self.mode = mode_name(flags)
+        self._lazy = bool(flags & PAPER_LAZY)
+        self._rules = kn.make_rules(self.leafy, self.split_threshold, flags)
+        self._keep = int(self._rules.keep)
         self._nodes = kn.new_nodes(64, CHILDREN[heuristic])
         root = kn.allocate_node(self._nodes, -1)
         assert root == kn.ROOT
@@ -59,8 +80,9 @@ class AABBTree(SpatialIndex):
     # ------------------------------------------------------------------ description
 
     def describe(self) -> str:
-        """E.g. ``icoseptree non-leafy t=50``."""
-        return f"{self.heuristic} {'leafy' if self.leafy else 'non-leafy'} t={self.split_threshold}"
+        """E.g. ``icoseptree non-leafy t=50`` (``... mode=paper`` in the paper mode)."""
+        out = f"{self.heuristic} {'leafy' if self.leafy else 'non-leafy'} t={self.split_threshold}"
+        return out if self.mode == "ours" else f"{out} mode={self.mode}"
 
     # ------------------------------------------------------------------ node pool
 
@@ -112,17 +134,20 @@ class AABBTree(SpatialIndex):
 
     def _on_insert(self, slots: np.ndarray) -> None:
         self._reserve_nodes(self._room_for_new_leaves(slots.shape[0]))
-        kn.insert_objects(self._nodes, self._objs, self._spheres(), slots, self.leafy)
+        insert = pp.paper_insert_objects if self._lazy else kn.insert_objects
+        insert(self._nodes, self._objs, self._spheres(), slots, self._keep)
 
     def _on_update(self, slots: np.ndarray, old_centers: np.ndarray, old_radii: np.ndarray,
                    old_vdist: np.ndarray) -> None:
         self._reserve_nodes(self._room_for_new_leaves(slots.shape[0]))
         old = kn.Spheres(np.ascontiguousarray(old_centers), old_radii, old_vdist)
-        self.last_moved = int(kn.update_objects(self._nodes, self._objs, self._spheres(), slots,
-                                                old, self.leafy))
+        update = pp.paper_update_objects if self._lazy else kn.update_objects
+        self.last_moved = int(update(self._nodes, self._objs, self._spheres(), slots, old,
+                                     self._keep))
 
     def _on_remove(self, slots: np.ndarray) -> None:
-        kn.remove_objects(self._nodes, self._objs, self._spheres(), slots)
+        remove = pp.paper_remove_objects if self._lazy else kn.remove_objects
+        remove(self._nodes, self._objs, self._spheres(), slots)
 
     # ------------------------------------------------------------------ queries
 
@@ -209,6 +234,7 @@ class AABBTree(SpatialIndex):
             "heuristic": self.heuristic,
             "leafy": self.leafy,
             "split_threshold": self.split_threshold,
+            "mode": self.mode,
         }
 
     def _validate(self) -> None:
@@ -221,6 +247,8 @@ class AABBTree(SpatialIndex):
             lambda: ck.check_boxes(nd, ob, sp),
             lambda: ck.check_view_distances(nd, ob, sp),
         )
+        if self._lazy:
+            checks += (lambda: pp.check_paper_boxes(nd),)
         for run in checks:
             code, where = run()
             self._raise_check(code, ck.MESSAGES, int(where))

@@ -1,0 +1,258 @@
+"""The paper mode's extents bookkeeping: appendix A's ``BBTree`` as written (PAPER_LAZY).
+
+Our mode keeps every node's box conservative at all times (boxes grow eagerly, shrink
+lazily, ``dirty`` = may be too large). The listing differs in what a node *decides with*:
+
+* ``m_min``/``m_max`` are grown (``GrowExtents``) only while ``m_extentsCorrect``; once an
+  object leaves a box it was flush against (``ShrinkExtents``) the box is frozen until the
+  next ``UpdateExtents``. ``UpdateNode``'s walk up (``Contains``) and the non-leafy rule in
+  ``WhichChild`` read that stored box, current or stale. Here it is ``plo``/``phi``; ``lo``/
+  ``hi`` stay conservative so that every query (and ``query_pairs``) can still prune on them
+  and answers exactly. A clean node has ``plo == lo`` (validate checks it).
+* a node created by ``GetChild`` starts with ``m_extentsCorrect = false`` and garbage
+  extents: here dirty, with an empty ``plo`` box (``Contains`` fails, so movers walk up).
+* ``GetExtents(split = true)`` is how a query reads a node's box, so every node a query
+  reaches is first recomputed if invalid (``UpdateExtents``, recursing into invalid children
+  and re-centring every split point on the way: DEFRAG) and then split if it is a leaf with
+  ``>= threshold`` objects (the threshold comparison is its own bit, PAPER_THRESHOLD).
+  The query code itself is not in the listing; that it calls ``GetExtents`` on every node it
+  reaches, rejected or not, follows from the interface and section 2.2.1.
+* ``UpdateNode`` grows the new extent before it shrinks the old one (ours: the other way
+  round, which invalidates a node whenever its extreme object moves outward).
+* ``RemoveChild`` does not invalidate the parent (ours marks it dirty).
+
+``ShrinkExtents`` walks to the root; :func:`~.kernels.invalidate_up` stops at the first box
+the old sphere is strictly inside. Both mark the same nodes: every clean box is exact and
+contains its children's, so an ancestor of a box the sphere is strictly inside cannot be
+flush with it, and a stale box's node is already invalid.
+
+Not reproduced, on purpose: the listing's ``UpdateExtents`` of an empty root divides by zero
+(NaN split point) and keeps the old extents; here an emptied tree resets its root. A split of
+a single object taken back would use a deleted node in the listing (``TestSuicide``); here
+the node just keeps it. Nothing else is left out; the view-distance bound (which the paper's
+tree does not have) is kept as in our mode.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from app.spatial.aabbtree.heuristics import PAPER_THRESHOLD
+from app.spatial.aabbtree.kernels import (
+    ROOT,
+    attach_child,
+    box_contains,
+    find_place,
+    free_node,
+    invalidate_up,
+    link_object,
+    refit_node,
+    reset_root,
+    split_node,
+    unlink_object,
+)
+
+
+@njit(cache=True, inline="always")
+def paper_grow_up(lo, hi, plo, phi, dirty, maxvd, parent, n: int, cx: float, cy: float,
+                  cz: float, r: float, vd: float) -> None:
+    """``GrowExtents``: every box up to the root covers the sphere; the paper's box only where
+    it is current.
+
+    Stops at the first node whose conservative box already covers it: its ancestors' do too,
+    and a clean ancestor's paper box is its conservative box.
+    """
+    lx = cx - r
+    ly = cy - r
+    lz = cz - r
+    hx = cx + r
+    hy = cy + r
+    hz = cz + r
+    while n >= 0:
+        if box_contains(lo, hi, n, lx, ly, lz, hx, hy, hz) and maxvd[n] >= vd:
+            return
+        lo[n, 0] = min(lo[n, 0], lx)
+        lo[n, 1] = min(lo[n, 1], ly)
+        lo[n, 2] = min(lo[n, 2], lz)
+        hi[n, 0] = max(hi[n, 0], hx)
+        hi[n, 1] = max(hi[n, 1], hy)
+        hi[n, 2] = max(hi[n, 2], hz)
+        maxvd[n] = max(maxvd[n], vd)
+        if not dirty[n]:
+            for a in range(3):
+                plo[n, a] = lo[n, a]
+                phi[n, a] = hi[n, a]
+        n = parent[n]
+
+
+@njit(cache=True)
+def paper_new_leaf(nd, n: int, c: int) -> int:
+    """``GetChild``: a new child c of n, an empty leaf whose extents are not yet correct."""
+    ch = attach_child(nd, n, c)
+    nd.dirty[ch] = True
+    return ch
+
+
+@njit(cache=True)
+def paper_collect_garbage(nd, n: int) -> None:
+    """``TestSuicide`` / ``RemoveChild``: free empty leaves upwards, unsplit a parent left
+    without children; the parent's extents are not invalidated."""
+    while n != ROOT and nd.count[n] == 0 and nd.nchild[n] == 0:
+        p = nd.parent[n]
+        nd.child[p, nd.slot_in_parent[n]] = -1
+        nd.nchild[p] -= 1
+        if nd.nchild[p] == 0:
+            nd.is_split[p] = False
+        free_node(nd, n)
+        n = p
+    if n == ROOT and nd.count[ROOT] == 0 and nd.nchild[ROOT] == 0:
+        reset_root(nd)
+
+
+@njit(cache=True)
+def paper_insert_objects(nd, ob, sp, slots, keep: int) -> None:
+    """``AddNode``: ``FindNode`` from the root (the non-leafy rule on the paper's boxes), link,
+    ``GrowExtents``."""
+    centers = sp.centers
+    radii = sp.radii
+    vdist = sp.vdist
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        cx = centers[s, 0]
+        cy = centers[s, 1]
+        cz = centers[s, 2]
+        r = radii[s]
+        n, c = find_place(nd.child, nd.is_split, nd.axis, nd.split, nd.plo, nd.phi, keep, ROOT,
+                          cx, cy, cz, r)
+        if c >= 0:
+            n = paper_new_leaf(nd, n, c)
+        link_object(nd, ob, n, s)
+        paper_grow_up(nd.lo, nd.hi, nd.plo, nd.phi, nd.dirty, nd.maxvd, nd.parent, n,
+                      cx, cy, cz, r, vdist[s])
+
+
+@njit(cache=True)
+def paper_remove_objects(nd, ob, sp, slots) -> None:
+    """``RemoveNode``: ``ShrinkExtents`` with the old sphere, unlink, ``TestSuicide``."""
+    centers = sp.centers
+    radii = sp.radii
+    vdist = sp.vdist
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        n = ob.node[s]
+        invalidate_up(nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty, n,
+                      centers[s, 0], centers[s, 1], centers[s, 2], radii[s], vdist[s])
+        unlink_object(nd, ob, s)
+        paper_collect_garbage(nd, n)
+
+
+@njit(cache=True)
+def paper_update_objects(nd, ob, sp, slots, old, keep: int) -> int:
+    """``UpdateNode`` for slots whose previous spheres are ``old``; returns how many changed
+    node.
+
+    Walk up from the object's node while its stored (paper) box does not contain the new
+    bounds (stopping at the root), ``FindNode`` down from there; another node: ``AddNode``
+    there (grow) and ``RemoveNode`` here (shrink with the old sphere, garbage collection);
+    the same node: grow, then shrink with the old sphere.
+    """
+    moved = 0
+    centers = sp.centers
+    radii = sp.radii
+    vdist = sp.vdist
+    old_c = old.centers
+    old_r = old.radii
+    old_v = old.vdist
+    lo = nd.lo
+    hi = nd.hi
+    plo = nd.plo
+    phi = nd.phi
+    maxvd = nd.maxvd
+    parent = nd.parent
+    dirty = nd.dirty
+    is_split = nd.is_split
+    node = ob.node
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        cx = centers[s, 0]
+        cy = centers[s, 1]
+        cz = centers[s, 2]
+        r = radii[s]
+        vd = vdist[s]
+        x = node[s]
+        lx = cx - r
+        ly = cy - r
+        lz = cz - r
+        hx = cx + r
+        hy = cy + r
+        hz = cz + r
+        a = x
+        while a != ROOT and not box_contains(plo, phi, a, lx, ly, lz, hx, hy, hz):
+            a = parent[a]
+        d = a
+        if is_split[a]:
+            d, c = find_place(nd.child, is_split, nd.axis, nd.split, plo, phi, keep, a,
+                              cx, cy, cz, r)
+            if c >= 0:
+                d = paper_new_leaf(nd, d, c)
+        if d != x:
+            unlink_object(nd, ob, s)
+            link_object(nd, ob, d, s)
+            moved += 1
+        paper_grow_up(lo, hi, plo, phi, dirty, maxvd, parent, d, cx, cy, cz, r, vd)
+        invalidate_up(lo, hi, maxvd, parent, dirty, x, old_c[i, 0], old_c[i, 1], old_c[i, 2],
+                      old_r[i], old_v[i])
+        if (d != x) & (nd.count[x] == 0) & (nd.nchild[x] == 0):
+            paper_collect_garbage(nd, x)
+    return moved
+
+
+@njit(cache=True)
+def paper_update_extents(nd, ob, sp, n: int, weight: int) -> None:
+    """``UpdateExtents`` of n: its invalid children first (recursively), then its box from its
+    objects and children, and its split point re-centred (DEFRAG: centres weight 1, the
+    children's split points weight ``weight``, the split threshold). Leaves n's whole invalid
+    subtree clean.
+
+    Without a stack: descend to an invalid child while there is one, recompute a node once
+    all its children are valid, climb back to its parent.
+    """
+    child = nd.child
+    k = child.shape[1]
+    cur = n
+    while True:
+        down = -1
+        if nd.nchild[cur] > 0:
+            for j in range(k):
+                ch = child[cur, j]
+                if ch >= 0 and nd.dirty[ch]:
+                    down = ch
+                    break
+        if down >= 0:
+            cur = down
+            continue
+        refit_node(nd, ob, sp, cur, weight)  # all children clean: cur is clean now
+        if cur == n:
+            return
+        cur = nd.parent[cur]
+
+
+@njit(cache=True)
+def paper_get_extents(nd, ob, sp, n: int, rules) -> None:
+    """``GetExtents(split = true)``, as a query reaches node n: recompute it if invalid, then
+    split it if it is a leaf over the threshold (``>=`` with PAPER_THRESHOLD, else ``>``)."""
+    if nd.dirty[n]:
+        paper_update_extents(nd, ob, sp, n, rules.threshold)
+    t = rules.threshold - 1 if rules.flags & PAPER_THRESHOLD else rules.threshold
+    if (not nd.is_split[n]) and nd.count[n] > t:
+        split_node(nd, ob, sp, n, rules)
+
+
+def check_paper_boxes(nd) -> tuple[int, int]:
+    """(24, node) for a clean node whose paper box differs from its box, else (0, -1)."""
+    live = nd.depth >= 0
+    clean = live & ~nd.dirty
+    bad = clean & ((nd.plo != nd.lo).any(axis=1) | (nd.phi != nd.hi).any(axis=1))
+    idx = np.flatnonzero(bad)
+    return (24, int(idx[0])) if idx.shape[0] else (0, -1)
