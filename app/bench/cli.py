@@ -1,4 +1,4 @@
-"""``python -m app bench {index,paper,occlusion,pairs}``."""
+"""``python -m app bench {index,paper,occlusion,pairs,nested}``."""
 
 from __future__ import annotations
 
@@ -102,6 +102,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_argument("--no-plots", action="store_true", help="write no plots")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
 
+    from app.bench.nested_cli import add_parser as add_nested  # nested: its own module
+
+    add_nested(sub)
+
 
 def run(args: argparse.Namespace) -> int:
     if args.bench == "index":
@@ -116,7 +120,11 @@ def run(args: argparse.Namespace) -> int:
         return run_occlusion(args)
     if args.bench == "pairs":
         return _run_pairs(args)
-    print("usage: python -m app bench {index,paper,occlusion,pairs} [--quick] ...  "
+    if args.bench == "nested":
+        from app.bench.nested_cli import run_cli
+
+        return run_cli(args)
+    print("usage: python -m app bench {index,paper,occlusion,pairs,nested} [--quick] ...  "
           "(see --help)")
     return 2
 
