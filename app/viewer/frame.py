@@ -255,6 +255,7 @@ class Viewer:
         self._empty = np.zeros(0, np.int64)
         self.visible_last_frame = self._empty  # two-pass: the late cull's ids, next early set
         self.rig = CameraRig.for_scene(scene)  # the view camera of tick() (the window's)
+        self.camera_label: str | None = None  # the HUD's camera field when tick() is not used
         self.last_view: CameraView | None = None  # the view camera of the last frame
         self.record_base: Path | None = None  # R's file (--record), else out/logs/...
         self.screenshot_base: Path | None = None  # K's file (--screenshot), else out/...
@@ -849,7 +850,8 @@ class Viewer:
             f"{tg.occlusion}  boxes {boxes}  frozen {on[tg.frozen]}  motion "
             f"{'paused' if tg.paused else 'running'}  rec "
             f"{self.recorder.path.name if self.recorder.active else 'off'}",
-            f"scene {self.scene.name}   camera: {self.rig.describe()}   F1 help",
+            f"scene {self.scene.name}   camera: {self.camera_label or self.rig.describe()}   "
+            "F1 help",
         ]
         if reason:
             empty = tg.boxes != "off" and self.box_total == 0

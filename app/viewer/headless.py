@@ -59,11 +59,14 @@ def run_headless(args) -> int:
             t = args.start_time + i * args.dt
             eye, target = scene.camera_at(t)
             view = CameraView.make(eye, target, cam.fov_deg, aspect, cam.near, cam.far)
+            viewer.camera_label = f"camera path {t % max(scene.duration, 1e-9):5.1f} / " \
+                                  f"{scene.duration:.0f} s (headless)"
             if args.freeze_at is not None and i == args.freeze_at and not toggles.frozen:
                 viewer.toggle_freeze(view)
             if args.screenshot and i == args.frames - 1:
                 viewer.request_screenshot(args.screenshot)  # the last frame, without notices
             if args.orbit_out and toggles.frozen:
+                viewer.camera_label = f"outside the frozen culling camera ({args.orbit_out:g}x)"
                 eye2 = np.asarray(target) + (np.asarray(eye) - np.asarray(target)) * args.orbit_out
                 eye2 = eye2 + np.array([0.0, 0.35, 0.0]) * np.linalg.norm(eye2 - target)
                 view = CameraView.make(eye2, target, cam.fov_deg, aspect, cam.near,
