@@ -262,7 +262,8 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules):
         n = e >> MASK_BITS
         mask = e & low
         visited += 1
-        if lazy:
+        if lazy and (nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit)):
+            # Only then: a call with the pool's tuples costs more than the test.
             paper_get_extents(nd, ob, sp, n, rules)
         planes_m = subsets[mask, :counts[mask]]
         v = _verdict(nd.lo, nd.hi, nd.maxvd, n, planes_m, eye, use_vd, occ)
@@ -321,7 +322,8 @@ def query_box(nd, ob, sp, qlo, qhi, rules, total: int):
     while top > 0:
         top -= 1
         n = stack[top] >> MASK_BITS
-        if lazy:
+        if lazy and (nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit)):
+            # Only then: a call with the pool's tuples costs more than the test.
             paper_get_extents(nd, ob, sp, n, rules)
         if not _boxes_overlap(nd.lo[n], nd.hi[n], qlo, qhi):
             continue
@@ -362,7 +364,8 @@ def query_sphere(nd, ob, sp, q, qr: float, rules, total: int):
     while top > 0:
         top -= 1
         n = stack[top] >> MASK_BITS
-        if lazy:
+        if lazy and (nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit)):
+            # Only then: a call with the pool's tuples costs more than the test.
             paper_get_extents(nd, ob, sp, n, rules)
         if box_point_dist(nd.lo[n], nd.hi[n], qx, qy, qz) > reach:
             continue
@@ -407,7 +410,8 @@ def query_ray(nd, ob, sp, o, d, rules, total: int):
     while top > 0:
         top -= 1
         n = stack[top] >> MASK_BITS
-        if lazy:
+        if lazy and (nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit)):
+            # Only then: a call with the pool's tuples costs more than the test.
             paper_get_extents(nd, ob, sp, n, rules)
         if not ray_box_hits(ox, oy, oz, idx, idy, idz, nd.lo[n], nd.hi[n]):
             continue
