@@ -22,7 +22,7 @@ MESSAGES = {
     3: "a row inside a block's count is dead or belongs to another group",
     4: "a row past a block's count, or outside every block, is alive",
     5: "the float32 copy of a row differs from its float64 values",
-    6: "a group's own sphere does not hold one of its objects (or its view distance)",
+    6: "a group's own sphere does not hold one of its objects (or its view distance or radius)",
     7: "a group's world sphere does not hold the world sphere of one of its objects",
     8: "a subtree's world sphere does not hold the world sphere of an object below it",
     9: "a group's stale count differs from its stale rows",
@@ -76,7 +76,7 @@ def check_copy(R: NestedRows):
 
 
 @njit(cache=True)
-def check_own(R: NestedRows, o_c, o_r, o_vd, nstale, groups):
+def check_own(R: NestedRows, o_c, o_r, o_vd, o_rmax, nstale, groups):
     """Own spheres hold their objects; stale counts match the stale rows."""
     ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
     count = np.zeros(nstale.shape[0], np.int64)
@@ -87,7 +87,8 @@ def check_own(R: NestedRows, o_c, o_r, o_vd, nstale, groups):
         dx = lc[s, 0] - o_c[g, 0]
         dy = lc[s, 1] - o_c[g, 1]
         dz = lc[s, 2] - o_c[g, 2]
-        if not (math.sqrt(dx * dx + dy * dy + dz * dz) + rad[s] <= o_r[g]) or vd[s] > o_vd[g]:
+        if not (math.sqrt(dx * dx + dy * dy + dz * dz) + rad[s] <= o_r[g]) or vd[s] > o_vd[g] or (
+                rad[s] > o_rmax[g]):
             return 6, s
         count[g] += stale[s]
     for q in range(groups.shape[0]):

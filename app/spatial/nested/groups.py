@@ -42,39 +42,72 @@ ABS = 1e-13
 WORLD_SCALE_RANGE = 1
 
 
+@njit(cache=True)
+def rigid_codes(m, scales) -> np.ndarray:
+    """A code per matrix of ``m`` (K, 4, 4): 0 rigid, else the first problem (see
+    :func:`transform_problems`); ``scales`` gets the canonical scale of each."""
+    K = m.shape[0]
+    codes = np.zeros(K, np.int8)
+    for k in range(K):
+        finite = True
+        for i in range(4):
+            for j in range(4):
+                finite = finite and np.isfinite(m[k, i, j])
+        if not finite:
+            codes[k] = 1
+            continue
+        if m[k, 3, 0] != 0.0 or m[k, 3, 1] != 0.0 or m[k, 3, 2] != 0.0 or m[k, 3, 3] != 1.0:
+            codes[k] = 2
+            continue
+        c0 = math.sqrt((m[k, 0, 0] * m[k, 0, 0] + m[k, 1, 0] * m[k, 1, 0])
+                       + m[k, 2, 0] * m[k, 2, 0])
+        scales[k] = c0
+        zero = c0 < 1.0 / LIMIT
+        for j in range(3):
+            zero = zero or (m[k, 0, j] == 0.0 and m[k, 1, j] == 0.0 and m[k, 2, j] == 0.0)
+        if zero:
+            codes[k] = 3
+            continue
+        if c0 > LIMIT:
+            codes[k] = 4
+            continue
+        s2 = c0 * c0
+        diag = 0.0
+        off = 0.0
+        for j in range(3):
+            for l in range(j, 3):
+                dot = (m[k, 0, j] * m[k, 0, l] + m[k, 1, j] * m[k, 1, l]) + m[k, 2, j] * m[k, 2, l]
+                if j == l:
+                    diag = max(diag, abs(dot / s2 - 1.0))
+                else:
+                    off = max(off, abs(dot / s2))
+        if not diag <= RIGID_TOL:
+            codes[k] = 5
+        elif not off <= RIGID_TOL:
+            codes[k] = 6
+        elif max(abs(m[k, 0, 3]), abs(m[k, 1, 3]), abs(m[k, 2, 3])) > LIMIT:
+            codes[k] = 7
+    return codes
+
+
 def transform_problems(m: np.ndarray) -> list[tuple[int, str]]:
     """(index, reason) for every bad matrix of ``m`` (K, 4, 4); empty when all are rigid."""
+    codes = rigid_codes(m, np.empty(m.shape[0]))
     out: list[tuple[int, str]] = []
-    if m.shape[0] == 0:
-        return out
-    with np.errstate(all="ignore"):
-        finite = np.isfinite(m).all(axis=(1, 2))
-        bottom = (m[:, 3, :] == np.array([0.0, 0.0, 0.0, 1.0])).all(axis=1)
-        a = m[:, :3, :3]
-        r0, r1, r2 = a[:, 0, :], a[:, 1, :], a[:, 2, :]
-        cols = np.sqrt((r0 * r0 + r1 * r1) + r2 * r2)
-        s = cols[:, 0]
-        gram = np.einsum("kij,kil->kjl", a, a) / (s * s)[:, None, None] - np.eye(3)
-        diag = np.abs(np.diagonal(gram, axis1=1, axis2=2)).max(axis=1)
-        off = np.abs(gram - np.einsum("kjj->kj", gram)[:, :, None] * np.eye(3)).max(axis=(1, 2))
-        t = np.abs(m[:, :3, 3]).max(axis=1)
-    for k in range(m.shape[0]):
-        if not finite[k]:
-            out.append((k, "NaN or infinite entries"))
-        elif not bottom[k]:
-            out.append((k, f"last row {m[k, 3].tolist()} is not (0, 0, 0, 1) (column vectors: "
-                           "the translation is the last column; a row-vector matrix such as "
-                           "pyrr's is the transpose)"))
-        elif (cols[k] == 0).any() or s[k] < 1.0 / LIMIT:
-            out.append((k, f"zero scale (column lengths {cols[k].tolist()})"))
-        elif s[k] > LIMIT:
-            out.append((k, f"scale {s[k]:g} beyond {LIMIT:g}"))
-        elif not (diag[k] <= RIGID_TOL):
-            out.append((k, f"non-uniform scale (column lengths {cols[k].tolist()})"))
-        elif not (off[k] <= RIGID_TOL):
-            out.append((k, "shear (the columns are not orthogonal)"))
-        elif t[k] > LIMIT:
-            out.append((k, f"translation beyond {LIMIT:g}"))
+    for k in np.flatnonzero(codes).tolist():
+        a = m[k, :3, :3]
+        cols = np.sqrt((a * a).sum(axis=0)).tolist()
+        out.append((k, {
+            1: "NaN or infinite entries",
+            2: f"last row {m[k, 3].tolist()} is not (0, 0, 0, 1) (column vectors: the "
+               "translation is the last column; a row-vector matrix such as pyrr's is the "
+               "transpose)",
+            3: f"zero scale (column lengths {cols})",
+            4: f"scale {cols[0]:g} beyond {LIMIT:g}",
+            5: f"non-uniform scale (column lengths {cols})",
+            6: "shear (the columns are not orthogonal)",
+            7: f"translation beyond {LIMIT:g}",
+        }[int(codes[k])]))
     return out
 
 

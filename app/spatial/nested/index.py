@@ -42,6 +42,7 @@ from app.spatial.nested.groups import (
     preorder,
     refresh_bounds,
     refresh_world,
+    rigid_codes,
     transform_problems,
 )
 from app.spatial.nested.query import (
@@ -53,6 +54,7 @@ from app.spatial.nested.query import (
 )
 from app.spatial.nested.store import (
     apply_moves,
+    good_values,
     grown_rows,
     move_block,
     new_rows,
@@ -102,6 +104,7 @@ class _Groups:
         self.o_c = np.zeros((cap, 3))  # own sphere, local
         self.o_r = np.zeros(cap)
         self.o_tight = np.zeros(cap)
+        self.o_rmax = np.zeros(cap)  # largest radius of the own objects (or more)
         self.o_vd = np.zeros(cap)
         self.loose = np.zeros(cap, np.bool_)
         self.nstale = np.zeros(cap, np.int64)
@@ -178,6 +181,8 @@ class NestedIndex:
         self._order_dirty = False
         self._world_dirty = False
         self._bounds_dirty = False
+        self._version = 0  # bumped whenever rows move or die: the movers cache below expires
+        self._movers: tuple | None = None  # (version, want, ids copy, rows, groups)
 
     # ------------------------------------------------------------------ groups
 
@@ -220,7 +225,8 @@ class NestedIndex:
                              f"[{1 / LIMIT:g}, {LIMIT:g}]")
         self._free_g.pop()
         G.alive[g] = True
-        for name in ("o_c", "o_r", "o_tight", "o_vd", "nstale", "b_start", "b_cap", "b_count"):
+        for name in ("o_c", "o_r", "o_tight", "o_vd", "o_rmax", "nstale", "b_start", "b_cap",
+                     "b_count"):
             getattr(G, name)[g] = 0
         G.loose[g] = False
         self._keys[g] = key
@@ -235,19 +241,31 @@ class NestedIndex:
     def set_transforms(self, gids: Any, transforms: Any) -> None:
         """New transforms (K, 4, 4) of K distinct groups in one batch (one check, one refresh
         of the world matrices): what a frame with many turning groups calls."""
-        keys = [_key(g) for g in gids]
-        slots = np.array([self._group(k, "set_transforms") for k in keys], dtype=np.int64)
-        if np.unique(slots).shape[0] != slots.shape[0]:
+        if isinstance(gids, np.ndarray) and gids.dtype.kind in "iu":
+            keys = gids.tolist()
+        else:
+            keys = list(gids)
+            if not all(type(k) is int or type(k) is str for k in keys):  # not bools, floats
+                keys = [_key(g) for g in keys]
+        slot = self._slot
+        try:
+            sl = [slot[k] for k in keys]
+        except KeyError:
+            sl = [self._group(k, "set_transforms") for k in keys]
+        if len(set(sl)) != len(sl):
             seen: set = set()
             rep = [k for k in keys if k in seen or seen.add(k)]
             raise ValueError(f"set_transforms: groups given more than once: {rep[:8]}")
-        m = self._checked("set_transforms", keys,
-                          _as_matrices(transforms, len(keys), "set_transforms"))
+        slots = np.array(sl, dtype=np.int64)
+        m = _as_matrices(transforms, len(keys), "set_transforms")
+        scales = np.empty(len(keys))
+        if rigid_codes(m, scales).any():
+            self._checked("set_transforms", keys, m)
         G = self._G
         old_L = G.L[slots].copy()
         old_s = G.scale[slots].copy()
         G.L[slots] = m[:, :3, :]
-        G.scale[slots] = canonical_scale(m)
+        G.scale[slots] = scales
         try:
             self._refresh_world(force=True)
         except ValueError:
@@ -298,6 +316,7 @@ class NestedIndex:
             self._garbage += int(G.b_cap[s])
             G.alive[s] = False
             G.b_cap[s] = G.b_count[s] = G.nstale[s] = 0
+            self._version += 1
             del self._slot[self._keys[s]]
             self._keys[s] = None
             self._inner[s] = None
@@ -350,7 +369,8 @@ class NestedIndex:
         G.b_count[g] += n
         self._count += n
         tighten(self._R.lc, self._R.rad, self._R.vd, np.array([g], np.int64), G.b_start,
-                G.b_count, G.o_c, G.o_r, G.o_tight, G.o_vd, G.loose)
+                G.b_count, G.o_c, G.o_r, G.o_tight, G.o_vd, G.o_rmax, G.loose)
+        self._version += 1
         self._bounds_dirty = True
 
     def update(self, gid: Any, ids: Any, local_centers: Any, radii: Any = None,
@@ -372,7 +392,7 @@ class NestedIndex:
             if other.any():
                 raise ValueError(f"update: ids not in group {self._keys[want]!r}: "
                                  f"{_name_ids(ids[other])}")
-        self._apply(rows, c, r, vd)
+        self._apply(rows, self._R.grp[rows], c, r, vd)
 
     def remove(self, ids: Any) -> None:
         """Remove objects by id, from whichever groups hold them."""
@@ -393,6 +413,7 @@ class NestedIndex:
         G.loose[groups] = True
         self._count -= ids.shape[0]
         self._bounds_dirty = True
+        self._version += 1
 
     def contains(self, ids: Any) -> np.ndarray:
         """Boolean mask: which of ``ids`` are in the scene."""
@@ -571,7 +592,7 @@ class NestedIndex:
             raise AssertionError("the arena outgrew its scratch arrays")
         for code, where in (check_blocks(R, live, G.b_start, G.b_cap, G.b_count, self._top),
                             check_copy(R),
-                            check_own(R, G.o_c, G.o_r, G.o_vd, G.nstale, live),
+                            check_own(R, G.o_c, G.o_r, G.o_vd, G.o_rmax, G.nstale, live),
                             check_world(R, G.parent, G.W, G.ws, G.wbc, G.wbr, G.wvd, G.sbc,
                                         G.sbr, G.svd)):
             if code:
@@ -654,6 +675,8 @@ class NestedIndex:
         return rows
 
     def _update_fast(self, want: int, ids: Any, c: Any, r: Any, vd: Any) -> bool:
+        """The per-frame path: well-typed arrays, one compiled check, one compiled write; the
+        same movers as last time (a scene's moving objects) skip the id look-ups."""
         if not (isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.ndim == 1
                 and ids.flags.c_contiguous):
             return False
@@ -666,21 +689,32 @@ class NestedIndex:
         if n == 0 or not ok(c, (n, 3)) or (r is not None and not ok(r, (n,))) or (
                 vd is not None and not ok(vd, (n,))):
             return False
-        rows = np.empty(n, np.int64)
-        self._epoch += 1
-        keys, vals, dense = self._idmap.arrays()
-        if not resolve_moves(ids, c, _EMPTY_F if r is None else r, _EMPTY_F if vd is None else vd,
-                             keys, vals, dense, self._R.grp, want, self._stamp, self._epoch, rows):
+        rr = _EMPTY_F if r is None else r
+        vv = _EMPTY_F if vd is None else vd
+        if not good_values(c, rr, vv):
             return False
-        self._apply(rows, c, r, vd)
+        last = self._movers
+        if (last is not None and last[0] == self._version and last[1] == want
+                and last[2].shape[0] == n and np.array_equal(last[2], ids)):
+            rows, grps = last[3], last[4]
+        else:
+            rows = np.empty(n, np.int64)
+            grps = np.empty(n, np.int64)
+            self._epoch += 1
+            keys, vals, dense = self._idmap.arrays()
+            if not resolve_moves(ids, keys, vals, dense, self._R.grp, want, self._stamp,
+                                 self._epoch, rows, grps):
+                return False
+            self._movers = (self._version, want, ids.copy(), rows, grps)
+        self._apply(rows, grps, c, r, vd)
         return True
 
-    def _apply(self, rows: np.ndarray, c: np.ndarray, r: np.ndarray | None,
+    def _apply(self, rows: np.ndarray, grps: np.ndarray, c: np.ndarray, r: np.ndarray | None,
                vd: np.ndarray | None) -> None:
         G = self._G
-        apply_moves(self._R, rows, c, _EMPTY_F if r is None else r,
-                    _EMPTY_F if vd is None else vd, G.o_c, G.o_r, G.o_tight, G.o_vd, G.loose,
-                    G.nstale)
+        apply_moves(self._R, rows, grps, c, _EMPTY_F if r is None else r,
+                    _EMPTY_F if vd is None else vd, G.o_c, G.o_r, G.o_tight, G.o_vd, G.o_rmax,
+                    G.loose, G.nstale)
         self._bounds_dirty = True
 
     def _flush(self, g: int) -> None:
@@ -720,7 +754,7 @@ class NestedIndex:
         loose = np.flatnonzero(G.loose & G.alive)
         if loose.shape[0]:
             tighten(self._R.lc, self._R.rad, self._R.vd, loose, G.b_start, G.b_count, G.o_c,
-                    G.o_r, G.o_tight, G.o_vd, G.loose)
+                    G.o_r, G.o_tight, G.o_vd, G.o_rmax, G.loose)
         refresh_bounds(self._order, G.parent, G.W, G.ws, G.dhi, G.b_count, G.o_c, G.o_r, G.o_vd,
                        G.wbc, G.wbr, G.wvd, G.gmag, G.sbc, G.sbr, G.svd)
         self._bounds_dirty = False

@@ -173,48 +173,67 @@ def repack(R: NestedRows, out: NestedRows, groups, b_start, b_count, new_start, 
 
 
 @njit(cache=True)
-def resolve_moves(ids, centers, radii, vdist, keys, vals, dense, grp, want: int, stamp,
-                  epoch: int, rows) -> bool:
-    """Rows of a move batch into ``rows``, and whether the batch is good: every id known (and
-    in group slot ``want`` unless it is -1), given once, every value finite and in range.
-    Changes nothing but ``rows`` and the repeat marks; False sends the caller to the slow path
-    that names the offenders."""
+def good_values(centers, radii, vdist) -> bool:
+    """Every value of a move batch finite and in range (radii / view distances: when given,
+    i.e. as long as the centres). A branch-free count, NaN-safe: it vectorises."""
+    n = centers.shape[0]
+    flat = centers.reshape(-1)
+    bad = 0
+    for i in range(flat.shape[0]):
+        bad += not (abs(flat[i]) <= LIMIT)
+    if radii.shape[0] == n:
+        for i in range(n):
+            bad += not (radii[i] >= 0.0 and radii[i] <= LIMIT)
+    if vdist.shape[0] == n:
+        for i in range(n):
+            v = vdist[i]
+            bad += not (v >= 0.0 and (v <= LIMIT or v == np.inf))
+    return bad == 0
+
+
+@njit(cache=True)
+def resolve_moves(ids, keys, vals, dense, grp, want: int, stamp, epoch: int, rows,
+                  grps) -> bool:
+    """Rows and groups of a move batch's ids into ``rows`` / ``grps``, and whether they are
+    good: every id known (and in group slot ``want`` unless it is -1) and given once. Changes
+    nothing else but the repeat marks (an increasing batch needs none); False sends the
+    caller to the slow path that names the offenders."""
     n = ids.shape[0]
-    has_r = radii.shape[0] == n
-    has_v = vdist.shape[0] == n
     nd = dense.shape[0]
+    increasing = True
     for i in range(n):
         k = ids[i]
         s = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
         if s < 0:
             return False
         rows[i] = s
-        if want >= 0 and grp[s] != want:
+        g = grp[s]
+        grps[i] = g
+        if want >= 0 and g != want:
             return False
-        for a in range(3):
-            if not abs(centers[i, a]) <= LIMIT:
+        if i > 0 and k <= ids[i - 1]:
+            increasing = False
+    if not increasing:
+        for i in range(n):
+            s = rows[i]
+            if stamp[s] == epoch:
                 return False
-        if has_r and not (radii[i] >= 0.0 and radii[i] <= LIMIT):
-            return False
-        if has_v and not (vdist[i] >= 0.0 and (vdist[i] <= LIMIT or vdist[i] == np.inf)):
-            return False
-        if stamp[s] == epoch:
-            return False
-        stamp[s] = epoch
+            stamp[s] = epoch
     return True
 
 
 @njit(cache=True)
-def apply_moves(R: NestedRows, rows, centers, radii, vdist, o_c, o_r, o_tight, o_vd, loose,
-                nstale) -> None:
+def apply_moves(R: NestedRows, rows, grps, centers, radii, vdist, o_c, o_r, o_tight, o_vd,
+                o_rmax, loose, nstale) -> None:
     """Write a checked move batch; grow each group's own sphere at once to cover it (the
-    eager half of Shagam's R(N) upkeep; tightening waits for a query)."""
+    eager half of Shagam's R(N) upkeep; tightening waits for a query). Without new radii the
+    reach uses the group's largest radius, so the store's radius is not read."""
     ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
     has_r = radii.shape[0] == rows.shape[0]
     has_v = vdist.shape[0] == rows.shape[0]
     for i in range(rows.shape[0]):
         s = rows[i]
-        g = grp[s]
+        g = grps[i]
         cx = centers[i, 0]
         cy = centers[i, 1]
         cz = centers[i, 2]
@@ -224,9 +243,13 @@ def apply_moves(R: NestedRows, rows, centers, radii, vdist, o_c, o_r, o_tight, o
         x[s] = to32(cx)
         y[s] = to32(cy)
         z[s] = to32(cz)
+        r = o_rmax[g]
         if has_r:
-            rad[s] = radii[i]
-            r32[s] = to32(radii[i])
+            r = radii[i]
+            rad[s] = r
+            r32[s] = to32(r)
+            if r > o_rmax[g]:
+                o_rmax[g] = r
         if has_v:
             vd[s] = vdist[i]
             vd32[s] = to32(vdist[i])
@@ -238,7 +261,7 @@ def apply_moves(R: NestedRows, rows, centers, radii, vdist, o_c, o_r, o_tight, o
         dx = cx - o_c[g, 0]
         dy = cy - o_c[g, 1]
         dz = cz - o_c[g, 2]
-        reach = (math.sqrt(dx * dx + dy * dy + dz * dz) + rad[s]) * (1.0 + REL)
+        reach = (math.sqrt(dx * dx + dy * dy + dz * dz) + r) * (1.0 + REL)
         if reach > o_r[g]:
             o_r[g] = reach
             if reach > LOOSE * o_tight[g]:
@@ -247,10 +270,10 @@ def apply_moves(R: NestedRows, rows, centers, radii, vdist, o_c, o_r, o_tight, o
 
 @njit(cache=True)
 def own_sphere(lc, rad, vd, lo: int, hi: int):
-    """(centre x, y, z, radius, largest view distance) of rows ``lo .. hi-1``: the centre of
-    their centres' box, the radius reaching every sphere (widened by REL)."""
+    """(centre x, y, z, radius, largest view distance, largest radius) of rows ``lo .. hi-1``:
+    the centre of their centres' box, the radius reaching every sphere (widened by REL)."""
     if hi <= lo:
-        return 0.0, 0.0, 0.0, 0.0, 0.0
+        return 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
     lx = hx = lc[lo, 0]
     ly = hy = lc[lo, 1]
     lz = hz = lc[lo, 2]
@@ -266,22 +289,26 @@ def own_sphere(lc, rad, vd, lo: int, hi: int):
     cz = 0.5 * lz + 0.5 * hz
     r = 0.0
     v = 0.0
+    rmax = 0.0
     for s in range(lo, hi):
         dx = lc[s, 0] - cx
         dy = lc[s, 1] - cy
         dz = lc[s, 2] - cz
         r = max(r, math.sqrt(dx * dx + dy * dy + dz * dz) + rad[s])
         v = max(v, vd[s])
-    return cx, cy, cz, r * (1.0 + REL), v
+        rmax = max(rmax, rad[s])
+    return cx, cy, cz, r * (1.0 + REL), v, rmax
 
 
 @njit(cache=True)
-def tighten(lc, rad, vd, groups, b_start, b_count, o_c, o_r, o_tight, o_vd, loose) -> None:
+def tighten(lc, rad, vd, groups, b_start, b_count, o_c, o_r, o_tight, o_vd, o_rmax,
+            loose) -> None:
     """Recompute the own spheres of ``groups`` from their blocks (the lazy half of R(N))."""
     for q in range(groups.shape[0]):
         g = groups[q]
         lo = b_start[g]
-        cx, cy, cz, r, v = own_sphere(lc, rad, vd, lo, lo + b_count[g])
+        cx, cy, cz, r, v, rmax = own_sphere(lc, rad, vd, lo, lo + b_count[g])
+        o_rmax[g] = rmax
         o_c[g, 0] = cx
         o_c[g, 1] = cy
         o_c[g, 2] = cz
