@@ -575,3 +575,52 @@ def test_many_groups_deep_tree_and_repacking():
     h.remove_group(0)
     o.remove_group(0)
     check(h, o, rng, 40.0)
+
+
+def test_rebuild_with_another_kind_answers_the_same():
+    h, o = _scene("brute")
+    h2 = h.rebuild("icoseptree", inner_min=0, leafy=True)
+    h2.validate()
+    assert h2.groups() == h.groups() and len(h2) == len(h)
+    rng = np.random.default_rng(4)
+    check(h2, o, rng, 20.0, cameras=4)
+
+
+# --------------------------------------------------------------------------- the benchmark
+
+
+def test_bench_runs_small_and_every_subject_is_exact():
+    from app.bench.nested import crossover_lines, goal_lines, run
+
+    rows = run([(6, 200)], [0.5, 0.1], 0.05, 2, ["chunks"], ["brute", "octree-inner"],
+               progress=lambda s: None)
+    assert {r.subject for r in rows} == {"numba-brute", "numba-brute-mt", "flat/chunks",
+                                         "nested/brute", "nested/octree-inner"}
+    assert all(r.exact == "yes" and not r.error for r in rows), [(r.subject, r.exact, r.error)
+                                                                 for r in rows]
+    assert any(r.inner_queries > 0 for r in rows if r.subject == "nested/octree-inner")
+    assert len(goal_lines(rows)) == 1 and len(crossover_lines(rows)) == 2
+
+
+def test_bench_command_line(tmp_path):
+    import subprocess
+    import sys
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "app", "bench", "nested", *args],
+                              capture_output=True, text=True, timeout=600)
+
+    md = tmp_path / "n.md"
+    csv = tmp_path / "n.csv"
+    p = run("--sizes", "5x100", "--sweep", "--fractions", "1,0.2", "--frames", "1", "--quiet",
+            "--md", str(md), "--csv", str(csv))
+    assert p.returncode == 0, p.stderr
+    assert "goal (issue 15)" in p.stdout and "cross-over" in p.stdout
+    assert md.read_text().startswith("# `python -m app bench nested` results")
+    assert len(csv.read_text().splitlines()) == 1 + 2 * 5
+    for bad in (["--sizes", "10"], ["--sizes", "0x10"], ["--turning", "2"], ["--frames", "0"],
+                ["--flat", "nosuch"], ["--nested", "brute-outer"], ["--moving", "-1"],
+                ["--sweep", "--fractions", "x"]):
+        p = run(*bad)
+        assert p.returncode == 2, (bad, p.stdout, p.stderr)
+        assert p.stderr.startswith("bench nested:") and len(p.stderr.strip().splitlines()) == 1
