@@ -624,3 +624,48 @@ def test_bench_command_line(tmp_path):
         p = run(*bad)
         assert p.returncode == 2, (bad, p.stdout, p.stderr)
         assert p.stderr.startswith("bench nested:") and len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("kind", "inner_min"), [("brute", None), ("chunks", 0)])
+def test_extreme_magnitudes_still_exact(kind, inner_min):
+    """Scales from 1e-40 to 1e40, translations and coordinates up to 1e30, planes with huge
+    offsets or coefficients, a far eye: the float32 filter steps aside, answers stay exact."""
+    rng = np.random.default_rng(8)
+    h = NestedIndex(kind, inner_min=inner_min)
+    o = FlatOracle()
+    specs = [("tiny", None, 1e-40, 1e-30), ("huge", None, 1e40, 1e30), ("far", None, 1.0, 1e25),
+             ("in_tiny", "tiny", 1e30, 1e10), ("in_huge", "huge", 1e-35, 1.0)]
+    nid = 0
+    for g, p, s, t in specs:
+        M = rigid(rng, 1.0, scale=s)
+        M[:3, 3] = rng.normal(size=3) * t
+        h.add_group(g, p, M)
+        o.groups[g] = [p, M]
+        for mag in (1.0, 1e20):
+            c = rng.normal(size=(40, 3)) * mag
+            r = rng.uniform(0, 2, 40) * mag
+            vd = np.where(rng.random(40) < 0.5, np.inf, rng.uniform(0, 5, 40) * mag)
+            h.insert(g, np.arange(nid, nid + 40), c, r, vd)
+            for i in range(40):
+                o.objs[nid + i] = [g, c[i], float(r[i]), float(vd[i])]
+            nid += 40
+    h.validate()
+    ids, wc, wr, wv = o.flat()
+    got = h.world_spheres(ids, with_view_distances=True)
+    assert all(np.array_equal(a, b) for a, b in zip(got, (wc, wr, wv), strict=True))
+    with np.errstate(all="ignore"):
+        for k in range(40):
+            # planes through some object's neighbourhood, sometimes scaled far beyond unit
+            target = wc[rng.integers(len(ids))]
+            eye = target + rng.normal(size=3) * float(rng.choice([1.0, 1e10, 1e30]))
+            planes = camera_planes(eye, target, far=float(np.linalg.norm(target - eye)) * 2 + 1)
+            if k % 4 == 1:
+                planes = planes * 1e200
+            elif k % 4 == 2:
+                planes[:, 3] += float(rng.choice([-1.0, 1.0])) * 1e250
+            if not np.isfinite(planes).all():
+                continue
+            for use_vd in (False, True):
+                res = h.query_frustum(planes, eye=eye, use_view_distance=use_vd)
+                want = o.frustum(planes, eye, use_vd)
+                assert np.array_equal(np.sort(res.visible), want), (k, use_vd)

@@ -54,8 +54,11 @@ _INNER = 3  # partly inside and large: the group's own index (in Python, after t
 
 #: float32 relative slack on a local view distance (the scan's own, see scan._VD_SLACK)
 _VD32 = 4e-7
-#: Largest local plane coefficient or coordinate the float32 filter is trusted with.
-_F32_SAFE = 1e30
+#: The float32 filter is trusted with local coordinates and eye positions up to this size (a
+#: squared distance stays finite in float32) and plane values up to :data:`_F32_VALUES`;
+#: beyond, every object of the group goes to the world test.
+_F32_SAFE = 1e18
+_F32_VALUES = 1e30
 
 
 @njit(cache=True, inline="always")
@@ -63,13 +66,17 @@ def _sphere_class(planes, nn, n1, cx: float, cy: float, cz: float, r: float) -> 
     """OUTSIDE / PARTIAL / INSIDE of a covering world sphere, widened for rounding.
 
     ``nn`` holds each plane normal's length (a sphere of radius r reaches r |n| along it),
-    ``n1`` its 1-norm (the rounding of the plane value grows with it). NaN: PARTIAL.
+    ``n1`` its 1-norm (the rounding of the plane value grows with it). A plane value that
+    overflows (or NaN) decides nothing: PARTIAL.
     """
     inside = True
     big = max(abs(cx), abs(cy), abs(cz)) + r
     for p in range(planes.shape[0]):
         f = ((planes[p, 0] * cx + planes[p, 1] * cy) + planes[p, 2] * cz) + planes[p, 3]
         reach = r * nn[p] + ABS * (n1[p] * big + abs(planes[p, 3]) + r)
+        if not abs(f) < np.inf:
+            inside = False
+            continue
         if f < -reach:
             return _OUT
         if not f >= reach:
@@ -125,7 +132,7 @@ def local_frame(planes, eye, use_vd: bool, W, ws, dhi, dlo, gmag, o_c, o_r, g: i
     eye_l = np.zeros(3)
     rel = 0.0
     dabs = 0.0
-    ok = np.isfinite(tol) and lmax < _F32_SAFE and lmaxd < _F32_SAFE and cmax < _F32_SAFE
+    ok = np.isfinite(tol) and cmax < _F32_SAFE and lmax * cmax + lmaxd + o_r[g] < _F32_VALUES
     if use_vd:
         ex = eye[0] - W[g, 0, 3]
         ey = eye[1] - W[g, 1, 3]
@@ -309,7 +316,8 @@ def settle_candidates(cand, keys, vals, dense, lc, rad, vdist, planes, eye, use_
         m = np.inf
         for p in range(K):
             v = ((pl[p, 0] * x + pl[p, 1] * y) + pl[p, 2] * z) + pl[p, 3]
-            m = min(m, v)
+            if not v >= m:  # NaN sticks: then only the world test decides
+                m = v
         m += r
         if m < -tol:
             continue
