@@ -525,3 +525,24 @@ def crossover_lines(rows: list[NestedRow]) -> list[str]:
             out.append(f"{G} x {M:,} vs {name}: {text} -> {cross}")
     return out
 
+
+
+def overhead_lines(rows: list[NestedRow]) -> list[str]:
+    """What asking partly visible groups through their own index costs per group and frame:
+    (query time of a ``-inner`` variant - the scanning variant's) / its inner queries."""
+    out = []
+    for G, M in sorted({(r.G, r.M) for r in rows}):
+        for tf in sorted({r.turning for r in rows if (r.G, r.M) == (G, M)}, reverse=True):
+            here = [r for r in rows if (r.G, r.M) == (G, M) and r.turning == tf and not r.error]
+            scan = [r for r in here if r.subject.startswith("nested/") and "-inner" not in
+                    r.subject]
+            if not scan:
+                continue
+            base = min(r.query_ms for r in scan)
+            for r in here:
+                if r.subject.endswith("-inner") and r.inner_queries > 0:
+                    per = 1e3 * (r.query_ms - base) / r.inner_queries
+                    out.append(f"{G} x {M:,}, {tf:g} turning: {r.subject} {r.inner_queries:.0f} "
+                               f"inner queries a frame, {per:.0f} us each over the scan "
+                               f"({r.query_ms:.2f} against {base:.2f} ms)")
+    return out

@@ -87,6 +87,7 @@ def run_cli(args: Any) -> int:
         crossover_lines,
         csv_rows,
         goal_lines,
+        overhead_lines,
         run,
         table_rows,
     )
@@ -151,6 +152,12 @@ def run_cli(args: Any) -> int:
         for c in cross:
             print("  " + c)
         md += ["\n## Cross-over\n"] + [f"- {c}" for c in cross]
+    over = overhead_lines(rows)
+    if over:
+        print("\nper-group Python overhead of asking groups through their own index:")
+        for o in over:
+            print("  " + o)
+        md += ["\n## Per-group overhead of the inner indexes\n"] + [f"- {o}" for o in over]
     print(f"\n({elapsed:.0f} s)")
     if args.csv:
         h, r = csv_rows(rows)
