@@ -10,6 +10,13 @@ project and the peers (numpy brute force, compiled brute force, rtree).
 * ``dist`` (figures 4.2-4.5), chapter 4 protocol: cube n^(1/3) on a side, 10^3 query box, the
   four distributions, n from 10^3 to 10^6: query time, move-1,000 time, split time, working set
   against visible set, maximum depth.
+* ``ablate``: the paper's choices one at a time (issue 16), chapter 4 protocol: each heuristic
+  (non-leafy, the paper's thresholds) in our mode, our mode plus one of appendix A's choices,
+  the paper mode minus one of them, and the paper mode.
+
+``--modes ours,paper`` runs the four trees in our mode and in the paper mode (appendix A's
+choices, ``create_index(..., mode="paper")``), labelled ``kd/non-leafy`` and
+``kd/paper/non-leafy``, in the sweep, leafy and dist parts.
 
 Every run is one independent task (one subject on one data set), so ``--jobs N`` spreads them
 over processes; all subjects of one point see the same objects, boxes and moves. Times are
@@ -44,6 +51,11 @@ HEURISTICS = ("kd", "ternary", "octree", "icoseptree")
 # fewer cycles: its medians are over at most this many.
 RTREE_MAX_CYCLES = 6
 PEERS = ("numpy-brute", "numba-brute", "rtree")
+#: The ablation's tree modes: ours, each of appendix A's choices added alone, the paper mode
+#: without each of them, the paper mode (see app.spatial.aabbtree.heuristics.parse_mode).
+FEATURES = ("split", "axis", "nonleafy", "lazy", "threshold")
+ABLATION_MODES = (("ours",) + tuple(f"ours+{f}" for f in FEATURES)
+                  + tuple(f"paper-{f}" for f in FEATURES) + ("paper",))
 
 
 @dataclass
@@ -54,6 +66,9 @@ class Config:
     dist_n: list[int]
     cycles: int
     sweep_cycles: int
+    ablate_n: list[int] = field(default_factory=list)
+    ablate_dists: list[str] = field(default_factory=list)
+    modes: list[str] = field(default_factory=lambda: ["ours"])
     dist_subjects: list[str] = field(default_factory=list)  # filled at run time
 
 
@@ -61,9 +76,11 @@ FULL = Config(sweep_n=[10_000, 100_000],
               thresholds=[5, 10, 20, 30, 40, 50, 70, 100, 130],
               leafy_n=[1_000, 10_000, 100_000, 300_000],
               dist_n=[1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000],
-              cycles=30, sweep_cycles=20)
+              cycles=30, sweep_cycles=20, ablate_n=[100_000, 1_000_000],
+              ablate_dists=["clustered", "uniform"])
 QUICK = Config(sweep_n=[3_000], thresholds=[10, 50], leafy_n=[2_000],
-               dist_n=[1_000, 8_000], cycles=4, sweep_cycles=4)
+               dist_n=[1_000, 8_000], cycles=4, sweep_cycles=4, ablate_n=[8_000],
+               ablate_dists=["clustered"])
 
 
 # ----------------------------------------------------------------- one run
@@ -168,10 +185,10 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
 
 # ----------------------------------------------------------------- task lists
 
-def _variants(only: list[str] | None) -> list[tuple[str, str, dict]]:
+def _variants(only: list[str] | None, modes=("ours",)) -> list[tuple[str, str, dict]]:
     from app.spatial import index_variants
 
-    vs = index_variants()
+    vs = index_variants(tuple(modes))
     if only:
         vs = [v for v in vs if any(v[0] == o or v[0].startswith(o + "/") for o in only)]
     return vs
@@ -181,12 +198,13 @@ def _task(part, label, name, kwargs, dist, n, side, box, cycles, working_set,
           threshold=None, leafy=None) -> dict[str, Any]:
     return {"part": part, "label": label, "name": name, "kwargs": kwargs, "dist": dist, "n": n,
             "side": side, "box": box, "cycles": cycles, "working_set": working_set,
-            "threshold": threshold, "leafy": leafy}
+            "threshold": threshold, "leafy": leafy,
+            "mode": kwargs.get("mode", "ours") if name in HEURISTICS else ""}
 
 
 def sweep_tasks(cfg: Config, only) -> list[dict]:
     tasks = []
-    trees = [v for v in _variants(only) if v[1] in HEURISTICS]
+    trees = [v for v in _variants(only, cfg.modes) if v[1] in HEURISTICS]
     for n in cfg.sweep_n:
         side = 3.0 * n ** (1 / 3)
         for p in ("numpy-brute", "numba-brute"):
@@ -222,7 +240,7 @@ def best_thresholds(rows: list[dict]) -> dict[str, int]:
 
 def leafy_tasks(cfg: Config, only, best: dict[str, int]) -> list[dict]:
     tasks = []
-    trees = [v for v in _variants(only) if v[1] in HEURISTICS]
+    trees = [v for v in _variants(only, cfg.modes) if v[1] in HEURISTICS]
     for n in cfg.leafy_n:
         side = 3.0 * n ** (1 / 3)
         for p in ("numpy-brute", "numba-brute"):
@@ -236,8 +254,9 @@ def leafy_tasks(cfg: Config, only, best: dict[str, int]) -> list[dict]:
     return tasks
 
 
-def dist_subjects(only) -> list[tuple[str, str, dict]]:
-    """Peers, the four heuristics (non-leafy, the paper's defaults), every other index."""
+def dist_subjects(only, modes=("ours",)) -> list[tuple[str, str, dict]]:
+    """Peers, the four heuristics (non-leafy, the paper's defaults) in every mode, every other
+    index."""
     subs: list[tuple[str, str, dict]] = []
     try:
         import rtree  # noqa: F401
@@ -246,7 +265,7 @@ def dist_subjects(only) -> list[tuple[str, str, dict]]:
     except ImportError:
         peers = PEERS[:2]
     subs += [(p, p, {}) for p in peers]
-    for label, name, kw in _variants(None):
+    for label, name, kw in _variants(None, modes):
         if name in HEURISTICS and kw.get("leafy"):
             continue
         subs.append((label, name, kw))
@@ -263,9 +282,28 @@ def dist_tasks(cfg: Config, only, max_n: int | None) -> list[dict]:
             if max_n and n > max_n:
                 continue
             side = n ** (1 / 3)
-            for label, name, kw in dist_subjects(only):
+            for label, name, kw in dist_subjects(only, cfg.modes):
                 tasks.append(_task("dist", label, name, kw, dist, n, side, 10.0, cfg.cycles,
                                    True, leafy=kw.get("leafy")))
+    return tasks
+
+
+def ablate_tasks(cfg: Config, only) -> list[dict]:
+    """Each heuristic (non-leafy, the paper's threshold) in every ablation mode; numpy brute
+    force as the yardstick of each point."""
+    tasks = []
+    heur = [h for h in HEURISTICS if not only or any(o == h or o.startswith(h + "/")
+                                                     for o in only)]
+    for dist in cfg.ablate_dists:
+        for n in cfg.ablate_n:
+            side = n ** (1 / 3)
+            tasks.append(_task("ablate", "numpy-brute", "numpy-brute", {}, dist, n, side, 10.0,
+                               cfg.cycles, True))
+            for h in heur:
+                for mode in ABLATION_MODES:
+                    tasks.append(_task("ablate", f"{h}/{mode}", h,
+                                       {"leafy": False, "mode": mode}, dist, n, side, 10.0,
+                                       cfg.cycles, True, leafy=False))
     return tasks
 
 
@@ -333,10 +371,26 @@ def run_tasks(tasks: list[dict], jobs: int, desc: str, cache: Path | None = None
     return out
 
 
+def _load() -> str:
+    """The machine's load averages (1, 5, 15 min) at the end of the run, for the report."""
+    try:
+        return ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
 def run_paper(args) -> int:
     from app.bench.paper_report import write_outputs
 
     cfg = QUICK if args.quick else FULL
+    modes = [m.strip() for m in getattr(args, "modes", "ours,paper").split(",") if m.strip()]
+    bad = [m for m in modes if m not in ("ours", "paper")]
+    if bad or not modes:
+        print(f"bench paper: --modes takes ours and/or paper, got {getattr(args, 'modes', '')!r}",
+              file=sys.stderr)
+        return 2
+    cfg.modes = modes
+    load_start = _load()
     if args.cycles:
         cfg.cycles = args.cycles
         cfg.sweep_cycles = args.cycles
@@ -359,10 +413,13 @@ def run_paper(args) -> int:
         later += leafy_tasks(cfg, only, best)
     if "dist" in parts:
         later += dist_tasks(cfg, only, args.max_n)
+    if "ablate" in parts:
+        later += ablate_tasks(cfg, only)
     if later:
         rows += run_tasks(later, jobs, "leafy + distributions", cache)
     elapsed = time.perf_counter() - t_start
     meta = {"quick": bool(args.quick), "jobs": jobs, "elapsed_s": elapsed, "cfg": cfg,
+            "load_start": load_start, "load_end": _load(),
             "reused": sum(1 for r in rows if r.get("reused")), "runs": len(rows),
             "best": best, "cpu": os.cpu_count(), "moves": MOVES, "move_factor": MOVE_FACTOR}
     report = write_outputs(rows, out_dir, meta)
