@@ -465,15 +465,22 @@ def test_bad_construction():
 def test_moves_reach_the_inner_index_lazily():
     h, o = _scene("octree")
     st = h.stats()
-    assert st["stale"] > 0  # _scene moved objects and nothing read the groups since
+    # _scene moved objects and nothing read the groups since: small groups are marked whole
+    assert st["stale"] == 0 and st["dirty_groups"] > 0
     inner = h.group_index("b")  # reading a group flushes it
     ids = inner.all_ids()
     c, r, v = inner.get(ids)
     lc, lr, lv = h.local_spheres(ids)
     assert np.array_equal(c, lc) and np.array_equal(r, lr)
     h.flush()
-    assert h.stats()["stale"] == 0
+    assert h.stats()["stale"] == 0 and h.stats()["dirty_groups"] == 0
     h.validate()
+    # a group queried through its own index tracks its moved rows one by one
+    h2, _ = _scene("octree", inner_min=10)
+    assert h2.stats()["stale"] > 0
+    h2.flush()
+    assert h2.stats()["stale"] == 0
+    h2.validate()
 
 
 def test_turning_a_parent_moves_every_descendant_and_nothing_else_changes():

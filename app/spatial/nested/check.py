@@ -63,14 +63,16 @@ def check_blocks(R: NestedRows, groups, b_start, b_cap, b_count, top: int):
 
 
 @njit(cache=True)
-def check_copy(R: NestedRows):
-    """The float32 copy of every live row is its float64 values rounded."""
+def check_copy(R: NestedRows, dirty32):
+    """The float32 copy of every live row is its float64 values rounded (the centres of a
+    group marked ``dirty32`` are refreshed before a scan reads them)."""
     ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
     for s in range(ids.shape[0]):
         if ids[s] < 0:
             continue
-        if (x[s] != to32(lc[s, 0])) | (y[s] != to32(lc[s, 1])) | (z[s] != to32(lc[s, 2])) | (
-                r32[s] != to32(rad[s])) | (vd32[s] != to32(vd[s])):
+        fresh = dirty32[grp[s]] == 0
+        if (fresh and ((x[s] != to32(lc[s, 0])) | (y[s] != to32(lc[s, 1])) | (
+                z[s] != to32(lc[s, 2])))) | (r32[s] != to32(rad[s])) | (vd32[s] != to32(vd[s])):
             return 5, s
     return 0, 0
 

@@ -54,6 +54,7 @@ from app.spatial.nested.query import (
 )
 from app.spatial.nested.store import (
     apply_moves,
+    clear_stale,
     good_values,
     grown_rows,
     move_block,
@@ -109,7 +110,9 @@ class _Groups:
         self.o_rmax = np.zeros(cap)  # largest radius of the own objects (or more)
         self.o_vd = np.zeros(cap)
         self.loose = np.zeros(cap, np.bool_)
-        self.nstale = np.zeros(cap, np.int64)
+        self.nstale = np.zeros(cap, np.int64)  # rows marked stale (large groups)
+        self.gdirty = np.zeros(cap, np.uint8)  # moved since its index was updated (small ones)
+        self.dirty32 = np.zeros(cap, np.uint8)  # float32 centres older than the float64 ones
         self.b_start = np.zeros(cap, np.int64)
         self.b_cap = np.zeros(cap, np.int64)
         self.b_count = np.zeros(cap, np.int64)
@@ -184,6 +187,9 @@ class NestedIndex:
         self._world_dirty = False
         self._bounds_dirty = False
         self._version = 0  # bumped whenever rows move or die: the movers cache below expires
+        self._log_rows = np.zeros(4096, np.int64)  # moved rows since the last query
+        self._log_grp = np.zeros(4096, np.int64)
+        self._nlog = np.zeros(1, np.int64)
         self._movers: tuple | None = None  # (version, want, ids copy, rows, groups)
 
     # ------------------------------------------------------------------ groups
@@ -227,8 +233,8 @@ class NestedIndex:
                              f"[{1 / LIMIT:g}, {LIMIT:g}]")
         self._free_g.pop()
         G.alive[g] = True
-        for name in ("o_c", "o_r", "o_tight", "o_vd", "o_rmax", "nstale", "b_start", "b_cap",
-                     "b_count"):
+        for name in ("o_c", "o_r", "o_tight", "o_vd", "o_rmax", "nstale", "gdirty", "dirty32",
+                     "b_start", "b_cap", "b_count"):
             getattr(G, name)[g] = 0
         G.loose[g] = False
         self._keys[g] = key
@@ -317,8 +323,8 @@ class NestedIndex:
                 R.r32[lo:hi] = -np.inf
             self._garbage += int(G.b_cap[s])
             G.alive[s] = False
-            G.b_cap[s] = G.b_count[s] = G.nstale[s] = 0
-            self._version += 1
+            G.b_cap[s] = G.b_count[s] = G.nstale[s] = G.gdirty[s] = G.dirty32[s] = 0
+            self._bump()
             del self._slot[self._keys[s]]
             self._keys[s] = None
             self._inner[s] = None
@@ -391,7 +397,7 @@ class NestedIndex:
         self._count += n
         tighten(self._R.lc, self._R.rad, self._R.vd, np.array([g], np.int64), G.b_start,
                 G.b_count, G.o_c, G.o_r, G.o_tight, G.o_vd, G.o_rmax, G.loose)
-        self._version += 1
+        self._bump()
         self._bounds_dirty = True
 
     def update(self, gid: Any, ids: Any, local_centers: Any, radii: Any = None,
@@ -434,7 +440,7 @@ class NestedIndex:
         G.loose[groups] = True
         self._count -= ids.shape[0]
         self._bounds_dirty = True
-        self._version += 1
+        self._bump()
 
     def contains(self, ids: Any) -> np.ndarray:
         """Boolean mask: which of ``ids`` are in the scene."""
@@ -482,7 +488,8 @@ class NestedIndex:
         vis, working, visited, inner = descend(
             planes, eye, use_vd, self._order, self._send, G.W, G.ws, G.dhi, G.dlo, G.gmag, G.o_c,
             G.o_r, G.wbc, G.wbr, G.wvd, G.sbc, G.sbr, G.svd, G.b_start, G.b_count, R.ids, R.lc,
-            R.rad, R.vd, R.x, R.y, R.z, R.r32, R.vd32, self._codes, self.inner_min, G.code)
+            R.rad, R.vd, R.x, R.y, R.z, R.r32, R.vd32, self._codes, self.inner_min, G.code,
+            G.dirty32, self._log_rows, self._log_grp, self._nlog)
         extra = {"groups_visited": int(visited), "inner_queries": int(inner.shape[0])}
         if inner.shape[0]:
             parts = [vis]
@@ -568,7 +575,8 @@ class NestedIndex:
     def flush(self) -> None:
         """Bring every group's index up to date with the moves so far (queries and node boxes
         do it for the groups they read)."""
-        for g in np.flatnonzero(self._G.alive & (self._G.nstale > 0)).tolist():
+        G = self._G
+        for g in np.flatnonzero(G.alive & ((G.nstale > 0) | (G.gdirty > 0))).tolist():
             self._flush(g)
 
     # ------------------------------------------------------------------ checks
@@ -612,7 +620,7 @@ class NestedIndex:
                 or self._stamp.shape[0] < R.ids.shape[0]):
             raise AssertionError("the arena outgrew its scratch arrays")
         for code, where in (check_blocks(R, live, G.b_start, G.b_cap, G.b_count, self._top),
-                            check_copy(R),
+                            check_copy(R, G.dirty32),
                             check_own(R, G.o_c, G.o_r, G.o_vd, G.o_rmax, G.nstale, live),
                             check_world(R, G.parent, G.W, G.ws, G.wbc, G.wbr, G.wvd, G.sbc,
                                         G.sbr, G.svd)):
@@ -638,7 +646,7 @@ class NestedIndex:
             raise AssertionError(f"group {self._keys[g]!r}: its index holds other objects "
                                  "than its block")
         fresh = R.stale[lo:hi] == 0
-        if fresh.any():
+        if not G.gdirty[g] and fresh.any():
             c, r, v = inner.get(ids[fresh])
             if not (np.array_equal(c, R.lc[lo:hi][fresh]) and np.array_equal(r, R.rad[lo:hi][fresh])
                     and np.array_equal(v, R.vd[lo:hi][fresh])):
@@ -656,7 +664,7 @@ class NestedIndex:
                 "max_depth": int(G.depth[live].max()) if live.shape[0] else 0,
                 "nodes": nodes, "kind": self.kind, "inner_min": self.inner_min,
                 "arena_rows": self._top, "garbage_rows": self._garbage,
-                "stale": int(G.nstale[live].sum())}
+                "stale": int(G.nstale[live].sum()), "dirty_groups": int(G.gdirty[live].sum())}
 
     # ------------------------------------------------------------------ internals
 
@@ -735,16 +743,29 @@ class NestedIndex:
         G = self._G
         apply_moves(self._R, rows, grps, c, _EMPTY_F if r is None else r,
                     _EMPTY_F if vd is None else vd, G.o_c, G.o_r, G.o_tight, G.o_vd, G.o_rmax,
-                    G.loose, G.nstale)
+                    G.loose, G.nstale, G.b_count, self.inner_min, G.dirty32, G.gdirty,
+                    self._log_rows, self._log_grp, self._nlog)
         self._bounds_dirty = True
 
     def _flush(self, g: int) -> None:
-        n = int(self._G.nstale[g])
-        if n:
-            lo = int(self._G.b_start[g])
-            ids, c, r, v = take_stale(self._R, lo, lo + int(self._G.b_count[g]), n)
+        """Group ``g``'s own index up to date: its stale rows, or its whole block when the
+        group was only marked."""
+        G = self._G
+        R = self._R
+        lo = int(G.b_start[g])
+        hi = lo + int(G.b_count[g])
+        if G.gdirty[g]:
+            if hi > lo:
+                self._inner[g].update(R.ids[lo:hi].copy(), R.lc[lo:hi].copy(),
+                                      R.rad[lo:hi].copy(), R.vd[lo:hi].copy())
+            if G.nstale[g]:
+                clear_stale(R, lo, hi)
+            G.gdirty[g] = 0
+            G.nstale[g] = 0
+        elif G.nstale[g]:
+            ids, c, r, v = take_stale(R, lo, hi, int(G.nstale[g]))
             self._inner[g].update(ids, c, r, v)
-            self._G.nstale[g] = 0
+            G.nstale[g] = 0
 
     def _ensure_order(self) -> None:
         if self._order_dirty:
@@ -825,9 +846,21 @@ class NestedIndex:
         self._garbage = 0
         self._set_arena(out)
 
+    def _bump(self) -> None:
+        """Rows moved or died: the movers cache expires, the move log's rows mean nothing
+        any more (its groups get their whole block refreshed instead)."""
+        self._version += 1
+        d = self._G.dirty32
+        d[d == 1] = 2
+        self._nlog[0] = 0
+
     def _set_arena(self, rows: Any) -> None:
         self._R = rows
         n = rows.ids.shape[0]
+        if self._log_rows.shape[0] < n // 8:
+            self._bump()
+            self._log_rows = np.zeros(n // 8, np.int64)
+            self._log_grp = np.zeros(n // 8, np.int64)
         if self._stamp.shape[0] < n:
             self._stamp = grown(self._stamp, n, 0)
         if self._codes.shape[0] < n + 8:

@@ -40,6 +40,7 @@ from app.geom.predicates import (
 )
 from app.spatial.idmap import hash_lookup
 from app.spatial.nested.groups import ABS, REL, world_point
+from app.spatial.nested.store import row32, sync32
 from app.spatial.scan import FAST, IN, NEAR, _tolerances, compact, verdict_words, verdicts
 
 _OUT = 0
@@ -182,9 +183,13 @@ def _distance_verdicts(x, y, z, vd, ex, ey, ez, rel, tol, lo: int, hi: int, out)
 @njit(cache=True)
 def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, o_r,
             wbc, wbr, wvd, sbc, sbr, svd, b_start, b_count, ids, lc, rad, vdist,
-            x32, y32, z32, r32, vd32, codes, inner_min: int, gcode):
+            x32, y32, z32, r32, vd32, codes, inner_min: int, gcode, dirty32, log_rows, log_grp,
+            nlog):
     """One query over every group: (visible ids, working set, groups visited, groups left to
-    their own index). ``gcode[g]`` gets each group's outcome (``NODE_*``)."""
+    their own index). ``gcode[g]`` gets each group's outcome (``NODE_*``). The float32
+    centres of the groups it scans are brought up to date first: the logged moved rows of a
+    group with state 1, the whole block with state 2; the log is then emptied and the groups
+    it leaves unscanned go to state 2 (store.apply_moves)."""
     ng = order.shape[0]
     K = planes.shape[0]
     nn = np.empty(K)
@@ -244,6 +249,19 @@ def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, 
             n_inner += 1
         else:
             total += b_count[g]
+    scanned = np.zeros(dirty32.shape[0], np.uint8)
+    for i in range(ng):
+        if act[i] == _SCAN or (act[i] == _WHOLE and use_vd):
+            scanned[order[i]] = 1
+    for q in range(nlog[0]):
+        g = log_grp[q]
+        if scanned[g] and dirty32[g] == 1:
+            row32(lc, x32, y32, z32, log_rows[q])
+    for i in range(ng):
+        g = order[i]
+        if dirty32[g] == 1:
+            dirty32[g] = 0 if scanned[g] else 2
+    nlog[0] = 0
     sure = np.empty(total + 8, np.int64)
     near = np.empty(total + 8, np.int64)
     inner = np.empty(n_inner, np.int64)
@@ -269,6 +287,9 @@ def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, 
         pl, tol, eye_l, rel, dabs, ok = local_frame(planes, eye, use_vd, W, ws, dhi, dlo,
                                                     gmag, o_c, o_r, g)
         if ok:
+            if dirty32[g] == 2:
+                sync32(lc, x32, y32, z32, lo, hi)
+                dirty32[g] = 0
             cmax = max(abs(o_c[g, 0]), abs(o_c[g, 1]), abs(o_c[g, 2])) + o_r[g]
             p32, tol32, tol_d32 = _tolerances(pl, eye_l, cmax, o_r[g])
             if k == _WHOLE:

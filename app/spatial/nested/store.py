@@ -2,15 +2,17 @@
 block of it (``[start, start + count)``, room up to ``start + cap``), in local coordinates.
 
 A query scans a group's objects as one contiguous range (float32 structure of arrays, the
-branch-free verdict loop of ``app.spatial.scan``); a group that outgrows its block moves to
+branch-free verdict loop of ``app.spatial.scan``, refreshed from the float64 centres a block at
+a time when the group moved since); a group that outgrows its block moves to
 the arena's end with twice the room, removals keep a block packed (its order kept), and the
 holes are given back when the arena is repacked. Every kernel here takes the rows as a
 :class:`NestedRows` and unpacks it first (a named tuple in an inner loop is slow).
 
 The group's own index (any ``INDEX_NAMES`` kind) holds the same objects by id; moves reach
-it lazily: a moved row is marked *stale* and the group's index is brought up to date
-(:func:`take_stale`) only before something reads it (a query that descends into it, its node
-boxes, ``flush``).
+it lazily: in a group queried through its index a moved row is marked *stale* and only those
+rows are sent (:func:`take_stale`), a smaller group is marked as a whole and sent as a whole;
+either way only before something reads the index (a query through it, its node boxes,
+``flush``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from numba import njit
 
 from app.spatial.idmap import assign, hash_lookup
 from app.spatial.nested.groups import LIMIT, REL
-from app.spatial.scan import to32
+from app.spatial.scan import F32_BIG, to32
 
 #: A group's own sphere is tightened again (at the next query) once a move has grown it past
 #: this many times the radius it had when last tightened.
@@ -224,10 +226,19 @@ def resolve_moves(ids, keys, vals, dense, grp, want: int, stamp, epoch: int, row
 
 @njit(cache=True)
 def apply_moves(R: NestedRows, rows, grps, centers, radii, vdist, o_c, o_r, o_tight, o_vd,
-                o_rmax, loose, nstale) -> None:
-    """Write a checked move batch; grow each group's own sphere at once to cover it (the
-    eager half of Shagam's R(N) upkeep; tightening waits for a query). Without new radii the
-    reach uses the group's largest radius, so the store's radius is not read."""
+                o_rmax, loose, nstale, b_count, inner_min: int, dirty32, gdirty, log_rows,
+                log_grp, nlog) -> None:
+    """Write a checked move batch and grow each group's own sphere at once to cover it (the
+    eager half of Shagam's R(N) upkeep; tightening waits for a query).
+
+    A move writes one record, the float64 local centre, and appends its row to the move log
+    (``log_rows`` / ``log_grp``, ``nlog[0]`` entries): the next query refreshes the float32
+    copies of the logged rows of the groups it scans and marks the other groups for a whole
+    block refresh (``dirty32``: 0 fresh, 1 rows in the log, 2 whole block), and the
+    group's own index learns of it row by row (``stale``) only in a group large enough to be
+    queried through it (``inner_min``); a smaller group is only marked (``gdirty``) and its
+    index is brought up to date as a whole when something reads it. Without new radii the
+    reach uses the group's largest radius, so the store's radius is not read either."""
     ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
     has_r = radii.shape[0] == rows.shape[0]
     has_v = vdist.shape[0] == rows.shape[0]
@@ -240,9 +251,17 @@ def apply_moves(R: NestedRows, rows, grps, centers, radii, vdist, o_c, o_r, o_ti
         lc[s, 0] = cx
         lc[s, 1] = cy
         lc[s, 2] = cz
-        x[s] = to32(cx)
-        y[s] = to32(cy)
-        z[s] = to32(cz)
+        d = dirty32[g]
+        if d != 2:
+            n = nlog[0]
+            if n < log_rows.shape[0]:
+                log_rows[n] = s
+                log_grp[n] = g
+                nlog[0] = n + 1
+                if d == 0:
+                    dirty32[g] = 1
+            else:  # the log is full: this group's block is refreshed whole
+                dirty32[g] = 2
         r = o_rmax[g]
         if has_r:
             r = radii[i]
@@ -255,9 +274,12 @@ def apply_moves(R: NestedRows, rows, grps, centers, radii, vdist, o_c, o_r, o_ti
             vd32[s] = to32(vdist[i])
             if vdist[i] > o_vd[g]:
                 o_vd[g] = vdist[i]
-        if stale[s] == 0:
-            stale[s] = 1
-            nstale[g] += 1
+        if b_count[g] >= inner_min:
+            if stale[s] == 0:
+                stale[s] = 1
+                nstale[g] += 1
+        else:
+            gdirty[g] = 1
         dx = cx - o_c[g, 0]
         dy = cy - o_c[g, 1]
         dz = cz - o_c[g, 2]
@@ -266,6 +288,36 @@ def apply_moves(R: NestedRows, rows, grps, centers, radii, vdist, o_c, o_r, o_ti
             o_r[g] = reach
             if reach > LOOSE * o_tight[g]:
                 loose[g] = True
+
+
+@njit(cache=True, inline="always")
+def row32(lc, x, y, z, s: int) -> None:
+    """The float32 copy of row ``s``'s centre (``to32`` of finite values: a clamp)."""
+    x[s] = np.float32(min(max(lc[s, 0], -F32_BIG), F32_BIG))
+    y[s] = np.float32(min(max(lc[s, 1], -F32_BIG), F32_BIG))
+    z[s] = np.float32(min(max(lc[s, 2], -F32_BIG), F32_BIG))
+
+
+@njit(cache=True)
+def sync32(lc, x, y, z, lo: int, hi: int) -> None:
+    """The float32 copy of the centres of rows ``lo .. hi-1``: ``to32`` of finite values, a
+    clamp, written without a branch so that the pass vectorises."""
+    c = lc[lo:hi]
+    xs = x[lo:hi]
+    ys = y[lo:hi]
+    zs = z[lo:hi]
+    for i in range(c.shape[0]):
+        xs[i] = np.float32(min(max(c[i, 0], -F32_BIG), F32_BIG))
+        ys[i] = np.float32(min(max(c[i, 1], -F32_BIG), F32_BIG))
+        zs[i] = np.float32(min(max(c[i, 2], -F32_BIG), F32_BIG))
+
+
+@njit(cache=True)
+def clear_stale(R: NestedRows, lo: int, hi: int) -> None:
+    """Rows ``lo .. hi-1`` no longer stale."""
+    st = R.stale
+    for s in range(lo, hi):
+        st[s] = 0
 
 
 @njit(cache=True)
