@@ -46,21 +46,22 @@ from numba import njit
 
 from app.geom.predicates import box_point_dist6
 from app.spatial.aabbtree.kernels import ROOT, needs_split, refit_node, split_node
-from app.spatial.pairs import keep, new_pairs, pair_touch, push_pair
+from app.spatial.pairs import keep, new_pairs, push_pair
 
 _REL_PAD = 1e-9  # node pruning slack, relative to the magnitudes involved
 SMALL_SELF = 8  # a subtree of at most this many objects: all its pairs tested directly
 SMALL_PAIRS = 64  # two items whose object counts multiply to at most this: tested directly
-SWEEP_SELF = 48  # an own list longer than this is swept for its own pairs
-SWEEP_PAIRS = 1024  # two filtered lists whose sizes multiply to more than this are swept
-LONG_LIST = 48  # an own list longer than this meets a subtree object by object
+# An own list longer than REFINE_ABOVE is refined, in the snapshot only, into a kd subtree
+# (median cuts across the longest extent of the centres) with lists of at most LEAF_ROWS.
+REFINE_ABOVE = 48
+LEAF_ROWS = 32
 # Room kept free on the task stack: one task pushes at most K(K-1)/2 + 2K tasks (405 for
 # the icoseptree's 27 children).
 STACK_SLACK = 1024
 # The pending-pair buffer (packed rows) and the room it keeps for one batch of direct tests
-# (at most SWEEP_SELF * (SWEEP_SELF - 1) / 2 or SWEEP_PAIRS rows).
-PENDING = 8192
-PENDING_ROOM = 1200
+# (at most REFINE_ABOVE ** 2 rows).
+PENDING = 16384
+PENDING_ROOM = REFINE_ABOVE * REFINE_ABOVE
 
 
 class TreePairSnapshot(NamedTuple):
@@ -114,6 +115,191 @@ def sum_children_sel(size, nsel_sub, i: int) -> int:
         t += nsel_sub[c]
         c += size[c]
     return t
+
+
+@njit(cache=True, _nrt=False)
+def rows_box(pts, r0: int, r1: int, obox, i: int) -> None:
+    """obox[i] = the box of the packed spheres [r0, r1) (empty: +inf, -inf)."""
+    for a in range(3):
+        obox[i, a] = np.inf
+        obox[i, 3 + a] = -np.inf
+    for p in range(r0, r1):
+        r = pts[p, 3]
+        for a in range(3):
+            obox[i, a] = min(obox[i, a], pts[p, a] - r)
+            obox[i, 3 + a] = max(obox[i, 3 + a], pts[p, a] + r)
+
+
+@njit(cache=True, _nrt=False)
+def subtree_box(size, box, obox, i: int) -> None:
+    """box[i] = obox[i] united with the boxes of i's children (each already complete)."""
+    for a in range(6):
+        box[i, a] = obox[i, a]
+    c = i + 1
+    end = i + size[i]
+    while c < end:
+        for a in range(3):
+            box[i, a] = min(box[i, a], box[c, a])
+            box[i, 3 + a] = max(box[i, 3 + a], box[c, 3 + a])
+        c += size[c]
+
+
+@njit(cache=True, _nrt=False)
+def _count_sel(slot, r0: int, r1: int, sel) -> int:
+    n = 0
+    for p in range(r0, r1):
+        n += sel[slot[p]]
+    return n
+
+
+@njit(cache=True)
+def refine_room(total: int) -> int:
+    """Snapshot nodes that refining lists of ``total`` objects may add (see :func:`refine`)."""
+    return total // 2 + 16  # every refined list of L rows takes at most L / 2 nodes
+
+
+@njit(cache=True, inline="always")
+def _spread_bits(v: int) -> int:
+    """The low 10 bits of v spread to every third bit (the Morton code's per-axis part)."""
+    v &= 0x3FF
+    v = (v | (v << 16)) & 0x30000FF
+    v = (v | (v << 8)) & 0x300F00F
+    v = (v | (v << 4)) & 0x30C30C3
+    v = (v | (v << 2)) & 0x9249249
+    return v
+
+
+@njit(cache=True)
+def _morton_sort(pts, slot, r0: int, r1: int):
+    """Reorder packed rows [r0, r1) along the Morton curve of their centres: 10 bits per axis
+    over the rows' own bounding box, sorted by three 10-bit radix passes (numba's argsort, a
+    quicksort, took 80 % of refining an unbounded list of 10^5 objects). Returns the sorted
+    codes (code[t] for row r0 + t)."""
+    n = r1 - r0
+    lo = np.full(3, np.inf)
+    hi = np.full(3, -np.inf)
+    for p in range(r0, r1):
+        for a in range(3):
+            lo[a] = min(lo[a], pts[p, a])
+            hi[a] = max(hi[a], pts[p, a])
+    scale = np.zeros(3)
+    for a in range(3):
+        if hi[a] > lo[a]:
+            scale[a] = 1023.0 / (hi[a] - lo[a])
+    code = np.empty(n, np.int64)
+    for p in range(r0, r1):
+        c = 0
+        for a in range(3):
+            q = min(int((pts[p, a] - lo[a]) * scale[a]), 1023)
+            c |= _spread_bits(q) << a
+        code[p - r0] = c
+    order = np.arange(n)
+    tmp = np.empty(n, np.int64)
+    count = np.empty(1025, np.int64)
+    for shift in range(0, 30, 10):
+        count[:] = 0
+        for t in range(n):
+            count[((code[order[t]] >> shift) & 1023) + 1] += 1
+        for d in range(1024):
+            count[d + 1] += count[d]
+        for t in range(n):
+            d = (code[order[t]] >> shift) & 1023
+            tmp[count[d]] = order[t]
+            count[d] += 1
+        order, tmp = tmp, order
+    order += r0
+    moved = pts[order]
+    pts[r0:r1] = moved
+    moved_slots = slot[order]
+    slot[r0:r1] = moved_slots
+    return code[order - r0]
+
+
+@njit(cache=True)
+def _cut(code, c0: int, c1: int) -> int:
+    """Where to halve Morton-sorted codes[c0:c1]: at the first code with the highest bit in
+    which the range's ends differ (the two halves are then apart across one axis), unless
+    that leaves a side under LEAF_ROWS / 4 rows (or all codes are equal): then the middle."""
+    mid = (c0 + c1) // 2
+    x = code[c0] ^ code[c1 - 1]
+    if x == 0:
+        return mid
+    bit = 0
+    while x > 1:
+        x >>= 1
+        bit += 1
+    target = (code[c1 - 1] >> bit) << bit
+    cut = c0 + np.searchsorted(code[c0:c1], target)
+    least = LEAF_ROWS // 4
+    if cut - c0 < least or c1 - cut < least:
+        return mid
+    return cut
+
+
+@njit(cache=True)
+def refine(pts, slot, r0: int, r1: int, m: int, size, ostart, ocnt, oend, box, obox, mag,
+           nsel_own, nsel_sub, sel) -> int:
+    """Packed rows [r0, r1), a long own list, as a kd subtree rooted at snapshot node m.
+
+    Sorts the rows along the Morton curve of their centres (one sort), then cuts the range
+    where the curve crosses its highest level (:func:`_cut`) until a list holds at most
+    LEAF_ROWS objects (and at least LEAF_ROWS / 4: a list of L rows takes at most L / 2
+    nodes); boxes are computed on the way up. A structure whose node
+    holds many objects (an unsplittable leaf, a view-distance class, the unbounded list) thus
+    meets the descent with short lists as any well-split tree does; its own structure is
+    untouched. Returns the next free node.
+    """
+    filtered = sel.shape[0] > 0
+    code = _morton_sort(pts, slot, r0, r1)
+    stack = np.empty((200, 3), np.int64)  # depth <= 30 bit cuts + 64 halvings, 2 left each
+    stack[0, 0] = r0
+    stack[0, 1] = r1
+    stack[0, 2] = -1
+    top = 1
+    while top > 0:
+        top -= 1
+        a0 = stack[top, 0]
+        a1 = stack[top, 1]
+        j = stack[top, 2]
+        if j >= 0:  # on the way up: both halves are done
+            size[j] = m - j
+            subtree_box(size, box, obox, j)
+            set_mag(box, mag, j)
+            if filtered:
+                nsel_sub[j] = sum_children_sel(size, nsel_sub, j)
+            continue
+        j = m
+        m += 1
+        ostart[j] = a0
+        oend[j] = a1
+        if a1 - a0 <= LEAF_ROWS:
+            ocnt[j] = a1 - a0
+            size[j] = 1
+            rows_box(pts, a0, a1, obox, j)
+            for a in range(6):
+                box[j, a] = obox[j, a]
+            set_mag(box, mag, j)
+            if filtered:
+                nsel_own[j] = _count_sel(slot, a0, a1, sel)
+                nsel_sub[j] = nsel_own[j]
+            continue
+        ocnt[j] = 0
+        nsel_own[j] = 0
+        for a in range(3):
+            obox[j, a] = np.inf
+            obox[j, 3 + a] = -np.inf
+        mid = r0 + _cut(code, a0 - r0, a1 - r0)
+        stack[top, 0] = a0
+        stack[top, 1] = a1
+        stack[top, 2] = j
+        stack[top + 1, 0] = mid
+        stack[top + 1, 1] = a1
+        stack[top + 1, 2] = -1
+        stack[top + 2, 0] = a0
+        stack[top + 2, 1] = mid
+        stack[top + 2, 2] = -1
+        top += 3
+    return m
 
 
 # ---------------------------------------------------------------------- the descent
@@ -251,99 +437,6 @@ def _flush(pend, npend: int, slot, sel, out, k: int):
 
 
 @njit(cache=True)
-def _sweep(rows, tags, n: int, bipartite: bool, pts, slot, margin: float, g: float, sel,
-           out, k: int):
-    """Sort-and-sweep of the packed rows ``rows[:n]`` along their axis of largest extent.
-
-    For long lists only (an unsplittable leaf, the viewdist tree's unbounded list).
-    ``bipartite``: only pairs of different tags. The sweep bound adds g (margin and rounding
-    pad) to each sphere's upper end, so it never cuts a pair the exact test keeps.
-    """
-    lo3 = np.full(3, np.inf)
-    hi3 = np.full(3, -np.inf)
-    for t in range(n):
-        p = rows[t]
-        for a in range(3):
-            lo3[a] = min(lo3[a], pts[p, a])
-            hi3[a] = max(hi3[a], pts[p, a])
-    axis = 0
-    for a in range(1, 3):
-        if hi3[a] - lo3[a] > hi3[axis] - lo3[axis]:
-            axis = a
-    key = np.empty(n)
-    for t in range(n):
-        p = rows[t]
-        key[t] = pts[p, axis] - pts[p, 3]
-    order = np.argsort(key)
-    for u in range(n):
-        tu = order[u]
-        p = rows[tu]
-        bound = pts[p, axis] + pts[p, 3] + g
-        for v in range(u + 1, n):
-            tv = order[v]
-            if key[tv] > bound:
-                break
-            if bipartite and tags[tu] == tags[tv]:
-                continue
-            q = rows[tv]
-            a = slot[p]
-            b = slot[q]
-            if keep(sel, a, b) and pair_touch(pts[p, 0], pts[p, 1], pts[p, 2], pts[p, 3],
-                                              pts[q, 0], pts[q, 1], pts[q, 2], pts[q, 3],
-                                              margin):
-                out = push_pair(out, k, a, b)
-                k += 1
-    return out, k
-
-
-@njit(cache=True)
-def _list_vs_subtree(size, ostart, ocnt, box, obox, mag, pts, slot, r0: int, r1: int, x: int,
-                     y: int, only_selected: bool, margin: float, sel, pend, out, k: int):
-    """Every pair of a long own list (rows [r0, r1), of node x) with subtree y: each object
-    descends y on its own, so the list is not filtered again at every node of y.
-
-    ``only_selected``: y holds no filtered object, so only the list's filtered ones descend.
-    """
-    stack = np.empty(64, np.int64)
-    npend = 0
-    for p in range(r0, r1):
-        if only_selected and not sel[slot[p]]:
-            continue
-        if not _obj_meets(pts, p, box, y, _gap(mag, x, y, margin)):
-            continue
-        stack[0] = y
-        top = 1
-        while top > 0:
-            top -= 1
-            c = stack[top]
-            g = _gap(mag, x, c, margin)
-            if not _obj_meets(pts, p, box, c, g):
-                continue
-            if ocnt[c] > 0 and _obj_meets(pts, p, obox, c, g):
-                if npend + ocnt[c] > pend.shape[0]:
-                    out, k = _flush(pend, npend, slot, sel, out, k)
-                    npend = 0
-                if ocnt[c] > pend.shape[0]:
-                    out, k = _flush(pend, _touch_range(pts, p, ostart[c], ostart[c] + ocnt[c],
-                                                       margin, np.empty((ocnt[c], 2), np.int64),
-                                                       0), slot, sel, out, k)
-                else:
-                    npend = _touch_range(pts, p, ostart[c], ostart[c] + ocnt[c], margin, pend,
-                                         npend)
-            end = c + size[c]
-            d = c + 1
-            while d < end:
-                if top == stack.shape[0]:
-                    bigger = np.empty(2 * top, np.int64)
-                    bigger[:top] = stack
-                    stack = bigger
-                stack[top] = d
-                top += 1
-                d += size[d]
-    return _flush(pend, npend, slot, sel, out, k)
-
-
-@njit(cache=True)
 def snapshot_pairs(sn: TreePairSnapshot, margin: float, sel: np.ndarray) -> np.ndarray:
     """Every touching pair of the snapshot's objects (slot pairs, int64 (K, 2)).
 
@@ -372,9 +465,8 @@ def _descend(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, 
     longest = 1
     for i in range(m):
         longest = max(longest, ocnt[i])
-    sa = np.empty(2 * longest, np.int64)
+    sa = np.empty(longest, np.int64)
     sb = np.empty(longest, np.int64)
-    tags = np.empty(2 * longest, np.int8)
     pend = np.empty((PENDING, 2), np.int64)
     npend = 0
     stack = np.empty((4 * STACK_SLACK, 2), np.int64)
@@ -404,13 +496,7 @@ def _descend(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, 
                 continue
             n_own = ocnt[i]
             if n_own > 1 and (not filtered or nsel_own[i] > 0):
-                if n_own <= SWEEP_SELF:
-                    npend = _within(pts, r0, r0 + n_own, margin, pend, npend)
-                else:
-                    for t in range(n_own):
-                        sa[t] = r0 + t
-                    out, k = _sweep(sa, tags, n_own, False, pts, slot, margin,
-                                    _gap(mag, i, i, margin), sel, out, k)
+                npend = _within(pts, r0, r0 + n_own, margin, pend, npend)
             end = i + size[i]
             c = i + 1
             while c < end:
@@ -453,15 +539,7 @@ def _descend(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, 
             nb = _filter(pts, b0, b1, obox, i, g, sb)
             if nb == 0:
                 continue
-            if na * nb <= SWEEP_PAIRS:
-                npend = _across(pts, sa, na, sb, nb, margin, pend, npend)
-            else:
-                for t in range(na):
-                    tags[t] = 0
-                for t in range(nb):
-                    sa[na + t] = sb[t]
-                    tags[na + t] = 1
-                out, k = _sweep(sa, tags, na + nb, True, pts, slot, margin, g, sel, out, k)
+            npend = _across(pts, sa, na, sb, nb, margin, pend, npend)
             continue
         if a_own or (not b_own and _extent(box, j) > _extent(box, i)):
             # split the other one: swap so that a is the subtree to split
@@ -469,13 +547,6 @@ def _descend(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, 
             i, j = j, i
             a_own, b_own = b_own, a_own
             a0, a1, b0, b1 = b0, b1, a0, a1
-        if b_own and b1 - b0 > LONG_LIST:
-            out, k = _flush(pend, npend, slot, sel, out, k)
-            npend = 0
-            out, k = _list_vs_subtree(size, ostart, ocnt, box, obox, mag, pts, slot, b0, b1, j,
-                                      i, filtered and nsel_sub[i] == 0, margin, sel, pend,
-                                      out, k)
-            continue
         nsel_b = nsel_own[j] if b_own else nsel_sub[j]
         end = i + size[i]
         if b_own:
@@ -524,8 +595,8 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
     """
     cap = nd.parent.shape[0]
     (size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts,
-     slot) = new_snapshot_arrays(cap, total)
-    cnode = np.empty(cap, np.int64)
+     slot) = new_snapshot_arrays(cap + refine_room(total), total)
+    cnode = np.empty(cap + refine_room(total), np.int64)
     filtered = sel.shape[0] > 0
     centers = sp.centers
     radii = sp.radii
@@ -585,6 +656,11 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
             obox[i, 4] = hy
             obox[i, 5] = hz
             nsel_own[i] = ns
+            if ocnt[i] > REFINE_ABOVE:
+                ocnt[i] = 0
+                nsel_own[i] = 0
+                m = refine(pts, slot, ostart[i], op, m, size, ostart, ocnt, oend, box, obox,
+                           mag, nsel_own, nsel_sub, sel)
             stack[top] = (i << 1) | 1
             top += 1
             if nd.nchild[n] > 0:

@@ -27,9 +27,14 @@ from numba import njit
 
 from app.geom.predicates import box_point_dist6
 from app.spatial.aabbtree.pairs import (
+    REFINE_ABOVE,
     TreePairSnapshot,
     new_snapshot_arrays,
+    refine,
+    refine_room,
+    rows_box,
     set_mag,
+    subtree_box,
     sum_children_sel,
 )
 from app.spatial.pairs import new_pairs, push_pair
@@ -48,8 +53,7 @@ def build_snapshot(nd, ob, pk, tree, sp, sel) -> TreePairSnapshot:
     total = t.in_nodes + t.inf_count
     cap = t.nlive + 1
     (size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts,
-     slot) = new_snapshot_arrays(cap, total)
-    cnode = np.empty(cap, np.int64)
+     slot) = new_snapshot_arrays(cap + refine_room(total), total)
     filtered = sel.shape[0] > 0
     centers = sp.centers
     radii = sp.radii
@@ -72,7 +76,12 @@ def build_snapshot(nd, ob, pk, tree, sp, sel) -> TreePairSnapshot:
             s = ob.next[s]
         ocnt[0] = op
         nsel_own[0] = ns
-        _own_box(pts, 0, op, obox, 0)
+        rows_box(pts, 0, op, obox, 0)
+        if op > REFINE_ABOVE:
+            ocnt[0] = 0
+            nsel_own[0] = 0
+            m = refine(pts, slot, 0, op, m, size, ostart, ocnt, oend, box, obox, mag,
+                       nsel_own, nsel_sub, sel)
     stack = np.empty(2 * cap + 2, np.int64)  # each node enters twice: down (even), up (odd)
     top = 0
     if t.root != -1:
@@ -85,7 +94,6 @@ def build_snapshot(nd, ob, pk, tree, sp, sel) -> TreePairSnapshot:
             node = e >> 1
             i = m
             m += 1
-            cnode[i] = node
             ostart[i] = op
             ns = 0
             s = nd.head[node]
@@ -110,7 +118,12 @@ def build_snapshot(nd, ob, pk, tree, sp, sel) -> TreePairSnapshot:
                     ns += 1
             ocnt[i] = op - ostart[i]
             nsel_own[i] = ns
-            _own_box(pts, ostart[i], op, obox, i)
+            rows_box(pts, ostart[i], op, obox, i)
+            if ocnt[i] > REFINE_ABOVE:
+                ocnt[i] = 0
+                nsel_own[i] = 0
+                m = refine(pts, slot, ostart[i], op, m, size, ostart, ocnt, oend, box, obox,
+                           mag, nsel_own, nsel_sub, sel)
             stack[top] = (i << 1) | 1
             top += 1
             for j in range(8):
@@ -122,46 +135,19 @@ def build_snapshot(nd, ob, pk, tree, sp, sel) -> TreePairSnapshot:
             i = e >> 1
             size[i] = m - i
             oend[i] = op
-            _subtree_box(size, box, obox, i)
+            subtree_box(size, box, obox, i)
             set_mag(box, mag, i)
             if filtered:
                 nsel_sub[i] = nsel_own[i] + sum_children_sel(size, nsel_sub, i)
     if virtual:
         size[0] = m
         oend[0] = op
-        _subtree_box(size, box, obox, 0)
+        subtree_box(size, box, obox, 0)
         set_mag(box, mag, 0)
         if filtered:
             nsel_sub[0] = nsel_own[0] + sum_children_sel(size, nsel_sub, 0)
     return TreePairSnapshot(size[:m], ostart[:m], ocnt[:m], oend[:m], box[:m], obox[:m],
                             mag[:m], nsel_own[:m], nsel_sub[:m], pts[:op], slot[:op])
-
-
-@njit(cache=True, _nrt=False)
-def _own_box(pts, r0: int, r1: int, obox, i: int) -> None:
-    """obox[i] = the box of the packed spheres [r0, r1) (empty: +inf, -inf)."""
-    for a in range(3):
-        obox[i, a] = np.inf
-        obox[i, 3 + a] = -np.inf
-    for p in range(r0, r1):
-        r = pts[p, 3]
-        for a in range(3):
-            obox[i, a] = min(obox[i, a], pts[p, a] - r)
-            obox[i, 3 + a] = max(obox[i, 3 + a], pts[p, a] + r)
-
-
-@njit(cache=True, _nrt=False)
-def _subtree_box(size, box, obox, i: int) -> None:
-    """box[i] = obox[i] united with the boxes of i's children (each already complete)."""
-    for a in range(6):
-        box[i, a] = obox[i, a]
-    c = i + 1
-    end = i + size[i]
-    while c < end:
-        for a in range(3):
-            box[i, a] = min(box[i, a], box[c, a])
-            box[i, 3 + a] = max(box[i, 3 + a], box[c, 3 + a])
-        c += size[c]
 
 
 @njit(cache=True)
