@@ -232,6 +232,29 @@ def refresh_bounds(order, parent, W, ws, dhi, count, o_c, o_r, o_vd,
             svd[p] = svd[g]
 
 
+@njit(cache=True)
+def subtree_order(order, send, pos, slots):
+    """The groups of the subtrees of ``slots``, in preorder (a parent before its children):
+    what a change of their transforms makes stale."""
+    mark = np.zeros(order.shape[0], np.uint8)
+    for q in range(slots.shape[0]):
+        i = pos[slots[q]]
+        if mark[i]:
+            continue  # inside a subtree already taken
+        for j in range(i, send[i]):
+            mark[j] = 1
+    n = 0
+    for i in range(order.shape[0]):
+        n += mark[i]
+    out = np.empty(n, np.int64)
+    k = 0
+    for i in range(order.shape[0]):
+        if mark[i]:
+            out[k] = order[i]
+            k += 1
+    return out
+
+
 def preorder(parent: np.ndarray, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(order, subtree end, depth) of the live groups: ``order`` lists each group before its
     descendants, which are ``order[i + 1 : end[i]]``; depth 0 is a child of the world."""

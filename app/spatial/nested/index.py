@@ -43,6 +43,7 @@ from app.spatial.nested.groups import (
     refresh_bounds,
     refresh_world,
     rigid_codes,
+    subtree_order,
     transform_problems,
 )
 from app.spatial.nested.query import (
@@ -62,6 +63,7 @@ from app.spatial.nested.store import (
     remove_rows,
     repack,
     resolve_moves,
+    same_ids,
     take_stale,
     tighten,
     write_new,
@@ -182,6 +184,7 @@ class NestedIndex:
         self._epoch = 0
         self._codes = np.empty(1024 + 8, np.uint8)
         self._order = np.zeros(0, np.int64)
+        self._pos = np.zeros(0, np.int64)  # preorder position of each group slot
         self._send = np.zeros(0, np.int64)
         self._order_dirty = False
         self._world_dirty = False
@@ -274,13 +277,26 @@ class NestedIndex:
         old_s = G.scale[slots].copy()
         G.L[slots] = m[:, :3, :]
         G.scale[slots] = scales
-        try:
-            self._refresh_world(force=True)
-        except ValueError:
+        self._ensure_order()
+        if self._world_dirty:  # everything is recomputed anyway
+            try:
+                self._refresh_world(force=True)
+            except ValueError:
+                G.L[slots] = old_L
+                G.scale[slots] = old_s
+                self._refresh_world(force=True)
+                raise
+            return
+        # Only the subtrees of these groups change (their parents' matrices are current).
+        sub = subtree_order(self._order, self._send, self._pos, slots)
+        code, where = refresh_world(sub, G.parent, G.L, G.scale, G.W, G.ws, G.dhi, G.dlo)
+        if code:
             G.L[slots] = old_L
             G.scale[slots] = old_s
-            self._refresh_world(force=True)
-            raise
+            refresh_world(sub, G.parent, G.L, G.scale, G.W, G.ws, G.dhi, G.dlo)
+            raise ValueError(f"set_transforms: the world scale of group "
+                             f"{self._keys[int(where)]!r} would leave [{1 / LIMIT:g}, {LIMIT:g}]")
+        self._bounds_dirty = True
 
     def set_parent(self, gid: Any, parent: Any) -> None:
         """Move a group (with its subtree and objects) under ``parent`` (None: the world); its
@@ -724,7 +740,7 @@ class NestedIndex:
             return False
         last = self._movers
         if (last is not None and last[0] == self._version and last[1] == want
-                and last[2].shape[0] == n and np.array_equal(last[2], ids)):
+                and last[2].shape[0] == n and same_ids(ids, last[2])):
             rows, grps = last[3], last[4]
         else:
             rows = np.empty(n, np.int64)
@@ -770,6 +786,8 @@ class NestedIndex:
     def _ensure_order(self) -> None:
         if self._order_dirty:
             self._order, self._send, self._G.depth = preorder(self._G.parent, self._G.alive)
+            self._pos = np.full(self._G.cap, -1, np.int64)
+            self._pos[self._order] = np.arange(self._order.shape[0])
             self._order_dirty = False
             self._bounds_dirty = True
 

@@ -41,7 +41,17 @@ from app.geom.predicates import (
 from app.spatial.idmap import hash_lookup
 from app.spatial.nested.groups import ABS, REL, world_point
 from app.spatial.nested.store import row32, sync32
-from app.spatial.scan import FAST, IN, NEAR, _tolerances, compact, verdict_words, verdicts
+from app.spatial.scan import (
+    _F32_MAX,
+    _ROUNDINGS,
+    _U32,
+    FAST,
+    IN,
+    NEAR,
+    compact,
+    verdict_words,
+    verdicts,
+)
 
 _OUT = 0
 _PARTIAL = 1
@@ -99,9 +109,10 @@ def _beyond_view(eye, cx: float, cy: float, cz: float, r: float, vmax: float) ->
 
 
 @njit(cache=True)
-def local_frame(planes, eye, use_vd: bool, W, ws, dhi, dlo, gmag, o_c, o_r, g: int):
-    """Group ``g``'s view of the query: (local planes (K, 4), plane tolerance, local eye,
-    relative and absolute distance slack, ok).
+def local_frame_into(planes, eye, use_vd: bool, W, ws, dhi, dlo, gmag, o_c, o_r, g: int, pl,
+                     eye_l):
+    """Group ``g``'s view of the query into ``pl`` (K, 4) (local planes) and ``eye_l`` (the
+    local eye); returns (plane tolerance, relative and absolute distance slack, ok).
 
     A local plane value plus radius differs from the world one (over ``ws``) by less than the
     tolerance for every object inside the group's own sphere; a local distance from the world
@@ -110,7 +121,6 @@ def local_frame(planes, eye, use_vd: bool, W, ws, dhi, dlo, gmag, o_c, o_r, g: i
     """
     K = planes.shape[0]
     s = ws[g]
-    pl = np.empty((K, 4))
     nmax = 0.0
     dmax = 0.0
     for p in range(K):
@@ -130,10 +140,10 @@ def local_frame(planes, eye, use_vd: bool, W, ws, dhi, dlo, gmag, o_c, o_r, g: i
         lmax = max(lmax, abs(pl[p, 0]) + abs(pl[p, 1]) + abs(pl[p, 2]))
         lmaxd = max(lmaxd, abs(pl[p, 3]))
     tol = ABS * ((nmax * (2.0 * mag) + dmax) / s + lmax * cmax + lmaxd + o_r[g])
-    eye_l = np.zeros(3)
     rel = 0.0
     dabs = 0.0
     ok = np.isfinite(tol) and cmax < _F32_SAFE and lmax * cmax + lmaxd + o_r[g] < _F32_VALUES
+    eye_l[0] = eye_l[1] = eye_l[2] = 0.0
     if use_vd:
         ex = eye[0] - W[g, 0, 3]
         ey = eye[1] - W[g, 1, 3]
@@ -148,7 +158,37 @@ def local_frame(planes, eye, use_vd: bool, W, ws, dhi, dlo, gmag, o_c, o_r, g: i
                 + ABS * (mag + 3.0 * emax)) / s
         ok = ok and np.isfinite(dabs) and abs(eye_l[0]) < _F32_SAFE and (
             abs(eye_l[1]) < _F32_SAFE) and abs(eye_l[2]) < _F32_SAFE
+    return tol, rel, dabs, ok
+
+
+@njit(cache=True)
+def local_frame(planes, eye, use_vd: bool, W, ws, dhi, dlo, gmag, o_c, o_r, g: int):
+    """:func:`local_frame_into` with fresh arrays: (pl, tol, eye_l, rel, abs, ok)."""
+    pl = np.empty((planes.shape[0], 4))
+    eye_l = np.zeros(3)
+    tol, rel, dabs, ok = local_frame_into(planes, eye, use_vd, W, ws, dhi, dlo, gmag, o_c, o_r,
+                                          g, pl, eye_l)
     return pl, tol, eye_l, rel, dabs, ok
+
+
+@njit(cache=True)
+def _tol32_into(pl, eye_l, max_abs: float, max_r: float, p32):
+    """``scan.tolerances`` written into a reused ``p32`` (rows past the planes: every point
+    inside): (plane tolerance, distance tolerance) of the float32 verdicts."""
+    term = 0.0
+    for p in range(p32.shape[0]):
+        if p >= pl.shape[0]:
+            p32[p, 0] = p32[p, 1] = p32[p, 2] = 0.0
+            p32[p, 3] = 1.0
+            continue
+        for a in range(4):
+            p32[p, a] = pl[p, a]
+        t = (abs(pl[p, 0]) + abs(pl[p, 1]) + abs(pl[p, 2])) * max_abs + abs(pl[p, 3]) + max_r
+        term = max(term, t)
+    e = max(abs(eye_l[0]), abs(eye_l[1]), abs(eye_l[2]))
+    tol = min(_ROUNDINGS * _U32 * term + 1e-30, _F32_MAX)
+    tol_d = min(_ROUNDINGS * _U32 * 4.0 * (max_abs + e) + 1e-30, _F32_MAX)
+    return tol, tol_d
 
 
 @njit(cache=True, inline="always")
@@ -264,6 +304,9 @@ def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, 
     nlog[0] = 0
     sure = np.empty(total + 8, np.int64)
     near = np.empty(total + 8, np.int64)
+    pl = np.empty((K, 4))
+    eye_l = np.zeros(3)
+    p32 = np.zeros((max(K, 6), 4), np.float32)
     inner = np.empty(n_inner, np.int64)
     words = verdict_words(codes)
     ns = 0
@@ -284,14 +327,14 @@ def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, 
                 sure[ns] = j
                 ns += 1
             continue
-        pl, tol, eye_l, rel, dabs, ok = local_frame(planes, eye, use_vd, W, ws, dhi, dlo,
-                                                    gmag, o_c, o_r, g)
+        tol, rel, dabs, ok = local_frame_into(planes, eye, use_vd, W, ws, dhi, dlo, gmag, o_c,
+                                              o_r, g, pl, eye_l)
         if ok:
             if dirty32[g] == 2:
                 sync32(lc, x32, y32, z32, lo, hi)
                 dirty32[g] = 0
             cmax = max(abs(o_c[g, 0]), abs(o_c[g, 1]), abs(o_c[g, 2])) + o_r[g]
-            p32, tol32, tol_d32 = _tolerances(pl, eye_l, cmax, o_r[g])
+            tol32, tol_d32 = _tol32_into(pl, eye_l, cmax, o_r[g], p32)
             if k == _WHOLE:
                 codes[lo:hi] = IN
             else:

@@ -194,6 +194,15 @@ def good_values(centers, radii, vdist) -> bool:
 
 
 @njit(cache=True)
+def same_ids(ids, last) -> bool:
+    """``ids`` equal to ``last`` (as long), element by element (a branch-free count)."""
+    diff = 0
+    for i in range(ids.shape[0]):
+        diff += ids[i] != last[i]
+    return diff == 0
+
+
+@njit(cache=True)
 def resolve_moves(ids, keys, vals, dense, grp, want: int, stamp, epoch: int, rows,
                   grps) -> bool:
     """Rows and groups of a move batch's ids into ``rows`` / ``grps``, and whether they are
