@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,13 @@ import numpy as np
 from app.scene import distributions as dist
 from app.scene import motion as mo
 from app.scene.camera import CameraPath, CameraSpec
+from app.scene.collide import (
+    DEFAULT_COLLISION_INDEX,
+    MAX_PACKING,
+    CollisionWorld,
+    packing,
+    random_velocities,
+)
 from app.scene.schema import (
     KNOWN_INDEXES,
     MAX_SEED,
@@ -72,7 +80,9 @@ class ObjectSet:
 class Scene:
     """A loaded scene: objects, motion, start camera and its looping path."""
 
-    def __init__(self, spec: SceneSpec, counts: list[int], seed: int) -> None:
+    def __init__(self, spec: SceneSpec, counts: list[int], seed: int,
+                 collision_index: str | None = None) -> None:
+        spec = _scaled_for_collision(spec, counts)
         self.name: str = spec.name
         self.path: Path = spec.path
         self.description: str = spec.description
@@ -92,7 +102,10 @@ class Scene:
                                 spec.duration, spec.interpolation)
         self.time: float = 0.0
         self._rng = np.random.default_rng(seed)
+        self._colliding: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, velocities)
         self.objects, self._motions = self._build(spec, counts)
+        #: The balls of the groups with motion "collide" (app/scene/collide.py), or None.
+        self.collision: CollisionWorld | None = self._collision_world(spec, collision_index)
         r = self.objects.radii[:, None]
         c = self.objects.centers
         if len(self.objects):
@@ -102,6 +115,8 @@ class Scene:
             self.world_lo = self.world_hi = np.zeros(3)
         self.extent_lo, self.extent_hi = self._extent()
         moving = [m.rows for m in self._motions]
+        if self.collision is not None:
+            moving.append(self.collision.rows)
         self._moving = np.concatenate(moving) if moving else np.zeros(0, np.int64)
         # The moved ids are the same every frame: build them once, hand out a read-only array.
         self._moved_ids = self.objects.ids[self._moving]
@@ -129,7 +144,14 @@ class Scene:
             t = rng.random(n)[:, None]
             colors = ((1 - t) * g.color[0] + t * g.color[1]).astype(np.float32)
             static = np.ones(n, dtype=bool)
-            if g.motion != "static" and n:
+            if g.motion == "collide" and n:
+                # Every ball collides; those outside moving_fraction start at rest.
+                static = np.zeros(n, dtype=bool)
+                vel = random_velocities(n, g.speed[0], g.speed[1], g.lo, g.hi, rng)
+                if g.moving_fraction < 1.0:
+                    vel[rng.random(n) >= g.moving_fraction] = 0.0
+                self._colliding.append((start + np.arange(n, dtype=np.int64), vel))
+            elif g.motion != "static" and n:
                 moving = (rng.random(n) < g.moving_fraction if g.moving_fraction < 1.0
                           else np.ones(n, dtype=bool))
                 static = ~moving
@@ -190,12 +212,49 @@ class Scene:
         half = max(0.5 * float(np.max(g.hi - g.lo)), 1e-9)
         return mo.LissajousDrift(rows, params, speeds / half, g.lo, g.hi)
 
+    def _collision_world(self, spec: SceneSpec,
+                         collision_index: str | None) -> CollisionWorld | None:
+        """The colliding balls of every group with motion "collide", in one world with the
+        [collision] table's walls (default: the box around those groups' boxes)."""
+        cs = spec.collision
+        if cs is None or not self._colliding:
+            return None
+        rows = np.concatenate([r for r, _ in self._colliding])
+        vel = np.concatenate([v for _, v in self._colliding]).reshape(-1, 3)
+        self._colliding = []
+        if cs.lo is not None:
+            lo, hi = cs.lo, cs.hi
+        else:
+            boxes = [g for g in spec.groups if g.motion == "collide"]
+            lo = np.min([g.lo for g in boxes], axis=0)
+            hi = np.max([g.hi for g in boxes], axis=0)
+            if np.any(lo >= hi):
+                raise SceneError(f"{spec.path}: the colliding groups' boxes have no volume "
+                                 f"({lo.tolist()} to {hi.tolist()}); give [collision] bounds")
+        radii = self.objects.radii[rows]
+        fill = packing(radii, lo, hi)
+        if fill > MAX_PACKING:
+            raise SceneError(
+                f"{spec.path}: the colliding balls fill {fill:.0%} of their box (at most "
+                f"{MAX_PACKING:.0%} can be separated): fewer or smaller balls, or a larger "
+                "[collision] bounds")
+        name = collision_index or cs.index or DEFAULT_COLLISION_INDEX
+        try:
+            return CollisionWorld(self.objects.centers, rows, radii, vel, lo, hi, index=name,
+                                  margin=cs.margin, restitution=cs.restitution,
+                                  separate=cs.separate)
+        except ValueError as exc:
+            raise SceneError(f"{spec.path}: {exc}") from None
+
     def _extent(self) -> tuple[np.ndarray, np.ndarray]:
         """A box every object stays inside forever (motion bounds plus radii)."""
         lo, hi = self.world_lo.copy(), self.world_hi.copy()
+        if self.collision is not None:
+            lo = np.minimum(lo, self.collision.lo)
+            hi = np.maximum(hi, self.collision.hi)
         for gi, g in enumerate(self.groups):
             rows = self.objects.group == gi
-            if g.motion == "static" or not rows.any():
+            if g.motion in ("static", "collide") or not rows.any():
                 continue
             rmax = float(self.objects.radii[rows].max())
             glo, ghi = g.lo.copy(), g.hi.copy()
@@ -220,6 +279,8 @@ class Scene:
             return np.zeros(0, dtype=np.int64)
         for m in self._motions:
             m.step(self.objects.centers, dt, self._rng)
+        if self.collision is not None:
+            self.collision.step(dt)
         return self._moved_ids
 
     def camera_at(self, t: float) -> tuple[np.ndarray, np.ndarray]:
@@ -256,6 +317,35 @@ def _scaled_counts(path: Path, spec: SceneSpec, objects: int | None) -> list[int
         for i, c in zip(free, base, strict=True):
             counts[i] = int(c)
     return counts
+
+
+def _scaled_for_collision(spec: SceneSpec, counts: list[int]) -> SceneSpec:
+    """With [collision] ``scale_box`` (the default) and another ball count than the file's,
+    the walls and the colliding groups' boxes scaled about the walls' centre by the cube
+    root of the count ratio: the balls fill the same share of their box at any count."""
+    cs = spec.collision
+    if cs is None or not cs.scale_box:
+        return spec
+    pairs = [(g, c) for g, c in zip(spec.groups, counts, strict=True) if g.motion == "collide"]
+    file_n = sum(g.count for g, _ in pairs)
+    new_n = sum(c for _, c in pairs)
+    if file_n == 0 or new_n == 0 or new_n == file_n:
+        return spec
+    f = (new_n / file_n) ** (1.0 / 3.0)
+    if cs.lo is not None:
+        mid = 0.5 * (cs.lo + cs.hi)
+    else:
+        mid = 0.5 * (np.min([g.lo for g, _ in pairs], axis=0)
+                     + np.max([g.hi for g, _ in pairs], axis=0))
+
+    def grow(p: np.ndarray) -> np.ndarray:
+        return mid + (p - mid) * f
+
+    groups = [dataclasses.replace(g, lo=grow(g.lo), hi=grow(g.hi)) if g.motion == "collide"
+              else g for g in spec.groups]
+    walls = (dataclasses.replace(cs, lo=grow(cs.lo), hi=grow(cs.hi)) if cs.lo is not None
+             else cs)
+    return dataclasses.replace(spec, groups=groups, collision=walls)
 
 
 def _known_indexes() -> tuple[str, ...]:
@@ -329,8 +419,10 @@ def check_memory(path: Path, total: int, bytes_per_object: float, what: str,
 
 
 def load_scene(name_or_path: str | Path, objects: int | None = None,
-               seed: int | None = None) -> Scene:
-    """Load, validate and build a scene; ``objects`` rescales the non-fixed groups.
+               seed: int | None = None, collision_index: str | None = None) -> Scene:
+    """Load, validate and build a scene; ``objects`` rescales the non-fixed groups;
+    ``collision_index`` names the collision index of a scene with colliding balls (default:
+    the scene's [collision] index, else app.scene.collide.DEFAULT_COLLISION_INDEX).
 
     Refuses (SceneError) before allocating when the objects would not fit in the available
     memory."""
@@ -342,4 +434,7 @@ def load_scene(name_or_path: str | Path, objects: int | None = None,
         raise SceneError(f"{path}: seed override: expected an integer >= 0 and <= {MAX_SEED}, "
                          f"got {seed!r}")
     check_memory(path, sum(counts), SCENE_BYTES_PER_OBJECT, "the scene")
-    return Scene(spec, counts, spec.seed if seed is None else int(seed))
+    if collision_index is not None and collision_index not in _known_indexes():
+        raise SceneError(f"unknown collision index {collision_index!r}; available: "
+                         f"{', '.join(_known_indexes())}")
+    return Scene(spec, counts, spec.seed if seed is None else int(seed), collision_index)

@@ -36,7 +36,11 @@ GROUP_KEYS = {"name", "count", "fixed", "distribution", "bounds", "center", "siz
               "view_distance", "view_distance_value", "view_distance_factor", "motion", "speed",
               "turn", "direction", "moving_fraction", "mesh", "color", "dims", "centers",
               "lane_axis", "lane_count", "lane_jitter"}
-TOP_KEYS = {"scene", "camera", "group"}
+TOP_KEYS = {"scene", "camera", "group", "collision"}
+COLLISION_KEYS = {"bounds", "restitution", "margin", "index", "separate", "scale_box"}
+#: Group motions: the per-group models of app/scene/motion.py, and "collide": the balls of
+#: every such group move together under app/scene/collide.py (elastic collisions, walls).
+GROUP_MOTIONS = (*MOTIONS, "collide")
 
 # Ranges of a scene file's numbers. Beyond them a value is finite but breaks something later:
 # float32 copies (GPU instances, the indexes' scan arrays) lose all precision or overflow,
@@ -92,6 +96,19 @@ class GroupSpec:
 
 
 @dataclass
+class CollisionSpec:
+    """The validated [collision] table (defaults when absent): the walls and the response."""
+
+    lo: np.ndarray | None  # the walls; None: the box around the colliding groups' boxes
+    hi: np.ndarray | None
+    restitution: float = 1.0
+    margin: float = 0.05
+    index: str | None = None  # None: the default collision index
+    separate: bool = True
+    scale_box: bool = True  # another ball count scales the box by the cube root (same packing)
+
+
+@dataclass
 class SceneSpec:
     """A validated scene file."""
 
@@ -114,6 +131,7 @@ class SceneSpec:
     key_positions: np.ndarray
     key_targets: np.ndarray
     groups: list[GroupSpec]
+    collision: CollisionSpec | None = None  # set when a group has motion = "collide"
 
 
 class _Checker:
@@ -253,6 +271,7 @@ def parse_scene(path: Path, data: dict, known_indexes: tuple[str, ...]) -> Scene
     for i, n in enumerate(names):
         if names.index(n) != i:
             raise SceneError(f"{path}: group[{i}].name: expected a unique name, got {n!r} twice")
+    collision = _collision(path, top, groups, known_indexes)
     return SceneSpec(
         path=path,
         name=sc.string("name", path.stem),
@@ -273,7 +292,34 @@ def parse_scene(path: Path, data: dict, known_indexes: tuple[str, ...]) -> Scene
         key_positions=eyes,
         key_targets=targets,
         groups=groups,
+        collision=collision,
     )
+
+
+def _collision(path: Path, top: _Checker, groups: list[GroupSpec],
+               known_indexes: tuple[str, ...]) -> CollisionSpec | None:
+    """The [collision] table, validated; None when no group collides (the table then is an
+    error: it would do nothing)."""
+    colliding = [g for g in groups if g.motion == "collide"]
+    if not colliding:
+        if top.has("collision"):
+            top.fail("collision", 'a group with motion = "collide" (the table applies to those)')
+        return None
+    c = _Checker(path, "collision", top.get("collision", {}), COLLISION_KEYS)
+    lo = hi = None
+    if c.has("bounds"):
+        b = c.get("bounds")
+        if not isinstance(b, list) or len(b) != 2:
+            c.fail("bounds", "[[xmin, ymin, zmin], [xmax, ymax, zmax]]", b)
+        lo, hi = c.vec3("bounds[0]", value=b[0]), c.vec3("bounds[1]", value=b[1])
+        if np.any(lo >= hi):
+            c.fail("bounds", "min < max on every axis", b)
+    index = c.string("index", None, choices=known_indexes) if c.has("index") else None
+    return CollisionSpec(lo=lo, hi=hi,
+                         restitution=c.number("restitution", 1.0, lo=0.0, hi=1.0),
+                         margin=c.number("margin", 0.05, lo=0.0, hi=COORD_LIMIT),
+                         index=index, separate=c.boolean("separate", True),
+                         scale_box=c.boolean("scale_box", True))
 
 
 def _check_view(cam: _Checker, fov: float, near: float, far: float, position: np.ndarray,
@@ -338,7 +384,7 @@ def _group(path: Path, i: int, raw: Any) -> GroupSpec:
         dims = np.array(d, dtype=np.int64)
         if count > int(np.prod(dims)):
             g.fail("count", f"at most {int(np.prod(dims))} (the grid's dims)", count)
-    motion = g.string("motion", "static", choices=MOTIONS)
+    motion = g.string("motion", "static", choices=GROUP_MOTIONS)
     if motion == "lissajous_drift" and dist != "lissajous":
         g.fail("motion", "lissajous_drift only with distribution = \"lissajous\"", motion)
     lane_axis = AXES[g.string("lane_axis", "x", choices=("x", "z"))]
