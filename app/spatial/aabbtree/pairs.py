@@ -45,7 +45,9 @@ import numpy as np
 from numba import njit
 
 from app.geom.predicates import box_point_dist6
-from app.spatial.aabbtree.kernels import ROOT, needs_split, refit_node, split_node
+from app.spatial.aabbtree.heuristics import PAPER_LAZY
+from app.spatial.aabbtree.kernels import ROOT, needs_split, refit_node, split_limit, split_node
+from app.spatial.aabbtree.paper import paper_get_extents
 from app.spatial.pairs import keep, new_pairs, push_pair
 
 _REL_PAD = 1e-9  # node pruning slack, relative to the magnitudes involved
@@ -602,6 +604,8 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
     radii = sp.radii
     nxt = ob.next
     threshold = rules.threshold
+    lazy = (rules.flags & PAPER_LAZY) != 0
+    limit = split_limit(rules)
     kk = nd.child.shape[1]
     stack = np.empty(2 * cap + 2, np.int64)  # each node enters twice: down (even), up (odd)
     stack[0] = ROOT << 1
@@ -613,7 +617,10 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
         e = stack[top]
         if (e & 1) == 0:
             n = e >> 1
-            if needs_split(nd.is_split, nd.count, n, threshold):
+            if lazy:
+                if nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit):
+                    paper_get_extents(nd, ob, sp, n, rules)  # as the paper mode's queries
+            elif needs_split(nd.is_split, nd.count, n, limit):
                 refit_node(nd, ob, sp, n, threshold)  # the split reads the box
                 split_node(nd, ob, sp, n, rules)
             i = m
@@ -701,6 +708,8 @@ def pairs_of_slots(nd, ob, sp, rules, qslots, sel, margin: float) -> np.ndarray:
     radii = sp.radii
     nxt = ob.next
     threshold = rules.threshold
+    lazy = (rules.flags & PAPER_LAZY) != 0
+    limit = split_limit(rules)
     lo = nd.lo
     hi = nd.hi
     stack = np.empty(nd.parent.shape[0] + 1, np.int64)
@@ -721,15 +730,17 @@ def pairs_of_slots(nd, ob, sp, rules, qslots, sel, margin: float) -> np.ndarray:
             nmag = max(abs(lo[n, 0]), abs(lo[n, 1]), abs(lo[n, 2]),
                        abs(hi[n, 0]), abs(hi[n, 1]), abs(hi[n, 2]))
             reach = base + _REL_PAD * (qmag + nmag)
+            if lazy and (nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit)):
+                paper_get_extents(nd, ob, sp, n, rules)  # as the paper mode's queries
             if box_point_dist6(lo[n, 0], lo[n, 1], lo[n, 2], hi[n, 0], hi[n, 1], hi[n, 2],
                                qx, qy, qz) > reach:
                 continue
-            if nd.dirty[n]:
+            if nd.dirty[n] and not lazy:
                 refit_node(nd, ob, sp, n, threshold)
                 if box_point_dist6(lo[n, 0], lo[n, 1], lo[n, 2], hi[n, 0], hi[n, 1], hi[n, 2],
                                    qx, qy, qz) > reach:
                     continue
-            if needs_split(nd.is_split, nd.count, n, threshold):
+            if needs_split(nd.is_split, nd.count, n, limit):
                 split_node(nd, ob, sp, n, rules)
             if nd.count[n] > hits.shape[0]:
                 hits = np.empty(2 * nd.count[n], np.int64)

@@ -47,7 +47,7 @@ class AABBTree(SpatialIndex):
     _pairs_structural = True
     #: With ids, one descent per given object while they are fewer than objects / this;
     #: otherwise the whole-tree descent with the ids as a filter.
-    pairs_per_object_ratio = 8
+    pairs_per_object_ratio = 12
 
     def __init__(self, heuristic: str = "octree", leafy: bool = False,
                  split_threshold: int | None = None, capacity: int = 1024,

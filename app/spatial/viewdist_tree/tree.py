@@ -46,7 +46,7 @@ class ViewDistanceTree(SpatialIndex):
     _pairs_structural = True
     #: With ids, one descent per given object while len(ids) * (this + infinite list / 64)
     #: stays below the object count; otherwise the whole-tree descent with the ids as a filter.
-    pairs_per_object_ratio = 8
+    pairs_per_object_ratio = 20
 
     def __init__(self, min_node_size: float = 1.0 / 16.0, tight: bool = True,
                  **kwargs: Any) -> None:
