@@ -346,11 +346,13 @@ def _warm(factories: list[tuple[str, Callable[[], Any]]], moving: float) -> None
 
 
 def run(sizes: list[tuple[int, int]], turnings: list[float], moving: float, frames: int,
-        flat: list[str], inner: list[str], progress: Callable[[str], None] = print
-        ) -> list[NestedRow]:
+        flat: list[str], inner: list[str], progress: Callable[[str], None] = print,
+        clock: str = "wall") -> list[NestedRow]:
     """Every subject on every size, each turning fraction in turn (the scene carries on from
     one fraction to the next, the same for every subject); medians over ``frames`` frames
-    after one warm-up frame per fraction."""
+    after one warm-up frame per fraction; ``clock`` "wall" or "cpu" (process CPU time: robust
+    on a busy machine, but it adds up the threads of numba-brute-mt)."""
+    timer = time.process_time if clock == "cpu" else time.perf_counter
     factories = subject_factories(flat, inner)
     progress("compiling ...")
     _warm(factories, moving)
@@ -369,7 +371,7 @@ def run(sizes: list[tuple[int, int]], turnings: list[float], moving: float, fram
         truth: dict[tuple[int, int], np.ndarray] = {}
         for label, factory in factories:
             progress(f"{G} x {M}: {label}")
-            rows += _run_subject(sc, runs, turnings, label, factory, frames, truth)
+            rows += _run_subject(sc, runs, turnings, label, factory, frames, truth, timer)
             gc.collect()
         for tf in turnings:
             here = [r for r in rows if r.G == G and r.M == M and r.turning == tf and not r.error]
@@ -382,7 +384,8 @@ def run(sizes: list[tuple[int, int]], turnings: list[float], moving: float, fram
 
 def _run_subject(sc: NestedScene, runs: list[Frames], turnings: list[float], label: str,
                  factory: Callable[[], Any], frames: int,
-                 truth: dict[tuple[int, int], np.ndarray]) -> list[NestedRow]:
+                 truth: dict[tuple[int, int], np.ndarray],
+                 timer: Callable[[], float] = time.perf_counter) -> list[NestedRow]:
     out = []
     try:
         s = factory()
@@ -403,11 +406,11 @@ def _run_subject(sc: NestedScene, runs: list[Frames], turnings: list[float], lab
             for f in range(frames + 1):
                 local[fr.movers] = fr.moved[f]  # the motion: not timed
                 planes = sc.planes(fr.t0 + f)
-                t = time.perf_counter()
+                t = timer()
                 s.update(fr, f, local)
-                t1 = time.perf_counter()
+                t1 = timer()
                 res = s.query(planes)
-                t2 = time.perf_counter()
+                t2 = timer()
                 got = np.sort(np.asarray(res.visible, dtype=np.int64))
                 key = (k, f)
                 if key not in truth:

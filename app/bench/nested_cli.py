@@ -37,6 +37,9 @@ def add_parser(sub: Any) -> None:
                    help="comma-separated nested variants: an index name (groups scanned inside "
                    "the descent below inner_min) or NAME-inner (every partly visible group "
                    "asked through its own index); default brute,chunks-inner")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="wall clock (default) or process CPU time (robust on a busy machine, "
+                   "but it adds up both cores' time of numba-brute-mt)")
     p.add_argument("--csv", default=None, help="also write the rows to this CSV file")
     p.add_argument("--md", default=None, help="also write a markdown report to this file")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -122,11 +125,11 @@ def run_cli(args: Any) -> int:
     t0 = time.perf_counter()
     rows = run(sizes, turnings, args.moving, frames, flat, inner,
                progress=(lambda s: None) if args.quiet else
-               (lambda s: print(s, file=sys.stderr, flush=True)))
+               (lambda s: print(s, file=sys.stderr, flush=True)), clock=args.clock)
     elapsed = time.perf_counter() - t0
     head = (f"bench nested: {args.moving:g} of the objects moving, turning "
             f"{', '.join(f'{t:g}' for t in turnings)}; {frames} measured frames per fraction "
-            f"(median, after a warm-up frame), wall clock; {platform.node()} "
+            f"(median, after a warm-up frame), {args.clock} clock; {platform.node()} "
             f"{platform.processor() or ''}".rstrip())
     print(head)
     print("frame = update (set_transforms + update, or world centres + update) + query; "
