@@ -676,3 +676,29 @@ def test_extreme_magnitudes_still_exact(kind, inner_min):
                 res = h.query_frustum(planes, eye=eye, use_view_distance=use_vd)
                 want = o.frustum(planes, eye, use_vd)
                 assert np.array_equal(np.sort(res.visible), want), (k, use_vd)
+
+
+def test_move_log_overflow_and_partial_scans():
+    """More moves between queries than the move log holds, and queries that scan only some
+    groups: the float32 copies catch up (row by row or block by block), answers stay exact."""
+    rng = np.random.default_rng(12)
+    h = NestedIndex("brute")
+    o = FlatOracle()
+    for g in range(30):
+        M = rigid(rng, 40.0)
+        h.add_group(g, None, M)
+        o.groups[g] = [None, M]
+        c = rng.normal(size=(400, 3)) * 4
+        rr = rng.uniform(0.1, 1, 400)
+        h.insert(g, np.arange(g * 400, g * 400 + 400), c, rr)
+        for i in range(400):
+            o.objs[g * 400 + i] = [g, c[i], float(rr[i]), np.inf]
+    ids = np.arange(12000, dtype=np.int64)
+    for step in range(6):
+        moved = ids if step % 3 == 0 else np.sort(rng.choice(ids, 3000, replace=False))
+        for _ in range(2):  # twice before a query: 24,000 log entries > the log's 4,096
+            c = np.array([o.objs[int(i)][1] for i in moved]) + rng.normal(size=(len(moved), 3))
+            h.update(None, moved, c)
+            for k, i in enumerate(moved.tolist()):
+                o.objs[i][1] = c[k]
+        check(h, o, rng, 60.0, cameras=3)

@@ -29,6 +29,7 @@ MESSAGES = {
     10: "the id map does not point back at a live row",
     11: "the id map holds a different number of ids than there are live rows",
     12: "a stale flag is set on a dead row",
+    13: "the move log or a group's float32 state is out of range",
 }
 
 
@@ -63,16 +64,26 @@ def check_blocks(R: NestedRows, groups, b_start, b_cap, b_count, top: int):
 
 
 @njit(cache=True)
-def check_copy(R: NestedRows, dirty32):
-    """The float32 copy of every live row is its float64 values rounded (the centres of a
-    group marked ``dirty32`` are refreshed before a scan reads them)."""
+def check_copy(R: NestedRows, dirty32, log_rows, nlog: int):
+    """The float32 copy of every live row is its float64 values rounded, except the centres
+    of groups waiting for a refresh: state 2 (the whole block) or state 1 with the row in the
+    move log (store.apply_moves)."""
     ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
+    if nlog < 0 or nlog > log_rows.shape[0]:
+        return 13, nlog
+    logged = np.zeros(ids.shape[0], np.uint8)
+    for q in range(nlog):
+        logged[log_rows[q]] = 1
     for s in range(ids.shape[0]):
         if ids[s] < 0:
             continue
-        fresh = dirty32[grp[s]] == 0
-        if (fresh and ((x[s] != to32(lc[s, 0])) | (y[s] != to32(lc[s, 1])) | (
-                z[s] != to32(lc[s, 2])))) | (r32[s] != to32(rad[s])) | (vd32[s] != to32(vd[s])):
+        d = dirty32[grp[s]]
+        if d > 2:
+            return 13, s
+        fresh = (x[s] == to32(lc[s, 0])) & (y[s] == to32(lc[s, 1])) & (z[s] == to32(lc[s, 2]))
+        if not (fresh or d == 2 or (d == 1 and logged[s])):
+            return 5, s
+        if (r32[s] != to32(rad[s])) | (vd32[s] != to32(vd[s])):
             return 5, s
     return 0, 0
 

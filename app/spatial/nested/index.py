@@ -636,7 +636,7 @@ class NestedIndex:
                 or self._stamp.shape[0] < R.ids.shape[0]):
             raise AssertionError("the arena outgrew its scratch arrays")
         for code, where in (check_blocks(R, live, G.b_start, G.b_cap, G.b_count, self._top),
-                            check_copy(R, G.dirty32),
+                            check_copy(R, G.dirty32, self._log_rows, int(self._nlog[0])),
                             check_own(R, G.o_c, G.o_r, G.o_vd, G.o_rmax, G.nstale, live),
                             check_world(R, G.parent, G.W, G.ws, G.wbc, G.wbr, G.wvd, G.sbc,
                                         G.sbr, G.svd)):
