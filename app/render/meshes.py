@@ -152,6 +152,11 @@ def generate_assets(assets_dir: Path | None = None) -> list[Path]:
     v, f = icosphere_faces(2)
     write_obj(d / "icosphere.obj", v, f, smooth=True)
     out.append(d / "icosphere.obj")
+    # A quarter of the icosphere's triangles (80): tens of thousands of small balls (the
+    # collide scene) on software GL, which pays per triangle.
+    v, f = icosphere_faces(1)
+    write_obj(d / "ball.obj", v, f, smooth=True)
+    out.append(d / "ball.obj")
     return out
 
 

@@ -87,6 +87,21 @@ def _gather_by_mesh(visible, everything, mask, runs, runs_end, centers, looks, b
     return row
 
 
+@njit(cache=True)
+def _retint(looks, base, old, new, r, g, b):  # pragma: no cover - compiled
+    """Rows ``old`` get their own colour back (``base``), then rows ``new`` get (r, g, b)."""
+    for i in range(old.shape[0]):
+        j = old[i]
+        looks[j, 1] = base[j, 0]
+        looks[j, 2] = base[j, 1]
+        looks[j, 3] = base[j, 2]
+    for i in range(new.shape[0]):
+        j = new[i]
+        looks[j, 1] = r
+        looks[j, 2] = g
+        looks[j, 3] = b
+
+
 def _mesh_runs(mesh_of: np.ndarray, kinds: int) -> tuple[np.ndarray, np.ndarray]:
     """The maximal runs of consecutive ids of one mesh kind as [first, end) rows, ordered by
     kind then id, and where each kind's runs end. A scene builds each group as one run, so
@@ -126,6 +141,8 @@ class ObjectRenderer:
         self._turn = 0
         self.inst = self._bufs[0]
         self._mask = np.zeros(0, np.bool_)
+        self._base_colors = np.zeros((0, 3), np.float32)  # the colours a tint replaces
+        self._tinted = np.zeros(0, np.int64)
         self._centers: np.ndarray | None = None
         self.counts = [0] * nm
         self.starts = [0] * nm
@@ -155,6 +172,8 @@ class ObjectRenderer:
         self.looks = np.zeros((n, 4), np.float32)
         self.looks[:, 0] = radii
         self.looks[:, 1:4] = colors
+        self._base_colors = np.ascontiguousarray(colors, np.float32).reshape(n, 3).copy()
+        self._tinted = np.zeros(0, np.int64)
         self.mesh_of = np.asarray(mesh, np.int8).copy()
         self._centers = np.ascontiguousarray(centers, dtype=np.float64)
         bad = (self.mesh_of < 0) | (self.mesh_of >= len(self.meshes))
@@ -175,6 +194,17 @@ class ObjectRenderer:
         for buf in self._bufs:
             if buf.size < need:
                 buf.orphan(need)
+
+    def set_tint(self, rows: np.ndarray, color: tuple[float, float, float]) -> None:
+        """Draw ``rows`` in ``color`` from the next upload on (the collision view's balls in
+        contact); the rows of the previous call get their own colour back. One compiled
+        pass over both sets of rows; an empty ``rows`` clears the tint."""
+        new = np.array(np.asarray(rows, np.int64), copy=True)
+        if new.shape[0] and (new.min() < 0 or new.max() >= self.capacity):
+            raise ValueError(f"set_tint: rows outside 0..{self.capacity - 1}")
+        _retint(self.looks, self._base_colors, self._tinted, new, float(color[0]),
+                float(color[1]), float(color[2]))
+        self._tinted = new
 
     def use_centers(self, centers: np.ndarray) -> None:
         """Read centres from ``centers``, the full array the scene moves in place (float64,

@@ -99,6 +99,9 @@ HELP_LINES = [
     "  P             pause / resume motion",
     "  R             start / stop recording the frame log (out/logs/)",
     "  F12 or K      screenshot (PNG, out/screenshots/)",
+    "  T             collision view: tint balls in contact, HUD line (collide scene)",
+    "  Y             pair lines: off / pairs in contact / broad-phase candidates",
+    "  U / Shift+U   next / previous collision index (swept spheres, collide scene)",
     "  H             hide / show the HUD",
     "  Home          back to the scene's start camera",
     "  Esc           release mouse, else quit",
@@ -144,6 +147,8 @@ class Toggles:
     paused: bool = False
     hud: bool = True
     help: bool = False
+    collision: bool = True  # the collision view (a scene with colliding balls)
+    pair_lines: str = "off"  # off / contacts / candidates
 
 
 @dataclass
@@ -269,8 +274,17 @@ class Viewer:
         self.box_count = 0  # boxes the overlay drew last frame (of box_total)
         self.box_total = 0
         self._legend: tuple[str, list] | None = None
+        self._drawn_ids: np.ndarray | None = None  # this frame's cull answer (None: all)
         renderer = str(ctx.info.get("GL_RENDERER", "")) if hasattr(ctx, "info") else ""
         self.software_gl = "llvmpipe" in renderer.lower() or "softpipe" in renderer.lower()
+        self.collision = None  # the collision view of a scene with colliding balls
+        world = getattr(scene, "collision", None)
+        if world is not None:
+            from app.viewer.collision_view import CollisionView
+
+            self.collision = CollisionView(ctx, self.objects, world)
+            if world.note:
+                self.notice(world.note, 8.0)
         self.rebuild()
 
     # ------------------------------------------------------------------ state changes
@@ -427,6 +441,10 @@ class Viewer:
         if self.record_path is not None and path == self.record_path and path.exists():
             path = next_free_path(path)  # a restarted recording never overwrites the last one
         cols = EXTRA_COLUMNS + tuple(getattr(self.occlusion, "log_columns", ()) or ())
+        if self.collision is not None:
+            from app.viewer.collision_view import COLUMNS
+
+            cols += COLUMNS
         out = self.recorder.start(path, cols)
         self.record_path = out
         self.note_written(out, "0 rows")
@@ -528,11 +546,31 @@ class Viewer:
             self.request_screenshot(self.next_screenshot_path())  # written when the frame ends
         elif name == "h":
             tg.hud = not tg.hud
+        elif name in ("t", "y", "u"):
+            self.collision_key(name, shift)
         elif name == "home":
             self.rig.home()
         else:
             return False
         return True
+
+    def collision_key(self, name: str, shift: bool = False) -> None:
+        """T: the collision view on / off; Y: pair lines off / contacts / candidates (turns
+        the view on); U / Shift+U: the next / previous collision index."""
+        if self.collision is None:
+            self.notice("no colliding balls in this scene (try --scene collide)")
+            return
+        tg = self.toggles
+        if name == "t":
+            tg.collision = not tg.collision
+        elif name == "y":
+            from app.viewer.collision_view import LINE_MODES
+
+            tg.pair_lines = LINE_MODES[(LINE_MODES.index(tg.pair_lines) + 1) % len(LINE_MODES)]
+            tg.collision = True
+            self.notice(f"pair lines: {tg.pair_lines}")
+        else:
+            self.notice(self.collision.cycle_index(-1 if shift else 1))
 
     def tick(self, dt: float) -> FrameStats:
         """One frame seen by the camera rig (the window's frame): time passes for the rig
@@ -579,7 +617,11 @@ class Viewer:
         visible = None if res is None else res.visible
         t3 = time.perf_counter()
 
-        # 4. upload: the visible instances, centres read from the scene's array
+        # 4. upload: the visible instances, centres read from the scene's array (the
+        #    collision view tints the balls in contact first)
+        if self.collision is not None:
+            self.collision.tint(tg.collision)
+        self._drawn_ids = visible
         self.objects.use_centers(o.centers)
         st.drawn = self.objects.upload(visible, view.eye)
         t4 = time.perf_counter()
@@ -704,6 +746,10 @@ class Viewer:
             self._draw_boxes(view)
         if tg.frozen and self.frozen_cull is not None:
             self._draw_frozen_camera(view, cull_view)
+        if self.collision is not None and tg.collision:
+            self.ctx.disable(moderngl.DEPTH_TEST)
+            self.collision.draw_lines(tg.pair_lines, view.viewproj, self.scene.objects.centers,
+                                      self._drawn_ids)
         if tg.hud or tg.help:
             self.draw_hud(st, notices=notices)
 
@@ -865,6 +911,8 @@ class Viewer:
             lines.append(hint)
         if self.occlusion is not None:
             lines += list(self.occlusion.hud_lines())
+        if self.collision is not None and tg.collision:
+            lines += self.collision.hud_lines(tg.pair_lines)
         return lines
 
     def draw_hud(self, st: FrameStats, lines: bool = True, notices: bool = True) -> None:
@@ -929,6 +977,8 @@ class Viewer:
         }
         if self.occlusion is not None:
             row.update(self.occlusion.log_values())
+        if self.collision is not None:
+            row.update(self.collision.log_values())
         return row
 
 
