@@ -39,7 +39,7 @@ from app.spatial import INDEX_NAMES, create_index
 DEFAULT_COLLISION_INDEX = "chunks"
 #: Gauss-Seidel sweeps of the velocity impulses and of the positional correction per step.
 IMPULSE_SWEEPS = 4
-CORRECTION_SWEEPS = 8
+CORRECTION_SWEEPS = 64
 #: Rounds of the separation at load (each: one index update, one query, correction sweeps).
 SEPARATE_ROUNDS = 200
 SEPARATE_SWEEPS = 64
@@ -380,6 +380,10 @@ class CollisionWorld:
         self.mass = self.radii ** 3
         with np.errstate(divide="ignore"):
             self.inv_mass = np.where(self.mass > 0, 1.0 / np.maximum(self.mass, 1e-300), 0.0)
+        # Positional correction moves a ball by a share ~ 1/r (not 1/m: a small ball jammed
+        # between large ones would move them by a hundredth of each push and need many
+        # sweeps); positions only, so momentum and energy are untouched either way.
+        self.push_share = np.where(self.radii > 0, 1.0 / np.maximum(self.radii, 1e-300), 1.0)
         # The balls' centres: a view of the scene's array when the rows are one run (no
         # gather or scatter per step), else a copy written back after each step.
         start = int(self.rows[0]) if n else 0
@@ -497,8 +501,8 @@ class CollisionWorld:
                        IMPULSE_SWEEPS)
         advance(self.pos, self.vel, self.radii, dt, self.lo, self.hi, self.swept_c,
                 self.swept_r, self.margin)
-        st.max_overlap = float(push_apart(pairs, self.pos, self.radii, self.inv_mass, self.lo,
-                                          self.hi, CORRECTION_SWEEPS, 1e-6))
+        st.max_overlap = float(push_apart(pairs, self.pos, self.radii, self.push_share, self.lo,
+                                          self.hi, CORRECTION_SWEEPS, 1e-7))
         self._write_back()
         t3 = time.perf_counter()
         out_pairs = np.empty((contacts, 2), np.int64)

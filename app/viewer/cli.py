@@ -148,6 +148,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default demo)")
     p.add_argument("--index", default=None, choices=names, metavar="NAME",
                    help=f"spatial index: {', '.join(names)} (default: the scene's)")
+    p.add_argument("--collision-index", default=None, choices=names, metavar="NAME",
+                   help="collision index of a scene with colliding balls (collide): one of "
+                        f"{', '.join(names)} (default: the scene's, else the fastest measured; "
+                        "U / Shift+U switch in the window)")
     p.add_argument("--objects", type=_int_option(0, MAX_OBJECTS), default=None, metavar="N",
                    help="total object count (groups scaled proportionally; refused when it "
                         "would not fit in memory)")

@@ -91,3 +91,17 @@ class CollisionView:
                 "broadphase_ms": round(s.broadphase_ms, 4),
                 "narrowphase_ms": round(s.narrowphase_ms, 4),
                 "response_ms": round(s.response_ms, 4)}
+
+
+def apply_collision_index(scene, name: str | None) -> str | None:
+    """``--collision-index NAME``: the scene's collision index becomes ``name``; a note
+    (one line) when the scene has no colliding balls, else None."""
+    if name is None:
+        return None
+    world = getattr(scene, "collision", None)
+    if world is None:
+        return (f"note: --collision-index applies to scenes with colliding balls (collide); "
+                f"{scene.name} has none")
+    if world.index_name != name:
+        world.set_index(name)
+    return None

@@ -21,6 +21,11 @@ def run_headless(args) -> int:
     except StartupError as exc:
         print(f"demo: {exc}", file=sys.stderr)
         return 2
+    from app.viewer.collision_view import apply_collision_index
+
+    note = apply_collision_index(scene, getattr(args, "collision_index", None))
+    if note:
+        print(f"demo: {note}", file=sys.stderr)
     if args.frames < 1:
         print("demo: --frames must be >= 1", file=sys.stderr)
         return 2

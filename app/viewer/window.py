@@ -143,6 +143,11 @@ def run_window(args) -> int:
     except StartupError as exc:
         print(f"demo: {exc}", file=sys.stderr)
         return 2
+    from app.viewer.collision_view import apply_collision_index
+
+    note = apply_collision_index(scene, getattr(args, "collision_index", None))
+    if note:
+        print(f"demo: {note}", file=sys.stderr)
     size = args.size or (1280, 720)
     try:
         gl_config = pyglet.gl.Config(major_version=3, minor_version=3, forward_compatible=True,
