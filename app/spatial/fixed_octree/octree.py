@@ -63,6 +63,7 @@ class FixedOctree(SpatialIndex):
         self._outcome_cycle = -1
         self.pruned = 0  # dead leaves pruned so far
         self.sweep_from = pq.SWEEP_FROM  # query_pairs sweeps nodes with more work than this
+        self._plists: tuple[np.ndarray, ...] | None = None  # query_pairs' list buffer (kept)
 
     # ------------------------------------------------------------ pools
 
@@ -281,9 +282,12 @@ class FixedOctree(SpatialIndex):
                                    margin, sel, out, self._stack())
         else:
             sel = selection(self.capacity, None)
-        return pq.all_pairs(self._root, self._nodes, self._ents, margin, sel, out,
-                            self._stack(), self._stack(), self._stack(), self._stack(),
-                            self.sweep_from)
+        if self._plists is None:
+            self._plists = pq.new_lists(2 * self._count)
+        pairs, self._plists = pq.all_pairs(self._root, self._nodes, self._ents, margin, sel,
+                                           out, self._plists, self._stack(), self._stack(),
+                                           self._stack(), self._stack(), self.sweep_from)
+        return pairs
 
     def object_cells(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(corner (n,3), side (n,)) of the node cube each object lives in (flushes first)."""

@@ -15,9 +15,11 @@ All pairs (the article's ``GetIntersection``, made exact)
     order among them (5 % of a uniform scene sits at the root), so a node whose own x (own
     + list) work exceeds :data:`SWEEP_FROM` sorts them along a direction perpendicular to no
     axis and no axis-aligned plane and tests only the pairs whose projections overlap.
-    The lists live in one stack-shaped buffer of packed spheres: a node's list, its own
-    objects right after it (so "list + own" is one contiguous range), then its children's
-    lists; popping a node drops everything above its list.
+    Elsewhere a node's own objects meet the list and each other in vectorised distance
+    windows (a branch-free test over contiguous spheres, then the exact test on its hits).
+    The lists live in one stack-shaped buffer of packed spheres (one array per field): a
+    node's list, its own objects right after it (so "list + own" is one contiguous range),
+    then its children's lists; popping a node drops everything above its list.
 
 Pairs of given objects (the article's "only moved objects")
     Per given object, one descent from the root with its sphere's box grown by the margin;
@@ -25,8 +27,10 @@ Pairs of given objects (the article's "only moved objects")
     the objects given, the all-pairs walk with the per-slot filter is cheaper.
 
 Pending inserts and moves are flushed first (the class's ``_sync``), as for every query.
-Output rows are written where they fit and a node (or a given object) is walked again after
-the buffer has grown: growing inside the inner loops cost ~10x (see hashgrid/pairs.py).
+The kernels that walk never grow a buffer: they write the rows that fit and return, and the
+driver grows the pair (or list) buffer and resumes with the node (or given object) that did
+not fit, from its start. A kernel that reassigns its arrays pays reference counting in its
+inner loops and loses their vectorisation (~10x, see hashgrid/pairs.py).
 """
 
 from __future__ import annotations
@@ -40,14 +44,18 @@ _EPS = 1e-9  # relative slack of box overlaps (rounding never drops a pair)
 #: Absolute slack: below ~1.5e-154 the squares of the exact test underflow, so it accepts
 #: spheres that far apart whatever their radii.
 _TINY = 1e-150
-#: Sweep a node's own objects and handed-down list (instead of testing every pair) once
-#: own x (own + list) exceeds this.
-SWEEP_FROM = 512
+#: Sweep a node's own objects and handed-down list (instead of testing every pair in
+#: vectorised windows) once own x (own + list) exceeds this; below it sorting costs more
+#: (uniform 10^4 and 10^5, all moving: 512 -> 4.5 / 57 ms, 32768 -> 3.4 / 44, never 3.8 / 68).
+SWEEP_FROM = 32768
 #: The sweep's direction: unit, and perpendicular to no axis and no axis-aligned plane.
 _DIR = np.array([1.0, 1.2, 1.45]) / np.sqrt(1.0 + 1.2**2 + 1.45**2)
 #: With at least this fraction of the objects given, the filtered all-pairs walk is cheaper
 #: than one descent per given object.
 ALL_PAIRS_FROM = 0.25
+
+
+_WIDEN = 1.0 + 1e-12  # relative widening of the vectorised distance prefilter
 
 
 @njit(cache=True)
@@ -61,124 +69,193 @@ def grown_to(out: np.ndarray, need: int) -> np.ndarray:
     return bigger
 
 
+def new_lists(capacity: int) -> tuple[np.ndarray, ...]:
+    """The list buffer: packed spheres (x, y, z, r, grown half-side, slot) and a byte each
+    for the window tests."""
+    n = max(int(capacity), 64)
+    return (np.empty(n), np.empty(n), np.empty(n), np.empty(n), np.empty(n),
+            np.empty(n, dtype=np.int64), np.empty(n, dtype=np.uint8))
+
+
 @njit(cache=True)
-def _grown_list(sp, sl, need):
-    """The packed spheres ``sp`` (n, 4) and their slots ``sl`` with room for ``need``."""
-    cap = sp.shape[0]
+def _grown_lists(lists, need):
+    """The list buffer copied into one of at least ``need`` entries (doubling)."""
+    cap = lists[0].shape[0]
     while cap < need:
         cap = 2 * cap + 64
-    nsp = np.empty((cap, 4))
-    nsl = np.empty(cap, dtype=np.int64)
-    nsp[: sp.shape[0]] = sp
-    nsl[: sl.shape[0]] = sl
-    return nsp, nsl
+    old = lists[0].shape[0]
+    lx = np.empty(cap)
+    ly = np.empty(cap)
+    lz = np.empty(cap)
+    lr = np.empty(cap)
+    lg = np.empty(cap)
+    ls = np.empty(cap, dtype=np.int64)
+    lx[:old] = lists[0]
+    ly[:old] = lists[1]
+    lz[:old] = lists[2]
+    lr[:old] = lists[3]
+    lg[:old] = lists[4]
+    ls[:old] = lists[5]
+    return lx, ly, lz, lr, lg, ls, np.empty(cap, dtype=np.uint8)
 
 
 @njit(cache=True, inline="always")
-def _node_pairs(s0, s1, o1, sp, sl, margin, sel, out, k):
+def _grow(x, y, z, r, margin):
+    """Half-side of a sphere's box grown by the margin, padded against rounding."""
+    g = r + margin
+    return g + _EPS * (abs(x) + abs(y) + abs(z) + g) + _TINY
+
+
+@njit(cache=True, inline="always")
+def _window(lx, ly, lz, lr, j0, j1, ax, ay, az, reach, hit):
+    """Branch-free: ``hit[j - j0]`` = 1 where |c_a - c_j| <= reach + r_j may hold, j in
+    j0 .. j1-1; returns how many. Conservative for :func:`pair_touch` (1e-12 relative, and
+    sums under 1e-100 always pass); unsigned indices from a base and bytes from index 0 so
+    that it vectorises (the same as the grid's :func:`app.spatial.hashgrid.pairs.window`)."""
+    m = 0
+    base = np.uint64(j0)
+    for j in range(np.uint64(max(j1 - j0, 0))):
+        q = base + j
+        dx = ax - lx[q]
+        dy = ay - ly[q]
+        dz = az - lz[q]
+        t = (reach + lr[q]) * _WIDEN
+        h = np.uint8((dx * dx + dy * dy + dz * dz <= t * t) | (t < 1e-100))
+        hit[j] = h
+        m += h
+    return m
+
+
+@njit(cache=True, inline="always")
+def _emit(a, ax, ay, az, ar, fa, j0, nhit, lx, ly, lz, lr, ls, hit, margin, sel, out, k):
+    """The exact test on the ``nhit`` hits of the window from ``j0`` (``fa``: a is filtered
+    out, only pairs with a marked member count); rows at out[k:] as far as they fit;
+    returns the end."""
+    cap = out.shape[0]
+    j = j0 - 1
+    for _ in range(nhit):
+        j += 1
+        while not hit[j - j0]:
+            j += 1
+        b = ls[j]
+        if not (fa and not sel[b]) and pair_touch(ax, ay, az, ar, lx[j], ly[j], lz[j], lr[j],
+                                                  margin):
+            if k < cap:
+                out[k, 0] = a
+                out[k, 1] = b
+            k += 1
+    return k
+
+
+@njit(cache=True, inline="always")
+def _node_pairs(s0, s1, o1, lx, ly, lz, lr, ls, hit, margin, sel, out, k):
     """Own objects [s1, o1) against each other and against the list [s0, s1), at out[k:] as
     far as they fit; returns k plus the number of pairs."""
-    cap = out.shape[0]
     filtered = sel.shape[0] > 0
     for i in range(s1, o1):
-        ax = sp[i, 0]
-        ay = sp[i, 1]
-        az = sp[i, 2]
-        ar = sp[i, 3]
-        a = sl[i]
+        ax = lx[i]
+        ay = ly[i]
+        az = lz[i]
+        ar = lr[i]
+        a = ls[i]
         fa = filtered and not sel[a]
-        for j in range(i + 1, o1):  # the own objects after it: each pair once
-            b = sl[j]
-            if not (fa and not sel[b]) and pair_touch(ax, ay, az, ar, sp[j, 0], sp[j, 1],
-                                                      sp[j, 2], sp[j, 3], margin):
-                if k < cap:
-                    out[k, 0] = a
-                    out[k, 1] = b
-                k += 1
-        for j in range(s0, s1):  # the objects handed down that reach this subtree
-            b = sl[j]
-            if not (fa and not sel[b]) and pair_touch(ax, ay, az, ar, sp[j, 0], sp[j, 1],
-                                                      sp[j, 2], sp[j, 3], margin):
-                if k < cap:
-                    out[k, 0] = a
-                    out[k, 1] = b
-                k += 1
+        nh = _window(lx, ly, lz, lr, i + 1, o1, ax, ay, az, ar + margin, hit)  # own, after
+        if nh:
+            k = _emit(a, ax, ay, az, ar, fa, i + 1, nh, lx, ly, lz, lr, ls, hit, margin, sel,
+                      out, k)
+        nh = _window(lx, ly, lz, lr, s0, s1, ax, ay, az, ar + margin, hit)  # handed down
+        if nh:
+            k = _emit(a, ax, ay, az, ar, fa, s0, nh, lx, ly, lz, lr, ls, hit, margin, sel,
+                      out, k)
     return k
 
 
 @njit(cache=True)
-def _sorted_along(s0, s1, o1, sp, sl, margin):
-    """The entries [s0, o1) sorted along :data:`_DIR` by their projection's low end: packed
-    (x, y, z, r, low end, high end + margin) rows, slots, and whether each is the node's own
-    (>= s1). Ends are padded by the entry's scale: rounding never drops a pair."""
+def _crowded_pairs(s0, s1, o1, lx, ly, lz, lr, ls, margin, sel, out, k):
+    """:func:`_node_pairs` by a sort-and-sweep along :data:`_DIR`: an own object's window
+    is every entry that starts after it and before it ends, a handed-down object's only the
+    own objects that do (the pairs of two handed-down objects are tested where one of them
+    lives); each window (a binary search) gets the vectorised distance test and its hits
+    the exact one (|d . (c_a - c_b)| <= |c_a - c_b|; the ends are padded by each sphere's
+    scale). Returns the end of the rows, as far as they fit."""
     m = o1 - s0
     key = np.empty(m)
     for t in range(m):
         i = s0 + t
-        x = sp[i, 0]
-        y = sp[i, 1]
-        z = sp[i, 2]
-        key[t] = _DIR[0] * x + _DIR[1] * y + _DIR[2] * z - _grow(x, y, z, sp[i, 3], 0.0)
+        key[t] = (_DIR[0] * lx[i] + _DIR[1] * ly[i] + _DIR[2] * lz[i]
+                  - _grow(lx[i], ly[i], lz[i], lr[i], 0.0))
     order = np.argsort(key)
-    ss = np.empty((m, 6))
-    slots = np.empty(m, dtype=np.int64)
+    sx = np.empty(m)
+    sy = np.empty(m)
+    sz = np.empty(m)
+    sr = np.empty(m)
+    lo = np.empty(m)
+    hi = np.empty(m)
+    ss = np.empty(m, dtype=np.int64)
     own = np.empty(m, dtype=np.bool_)
     for t in range(m):
         i = s0 + order[t]
-        x = sp[i, 0]
-        y = sp[i, 1]
-        z = sp[i, 2]
-        r = sp[i, 3]
-        ss[t, 0] = x
-        ss[t, 1] = y
-        ss[t, 2] = z
-        ss[t, 3] = r
-        ss[t, 4] = key[order[t]]
-        ss[t, 5] = _DIR[0] * x + _DIR[1] * y + _DIR[2] * z + _grow(x, y, z, r, margin)
-        slots[t] = sl[i]
+        sx[t] = lx[i]
+        sy[t] = ly[i]
+        sz[t] = lz[i]
+        sr[t] = lr[i]
+        lo[t] = key[order[t]]
+        hi[t] = (_DIR[0] * lx[i] + _DIR[1] * ly[i] + _DIR[2] * lz[i]
+                 + _grow(lx[i], ly[i], lz[i], lr[i], margin))
+        ss[t] = ls[i]
         own[t] = i >= s1
-    return ss, slots, own
-
-
-@njit(cache=True, inline="always")
-def _sweep_pairs(ss, slots, own, margin, sel, out, k):
-    """Sort-and-sweep of :func:`_sorted_along`'s rows: every pair with an own member whose
-    projections overlap gets the exact test; at out[k:] as far as they fit, returns the end.
-    Projections never spread farther apart than the centres: |d . (c_a - c_b)| <=
-    |c_a - c_b|."""
-    cap = out.shape[0]
+    # the own objects again, apart, in the same order (the handed-down ones' windows)
+    no = o1 - s1
+    ox = np.empty(no)
+    oy = np.empty(no)
+    oz = np.empty(no)
+    orr = np.empty(no)
+    olo = np.empty(no)
+    osl = np.empty(no, dtype=np.int64)
+    after = np.empty(m, dtype=np.int64)  # own objects at sorted positions <= t
+    q = 0
+    for t in range(m):
+        if own[t]:
+            ox[q] = sx[t]
+            oy[q] = sy[t]
+            oz[q] = sz[t]
+            orr[q] = sr[t]
+            olo[q] = lo[t]
+            osl[q] = ss[t]
+            q += 1
+        after[t] = q
     filtered = sel.shape[0] > 0
-    m = ss.shape[0]
+    hit = np.empty(m, dtype=np.uint8)
     for i in range(m):
-        hi = ss[i, 5]
-        oi = own[i]
-        a = slots[i]
+        a = ss[i]
+        ax = sx[i]
+        ay = sy[i]
+        az = sz[i]
+        ar = sr[i]
         fa = filtered and not sel[a]
-        ax = ss[i, 0]
-        ay = ss[i, 1]
-        az = ss[i, 2]
-        ar = ss[i, 3]
-        for j in range(i + 1, m):
-            if ss[j, 4] > hi:
-                break
-            if not (oi or own[j]):
-                continue  # two handed-down objects: tested where one of them lives
-            b = slots[j]
-            if not (fa and not sel[b]) and pair_touch(ax, ay, az, ar, ss[j, 0], ss[j, 1],
-                                                      ss[j, 2], ss[j, 3], margin):
-                if k < cap:
-                    out[k, 0] = a
-                    out[k, 1] = b
-                k += 1
+        if own[i]:
+            j1 = np.searchsorted(lo, hi[i], side="right")
+            nh = _window(sx, sy, sz, sr, i + 1, j1, ax, ay, az, ar + margin, hit)
+            if nh:
+                k = _emit(a, ax, ay, az, ar, fa, i + 1, nh, sx, sy, sz, sr, ss, hit, margin,
+                          sel, out, k)
+        else:
+            q0 = after[i]
+            q1 = np.searchsorted(olo, hi[i], side="right")
+            nh = _window(ox, oy, oz, orr, q0, q1, ax, ay, az, ar + margin, hit)
+            if nh:
+                k = _emit(a, ax, ay, az, ar, fa, q0, nh, ox, oy, oz, orr, osl, hit, margin,
+                          sel, out, k)
     return k
 
 
 @njit(cache=True)
 def subtree_boxes(root, nd, en, box, order, stack):
-    """Exact AABB of each non-empty subtree's spheres into ``box[n]`` (lo xyz, hi xyz): a
-    preorder into ``order``, then children before parents. The tree's own subtree bounds
-    only ever grow, so when everything moves they swell to the node cubes, sibling boxes
-    touch along every face and nothing prunes; these are tight at the cost of one pass."""
+    """Exact AABB of each non-empty subtree's spheres into ``box[n]`` (lo xyz, hi xyz), each
+    sphere padded by its scale: a preorder into ``order``, then children before parents.
+    The tree's own subtree bounds only ever grow, so when everything moves they swell to
+    the node cubes, sibling boxes touch along every face and nothing prunes; these are
+    tight at the cost of one pass."""
     node = nd.node
     sph = en.sphere
     enext = en.next
@@ -202,8 +279,7 @@ def subtree_boxes(root, nd, en, box, order, stack):
         e = node[n].head
         while e >= 0:
             r = sph[e]
-            # padded by the scale of the sphere: rounding in the pair test never reaches past
-            g = r.radius + _EPS * (abs(r.cx) + abs(r.cy) + abs(r.cz) + r.radius)
+            g = _grow(r.cx, r.cy, r.cz, r.radius, 0.0)
             lx = min(lx, r.cx - g)
             ly = min(ly, r.cy - g)
             lz = min(lz, r.cz - g)
@@ -230,137 +306,123 @@ def subtree_boxes(root, nd, en, box, order, stack):
 
 
 @njit(cache=True, inline="always")
-def _reaches(x, y, z, g, box, n):
-    """Whether the cube of half-side ``g`` around (x, y, z) overlaps box ``n``."""
-    return (x + g >= box[n, 0] and x - g <= box[n, 3] and y + g >= box[n, 1]
-            and y - g <= box[n, 4] and z + g >= box[n, 2] and z - g <= box[n, 5])
-
-
-@njit(cache=True, inline="always")
-def _grow(x, y, z, r, margin):
-    """Half-side of a sphere's box grown by the margin, padded against rounding."""
-    g = r + margin
-    return g + _EPS * (abs(x) + abs(y) + abs(z) + g) + _TINY
-
-
-@njit(cache=True, inline="always")
-def _child_list(ch, s0, o1, sibs, nsib, node, sph, enext, eslot, box, margin, sp, sl, w,
-                stack):
-    """Child ``ch``'s list written from ``w`` as far as it fits: the entries of [s0, o1)
-    that reach its box, then the objects of its earlier siblings' subtrees ``sibs[:nsib]``
-    that reach it (found by descents pruned with the subtree boxes). Returns the end."""
-    cap = sp.shape[0]
+def _child_list(ch, s0, o1, sibs, nsib, node, sph, enext, eslot, box, margin, lx, ly, lz, lr,
+                lg, ls, w, stack):
+    """Child ``ch``'s list written from ``w``: the entries of [s0, o1) that reach its box
+    (branch-free: room for all of them is checked first), then the objects of its earlier
+    siblings' subtrees ``sibs[:nsib]`` that reach it (descents pruned with the subtree
+    boxes), as far as they fit. Returns the end (past the buffer: grow and redo)."""
+    cap = lx.shape[0]
+    b0 = box[ch, 0]
+    b1 = box[ch, 1]
+    b2 = box[ch, 2]
+    b3 = box[ch, 3]
+    b4 = box[ch, 4]
+    b5 = box[ch, 5]
+    if w + (o1 - s0) > cap:
+        return w + (o1 - s0) + nsib  # (at least that much room is needed)
     for j in range(s0, o1):
-        x = sp[j, 0]
-        y = sp[j, 1]
-        z = sp[j, 2]
-        if _reaches(x, y, z, _grow(x, y, z, sp[j, 3], margin), box, ch):
-            if w < cap:
-                sp[w, 0] = x
-                sp[w, 1] = y
-                sp[w, 2] = z
-                sp[w, 3] = sp[j, 3]
-                sl[w] = sl[j]
-            w += 1
-    # the margin plus rounding slack of the largest box coordinate: node boxes grown by it
-    gm = margin + _EPS * (abs(box[ch, 0]) + abs(box[ch, 1]) + abs(box[ch, 2])
-                          + abs(box[ch, 3]) + abs(box[ch, 4]) + abs(box[ch, 5]) + margin) + _TINY
+        x = lx[j]
+        y = ly[j]
+        z = lz[j]
+        g = lg[j]
+        keep = (x + g >= b0) & (x - g <= b3) & (y + g >= b1) & (y - g <= b4) & (
+            z + g >= b2) & (z - g <= b5)
+        lx[w] = x
+        ly[w] = y
+        lz[w] = z
+        lr[w] = lr[j]
+        lg[w] = g
+        ls[w] = ls[j]
+        w += np.int64(keep)
+    # the margin plus rounding slack of the box's scale: subtree boxes grown by it
+    gm = margin + _EPS * (abs(b0) + abs(b1) + abs(b2) + abs(b3) + abs(b4) + abs(b5)
+                          + margin) + _TINY
     for i in range(nsib):
         stack[0] = sibs[i]
         top = 1
         while top > 0:
             top -= 1
             n = stack[top]
-            if (box[n, 3] + gm < box[ch, 0] or box[n, 0] - gm > box[ch, 3]
-                    or box[n, 4] + gm < box[ch, 1] or box[n, 1] - gm > box[ch, 4]
-                    or box[n, 5] + gm < box[ch, 2] or box[n, 2] - gm > box[ch, 5]):
+            if (box[n, 3] + gm < b0 or box[n, 0] - gm > b3 or box[n, 4] + gm < b1
+                    or box[n, 1] - gm > b4 or box[n, 5] + gm < b2 or box[n, 2] - gm > b5):
                 continue
             e = node[n].head
             while e >= 0:
                 r = sph[e]
-                if _reaches(r.cx, r.cy, r.cz, _grow(r.cx, r.cy, r.cz, r.radius, margin),
-                            box, ch):
+                x = r.cx
+                y = r.cy
+                z = r.cz
+                g = _grow(x, y, z, r.radius, margin)
+                if (x + g >= b0 and x - g <= b3 and y + g >= b1 and y - g <= b4
+                        and z + g >= b2 and z - g <= b5):
                     if w < cap:
-                        sp[w, 0] = r.cx
-                        sp[w, 1] = r.cy
-                        sp[w, 2] = r.cz
-                        sp[w, 3] = r.radius
-                        sl[w] = eslot[e]
+                        lx[w] = x
+                        ly[w] = y
+                        lz[w] = z
+                        lr[w] = r.radius
+                        lg[w] = g
+                        ls[w] = eslot[e]
                     w += 1
                 e = enext[e]
             for c in range(8):
-                g = node[n].child[c]
-                if g >= 0 and node[g].subcount > 0:
-                    stack[top] = g
+                gc = node[n].child[c]
+                if gc >= 0 and node[gc].subcount > 0:
+                    stack[top] = gc
                     top += 1
     return w
 
 
 @njit(cache=True)
-def all_pairs(root, nd, en, margin, sel, out, fnode, fs0, fs1, stack, sweep_from):
-    """Every pair within ``margin`` of touching, as (slot, slot) rows in ``out`` or a grown
-    copy (returned cut to the pairs); ``sel`` non-empty: only pairs with a marked member.
-    ``fnode``, ``fs0``, ``fs1``, ``stack``: traversal stacks (8 per level); nodes with own x
-    (own + list) above ``sweep_from`` are swept (:data:`SWEEP_FROM`)."""
-    node = nd.node
-    if root < 0 or node[root].subcount < 2:
-        return out[:0]
-    sph = en.sphere
-    enext = en.next
-    eslot = en.slot
-    nnodes = node.shape[0]
-    box = np.empty((nnodes, 6))
-    subtree_boxes(root, nd, en, box, np.empty(nnodes, dtype=np.int64), stack)
-    sp = np.empty((max(2 * node[root].subcount, 64), 4))
-    sl = np.empty(sp.shape[0], dtype=np.int64)
+def _walk(node, sph, enext, eslot, box, margin, sel, sweep_from, lists, fnode, fs0, fs1, top,
+          stack, out, k):
+    """The traversal of :func:`all_pairs` from its stack of frames (node, list start, list
+    end). Returns (k, top, need_list, need_out): both needs 0 when done; else the node on
+    top of the stack needs that much room (list entries, output rows) and is done again
+    from the start once the caller has grown the buffer.
+
+    It never grows a buffer itself: a kernel that reassigns its arrays does not get its
+    window loops vectorised and pays reference counting in every inner loop (~10x)."""
+    lx, ly, lz, lr, lg, ls, hit = lists
+    cap = lx.shape[0]
     sibs = np.empty(8, dtype=np.int64)
-    k = 0
-    fnode[0] = root
-    fs0[0] = 0
-    fs1[0] = 0
-    top = 1
     while top > 0:
-        top -= 1
-        n = fnode[top]
-        s0 = fs0[top]
-        s1 = fs1[top]
+        n = fnode[top - 1]
+        s0 = fs0[top - 1]
+        s1 = fs1[top - 1]
         rec = node[n]
         cnt = rec.count
-        if s1 + cnt > sp.shape[0]:
-            sp, sl = _grown_list(sp, sl, s1 + cnt)
-        # own objects packed right after the list
-        o1 = s1
+        o1 = s1 + cnt
+        if o1 > cap:
+            return k, top, o1, 0
         e = rec.head
-        while e >= 0:
+        i = s1
+        while e >= 0:  # own objects packed right after the list
             r = sph[e]
-            sp[o1, 0] = r.cx
-            sp[o1, 1] = r.cy
-            sp[o1, 2] = r.cz
-            sp[o1, 3] = r.radius
-            sl[o1] = eslot[e]
-            o1 += 1
+            lx[i] = r.cx
+            ly[i] = r.cy
+            lz[i] = r.cz
+            lr[i] = r.radius
+            lg[i] = _grow(r.cx, r.cy, r.cz, r.radius, margin)
+            ls[i] = eslot[e]
+            i += 1
             e = enext[e]
+        k1 = k
         if cnt * (o1 - s0) > sweep_from:
-            # a crowded node (the straddlers of a big cube lie on its three mid-planes,
-            # without any order among them): a sweep along a direction no plane or axis
-            # is perpendicular to, instead of every pair
-            ss, ssl, own = _sorted_along(s0, s1, o1, sp, sl, margin)
-            k1 = _sweep_pairs(ss, ssl, own, margin, sel, out, k)
-            if k1 > out.shape[0]:
-                out = grown_to(out, k1)
-                k1 = _sweep_pairs(ss, ssl, own, margin, sel, out, k)
-            k = k1
+            # a crowded node: a big cube's straddlers lie on its three mid-planes with no
+            # order among them; swept along a direction no plane or axis is perpendicular to
+            k1 = _crowded_pairs(s0, s1, o1, lx, ly, lz, lr, ls, margin, sel, out, k)
         elif cnt > 0:
-            k1 = _node_pairs(s0, s1, o1, sp, sl, margin, sel, out, k)
-            if k1 > out.shape[0]:
-                out = grown_to(out, k1)
-                k1 = _node_pairs(s0, s1, o1, sp, sl, margin, sel, out, k)
-            k = k1
+            k1 = _node_pairs(s0, s1, o1, lx, ly, lz, lr, ls, hit, margin, sel, out, k)
+        if k1 > out.shape[0]:
+            return k, top, 0, k1
         # children: pushed so that they pop in octant order (memory order), so the lists
         # are written from the last octant down (the first to pop must own the highest
         # list: popping a frame drops everything above its list). A child's list also takes
         # the objects of its siblings done before it that reach it: a pair across two
         # sibling subtrees is tested once, in the lower octant's subtree.
+        top -= 1
+        here = top  # the node's frame: its children's frames replace it
         nsib = 0
         w = o1
         for c in range(7, -1, -1):
@@ -368,11 +430,12 @@ def all_pairs(root, nd, en, margin, sel, out, fnode, fs0, fs1, stack, sweep_from
             if ch < 0 or node[ch].subcount == 0:
                 continue
             w1 = _child_list(ch, s0, o1, sibs, nsib, node, sph, enext, eslot, box, margin,
-                             sp, sl, w, stack)
-            if w1 > sp.shape[0]:
-                sp, sl = _grown_list(sp, sl, w1)
-                w1 = _child_list(ch, s0, o1, sibs, nsib, node, sph, enext, eslot, box,
-                                 margin, sp, sl, w, stack)
+                             lx, ly, lz, lr, lg, ls, w, stack)
+            if w1 > cap:  # drop the children pushed so far and put the node back: it is
+                fnode[here] = n  # done again from the start after the buffer grew
+                fs0[here] = s0
+                fs1[here] = s1
+                return k, here + 1, w1, 0
             sibs[nsib] = ch
             nsib += 1
             fnode[top] = ch
@@ -380,72 +443,103 @@ def all_pairs(root, nd, en, margin, sel, out, fnode, fs0, fs1, stack, sweep_from
             fs1[top] = w1
             top += 1
             w = w1
-    return out[:k]
+        k = k1
+    return k, 0, 0, 0
 
 
-@njit(cache=True, inline="always")
-def _object_pairs(sa, ea, root, node, sph, enext, eslot, margin, sel, stack, out, k):
-    """The pairs of object ``sa`` (entry ``ea``) kept from its side, by one descent with its
-    box, at out[k:] as far as they fit; returns k plus their count."""
-    cap = out.shape[0]
-    ax = sph[ea].cx
-    ay = sph[ea].cy
-    az = sph[ea].cz
-    ar = sph[ea].radius
-    g = _grow(ax, ay, az, ar, margin)
-    stack[0] = root
+@njit(cache=True)
+def all_pairs(root, nd, en, margin, sel, out, lists, fnode, fs0, fs1, stack, sweep_from):
+    """Every pair within ``margin`` of touching, as (slot, slot) rows in ``out`` or a grown
+    copy (returned cut to the pairs, with the list buffer as used: maybe grown);
+    ``sel`` non-empty: only pairs with a marked member. ``lists``: :func:`new_lists`;
+    ``fnode``, ``fs0``, ``fs1``, ``stack``: traversal stacks (8 per level); nodes with own x
+    (own + list) above ``sweep_from`` are swept (:data:`SWEEP_FROM`)."""
+    node = nd.node
+    if root < 0 or node[root].subcount < 2:
+        return out[:0], lists
+    nnodes = node.shape[0]
+    box = np.empty((nnodes, 6))
+    subtree_boxes(root, nd, en, box, np.empty(nnodes, dtype=np.int64), stack)
+    fnode[0] = root
+    fs0[0] = 0
+    fs1[0] = 0
     top = 1
-    while top > 0:
-        top -= 1
-        n = stack[top]
-        rec = node[n]
-        lo = rec.tlo
-        hi = rec.thi
-        # plus the rounding slack of the subtree's own scale (its coordinates and radii)
-        if (ax + g + _EPS * (abs(lo[0]) + abs(hi[0])) < lo[0]
-                or ax - g - _EPS * (abs(lo[0]) + abs(hi[0])) > hi[0]
-                or ay + g + _EPS * (abs(lo[1]) + abs(hi[1])) < lo[1]
-                or ay - g - _EPS * (abs(lo[1]) + abs(hi[1])) > hi[1]
-                or az + g + _EPS * (abs(lo[2]) + abs(hi[2])) < lo[2]
-                or az - g - _EPS * (abs(lo[2]) + abs(hi[2])) > hi[2]):
-            continue
-        e = rec.head
-        while e >= 0:
-            sb = eslot[e]
-            if e != ea and (not sel[sb] or sa < sb):
-                r = sph[e]
-                if pair_touch(ax, ay, az, ar, r.cx, r.cy, r.cz, r.radius, margin):
-                    if k < cap:
-                        out[k, 0] = sa
-                        out[k, 1] = sb
-                    k += 1
-            e = enext[e]
-        for c in range(7, -1, -1):
-            ch = rec.child[c]
-            if ch >= 0 and node[ch].subcount > 0:
-                stack[top] = ch
-                top += 1
-    return k
+    k = 0
+    while True:
+        k, top, need_list, need_out = _walk(node, en.sphere, en.next, en.slot, box, margin,
+                                            sel, sweep_from, lists, fnode, fs0, fs1, top,
+                                            stack, out, k)
+        if top == 0:
+            return out[:k], lists
+        if need_list:
+            lists = _grown_lists(lists, need_list)
+        if need_out:
+            out = grown_to(out, need_out)
+
+
+@njit(cache=True)
+def _objects_from(i0, slots, s2e, root, node, sph, enext, eslot, margin, sel, stack, out, k):
+    """The pairs of the given objects slots[i0:], each by one descent with its box, kept
+    from its side, at out[k:]. Returns (k, i, need): i = len(slots) when done; else object
+    i's pairs did not fit (they start at k and end at need): grow and call again from i."""
+    cap = out.shape[0]
+    for i in range(i0, slots.shape[0]):
+        k0 = k
+        sa = slots[i]
+        ea = s2e[sa]
+        ax = sph[ea].cx
+        ay = sph[ea].cy
+        az = sph[ea].cz
+        ar = sph[ea].radius
+        g = _grow(ax, ay, az, ar, margin)
+        stack[0] = root
+        top = 1
+        while top > 0:
+            top -= 1
+            n = stack[top]
+            rec = node[n]
+            lo = rec.tlo
+            hi = rec.thi
+            # plus the rounding slack of the subtree's own scale (its coordinates and radii)
+            if (ax + g + _EPS * (abs(lo[0]) + abs(hi[0])) < lo[0]
+                    or ax - g - _EPS * (abs(lo[0]) + abs(hi[0])) > hi[0]
+                    or ay + g + _EPS * (abs(lo[1]) + abs(hi[1])) < lo[1]
+                    or ay - g - _EPS * (abs(lo[1]) + abs(hi[1])) > hi[1]
+                    or az + g + _EPS * (abs(lo[2]) + abs(hi[2])) < lo[2]
+                    or az - g - _EPS * (abs(lo[2]) + abs(hi[2])) > hi[2]):
+                continue
+            e = rec.head
+            while e >= 0:
+                sb = eslot[e]
+                if e != ea and (not sel[sb] or sa < sb):
+                    r = sph[e]
+                    if pair_touch(ax, ay, az, ar, r.cx, r.cy, r.cz, r.radius, margin):
+                        if k < cap:
+                            out[k, 0] = sa
+                            out[k, 1] = sb
+                        k += 1
+                e = enext[e]
+            for c in range(7, -1, -1):
+                ch = rec.child[c]
+                if ch >= 0 and node[ch].subcount > 0:
+                    stack[top] = ch
+                    top += 1
+        if k > cap:
+            return k0, i, k
+    return k, slots.shape[0], k
 
 
 @njit(cache=True)
 def pairs_of(slots, s2e, root, nd, en, margin, sel, out, stack):
     """Pairs with at least one member among the distinct ``slots`` (``sel``: those marked),
     in ``out`` or a grown copy; a pair of two given objects is kept from its lower slot."""
-    node = nd.node
     if root < 0:
         return out[:0]
-    sph = en.sphere
-    enext = en.next
-    eslot = en.slot
     k = 0
-    for i in range(slots.shape[0]):
-        sa = slots[i]
-        ea = s2e[sa]
-        k1 = _object_pairs(sa, ea, root, node, sph, enext, eslot, margin, sel, stack, out, k)
-        if k1 > out.shape[0]:
-            out = grown_to(out, k1)
-            k1 = _object_pairs(sa, ea, root, node, sph, enext, eslot, margin, sel, stack,
-                               out, k)
-        k = k1
-    return out[:k]
+    i = 0
+    while True:
+        k, i, need = _objects_from(i, slots, s2e, root, nd.node, en.sphere, en.next, en.slot,
+                                   margin, sel, stack, out, k)
+        if i >= slots.shape[0]:
+            return out[:k]
+        out = grown_to(out, need)

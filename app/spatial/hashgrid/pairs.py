@@ -18,11 +18,15 @@ Pairs of given objects
     two given objects is kept from the lower slot's side. When the given objects are a large
     part of the grid, the all-pairs walk with the per-slot filter is cheaper.
 
-Output
-    Pairs go into a buffer that only the outer loop grows: a cell (or a given object) writes
-    the rows that fit and counts the rest, and is walked again after the buffer has grown.
-    Growing inside the inner loops (``out = push_pair(out, ...)``) made numba carry the
-    buffer through every iteration at ~10x the cost of the whole walk.
+Output and inner loops
+    The items are packed cell by cell per query (one array per field), so a cell is one
+    contiguous run: a branch-free distance window over it (it vectorises) finds the
+    candidates, and only its hits get the exact test, stopping at the last one. The walk
+    never grows the pair buffer: a cell writes the rows that fit and the walk returns, and
+    the driver grows the buffer and resumes at that cell. Growing inside the inner loops
+    (``out = push_pair(out, ...)``) made numba carry the buffer through every iteration at
+    ~10x the cost of the whole walk, and a kernel that reassigns an array loses the
+    vectorisation of its loops.
 """
 
 from __future__ import annotations
@@ -163,6 +167,27 @@ def window(px, py, pz, pr, j0, j1, ax, ay, az, reach, hit):
     return m
 
 
+@njit(cache=True, inline="always")
+def emit(a, ax, ay, az, ar, fa, j0, nhit, px, py, pz, pr, ps, hit, margin, sel, out, k):
+    """The exact test on the ``nhit`` hits of the :func:`window` from ``j0`` (``fa``: a is
+    filtered out, only pairs with a marked member count), stopping at the last hit; rows at
+    out[k:] as far as they fit; returns the end."""
+    cap = out.shape[0]
+    j = j0 - 1
+    for _ in range(nhit):
+        j += 1
+        while not hit[j - j0]:
+            j += 1
+        b = ps[j]
+        if not (fa and not sel[b]) and pair_touch(ax, ay, az, ar, px[j], py[j], pz[j], pr[j],
+                                                  margin):
+            if k < cap:
+                out[k, 0] = a
+                out[k, 1] = b
+            k += 1
+    return k
+
+
 @njit(cache=True)
 def pack(ckey, count, head, hw, cen, rad, slot, nxt, px, py, pz, pr, ps, cstart, order):
     """Copy the items cell by cell (pool order) into the packed arrays: cell ``c``'s are
@@ -210,19 +235,10 @@ def _cells_from(i0, order, nc, ckey, count, cstart, px, py, pz, pr, ps, table, l
             az = pz[i]
             ar = pr[i]
             m = window(px, py, pz, pr, i + 1, p1, ax, ay, az, ar + margin, hit)
-            if m == 0:
-                continue
-            sa = ps[i]
-            fa = filtered and not sel[sa]
-            for j in range(i + 1, p1):
-                if hit[j - i - 1]:
-                    sb = ps[j]
-                    if not (fa and not sel[sb]) and pair_touch(ax, ay, az, ar, px[j], py[j],
-                                                               pz[j], pr[j], margin):
-                        if k < cap:
-                            out[k, 0] = sa
-                            out[k, 1] = sb
-                        k += 1
+            if m:
+                sa = ps[i]
+                k = emit(sa, ax, ay, az, ar, filtered and not sel[sa], i + 1, m, px, py, pz,
+                         pr, ps, hit, margin, sel, out, k)
         for u in range(nused):  # cells near it: after it at its level, any at larger ones
             l2 = used[u]
             if l2 < lvl:
@@ -256,17 +272,9 @@ def _cells_from(i0, order, nc, ckey, count, cstart, px, py, pz, pr, ps, table, l
                     q0 = cstart[cb]
                     q1 = q0 + count[cb]
                     m = window(px, py, pz, pr, q0, q1, ax, ay, az, ar + margin, hit)
-                    if m == 0:
-                        continue
-                    for j in range(q0, q1):
-                        if hit[j - q0]:
-                            sb = ps[j]
-                            if not (fa and not sel[sb]) and pair_touch(
-                                    ax, ay, az, ar, px[j], py[j], pz[j], pr[j], margin):
-                                if k < cap:
-                                    out[k, 0] = sa
-                                    out[k, 1] = sb
-                                k += 1
+                    if m:
+                        k = emit(sa, ax, ay, az, ar, fa, q0, m, px, py, pz, pr, ps, hit,
+                                 margin, sel, out, k)
         if k > cap:
             return k0, ci, k
     return k, nc, k
@@ -319,32 +327,39 @@ def all_pairs(grid_t, items_t, margin, sel, out, px, py, pz, pr, ps, cstart):
         out = grown_to(out, need)
 
 
-@njit(cache=True, inline="always")
-def _object_pairs(sa, a, ckey, head, nxt, cen, rad, slot, table, lcells, lstart, used, nused,
-                  sizes, rmax, margin, sel, cand, rng, out, k):
-    """The pairs of object ``sa`` (item ``a``) kept from its side, at ``out[k:]`` as far as
-    they fit; returns k plus their count."""
+@njit(cache=True)
+def _objects_from(i0, slots, item_of, ckey, head, nxt, cen, rad, slot, table, lcells, lstart,
+                  used, nused, sizes, rmax, margin, sel, cand, rng, out, k):
+    """The pairs of the given objects slots[i0:], each kept from its side, at out[k:].
+    Returns (k, i, need): i = len(slots) when done; else object i's pairs did not fit (they
+    start at k and end at need): grow the buffer and call again from i."""
     cap = out.shape[0]
-    ax = cen[a, 0]
-    ay = cen[a, 1]
-    az = cen[a, 2]
-    ar = rad[a]
-    for u in range(nused):
-        l2 = used[u]
-        _range(ax, ay, az, ar + rmax[l2] + margin, sizes[l2], rng)
-        nc = _gather(table, ckey, lcells, lstart, l2, rng, -1, cand)
-        for j in range(nc):
-            b = head[cand[j]]
-            while b >= 0:
-                sb = slot[b]
-                if b != a and (not sel[sb] or sa < sb) and pair_touch(
-                        ax, ay, az, ar, cen[b, 0], cen[b, 1], cen[b, 2], rad[b], margin):
-                    if k < cap:
-                        out[k, 0] = sa
-                        out[k, 1] = sb
-                    k += 1
-                b = nxt[b]
-    return k
+    for i in range(i0, slots.shape[0]):
+        k0 = k
+        sa = slots[i]
+        a = item_of[sa]
+        ax = cen[a, 0]
+        ay = cen[a, 1]
+        az = cen[a, 2]
+        ar = rad[a]
+        for u in range(nused):
+            l2 = used[u]
+            _range(ax, ay, az, ar + rmax[l2] + margin, sizes[l2], rng)
+            nc = _gather(table, ckey, lcells, lstart, l2, rng, -1, cand)
+            for j in range(nc):
+                b = head[cand[j]]
+                while b >= 0:
+                    sb = slot[b]
+                    if b != a and (not sel[sb] or sa < sb) and pair_touch(
+                            ax, ay, az, ar, cen[b, 0], cen[b, 1], cen[b, 2], rad[b], margin):
+                        if k < cap:
+                            out[k, 0] = sa
+                            out[k, 1] = sb
+                        k += 1
+                    b = nxt[b]
+        if k > cap:
+            return k0, i, k
+    return k, slots.shape[0], k
 
 
 @njit(cache=True)
@@ -355,28 +370,18 @@ def pairs_of(slots, grid_t, items_t, item_of, margin, sel, out):
     g = as_grid(grid_t)
     items = Items(*items_t)
     ckey = g.cells.key
-    count = g.cells.count
-    head = g.cells.head
     sizes = g.levels.size
-    rmax = g.levels.rmax
-    table = g.table
-    cen = items.cen
-    rad = items.rad
-    slot = items.slot
-    nxt = items.next
-    lcells, lstart = level_cells(ckey, count, g.meta[ST_HW], sizes.shape[0])
+    lcells, lstart = level_cells(ckey, g.cells.count, g.meta[ST_HW], sizes.shape[0])
     used, nused = _levels_in_use(lstart, sizes.shape[0])
     cand = np.empty(max(lcells.shape[0], 1), dtype=np.int64)
     rng = np.empty(6, dtype=np.int64)
     k = 0
-    for i in range(slots.shape[0]):
-        sa = slots[i]
-        a = item_of[sa]
-        k1 = _object_pairs(sa, a, ckey, head, nxt, cen, rad, slot, table, lcells, lstart,
-                           used, nused, sizes, rmax, margin, sel, cand, rng, out, k)
-        if k1 > out.shape[0]:
-            out = grown_to(out, k1)
-            k1 = _object_pairs(sa, a, ckey, head, nxt, cen, rad, slot, table, lcells, lstart,
-                               used, nused, sizes, rmax, margin, sel, cand, rng, out, k)
-        k = k1
-    return out[:k]
+    i = 0
+    while True:
+        k, i, need = _objects_from(i, slots, item_of, ckey, g.cells.head, items.next,
+                                   items.cen, items.rad, items.slot, g.table, lcells, lstart,
+                                   used, nused, sizes, g.levels.rmax, margin, sel, cand, rng,
+                                   out, k)
+        if i >= slots.shape[0]:
+            return out[:k]
+        out = grown_to(out, need)
