@@ -19,6 +19,7 @@ from app.scene.collide import (
     packing,
     random_velocities,
 )
+from app.scene.groups import Hierarchy, expand_frames
 from app.scene.schema import (
     KNOWN_INDEXES,
     MAX_SEED,
@@ -83,6 +84,9 @@ class Scene:
     def __init__(self, spec: SceneSpec, counts: list[int], seed: int,
                  collision_index: str | None = None) -> None:
         spec = _scaled_for_collision(spec, counts)
+        # [[frame]] tables: one object group per frame copy, and the hierarchy (groups.py)
+        spec, counts, hierarchy = expand_frames(spec, counts)
+        self.hierarchy: Hierarchy | None = hierarchy
         self.name: str = spec.name
         self.path: Path = spec.path
         self.description: str = spec.description
@@ -104,6 +108,8 @@ class Scene:
         self._rng = np.random.default_rng(seed)
         self._colliding: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, velocities)
         self.objects, self._motions = self._build(spec, counts)
+        if hierarchy is not None:  # framed objects were built in local coordinates
+            hierarchy.attach(self.objects, self._motions)
         #: The balls of the groups with motion "collide" (app/scene/collide.py), or None.
         self.collision: CollisionWorld | None = self._collision_world(spec, collision_index)
         r = self.objects.radii[:, None]
@@ -121,6 +127,9 @@ class Scene:
         # The moved ids are the same every frame: build them once, hand out a read-only array.
         self._moved_ids = self.objects.ids[self._moving]
         self._moved_ids.flags.writeable = False
+        if hierarchy is not None:  # turning groups move every object below them
+            self._moving, self._moved_ids = hierarchy.moving_rows, hierarchy.moved_ids
+            self.extent_lo, self.extent_hi = hierarchy.extent(self.objects)
 
     def __repr__(self) -> str:
         return f"Scene({self.name!r}, objects={len(self.objects)}, path={str(self.path)!r})"
@@ -277,6 +286,8 @@ class Scene:
         self.time += dt
         if dt == 0 or not len(self._moving):
             return np.zeros(0, dtype=np.int64)
+        if self.hierarchy is not None:  # motions in local frames, groups turning
+            return self.hierarchy.step(self.objects, self._motions, self.time, dt, self._rng)
         for m in self._motions:
             m.step(self.objects.centers, dt, self._rng)
         if self.collision is not None:

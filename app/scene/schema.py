@@ -6,6 +6,7 @@ scene author can fix the file without reading this code.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tomllib
 from dataclasses import dataclass
@@ -35,8 +36,13 @@ KEY_KEYS = {"t", "position", "target"}
 GROUP_KEYS = {"name", "count", "fixed", "distribution", "bounds", "center", "size", "radius",
               "view_distance", "view_distance_value", "view_distance_factor", "motion", "speed",
               "turn", "direction", "moving_fraction", "mesh", "color", "dims", "centers",
-              "lane_axis", "lane_count", "lane_jitter"}
-TOP_KEYS = {"scene", "camera", "group", "collision"}
+              "lane_axis", "lane_count", "lane_jitter", "frame"}
+TOP_KEYS = {"scene", "camera", "group", "collision", "frame"}
+#: [[frame]]: a group of the scene hierarchy (app/scene/groups.py): a rigid transform to its
+#: parent's frame, copies around a ring, a steady turn.
+FRAME_KEYS = {"name", "parent", "position", "rotation", "scale", "copies", "ring_radius",
+              "turn_axis", "turn_speed"}
+MAX_COPIES = 100_000
 COLLISION_KEYS = {"bounds", "restitution", "margin", "index", "separate", "scale_box"}
 #: Group motions: the per-group models of app/scene/motion.py, and "collide": the balls of
 #: every such group move together under app/scene/collide.py (elastic collisions, walls).
@@ -93,6 +99,22 @@ class GroupSpec:
     lane_axis: int
     lane_count: int
     lane_jitter: float
+    frame: str | None = None  # the [[frame]] whose local coordinates hold the group
+
+
+@dataclass
+class FrameSpec:
+    """One validated [[frame]] table: a group of the scene hierarchy (Shagam 2.2.2)."""
+
+    name: str
+    parent: str | None  # None: the world
+    position: np.ndarray  # translation in the parent's frame
+    rotation: np.ndarray  # degrees about x, then y, then z (R = Rz Ry Rx)
+    scale: float
+    copies: int  # copies per parent copy, spaced around a ring in the parent's xz plane
+    ring_radius: float
+    turn_axis: np.ndarray  # unit axis of the steady turn, in the frame's own rest coordinates
+    turn_speed: float  # degrees per second
 
 
 @dataclass
@@ -132,6 +154,7 @@ class SceneSpec:
     key_targets: np.ndarray
     groups: list[GroupSpec]
     collision: CollisionSpec | None = None  # set when a group has motion = "collide"
+    frames: list[FrameSpec] = dataclasses.field(default_factory=list)  # the hierarchy
 
 
 class _Checker:
@@ -272,6 +295,7 @@ def parse_scene(path: Path, data: dict, known_indexes: tuple[str, ...]) -> Scene
         if names.index(n) != i:
             raise SceneError(f"{path}: group[{i}].name: expected a unique name, got {n!r} twice")
     collision = _collision(path, top, groups, known_indexes)
+    frames = _frames(path, top, groups)
     return SceneSpec(
         path=path,
         name=sc.string("name", path.stem),
@@ -293,7 +317,46 @@ def parse_scene(path: Path, data: dict, known_indexes: tuple[str, ...]) -> Scene
         key_targets=targets,
         groups=groups,
         collision=collision,
+        frames=frames,
     )
+
+
+def _frames(path: Path, top: _Checker, groups: list[GroupSpec]) -> list[FrameSpec]:
+    """The [[frame]] tables, validated: unique names, parents named before their children
+    (so no cycle), and every group's ``frame`` naming one of them."""
+    raw = top.get("frame", [])
+    if not isinstance(raw, list):
+        top.fail("frame", "an array of [[frame]] tables", raw)
+    out: list[FrameSpec] = []
+    names: set[str] = set()
+    for i, t in enumerate(raw):
+        f = _Checker(path, f"frame[{i}]", t, FRAME_KEYS)
+        name = f.string("name")
+        if name in names:
+            f.fail("name", "a unique frame name", name)
+        parent = f.string("parent") if f.has("parent") else None
+        if parent is not None and parent not in names:
+            f.fail("parent", "the name of a [[frame]] listed before this one", parent)
+        axis = f.vec3("turn_axis", [0.0, 1.0, 0.0])
+        norm = float(np.linalg.norm(axis))
+        if norm < 1e-9:
+            f.fail("turn_axis", "a non-zero axis", axis.tolist())
+        copies = f.integer("copies", 1, lo=1, hi=MAX_COPIES)
+        out.append(FrameSpec(
+            name=name, parent=parent, position=f.vec3("position", [0.0, 0.0, 0.0]),
+            rotation=f.vec3("rotation", [0.0, 0.0, 0.0], limit=3600.0),
+            scale=f.number("scale", 1.0, lo=1e-6, hi=1e6),
+            copies=copies, ring_radius=f.number("ring_radius", 0.0, lo=0.0, hi=COORD_LIMIT),
+            turn_axis=axis / norm, turn_speed=f.number("turn_speed", 0.0, lo=-1e4, hi=1e4)))
+        names.add(name)
+    for i, g in enumerate(groups):
+        if g.frame is not None and g.frame not in names:
+            raise SceneError(f"{path}: group[{i}].frame: expected the name of a [[frame]] "
+                             f"({', '.join(sorted(names)) or 'none defined'}), got {g.frame!r}")
+        if g.frame is not None and g.motion == "collide":
+            raise SceneError(f"{path}: group[{i}].motion: expected a motion other than "
+                             "\"collide\" in a [[frame]] (colliding balls live in the world)")
+    return out
 
 
 def _collision(path: Path, top: _Checker, groups: list[GroupSpec],
@@ -413,6 +476,7 @@ def _group(path: Path, i: int, raw: Any) -> GroupSpec:
         lane_axis=lane_axis,
         lane_count=g.integer("lane_count", 5, lo=1, hi=MAX_DIM),
         lane_jitter=g.number("lane_jitter", 0.0, lo=0.0, hi=COORD_LIMIT),
+        frame=g.string("frame") if g.has("frame") else None,
     )
 
 

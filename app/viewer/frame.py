@@ -247,6 +247,10 @@ class Viewer:
         self.frustum_lines = FrustumLines(ctx)
         self.hud = HudRenderer(ctx, hud_px)
         self.pipeline = CullPipeline(config)
+        if getattr(scene, "hierarchy", None) is not None:  # groups in frames: nested index
+            from app.viewer.nested_view import NestedPipeline
+
+            self.pipeline = NestedPipeline(config, scene)
         self.recorder = Recorder()
         self.record_path: Path | None = None
         self.stats = FrameStats()
@@ -758,6 +762,10 @@ class Viewer:
         legend of their colours."""
         tg = self.toggles
         index = self.pipeline.index
+        if hasattr(self.pipeline, "box_data"):  # a nested index: turned boxes (nested_view)
+            from app.viewer.nested_view import draw_boxes
+
+            return draw_boxes(self, view)
         lo, hi, depth = index.node_boxes()
         self.box_total = int(lo.shape[0])
         if tg.boxes == "depth":
@@ -913,6 +921,8 @@ class Viewer:
             lines += list(self.occlusion.hud_lines())
         if self.collision is not None and tg.collision:
             lines += self.collision.hud_lines(tg.pair_lines)
+        if hasattr(self.pipeline, "hud_lines"):  # a nested index (nested_view)
+            lines += self.pipeline.hud_lines()
         return lines
 
     def draw_hud(self, st: FrameStats, lines: bool = True, notices: bool = True) -> None:
