@@ -73,7 +73,7 @@ def test_octree_spheres_touching_across_sibling_faces():
 
 
 @pytest.mark.parametrize("name", ["fixed-octree", "grid"])
-@pytest.mark.parametrize("share", [0.01, 0.2, 0.5, 1.0])
+@pytest.mark.parametrize("share", [0.005, 0.1, 0.3, 1.0])
 def test_ids_by_descent_and_by_filtered_walk(name, share):
     # few ids: one look-up per object; many: the all-pairs walk with the per-slot filter
     rng = np.random.default_rng(11)

@@ -51,8 +51,9 @@ SWEEP_FROM = 32768
 #: The sweep's direction: unit, and perpendicular to no axis and no axis-aligned plane.
 _DIR = np.array([1.0, 1.2, 1.45]) / np.sqrt(1.0 + 1.2**2 + 1.45**2)
 #: With at least this fraction of the objects given, the filtered all-pairs walk is cheaper
-#: than one descent per given object.
-ALL_PAIRS_FROM = 0.25
+#: than one descent per given object: each descent tests every object of the crowded nodes
+#: on its way (measured, uniform and all moving: even at 10^4 (5 %), 10^5 (1.6 %)).
+ALL_PAIRS_FROM = 1.0 / 64.0
 
 
 _WIDEN = 1.0 + 1e-12  # relative widening of the vectorised distance prefilter

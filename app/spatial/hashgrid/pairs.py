@@ -44,8 +44,9 @@ _TINY = 1e-150
 _BIG = 1 << 62  # start of a range union
 _WIDEN = 1.0 + 1e-12  # relative widening of the vectorised distance prefilter
 #: With at least this fraction of the objects given, the all-pairs walk (filtered) is cheaper
-#: than one look-up per given object (each of which sees both sides of its neighbourhood).
-ALL_PAIRS_FROM = 0.4
+#: than one look-up per given object (each of which sees both sides of its neighbourhood,
+#: without the packed windows): measured even at 25-30 % for 10^4 and 10^5 uniform objects.
+ALL_PAIRS_FROM = 0.25
 
 
 @njit(cache=True)
