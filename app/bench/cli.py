@@ -46,8 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "committed report)")
     q.add_argument("--cycles", type=int, default=None, help="query+move cycles per run")
     q.add_argument("--only", default="", help="comma-separated index names or labels")
-    q.add_argument("--parts", default="sweep,leafy,dist,ablate",
-                   help="comma-separated subset of sweep,leafy,dist,ablate")
+    q.add_argument("--parts", default="sweep,leafy,dist,ablate,paired",
+                   help="comma-separated subset of sweep,leafy,dist,ablate,paired")
     q.add_argument("--modes", default="ours,paper",
                    help="tree modes: ours and/or paper (appendix A's choices); default both")
     q.add_argument("--fresh", action="store_true",

@@ -13,6 +13,9 @@ project and the peers (numpy brute force, compiled brute force, rtree).
 * ``ablate``: the paper's choices one at a time (issue 16), chapter 4 protocol: each heuristic
   (non-leafy, the paper's thresholds) in our mode, our mode plus one of appendix A's choices,
   the paper mode minus one of them, and the paper mode.
+* ``paired``: query and move times of a few of those modes measured side by side in one
+  process on the same data, boxes and moves, the trees taking turns every cycle, so that a
+  busy machine slows them alike; ratios to our mode are medians of per-cycle ratios.
 
 ``--modes ours,paper`` runs the four trees in our mode and in the paper mode (appendix A's
 choices, ``create_index(..., mode="paper")``), labelled ``kd/non-leafy`` and
@@ -56,6 +59,9 @@ PEERS = ("numpy-brute", "numba-brute", "rtree")
 FEATURES = ("split", "axis", "nonleafy", "lazy", "threshold")
 ABLATION_MODES = (("ours",) + tuple(f"ours+{f}" for f in FEATURES)
                   + tuple(f"paper-{f}" for f in FEATURES) + ("paper",))
+#: The modes the paired part times side by side (the first is the reference).
+PAIRED_MODES = ("ours", "ours+split", "paper-lazy", "paper")
+PAIRED_CYCLES = 60
 
 
 @dataclass
@@ -69,6 +75,7 @@ class Config:
     ablate_n: list[int] = field(default_factory=list)
     ablate_dists: list[str] = field(default_factory=list)
     modes: list[str] = field(default_factory=lambda: ["ours"])
+    paired_cycles: int = PAIRED_CYCLES
     dist_subjects: list[str] = field(default_factory=list)  # filled at run time
 
 
@@ -80,7 +87,7 @@ FULL = Config(sweep_n=[10_000, 100_000],
               ablate_dists=["clustered", "uniform"])
 QUICK = Config(sweep_n=[3_000], thresholds=[10, 50], leafy_n=[2_000],
                dist_n=[1_000, 8_000], cycles=4, sweep_cycles=4, ablate_n=[8_000],
-               ablate_dists=["clustered"])
+               ablate_dists=["clustered"], paired_cycles=4)
 
 
 # ----------------------------------------------------------------- one run
@@ -181,6 +188,100 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
         out["exact"] = False
     out.pop("kwargs", None)
     return out
+
+
+def run_paired(task: dict[str, Any]) -> dict[str, Any]:
+    """One heuristic in several modes on one data set, timed in turns (see the module doc)."""
+    out = dict(task)
+    clock = time.process_time
+    n = task["n"]
+    side = task["side"]
+    qb = task["box"]
+    modes = task["modes"]
+    try:
+        seed = zlib.crc32(f"{task['part']}:{task['dist']}:{n}".encode())
+        rng = np.random.default_rng(seed)
+        centers = paper_distributions()[task["dist"]](n, side, rng).astype(np.float64)
+        radii = rng.uniform(1.0, 10.0, n)
+        ids = np.arange(n, dtype=np.int64)
+        trees = {}
+        info: dict[str, dict[str, Any]] = {}
+        lo_all = centers.min(axis=0) - radii.max() - 1.0
+        hi_all = centers.max(axis=0) + radii.max() + 1.0
+        for m in modes:
+            factory = _factory(f"{task['name']}/{m}", task["name"], {**task["kwargs"], "mode": m})
+            _warm(factory)
+            idx = factory()
+            idx.insert(ids, centers, radii)
+            t0 = clock()
+            idx.query_box(lo_all, hi_all)
+            info[m] = {"split_ms": (clock() - t0) * 1e3,
+                       "max_depth": int(idx.stats()["max_depth"])}
+            trees[m] = idx
+        qts: dict[str, list[float]] = {m: [] for m in modes}
+        mts: dict[str, list[float]] = {m: [] for m in modes}
+        cur = centers.copy()
+        exact = True
+        cycles = task["cycles"]
+        for c in range(cycles):
+            lo = rng.uniform(0.0, max(side - qb, 0.0), 3)
+            hi = lo + qb
+            order = modes[c % len(modes):] + modes[:c % len(modes)]
+            truth = box_truth(cur, radii, lo, hi) if c in (0, cycles - 1) else None
+            for m in order:
+                t0 = clock()
+                got = trees[m].query_box(lo, hi)
+                qts[m].append(clock() - t0)
+                if truth is not None:
+                    exact &= np.array_equal(np.sort(got), truth)
+            movers = rng.choice(n, min(MOVES, n), replace=False)
+            d = rng.normal(size=(movers.shape[0], 3))
+            d /= np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-12)
+            newc = cur[movers] + d * (MOVE_FACTOR * radii[movers])[:, None]
+            for m in order:
+                t0 = clock()
+                trees[m].update(movers, newc)
+                mts[m].append(clock() - t0)
+            cur[movers] = newc
+        ref = modes[0]
+        for m in modes:
+            q = np.asarray(qts[m])
+            mv = np.asarray(mts[m])
+            info[m].update({
+                "query_ms": float(np.median(q)) * 1e3, "move_ms": float(np.median(mv)) * 1e3,
+                "cycle_ms": float(np.median(q + mv)) * 1e3,
+                "query_ratio": float(np.median(q / np.maximum(qts[ref], 1e-9))),
+                "move_ratio": float(np.median(mv / np.maximum(mts[ref], 1e-9))),
+                "cycle_ratio": float(np.median((q + mv) / np.maximum(
+                    np.add(qts[ref], mts[ref]), 1e-9))),
+            })
+        out["paired"] = info
+        out["exact"] = bool(exact)
+        out["error"] = ""
+    except Exception as exc:  # noqa: BLE001 - reported, not fatal
+        out["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        out["exact"] = False
+    out.pop("kwargs", None)
+    return out
+
+
+def expand_paired(rows: list[dict]) -> list[dict]:
+    """One row per (heuristic, mode) out of each paired run's record."""
+    out = []
+    for r in rows:
+        if r.get("part") != "paired":
+            out.append(r)
+            continue
+        for m, vals in (r.get("paired") or {}).items():
+            out.append({**{k: v for k, v in r.items() if k != "paired"},
+                        "label": f"{r['name']}/{m}", "mode": m, **vals})
+        if r.get("error"):
+            out.append(r)
+    return out
+
+
+def _run_any(task: dict[str, Any]) -> dict[str, Any]:
+    return run_paired(task) if task["part"] == "paired" else run_task(task)
 
 
 # ----------------------------------------------------------------- task lists
@@ -307,18 +408,35 @@ def ablate_tasks(cfg: Config, only) -> list[dict]:
     return tasks
 
 
+def paired_tasks(cfg: Config, only) -> list[dict]:
+    """Each heuristic at the largest ablation n of every ablation distribution."""
+    tasks = []
+    heur = [h for h in HEURISTICS if not only or any(o == h or o.startswith(h + "/")
+                                                     for o in only)]
+    n = max(cfg.ablate_n) if cfg.ablate_n else 0
+    for dist in cfg.ablate_dists:
+        for h in heur:
+            t = _task("paired", f"{h}/paired", h, {"leafy": False}, dist, n, n ** (1 / 3),
+                      10.0, cfg.paired_cycles, False, leafy=False)
+            t["modes"] = list(PAIRED_MODES)
+            tasks.append(t)
+    return tasks
+
+
 # ----------------------------------------------------------------- running
 
 def _cost(t: dict) -> float:
     c = t["n"] * (1.0 + 0.05 * t["cycles"])
     if t["label"] == "rtree":
         c *= 3
+    if t["part"] == "paired":
+        c *= len(t["modes"])
     return c
 
 
 def _key(t: dict) -> str:
-    return json.dumps({k: t[k] for k in ("part", "label", "kwargs", "dist", "n", "cycles")},
-                      sort_keys=True, default=str)
+    return json.dumps({k: t[k] for k in ("part", "label", "kwargs", "dist", "n", "cycles",
+                                         "modes") if k in t}, sort_keys=True, default=str)
 
 
 def run_tasks(tasks: list[dict], jobs: int, desc: str, cache: Path | None = None) -> list[dict]:
@@ -355,13 +473,13 @@ def run_tasks(tasks: list[dict], jobs: int, desc: str, cache: Path | None = None
                mininterval=0.5)
     if jobs <= 1:
         for t in tasks:
-            keep(t, run_task(t))
+            keep(t, _run_any(t))
             bar.update(1)
     else:
         import multiprocessing as mp
 
         with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
-            futs = {ex.submit(run_task, t): t for t in tasks}
+            futs = {ex.submit(_run_any, t): t for t in tasks}
             for f in as_completed(futs):
                 keep(futs[f], f.result())
                 bar.update(1)
@@ -394,6 +512,7 @@ def run_paper(args) -> int:
     if args.cycles:
         cfg.cycles = args.cycles
         cfg.sweep_cycles = args.cycles
+        cfg.paired_cycles = 2 * args.cycles
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     only = [o.strip() for o in args.only.split(",") if o.strip()] or None
     out_dir = Path(args.out)
@@ -415,8 +534,11 @@ def run_paper(args) -> int:
         later += dist_tasks(cfg, only, args.max_n)
     if "ablate" in parts:
         later += ablate_tasks(cfg, only)
+    if "paired" in parts:
+        later += paired_tasks(cfg, only)
     if later:
         rows += run_tasks(later, jobs, "leafy + distributions", cache)
+    rows = expand_paired(rows)
     elapsed = time.perf_counter() - t_start
     meta = {"quick": bool(args.quick), "jobs": jobs, "elapsed_s": elapsed, "cfg": cfg,
             "load_start": load_start, "load_end": _load(),

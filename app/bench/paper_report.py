@@ -17,7 +17,8 @@ COLUMNS = ["part", "label", "name", "mode", "leafy", "threshold", "dist", "n", "
            "cycles",
            "build_ms", "split_ms", "query_ms", "move_ms", "cycle_ms", "query_mean_ms",
            "move_mean_ms", "visible", "working_set", "nodes_visited", "max_depth",
-           "max_depth_end", "nodes", "exact", "error"]
+           "max_depth_end", "nodes", "exact", "error", "query_ratio", "move_ratio",
+           "cycle_ratio"]
 HEURISTICS = ("kd", "ternary", "octree", "icoseptree")
 PAPER_THRESHOLDS = {"kd": (35, 30), "ternary": (25, 20), "octree": (40, 30),
                     "icoseptree": (70, 50)}
@@ -480,6 +481,45 @@ def ablation_tables(rows) -> list[str]:
     return md
 
 
+def paired_tables(rows) -> list[str]:
+    """Per distribution: a row per heuristic, per mode its query ms, move ms and the median
+    per-cycle ratios to our mode measured in turns."""
+    pr = [r for r in rows if r["part"] == "paired" and not r.get("error") and r.get("mode")]
+    md = []
+    for dist in [d for d in ("clustered", "uniform", "lissajous", "sphere")
+                 if any(r["dist"] == d for r in pr)]:
+        sel = [r for r in pr if r["dist"] == dist]
+        n = max(r["n"] for r in sel)
+        modes = []
+        for r in sel:
+            if r["mode"] not in modes:
+                modes.append(r["mode"])
+        trs = []
+        for h in HEURISTICS:
+            cells = [h]
+            for m in modes:
+                r = next((x for x in sel if x["name"] == h and x["mode"] == m and x["n"] == n),
+                         None)
+                if r is None:
+                    cells.append("-")
+                elif m == modes[0]:
+                    cells.append(f"{r['query_ms']:.2f} / {r['move_ms']:.2f} "
+                                 f"(depth {r['max_depth']})")
+                else:
+                    cells.append(f"{r['query_ms']:.2f} / {r['move_ms']:.2f} "
+                                 f"(depth {r['max_depth']}; x{r['query_ratio']:.2f} query, "
+                                 f"x{r['cycle_ratio']:.2f} cycle)")
+            trs.append(cells)
+        cyc = next((r["cycles"] for r in sel), "")
+        md.append(f"**{dist}, n = {n:,}**, {cyc} cycles (each cell: median query ms / move-1,000 "
+                  f"ms (maximum depth after the full split; median per-cycle ratio of query "
+                  f"time and of cycle time to `{modes[0]}`'s on the same cycle))")
+        md.append("")
+        md.append(md_table(["heuristic"] + modes, trs))
+        md.append("")
+    return md
+
+
 def _ablation_order() -> list[str]:
     feats = ("split", "axis", "nonleafy", "lazy", "threshold")
     return (["ours"] + [f"ours+{f}" for f in feats] + [f"paper-{f}" for f in feats]
@@ -549,7 +589,7 @@ DIST_HEAD = ["subject", "build ms", "split ms", "query ms", "move ms", "cycle ms
 
 def write_outputs(rows: list[dict], out: Path, meta: dict) -> str:
     out.mkdir(parents=True, exist_ok=True)
-    for part in ("sweep", "leafy", "dist", "ablate"):
+    for part in ("sweep", "leafy", "dist", "ablate", "paired"):
         sel = [r for r in rows if r["part"] == part]
         if sel:
             write_csv(out / f"{part}.csv", COLUMNS, [[r.get(c, "") for c in COLUMNS] for r in sel])
@@ -694,6 +734,17 @@ def write_outputs(rows: list[dict], out: Path, meta: dict) -> str:
                   "visit); `threshold` = split at >= threshold objects.")
         md.append("")
         md += abl
+    pairs = paired_tables(rows)
+    if pairs:
+        md.append("### Timed side by side")
+        md.append("")
+        md.append("The query times above come from separate runs on a shared machine. Here "
+                  "each heuristic is built in a few modes in one process on the same data; "
+                  "every cycle, the trees answer the same box and take the same moves in "
+                  "turn (the order rotating), so that load from other programs falls on all "
+                  "of them alike.")
+        md.append("")
+        md += pairs
     failed = [r for r in rows if r.get("error")]
     if failed:
         md.append("## Failed runs")
@@ -710,7 +761,8 @@ def write_outputs(rows: list[dict], out: Path, meta: dict) -> str:
     for title, f in figs:
         md.append(f"![{title}]({f})")
         md.append("")
-    md.append("Raw data: `sweep.csv`, `leafy.csv`, `dist.csv`, `ablate.csv` in this folder.")
+    md.append("Raw data: `sweep.csv`, `leafy.csv`, `dist.csv`, `ablate.csv`, `paired.csv` in "
+              "this folder.")
     text = "\n".join(md) + "\n"
     notes_file = out / "notes.md"
     notes = notes_file.read_text().strip() if notes_file.exists() else (
