@@ -174,6 +174,7 @@ class Hierarchy:
         self._world_rows = np.flatnonzero((row_turns | row_moves) & (self.instance_of >= 0)
                                           ).astype(np.int64)
         self._free_movers = np.flatnonzero(row_moves & (self.instance_of < 0)).astype(np.int64)
+        objects.static[self.moving_rows] = False  # carried by a turning group, or moving
         self.moved_ids = objects.ids[self.moving_rows]
         self.moved_ids.flags.writeable = False
         self._write_world(objects, self.framed)
@@ -218,11 +219,23 @@ class Hierarchy:
         objects.view_distances[rows] = v
 
     def extent(self, objects) -> tuple[np.ndarray, np.ndarray]:
-        """A box the objects stay inside as groups turn: around the scene's centre, out to
-        the farthest object's reach (its distance plus radius) on every axis."""
+        """A box the objects stay inside for ever as groups turn: rigid turns keep every
+        distance from an object to its group's origin, and from a group's origin to its
+        parent's, so the sum of those distances up to the scene's middle bounds its reach."""
         c, r = objects.centers, objects.radii
         if not len(c):
             return np.zeros(3), np.zeros(3)
         mid = 0.5 * ((c - r[:, None]).min(axis=0) + (c + r[:, None]).max(axis=0))
-        reach = float((np.linalg.norm(c - mid, axis=1) + r).max())
-        return mid - reach, mid + reach
+        origin = self.W[:, :, 3]
+        chain = np.zeros(len(self))
+        for g in range(len(self)):  # parents first
+            p = int(self.parent[g])
+            up = mid if p < 0 else origin[p]
+            chain[g] = float(np.linalg.norm(origin[g] - up)) + (0.0 if p < 0 else chain[p])
+        inst = self.instance_of
+        reach = np.linalg.norm(c - mid, axis=1) + r
+        framed = self.framed
+        reach[framed] = (np.linalg.norm(c[framed] - origin[inst[framed]], axis=1)
+                         + chain[inst[framed]] + r[framed])
+        big = float(reach.max())
+        return mid - big, mid + big
