@@ -332,8 +332,9 @@ def _scaled_counts(path: Path, spec: SceneSpec, objects: int | None) -> list[int
 
 def _scaled_for_collision(spec: SceneSpec, counts: list[int]) -> SceneSpec:
     """With [collision] ``scale_box`` (the default) and another ball count than the file's,
-    the walls and the colliding groups' boxes scaled about the walls' centre by the cube
-    root of the count ratio: the balls fill the same share of their box at any count."""
+    the walls, the colliding groups' boxes and the camera (start pose and path) scaled about
+    the walls' centre by the cube root of the count ratio: the balls fill the same share of
+    their box at any count, and the view frames the box as at the file's count."""
     cs = spec.collision
     if cs is None or not cs.scale_box:
         return spec
@@ -356,7 +357,11 @@ def _scaled_for_collision(spec: SceneSpec, counts: list[int]) -> SceneSpec:
               else g for g in spec.groups]
     walls = (dataclasses.replace(cs, lo=grow(cs.lo), hi=grow(cs.hi)) if cs.lo is not None
              else cs)
-    return dataclasses.replace(spec, groups=groups, collision=walls)
+    # The camera and its path scale with the box, so that the view frames it the same way.
+    return dataclasses.replace(
+        spec, groups=groups, collision=walls, position=grow(spec.position),
+        target=grow(spec.target), key_positions=grow(spec.key_positions),
+        key_targets=grow(spec.key_targets), far=spec.far * max(f, 1.0))
 
 
 def _known_indexes() -> tuple[str, ...]:
