@@ -249,18 +249,38 @@ def clamp_to_box(pos, radii, lo, hi):  # pragma: no cover - compiled
                 pos[i, a] = hi_a
 
 
+@njit(cache=True, inline="always")
+def _clamp_one(pos, i, r, lo, hi):  # pragma: no cover - compiled
+    """Ball ``i``'s centre into [lo + r, hi - r] (the middle on an axis narrower than it)."""
+    for a in range(3):
+        lo_a = lo[a] + r
+        hi_a = hi[a] - r
+        if hi_a <= lo_a:
+            pos[i, a] = 0.5 * (lo_a + hi_a)
+        elif pos[i, a] < lo_a:
+            pos[i, a] = lo_a
+        elif pos[i, a] > hi_a:
+            pos[i, a] = hi_a
+
+
 @njit(cache=True)
-def push_apart(pairs, pos, radii, inv_mass, lo, hi, sweeps, tol):  # pragma: no cover
+def push_apart(pairs, pos, radii, share, lo, hi, sweeps, tol, stamp):  # pragma: no cover
     """Positional correction: up to ``sweeps`` Gauss-Seidel passes that move each
-    overlapping pair apart along the line of centres (shares by inverse mass) to just
-    touching, each pass followed by the box clamp; stops early when no overlap exceeds
-    ``tol`` (relative to ``r_a + r_b``). Returns the deepest overlap left (absolute)."""
-    worst = 0.0
-    for _ in range(sweeps):
+    overlapping pair apart along the line of centres (``share`` per ball: a's part of the
+    push is share[a] / (share[a] + share[b])) to just touching, each moved ball clamped
+    into the box at once; stops when no overlap exceeds ``tol`` (relative to ``r_a + r_b``).
+    A pass after the first looks only at pairs with a ball moved since the pair was last
+    looked at (``stamp``: per ball, the pass that last moved it; any scratch array of one
+    int64 a ball). Returns the deepest overlap left (absolute)."""
+    stamp[:] = -2
+    clamp_to_box(pos, radii, lo, hi)
+    for s in range(sweeps):
         worst = 0.0
         for k in range(pairs.shape[0]):
             a = pairs[k, 0]
             b = pairs[k, 1]
+            if s > 0 and stamp[a] < s - 1 and stamp[b] < s - 1:
+                continue  # neither moved since this pair was last seen apart
             rr = radii[a] + radii[b]
             dx = pos[b, 0] - pos[a, 0]
             dy = pos[b, 1] - pos[a, 1]
@@ -275,26 +295,29 @@ def push_apart(pairs, pos, radii, inv_mass, lo, hi, sweeps, tol):  # pragma: no 
                 nz = dz / d
             else:
                 nx, ny, nz = _fallback_normal(a, b)
-            ia = inv_mass[a]
-            ib = inv_mass[b]
-            s = ia + ib
-            if s <= 0.0:
-                ia = ib = 1.0
-                s = 2.0
+            sa = share[a]
+            sb = share[b]
+            t = sa + sb
+            if t <= 0.0:
+                sa = sb = 1.0
+                t = 2.0
             push = rr * (1.0 + PUSH_SLACK) - d
             worst = max(worst, (rr - d) / rr)
-            fa = push * ia / s
-            fb = push * ib / s
+            fa = push * sa / t
+            fb = push * sb / t
             pos[a, 0] -= nx * fa
             pos[a, 1] -= ny * fa
             pos[a, 2] -= nz * fa
             pos[b, 0] += nx * fb
             pos[b, 1] += ny * fb
             pos[b, 2] += nz * fb
-        clamp_to_box(pos, radii, lo, hi)
+            _clamp_one(pos, a, radii[a], lo, hi)
+            _clamp_one(pos, b, radii[b], lo, hi)
+            stamp[a] = s
+            stamp[b] = s
         if worst <= tol:
             break
-    # What is left after the last pass (the clamp may have pushed a ball back).
+    # What is left after the last pass.
     left = 0.0
     for k in range(pairs.shape[0]):
         a = pairs[k, 0]
@@ -395,6 +418,7 @@ class CollisionWorld:
         self.swept_c = np.zeros((n, 3), np.float64)
         self.swept_r = np.zeros(n, np.float64)
         self._mark = np.zeros(n, np.bool_)
+        self._stamp = np.zeros(n, np.int64)  # push_apart's scratch
         self._contact_rows = np.zeros(n, np.int64)
         self.contact_count = 0
         self.contact_pairs = np.zeros((0, 2), np.int64)  # scene rows, pairs in contact
@@ -455,7 +479,7 @@ class CollisionWorld:
             # Equal shares, not by mass: a small ball jammed between large ones would
             # otherwise move them by a hundredth of each push and take many rounds.
             push_apart(pairs, self.pos, self.radii, equal, self.lo, self.hi,
-                       SEPARATE_SWEEPS, 1e-9)
+                       SEPARATE_SWEEPS, 1e-9, self._stamp)
             idx.update(self.ids, self.pos)
             done += 1
         left = float(_max_overlap(idx.query_pairs(), self.pos, self.radii))
@@ -503,7 +527,7 @@ class CollisionWorld:
         advance(self.pos, self.vel, self.radii, dt, self.lo, self.hi, self.swept_c,
                 self.swept_r, self.margin)
         st.max_overlap = float(push_apart(pairs, self.pos, self.radii, self.push_share, self.lo,
-                                          self.hi, CORRECTION_SWEEPS, 1e-7))
+                                          self.hi, CORRECTION_SWEEPS, 1e-7, self._stamp))
         self._write_back()
         t3 = time.perf_counter()
         out_pairs = np.empty((contacts, 2), np.int64)
