@@ -945,6 +945,8 @@ class Viewer:
         # (The scale counts the HUD lines even when only the notices are drawn, so that the
         # notices keep their size.)
         scale = max(1.0, (self.hud.text_size(shown)[0] + 16) / max(w, 1))
+        if self.toggles.help:  # and the help panel as tall as the screen, at most
+            scale = max(scale, (self.hud.text_size(HELP_LINES)[1] + 16) / max(h, 1))
         vw, vh = w * scale, h * scale
         if hud_lines and lines:
             _, th = self.hud.text(8, 6, hud_lines, color=(0.95, 0.97, 1.0, 1.0))
