@@ -271,3 +271,41 @@ def test_bad_frames_are_one_clear_line(tmp_path, bad, message):
                         "--frames", "1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and message.split()[-1] in r.stderr
+
+
+def test_occlusion_and_frustum_keys_keep_the_frame_exact(ctx):
+    """O: the nested index takes no pyramid, the frame still draws the frustum's answer and
+    says so; two-pass's early cull and F (frustum off) work as for a flat index."""
+    from app.viewer.setup import occlusion_factory
+
+    v = _viewer(ctx)
+    v.occlusion_factory = occlusion_factory(False)
+    s = v.scene
+    view = _view(s, 0.0)
+    for mode in ("previous", "two-pass"):
+        v.set_occlusion(mode)
+        for _ in range(2):
+            v.frame(1 / 30, view)
+        want = _flat_oracle(v.pipeline.index, s.objects.ids, view.planes)
+        assert v.stats.drawn == want.shape[0], mode
+        assert any(x.startswith("occlusion: not applied") for x in v.hud_lines(v.stats))
+    v.set_occlusion("off")
+    v.key("f")
+    st = v.frame(1 / 30, view)
+    assert st.drawn == len(s.objects)
+
+
+def test_framed_motions_stay_in_their_local_boxes():
+    from app.scene import load_scene
+
+    s = load_scene("tracks")
+    h = s.hierarchy
+    for _ in range(40):
+        s.step(0.25)
+    for gi, g in enumerate(s.groups):
+        if g.frame is None or g.motion == "static":
+            continue
+        c = h.local[s.objects.group == gi]
+        assert np.all(c >= g.lo - 1e-9) and np.all(c <= g.hi + 1e-9), g.name
+    assert np.all(s.objects.centers - s.objects.radii[:, None] >= s.extent_lo)
+    assert np.all(s.objects.centers + s.objects.radii[:, None] <= s.extent_hi)
