@@ -248,6 +248,7 @@ def test_headless_run_writes_the_log(tmp_path):
     assert int(first["objects"]) == 2388
     assert 0 < int(first["visible"]) <= int(first["working_set"])
     assert int(first["nodes_visited"]) > 0
+    assert int(first["groups_visited"]) == 221 and int(first["inner_queries"]) == 1
     assert shot.exists()
 
 

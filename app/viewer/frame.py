@@ -449,6 +449,8 @@ class Viewer:
             from app.viewer.collision_view import COLUMNS
 
             cols += COLUMNS
+        if hasattr(self.pipeline, "log_values"):  # a nested index (nested_view)
+            cols += self.pipeline.LOG_COLUMNS
         out = self.recorder.start(path, cols)
         self.record_path = out
         self.note_written(out, "0 rows")
@@ -991,6 +993,8 @@ class Viewer:
             row.update(self.occlusion.log_values())
         if self.collision is not None:
             row.update(self.collision.log_values())
+        if hasattr(self.pipeline, "log_values"):
+            row.update(self.pipeline.log_values())
         return row
 
 

@@ -139,6 +139,15 @@ class NestedPipeline(CullPipeline):
 
     # ------------------------------------------------------------------ overlays
 
+    #: Frame-log columns of a nested scene (the last query's figures).
+    LOG_COLUMNS = ("groups_visited", "inner_queries")
+
+    def log_values(self) -> dict[str, int]:
+        """The log's cells: groups visited and inner-index queries of the last query."""
+        e = self.last_extra
+        return {"groups_visited": int(e.get("groups_visited", 0)),
+                "inner_queries": int(e.get("inner_queries", 0))}
+
     def hud_lines(self) -> list[str]:
         """The nested index's own HUD line: groups, inner kind, groups visited, inner queries."""
         h = self.index
