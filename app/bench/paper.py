@@ -76,6 +76,7 @@ class Config:
     ablate_dists: list[str] = field(default_factory=list)
     modes: list[str] = field(default_factory=lambda: ["ours"])
     paired_cycles: int = PAIRED_CYCLES
+    ablate_modes: tuple[str, ...] = ABLATION_MODES
     dist_subjects: list[str] = field(default_factory=list)  # filled at run time
 
 
@@ -87,7 +88,8 @@ FULL = Config(sweep_n=[10_000, 100_000],
               ablate_dists=["clustered", "uniform"])
 QUICK = Config(sweep_n=[3_000], thresholds=[10, 50], leafy_n=[2_000],
                dist_n=[1_000, 8_000], cycles=4, sweep_cycles=4, ablate_n=[8_000],
-               ablate_dists=["clustered"], paired_cycles=4)
+               ablate_dists=["clustered"], paired_cycles=4,
+               ablate_modes=("ours", "ours+split", "paper-split", "paper"))
 
 
 # ----------------------------------------------------------------- one run
@@ -401,7 +403,7 @@ def ablate_tasks(cfg: Config, only) -> list[dict]:
             tasks.append(_task("ablate", "numpy-brute", "numpy-brute", {}, dist, n, side, 10.0,
                                cfg.cycles, True))
             for h in heur:
-                for mode in ABLATION_MODES:
+                for mode in cfg.ablate_modes:
                     tasks.append(_task("ablate", f"{h}/{mode}", h,
                                        {"leafy": False, "mode": mode}, dist, n, side, 10.0,
                                        cfg.cycles, True, leafy=False))
