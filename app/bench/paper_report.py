@@ -622,7 +622,8 @@ def write_outputs(rows: list[dict], out: Path, meta: dict) -> str:
                  "recorded by an earlier invocation with the same settings"
                  if meta.get("reused") else "")
               + (f"; load average {meta['load_start']} at the start and {meta['load_end']} at "
-                 "the end (1, 5, 15 min)" if meta.get("load_start") else "")
+                 "the end (1, 5, 15 min)" if meta.get("load_start")
+                 and meta.get("reused", 0) < meta.get("runs", 0) else "")
               + ". Times are process CPU time "
               "(like the paper's `times()`), medians over the cycles; because the machine is "
               "shared, compare ratios (`x numpy`: numpy brute force's cycle time over the "
