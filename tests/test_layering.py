@@ -136,3 +136,23 @@ def test_named_tuple_class_names_are_unique():
                     clashes.append(f"{obj.__name__}: {seen[obj.__name__]} and {where}")
                 seen.setdefault(obj.__name__, where)
     assert not clashes, "named tuples sharing a class name:\n" + "\n".join(clashes)
+
+
+def test_named_tuple_classes_are_found_under_their_own_name():
+    """numba's cache pickles argument types with cloudpickle, which pickles a class by value
+    unless ``module.<class name>`` is that class: then every process unpickled a new class,
+    missed its cached kernels and compiled them again (the AABB tree's ``Nodes`` bound under
+    another name cost 20-40 s at every first query)."""
+    import importlib
+    import inspect
+
+    lost = []
+    for name in sorted(_graph()):
+        if ".viewer" in name or ".render" in name or name.endswith("__main__"):
+            continue
+        mod = importlib.import_module(name)
+        for attr, obj in vars(mod).items():
+            if (inspect.isclass(obj) and issubclass(obj, tuple) and hasattr(obj, "_fields")
+                    and obj.__module__ == name and getattr(mod, obj.__qualname__, None) is not obj):
+                lost.append(f"{name}.{attr} is class {obj.__qualname__}")
+    assert not lost, "named tuples not reachable by their class name:\n" + "\n".join(lost)

@@ -58,6 +58,11 @@ Spheres = namedtuple("AABBSpheres", ["centers", "radii", "vdist"])
 #: split point in the re-centring), the mode's feature bits (heuristics.PAPER_*) and the
 #: non-leafy rule as heuristics.KEEP_* (what which_child takes).
 Rules = namedtuple("AABBRules", ["leafy", "threshold", "flags", "keep"])
+# Each class also under its own name: numba's cache pickles argument types with cloudpickle,
+# which pickles a class *by value* unless module.<class name> is that class; by value, every
+# process unpickled a new class, never matched its cached kernels and compiled them again
+# (20-40 s at the first query, and a new cache entry each run).
+AABBNodes, AABBObjects, AABBSpheres, AABBRules = Nodes, Objects, Spheres, Rules
 
 
 def make_rules(leafy: bool, threshold: int, flags: int = 0) -> Rules:
