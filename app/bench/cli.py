@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 import time
@@ -276,7 +277,10 @@ def _run_pairs(args: argparse.Namespace) -> int:
             bar.set_postfix_str(text, refresh=False)
             bar.update(done)
 
+    import numba
+
     t0 = time.perf_counter()
+    load0 = os.getloadavg()[0]
     try:
         rows = pairs.run(dists, sizes, only, steps, budget, step_budget, progress=progress)
     finally:
@@ -285,6 +289,8 @@ def _run_pairs(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - t0
     head = (f"bench pairs: {', '.join(dists)}; n = {', '.join(f'{n:,}' for n in sizes)}; "
             f"{steps} measured steps at most (median, after a warm-up step), wall clock; "
+            f"{numba.get_num_threads()} threads, load average {load0:.1f} at the start and "
+            f"{os.getloadavg()[0]:.1f} at the end; "
             f"{platform.node()} {platform.processor() or ''}".rstrip())
     print(head)
     print("each step: update(all ids) + query_pairs(); x faster peer = the faster compiled "
