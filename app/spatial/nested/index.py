@@ -46,6 +46,7 @@ from app.spatial.nested.groups import (
     subtree_order,
     transform_problems,
 )
+from app.spatial.nested.occlude import check_occlusion, occlude_visible
 from app.spatial.nested.query import (
     descend,
     local_frame,
@@ -487,9 +488,10 @@ class NestedIndex:
     def query_frustum(self, planes: Any, eye: Any = None, use_view_distance: bool = False,
                       occlusion: Any = None) -> QueryResult:
         """Ids whose world sphere meets every plane (and, with ``use_view_distance``, whose
-        world centre is within its world view distance of ``eye``): exactly brute force."""
-        if occlusion is not None:
-            raise ValueError("query_frustum: the nested index does not take an occlusion pyramid")
+        world centre is within its world view distance of ``eye``): exactly brute force.
+        With ``occlusion`` (a ``ZPyramid``), those whose world sphere the pyramid hides are
+        left out, as the flat indexes do (``occlude.py``)."""
+        check_occlusion(occlusion)
         planes = np.ascontiguousarray(np.asarray(planes, dtype=np.float64))
         if planes.ndim != 2 or planes.shape[1] != 4 or not np.isfinite(planes).all():
             raise ValueError(
@@ -515,7 +517,15 @@ class NestedIndex:
                 working += w
                 visited += nv
             vis = np.concatenate(parts)
+        occ_objects = occ_groups = 0
+        if occlusion is not None and occlusion.widths.shape[0] and vis.shape[0]:
+            keys, vals, dense = self._idmap.arrays()
+            vis, occ_objects, occ_groups = occlude_visible(
+                np.ascontiguousarray(vis, np.int64), keys, vals, dense, R.grp, R.lc, R.rad,
+                G.W, G.ws, G.wbc, G.wbr, G.code, np.zeros(G.cap, np.uint8),
+                bool(getattr(self, "occlusion_gate", True)), *occlusion.arrays())
         return QueryResult(visible=vis, working_set=int(working), nodes_visited=int(visited),
+                           occluded_nodes=int(occ_groups), occluded_objects=int(occ_objects),
                            extra=extra)
 
     def _ask_inner(self, g: int, planes: np.ndarray, eye: np.ndarray,
