@@ -42,6 +42,46 @@ ABS = 1e-13
 WORLD_SCALE_RANGE = 1
 
 
+@njit(cache=True, inline="always")
+def rigid_code(m, k: int):
+    """(code, canonical scale) of matrix ``m[k]`` (K, 4, 4): code 0 rigid, else the first
+    problem (see :func:`transform_problems`)."""
+    finite = True
+    for i in range(4):
+        for j in range(4):
+            finite = finite and np.isfinite(m[k, i, j])
+    if not finite:
+        return 1, 0.0
+    if m[k, 3, 0] != 0.0 or m[k, 3, 1] != 0.0 or m[k, 3, 2] != 0.0 or m[k, 3, 3] != 1.0:
+        return 2, 0.0
+    c0 = math.sqrt((m[k, 0, 0] * m[k, 0, 0] + m[k, 1, 0] * m[k, 1, 0])
+                   + m[k, 2, 0] * m[k, 2, 0])
+    zero = c0 < 1.0 / LIMIT
+    for j in range(3):
+        zero = zero or (m[k, 0, j] == 0.0 and m[k, 1, j] == 0.0 and m[k, 2, j] == 0.0)
+    if zero:
+        return 3, c0
+    if c0 > LIMIT:
+        return 4, c0
+    s2 = c0 * c0
+    diag = 0.0
+    off = 0.0
+    for j in range(3):
+        for l in range(j, 3):
+            dot = (m[k, 0, j] * m[k, 0, l] + m[k, 1, j] * m[k, 1, l]) + m[k, 2, j] * m[k, 2, l]
+            if j == l:
+                diag = max(diag, abs(dot / s2 - 1.0))
+            else:
+                off = max(off, abs(dot / s2))
+    if not diag <= RIGID_TOL:
+        return 5, c0
+    if not off <= RIGID_TOL:
+        return 6, c0
+    if max(abs(m[k, 0, 3]), abs(m[k, 1, 3]), abs(m[k, 2, 3])) > LIMIT:
+        return 7, c0
+    return 0, c0
+
+
 @njit(cache=True)
 def rigid_codes(m, scales) -> np.ndarray:
     """A code per matrix of ``m`` (K, 4, 4): 0 rigid, else the first problem (see
@@ -49,44 +89,10 @@ def rigid_codes(m, scales) -> np.ndarray:
     K = m.shape[0]
     codes = np.zeros(K, np.int8)
     for k in range(K):
-        finite = True
-        for i in range(4):
-            for j in range(4):
-                finite = finite and np.isfinite(m[k, i, j])
-        if not finite:
-            codes[k] = 1
-            continue
-        if m[k, 3, 0] != 0.0 or m[k, 3, 1] != 0.0 or m[k, 3, 2] != 0.0 or m[k, 3, 3] != 1.0:
-            codes[k] = 2
-            continue
-        c0 = math.sqrt((m[k, 0, 0] * m[k, 0, 0] + m[k, 1, 0] * m[k, 1, 0])
-                       + m[k, 2, 0] * m[k, 2, 0])
-        scales[k] = c0
-        zero = c0 < 1.0 / LIMIT
-        for j in range(3):
-            zero = zero or (m[k, 0, j] == 0.0 and m[k, 1, j] == 0.0 and m[k, 2, j] == 0.0)
-        if zero:
-            codes[k] = 3
-            continue
-        if c0 > LIMIT:
-            codes[k] = 4
-            continue
-        s2 = c0 * c0
-        diag = 0.0
-        off = 0.0
-        for j in range(3):
-            for l in range(j, 3):
-                dot = (m[k, 0, j] * m[k, 0, l] + m[k, 1, j] * m[k, 1, l]) + m[k, 2, j] * m[k, 2, l]
-                if j == l:
-                    diag = max(diag, abs(dot / s2 - 1.0))
-                else:
-                    off = max(off, abs(dot / s2))
-        if not diag <= RIGID_TOL:
-            codes[k] = 5
-        elif not off <= RIGID_TOL:
-            codes[k] = 6
-        elif max(abs(m[k, 0, 3]), abs(m[k, 1, 3]), abs(m[k, 2, 3])) > LIMIT:
-            codes[k] = 7
+        code, c0 = rigid_code(m, k)
+        codes[k] = code
+        if code == 0 or code > 2:
+            scales[k] = c0
     return codes
 
 
@@ -135,6 +141,35 @@ def compose(W: np.ndarray, p: int, L: np.ndarray, g: int, out: np.ndarray) -> No
             W[p, i, 2] * L[g, 2, 3])) + W[p, i, 3]
 
 
+@njit(cache=True, inline="always")
+def world_one(parent, L, scale, W, ws, dhi, dlo, g: int) -> bool:
+    """World matrix, scale and stretch bounds of group ``g`` from its parent's (current);
+    False when the world scale leaves [1/LIMIT, LIMIT] (``W`` / ``ws`` then written, the
+    bounds not)."""
+    p = parent[g]
+    if p < 0:
+        for a in range(3):
+            for b in range(4):
+                W[g, a, b] = L[g, a, b]
+        ws[g] = scale[g]
+    else:
+        compose(W, p, L, g, W)
+        ws[g] = ws[p] * scale[g]
+    s = ws[g]
+    if not (s >= 1.0 / LIMIT and s <= LIMIT):
+        return False
+    s2 = s * s
+    m = 0.0
+    for j in range(3):
+        for k in range(j, 3):
+            dot = (W[g, 0, j] * W[g, 0, k] + W[g, 1, j] * W[g, 1, k]) + W[g, 2, j] * W[g, 2, k]
+            dev = abs(dot / s2 - (1.0 if j == k else 0.0))
+            m = max(m, dev)
+    dhi[g] = math.sqrt(1.0 + 3.0 * m) - 1.0 + REL
+    dlo[g] = 1.0 - math.sqrt(max(0.0, 1.0 - 3.0 * m)) + REL
+    return True
+
+
 @njit(cache=True)
 def refresh_world(order, parent, L, scale, W, ws, dhi, dlo):
     """World matrices, scales and stretch bounds of every group, top-down in ``order``.
@@ -145,27 +180,80 @@ def refresh_world(order, parent, L, scale, W, ws, dhi, dlo):
     """
     for i in range(order.shape[0]):
         g = order[i]
-        p = parent[g]
-        if p < 0:
+        if not world_one(parent, L, scale, W, ws, dhi, dlo, g):
+            return WORLD_SCALE_RANGE, g
+    return 0, 0
+
+
+@njit(cache=True)
+def set_transforms_batch(slots, m, L, scale, W, ws, dhi, dlo, order, send, pos, parent,
+                         bmark, blist, nbl):
+    """``set_transforms``' whole fast path in one pass: check every matrix of ``m`` (K, 4, 4)
+    and that no slot repeats, write the local matrices and scales, recompose the world
+    matrices of the subtrees of ``slots`` (preorder) and list their groups as bounds-dirty
+    (``bmark`` / ``blist`` / ``nbl[0]``). Returns (code, k): 0 done; 1 matrix ``k`` is not
+    rigid, 2 slot ``k`` repeats (nothing changed either way); 3 the world scale of group ``k``
+    leaves range (everything put back as it was)."""
+    K = slots.shape[0]
+    ng = order.shape[0]
+    new_s = np.empty(K)
+    for k in range(K):
+        code, c0 = rigid_code(m, k)
+        if code:
+            return 1, k
+        new_s[k] = c0
+    mark = np.zeros(ng, np.uint8)
+    for k in range(K):
+        i = pos[slots[k]]
+        if mark[i]:
+            return 2, k
+        mark[i] = 1
+    old_L = np.empty((K, 3, 4))
+    old_s = np.empty(K)
+    for k in range(K):
+        g = slots[k]
+        for a in range(3):
+            for b in range(4):
+                old_L[k, a, b] = L[g, a, b]
+                L[g, a, b] = m[k, a, b]
+        old_s[k] = scale[g]
+        scale[g] = new_s[k]
+    end = 0
+    bad = -1
+    for i in range(ng):
+        if mark[i] and i >= end:
+            end = send[i]
+        if i < end:
+            g = order[i]
+            if not world_one(parent, L, scale, W, ws, dhi, dlo, g):
+                bad = g
+                break
+    if bad >= 0:
+        for k in range(K):
+            g = slots[k]
             for a in range(3):
                 for b in range(4):
-                    W[g, a, b] = L[g, a, b]
-            ws[g] = scale[g]
-        else:
-            compose(W, p, L, g, W)
-            ws[g] = ws[p] * scale[g]
-        s = ws[g]
-        if not (s >= 1.0 / LIMIT and s <= LIMIT):
-            return WORLD_SCALE_RANGE, g
-        s2 = s * s
-        m = 0.0
-        for j in range(3):
-            for k in range(j, 3):
-                dot = (W[g, 0, j] * W[g, 0, k] + W[g, 1, j] * W[g, 1, k]) + W[g, 2, j] * W[g, 2, k]
-                dev = abs(dot / s2 - (1.0 if j == k else 0.0))
-                m = max(m, dev)
-        dhi[g] = math.sqrt(1.0 + 3.0 * m) - 1.0 + REL
-        dlo[g] = 1.0 - math.sqrt(max(0.0, 1.0 - 3.0 * m)) + REL
+                    L[g, a, b] = old_L[k, a, b]
+            scale[g] = old_s[k]
+        end = 0
+        for i in range(ng):
+            if mark[i] and i >= end:
+                end = send[i]
+            if i < end:
+                world_one(parent, L, scale, W, ws, dhi, dlo, order[i])
+        return 3, bad
+    end = 0
+    n = nbl[0]
+    for i in range(ng):
+        if mark[i] and i >= end:
+            end = send[i]
+        if i < end:
+            g = order[i]
+            if not bmark[g]:
+                bmark[g] = 1
+                blist[n] = g
+                n += 1
+    nbl[0] = n
     return 0, 0
 
 
@@ -181,6 +269,51 @@ def magnitude(W, g: int, cmax: float) -> float:
     return 3.0 * amax * cmax + tmax
 
 
+@njit(cache=True, inline="always")
+def own_world(W, ws, dhi, count, o_c, o_r, o_vd, wbc, wbr, wvd, gmag, sbc, sbr, svd, g: int):
+    """Group ``g``'s own world sphere, and its subtree sphere reset to it (see
+    :func:`refresh_bounds`)."""
+    if count[g] > 0:
+        cx, cy, cz = world_point(W, g, o_c[g, 0], o_c[g, 1], o_c[g, 2])
+        cmax = max(abs(o_c[g, 0]), abs(o_c[g, 1]), abs(o_c[g, 2])) + o_r[g]
+        mag = magnitude(W, g, cmax)
+        gmag[g] = mag
+        wbc[g, 0] = cx
+        wbc[g, 1] = cy
+        wbc[g, 2] = cz
+        wbr[g] = ws[g] * (1.0 + dhi[g]) * o_r[g] * (1.0 + REL) + ABS * mag
+        wvd[g] = ws[g] * o_vd[g] * (1.0 + REL)
+        for a in range(3):
+            sbc[g, a] = wbc[g, a]
+        sbr[g] = wbr[g]
+        svd[g] = wvd[g]
+    else:
+        gmag[g] = 0.0
+        wbr[g] = -1.0
+        wvd[g] = -1.0
+        for a in range(3):
+            wbc[g, a] = W[g, a, 3]
+            sbc[g, a] = W[g, a, 3]
+        sbr[g] = -1.0
+        svd[g] = -1.0
+
+
+@njit(cache=True, inline="always")
+def merge_up(parent, sbc, sbr, svd, g: int) -> None:
+    """Grow the subtree sphere of ``g``'s parent to hold ``g``'s (Shagam's R(N))."""
+    p = parent[g]
+    if p < 0 or sbr[g] < 0.0:
+        return
+    dx = sbc[g, 0] - sbc[p, 0]
+    dy = sbc[g, 1] - sbc[p, 1]
+    dz = sbc[g, 2] - sbc[p, 2]
+    reach = (math.sqrt(dx * dx + dy * dy + dz * dz) + sbr[g]) * (1.0 + REL)
+    if reach > sbr[p]:
+        sbr[p] = reach
+    if svd[g] > svd[p]:
+        svd[p] = svd[g]
+
+
 @njit(cache=True)
 def refresh_bounds(order, parent, W, ws, dhi, count, o_c, o_r, o_vd,
                    wbc, wbr, wvd, gmag, sbc, sbr, svd) -> None:
@@ -193,43 +326,92 @@ def refresh_bounds(order, parent, W, ws, dhi, count, o_c, o_r, o_vd,
     """
     n = order.shape[0]
     for i in range(n):
-        g = order[i]
-        if count[g] > 0:
-            cx, cy, cz = world_point(W, g, o_c[g, 0], o_c[g, 1], o_c[g, 2])
-            cmax = max(abs(o_c[g, 0]), abs(o_c[g, 1]), abs(o_c[g, 2])) + o_r[g]
-            mag = magnitude(W, g, cmax)
-            gmag[g] = mag
-            wbc[g, 0] = cx
-            wbc[g, 1] = cy
-            wbc[g, 2] = cz
-            wbr[g] = ws[g] * (1.0 + dhi[g]) * o_r[g] * (1.0 + REL) + ABS * mag
-            wvd[g] = ws[g] * o_vd[g] * (1.0 + REL)
-            for a in range(3):
-                sbc[g, a] = wbc[g, a]
-            sbr[g] = wbr[g]
-            svd[g] = wvd[g]
-        else:
-            gmag[g] = 0.0
-            wbr[g] = -1.0
-            wvd[g] = -1.0
-            for a in range(3):
-                wbc[g, a] = W[g, a, 3]
-                sbc[g, a] = W[g, a, 3]
-            sbr[g] = -1.0
-            svd[g] = -1.0
+        own_world(W, ws, dhi, count, o_c, o_r, o_vd, wbc, wbr, wvd, gmag, sbc, sbr, svd,
+                  order[i])
     for i in range(n - 1, -1, -1):
-        g = order[i]
-        p = parent[g]
-        if p < 0 or sbr[g] < 0.0:
-            continue
-        dx = sbc[g, 0] - sbc[p, 0]
-        dy = sbc[g, 1] - sbc[p, 1]
-        dz = sbc[g, 2] - sbc[p, 2]
-        reach = (math.sqrt(dx * dx + dy * dy + dz * dz) + sbr[g]) * (1.0 + REL)
-        if reach > sbr[p]:
-            sbr[p] = reach
-        if svd[g] > svd[p]:
-            svd[p] = svd[g]
+        merge_up(parent, sbc, sbr, svd, order[i])
+
+
+@njit(cache=True)
+def own_sphere(lc, rad, vd, lo: int, hi: int):
+    """(centre x, y, z, radius, largest view distance, largest radius) of rows ``lo .. hi-1``:
+    the centre of their centres' box, the radius reaching every sphere (widened by REL)."""
+    if hi <= lo:
+        return 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+    lx = hx = lc[lo, 0]
+    ly = hy = lc[lo, 1]
+    lz = hz = lc[lo, 2]
+    for s in range(lo + 1, hi):
+        lx = min(lx, lc[s, 0])
+        hx = max(hx, lc[s, 0])
+        ly = min(ly, lc[s, 1])
+        hy = max(hy, lc[s, 1])
+        lz = min(lz, lc[s, 2])
+        hz = max(hz, lc[s, 2])
+    cx = 0.5 * lx + 0.5 * hx  # halves first: no overflow
+    cy = 0.5 * ly + 0.5 * hy
+    cz = 0.5 * lz + 0.5 * hz
+    r = 0.0
+    v = 0.0
+    rmax = 0.0
+    for s in range(lo, hi):
+        dx = lc[s, 0] - cx
+        dy = lc[s, 1] - cy
+        dz = lc[s, 2] - cz
+        r = max(r, math.sqrt(dx * dx + dy * dy + dz * dz) + rad[s])
+        v = max(v, vd[s])
+        rmax = max(rmax, rad[s])
+    return cx, cy, cz, r * (1.0 + REL), v, rmax
+
+
+@njit(cache=True)
+def refresh_bounds_some(order, send, pos, parent, W, ws, dhi, count, o_c, o_r, o_vd, wbc,
+                        wbr, wvd, gmag, sbc, sbr, svd, bmark, blist, nbl, b_start, lc, rad, vd,
+                        o_tight, o_rmax, loose) -> None:
+    """:func:`refresh_bounds` for the listed groups only (``blist[:nbl[0]]``, those whose own
+    sphere or world matrix changed; ``bmark`` cleared, the list emptied): loose own spheres
+    tightened first, their own world spheres recomputed, the subtree spheres of their
+    ancestors rebuilt from their own and their children's. Every other group's spheres are
+    what the full pass computes from the same inputs (max-merges do not depend on the
+    order), so the result is the full pass's, bit for bit."""
+    n = nbl[0]
+    nested = False
+    for q in range(n):
+        g = blist[q]
+        if loose[g]:
+            lo = b_start[g]
+            cx, cy, cz, r, v, rmax = own_sphere(lc, rad, vd, lo, lo + count[g])
+            o_rmax[g] = rmax
+            o_c[g, 0] = cx
+            o_c[g, 1] = cy
+            o_c[g, 2] = cz
+            o_r[g] = r
+            o_tight[g] = r
+            o_vd[g] = v
+            loose[g] = False
+        own_world(W, ws, dhi, count, o_c, o_r, o_vd, wbc, wbr, wvd, gmag, sbc, sbr, svd, g)
+        nested = nested or parent[g] >= 0 or send[pos[g]] > pos[g] + 1
+    if nested:  # reset every ancestor of a listed group, then merge every child into them
+        for q in range(n):
+            p = parent[blist[q]]
+            while p >= 0 and bmark[p] != 2:
+                if bmark[p] == 0:  # not listed: its own world sphere is current
+                    for a in range(3):
+                        sbc[p, a] = wbc[p, a]
+                    sbr[p] = wbr[p]
+                    svd[p] = wvd[p]
+                bmark[p] = 2
+                p = parent[p]
+        for i in range(order.shape[0] - 1, -1, -1):  # listed or reset parents: rebuilt
+            g = order[i]
+            p = parent[g]
+            if p >= 0 and bmark[p] != 0:
+                merge_up(parent, sbc, sbr, svd, g)
+        for i in range(order.shape[0]):
+            bmark[order[i]] = 0
+    for q in range(n):
+        bmark[blist[q]] = 0
+    nbl[0] = 0
 
 
 @njit(cache=True)

@@ -41,8 +41,10 @@ from app.spatial.nested.groups import (
     canonical_scale,
     preorder,
     refresh_bounds,
+    refresh_bounds_some,
     refresh_world,
     rigid_codes,
+    set_transforms_batch,
     subtree_order,
     transform_problems,
 )
@@ -60,11 +62,11 @@ from app.spatial.nested.store import (
     good_values,
     grown_rows,
     move_block,
+    moves_fast,
     new_rows,
     remove_rows,
     repack,
     resolve_moves,
-    same_ids,
     take_stale,
     tighten,
     write_new,
@@ -80,6 +82,9 @@ _NEVER = np.iinfo(np.int64).max
 
 _EMPTY_F = np.zeros(0)
 _IDENTITY = np.eye(4)
+_ZERO3 = np.zeros(3)  # the default eye (read only)
+_F64 = np.dtype(np.float64)
+_I64 = np.dtype(np.int64)
 # The base class's batch checks, used without an index (they read no state).
 _CHECK = SpatialIndex.__new__(SpatialIndex)
 
@@ -128,6 +133,9 @@ class _Groups:
         self.svd = np.full(cap, -1.0)
         self.code = np.zeros(cap, np.int8)  # last query's outcome (NODE_*)
         self.depth = np.zeros(cap, np.int64)
+        self.bmark = np.zeros(cap, np.uint8)  # bounds-dirty: own sphere or world matrix changed
+        self.blist = np.zeros(cap, np.int64)  # the bounds-dirty groups (``_nbl[0]`` of them)
+        self.scanned = np.zeros(cap, np.uint8)  # descend's scratch (zero between queries)
 
     @property
     def cap(self) -> int:
@@ -195,6 +203,13 @@ class NestedIndex:
         self._log_grp = np.zeros(4096, np.int64)
         self._nlog = np.zeros(1, np.int64)
         self._movers: tuple | None = None  # (version, want, ids copy, rows, groups)
+        self._nbl = np.zeros(1, np.int64)  # bounds-dirty groups listed in G.blist
+        self._gversion = 0  # bumped when group slots change: the set_transforms cache expires
+        self._tcache: tuple | None = None  # (gversion, keys, slots) of the last set_transforms
+        self._act = np.zeros(16, np.uint8)  # descend's scratch, a byte / word per group
+        self._cuts = np.zeros(16, np.uint64)
+        self._sure = np.empty(1024 + 8, np.int64)  # descend's scratch, a row per arena row
+        self._near = np.empty(1024 + 8, np.int64)
 
     # ------------------------------------------------------------------ groups
 
@@ -245,6 +260,7 @@ class NestedIndex:
         self._slot[key] = g
         self._inner[g] = self._make()
         self._order_dirty = True
+        self._gversion += 1
 
     def set_transform(self, gid: Any, transform: Any) -> None:
         """New transform (4, 4), local -> parent, of one group."""
@@ -257,8 +273,27 @@ class NestedIndex:
             keys = gids.tolist()
         else:
             keys = list(gids)
-            if not all(type(k) is int or type(k) is str for k in keys):  # not bools, floats
-                keys = [_key(g) for g in keys]
+        # The per-frame path: the same groups as last time (slots known), float64 matrices,
+        # one compiled call that checks, writes and recomposes (nothing changed on failure).
+        m = transforms
+        last = self._tcache
+        if (last is not None and last[0] == self._gversion and last[1] == keys
+                and not (self._world_dirty or self._order_dirty)
+                and type(m) is np.ndarray and m.dtype is _F64 and m.shape == (len(keys), 4, 4)
+                and m.flags.c_contiguous and set(map(type, keys)) <= {int, str}):
+            G = self._G
+            code, k = set_transforms_batch(last[2], m, G.L, G.scale, G.W, G.ws, G.dhi, G.dlo,
+                                           self._order, self._send, self._pos, G.parent,
+                                           G.bmark, G.blist, self._nbl)
+            if code == 0:
+                return
+            if code == 3:
+                raise ValueError(f"set_transforms: the world scale of group "
+                                 f"{self._keys[int(k)]!r} would leave [{1 / LIMIT:g}, "
+                                 f"{LIMIT:g}]")
+            # a bad matrix: nothing changed; the checks below name it
+        if not all(type(k) is int or type(k) is str for k in keys):  # not bools, floats
+            keys = [_key(g) for g in keys]
         slot = self._slot
         try:
             sl = [slot[k] for k in keys]
@@ -269,6 +304,7 @@ class NestedIndex:
             rep = [k for k in keys if k in seen or seen.add(k)]
             raise ValueError(f"set_transforms: groups given more than once: {rep[:8]}")
         slots = np.array(sl, dtype=np.int64)
+        self._tcache = (self._gversion, list(keys), slots)
         m = _as_matrices(transforms, len(keys), "set_transforms")
         scales = np.empty(len(keys))
         if rigid_codes(m, scales).any():
@@ -348,6 +384,7 @@ class NestedIndex:
             self._free_g.append(s)
         self._order_dirty = True
         self._bounds_dirty = True
+        self._gversion += 1
 
     def transform(self, gid: Any) -> np.ndarray:
         """The group's transform (4, 4), local -> parent."""
@@ -492,22 +529,31 @@ class NestedIndex:
         With ``occlusion`` (a ``ZPyramid``), those whose world sphere the pyramid hides are
         left out, as the flat indexes do (``occlude.py``)."""
         check_occlusion(occlusion)
-        planes = np.ascontiguousarray(np.asarray(planes, dtype=np.float64))
-        if planes.ndim != 2 or planes.shape[1] != 4 or not np.isfinite(planes).all():
+        if not (type(planes) is np.ndarray and planes.dtype is _F64 and planes.ndim == 2
+                and planes.flags.c_contiguous):
+            planes = np.ascontiguousarray(np.asarray(planes, dtype=np.float64))
+        if planes.ndim != 2 or planes.shape[1] != 4:
             raise ValueError(
                 f"query_frustum: planes must be a finite (K, 4) array, got {planes.shape}")
         if use_view_distance and eye is None:
             raise ValueError("query_frustum: use_view_distance=True needs an eye position")
-        eye = np.zeros(3) if eye is None else SpatialIndex._check_point(eye, "eye")
+        eye = _ZERO3 if eye is None else SpatialIndex._check_point(eye, "eye")
         use_vd = bool(use_view_distance)
         self._refresh()
         G = self._G
         R = self._R
-        vis, working, visited, inner = descend(
+        if self._act.shape[0] < G.cap:
+            self._act = np.zeros(G.cap, np.uint8)
+            self._cuts = np.zeros(G.cap, np.uint64)
+        vis, working, visited, inner, bad = descend(
             planes, eye, use_vd, self._order, self._send, G.W, G.ws, G.dhi, G.dlo, G.gmag, G.o_c,
             G.o_r, G.wbc, G.wbr, G.wvd, G.sbc, G.sbr, G.svd, G.b_start, G.b_count, R.ids, R.lc,
             R.rad, R.vd, R.x, R.y, R.z, R.r32, R.vd32, self._codes, self.inner_min, G.code,
-            G.dirty32, self._log_rows, self._log_grp, self._nlog)
+            G.dirty32, self._log_rows, self._log_grp, self._nlog, self._act, self._cuts,
+            G.scanned, self._sure, self._near)
+        if bad:
+            raise ValueError(
+                f"query_frustum: planes must be a finite (K, 4) array, got {planes.shape}")
         extra = {"groups_visited": int(visited), "inner_queries": int(inner.shape[0])}
         if inner.shape[0]:
             parts = [vis]
@@ -730,37 +776,45 @@ class NestedIndex:
         return rows
 
     def _update_fast(self, want: int, ids: Any, c: Any, r: Any, vd: Any) -> bool:
-        """The per-frame path: well-typed arrays, one compiled check, one compiled write; the
-        same movers as last time (a scene's moving objects) skip the id look-ups."""
-        if not (isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.ndim == 1
+        """The per-frame path: well-typed arrays, one compiled call that checks and writes;
+        the same movers as last time (a scene's moving objects) skip the id look-ups. False
+        (nothing changed): the checked path decides and names what is wrong."""
+        if not (type(ids) is np.ndarray and ids.dtype is _I64 and ids.ndim == 1
                 and ids.flags.c_contiguous):
             return False
         n = ids.shape[0]
-
-        def ok(a: Any, shape: tuple) -> bool:
-            return (isinstance(a, np.ndarray) and a.dtype == np.float64 and a.shape == shape
-                    and a.flags.c_contiguous)
-
-        if n == 0 or not ok(c, (n, 3)) or (r is not None and not ok(r, (n,))) or (
-                vd is not None and not ok(vd, (n,))):
+        if n == 0 or not (type(c) is np.ndarray and c.dtype is _F64 and c.shape == (n, 3)
+                          and c.flags.c_contiguous):
             return False
+        for a in (r, vd):
+            if a is not None and not (type(a) is np.ndarray and a.dtype is _F64
+                                      and a.shape == (n,) and a.flags.c_contiguous):
+                return False
         rr = _EMPTY_F if r is None else r
         vv = _EMPTY_F if vd is None else vd
-        if not good_values(c, rr, vv):
-            return False
         last = self._movers
-        if (last is not None and last[0] == self._version and last[1] == want
-                and last[2].shape[0] == n and same_ids(ids, last[2])):
-            rows, grps = last[3], last[4]
-        else:
-            rows = np.empty(n, np.int64)
-            grps = np.empty(n, np.int64)
-            self._epoch += 1
-            keys, vals, dense = self._idmap.arrays()
-            if not resolve_moves(ids, keys, vals, dense, self._R.grp, want, self._stamp,
-                                 self._epoch, rows, grps):
+        G = self._G
+        R = self._R
+        if last is not None and last[0] == self._version and last[1] == want:
+            code = moves_fast(ids, last[2], last[3], last[4], c, rr, vv, R.lc, R.rad, R.vd,
+                              R.stale, R.r32, R.vd32, G.o_c, G.o_r, G.o_tight, G.o_vd, G.o_rmax,
+                              G.loose, G.nstale, G.b_count, self.inner_min, G.dirty32, G.gdirty,
+                              self._log_rows, self._log_grp, self._nlog, G.bmark, G.blist,
+                              self._nbl)
+            if code == 0:
+                return True
+            if code == 1:
                 return False
-            self._movers = (self._version, want, ids.copy(), rows, grps)
+        elif not good_values(c, rr, vv):
+            return False
+        rows = np.empty(n, np.int64)
+        grps = np.empty(n, np.int64)
+        self._epoch += 1
+        keys, vals, dense = self._idmap.arrays()
+        if not resolve_moves(ids, keys, vals, dense, R.grp, want, self._stamp, self._epoch, rows,
+                             grps):
+            return False
+        self._movers = (self._version, want, ids.copy(), rows, grps)
         self._apply(rows, grps, c, r, vd)
         return True
 
@@ -770,8 +824,7 @@ class NestedIndex:
         apply_moves(self._R, rows, grps, c, _EMPTY_F if r is None else r,
                     _EMPTY_F if vd is None else vd, G.o_c, G.o_r, G.o_tight, G.o_vd, G.o_rmax,
                     G.loose, G.nstale, G.b_count, self.inner_min, G.dirty32, G.gdirty,
-                    self._log_rows, self._log_grp, self._nlog)
-        self._bounds_dirty = True
+                    self._log_rows, self._log_grp, self._nlog, G.bmark, G.blist, self._nbl)
 
     def _flush(self, g: int) -> None:
         """Group ``g``'s own index up to date: its stale rows, or its whole block when the
@@ -817,16 +870,27 @@ class NestedIndex:
         self._bounds_dirty = True
 
     def _refresh(self) -> None:
-        self._refresh_world()
-        if not self._bounds_dirty:
-            return
+        """The world matrices and bounds up to date: everything after a change of the tree
+        (``_bounds_dirty``), else only the groups listed bounds-dirty since the last time."""
+        if self._world_dirty or self._order_dirty:
+            self._refresh_world()
         G = self._G
+        if not self._bounds_dirty:
+            if self._nbl[0]:
+                R = self._R
+                refresh_bounds_some(self._order, self._send, self._pos, G.parent, G.W, G.ws,
+                                    G.dhi, G.b_count, G.o_c, G.o_r, G.o_vd, G.wbc, G.wbr, G.wvd,
+                                    G.gmag, G.sbc, G.sbr, G.svd, G.bmark, G.blist, self._nbl,
+                                    G.b_start, R.lc, R.rad, R.vd, G.o_tight, G.o_rmax, G.loose)
+            return
         loose = np.flatnonzero(G.loose & G.alive)
         if loose.shape[0]:
             tighten(self._R.lc, self._R.rad, self._R.vd, loose, G.b_start, G.b_count, G.o_c,
                     G.o_r, G.o_tight, G.o_vd, G.o_rmax, G.loose)
         refresh_bounds(self._order, G.parent, G.W, G.ws, G.dhi, G.b_count, G.o_c, G.o_r, G.o_vd,
                        G.wbc, G.wbr, G.wvd, G.gmag, G.sbc, G.sbr, G.svd)
+        G.bmark[G.blist[:self._nbl[0]]] = 0
+        self._nbl[0] = 0
         self._bounds_dirty = False
 
     def _grow_groups(self, cap: int) -> None:
@@ -891,6 +955,9 @@ class NestedIndex:
             self._log_grp = np.zeros(n // 8, np.int64)
         if self._stamp.shape[0] < n:
             self._stamp = grown(self._stamp, n, 0)
+        if self._sure.shape[0] < n + 8:
+            self._sure = np.empty(n + 8, np.int64)
+            self._near = np.empty(n + 8, np.int64)
         if self._codes.shape[0] < n + 8:
             self._codes = np.empty(n + 8, np.uint8)
 

@@ -86,7 +86,7 @@ def occlude_visible(vis, keys, vals, dense, grp, lc, rad, W, ws, wbc, wbr, gcode
                     st = _HIDDEN
                     gated += 1
                     c = gcode[g]
-                    if c == NODE_INSIDE or c == NODE_PARTIAL:
+                    if NODE_INSIDE <= c <= NODE_PARTIAL:  # it had passed the frustum
                         gcode[g] = NODE_REJECT_OCCLUSION
                 else:
                     st = _SHOWN

@@ -96,6 +96,25 @@ def _sphere_class(planes, nn, n1, cx: float, cy: float, cz: float, r: float) -> 
 
 
 @njit(cache=True, inline="always")
+def _sphere_cut(planes, nn, n1, cx: float, cy: float, cz: float, r: float):
+    """:func:`_sphere_class` and the planes the sphere is not certainly inside of (bit p of
+    the mask; planes past the 64th always set): the planes left to test for what it holds."""
+    cut = np.uint64(0)
+    big = max(abs(cx), abs(cy), abs(cz)) + r
+    for p in range(planes.shape[0]):
+        f = ((planes[p, 0] * cx + planes[p, 1] * cy) + planes[p, 2] * cz) + planes[p, 3]
+        reach = r * nn[p] + ABS * (n1[p] * big + abs(planes[p, 3]) + r)
+        if not abs(f) < np.inf:
+            cut |= np.uint64(1) << np.uint64(min(p, 63))
+            continue
+        if f < -reach:
+            return _OUT, cut
+        if not f >= reach:
+            cut |= np.uint64(1) << np.uint64(min(p, 63))
+    return (_INSIDE if cut == 0 else _PARTIAL), cut
+
+
+@njit(cache=True, inline="always")
 def _beyond_view(eye, cx: float, cy: float, cz: float, r: float, vmax: float) -> bool:
     """Every sphere inside the covering sphere (c, r) is farther from the eye than ``vmax``
     (its largest world view distance), rounding included."""
@@ -220,18 +239,102 @@ def _distance_verdicts(x, y, z, vd, ex, ey, ez, rel, tol, lo: int, hi: int, out)
         out[i] = c if c < o else o
 
 
+@njit(cache=True, fastmath=FAST)
+def _verdicts1(x, y, z, r, p32, tol, out) -> None:
+    """The scan's verdict loop (OUT / NEAR / IN) for one plane, ``p32[0]``; vectorises."""
+    a = p32[0, 0]
+    b = p32[0, 1]
+    c = p32[0, 2]
+    d = p32[0, 3]
+    for i in range(x.shape[0]):
+        m = a * x[i] + b * y[i] + c * z[i] + d + r[i]
+        out[i] = np.uint8(m >= tol) + np.uint8(m >= -tol)
+
+
+@njit(cache=True, fastmath=FAST)
+def _verdicts2(x, y, z, r, p32, tol, out) -> None:
+    """:func:`_verdicts1` for two planes, ``p32[0]`` and ``p32[1]``."""
+    a0 = p32[0, 0]
+    b0 = p32[0, 1]
+    c0 = p32[0, 2]
+    d0 = p32[0, 3]
+    a1 = p32[1, 0]
+    b1 = p32[1, 1]
+    c1 = p32[1, 2]
+    d1 = p32[1, 3]
+    for i in range(x.shape[0]):
+        xi = x[i]
+        yi = y[i]
+        zi = z[i]
+        v0 = a0 * xi + b0 * yi + c0 * zi + d0
+        v1 = a1 * xi + b1 * yi + c1 * zi + d1
+        m = (v0 if v0 < v1 else v1) + r[i]
+        out[i] = np.uint8(m >= tol) + np.uint8(m >= -tol)
+
+
+@njit(cache=True, fastmath=FAST)
+def _verdicts3(x, y, z, r, p32, tol, out) -> None:
+    """:func:`_verdicts1` for three planes, ``p32[0:3]``."""
+    for i in range(x.shape[0]):
+        xi = x[i]
+        yi = y[i]
+        zi = z[i]
+        m = np.float32(np.inf)
+        for p in range(3):
+            v = p32[p, 0] * xi + p32[p, 1] * yi + p32[p, 2] * zi + p32[p, 3]
+            m = v if v < m else m
+        m = m + r[i]
+        out[i] = np.uint8(m >= tol) + np.uint8(m >= -tol)
+
+
+@njit(cache=True, inline="always")
+def _cut_verdicts(x32, y32, z32, r32, vd32, p32, q32, cut, tol, lo: int, hi: int, codes):
+    """The float32 verdicts of rows ``lo .. hi-1`` by the planes of ``p32`` whose bit is set
+    in ``cut`` (the others hold the group's whole sphere: every row passes them)."""
+    k = 0
+    for p in range(min(p32.shape[0], 64)):
+        if (cut >> np.uint64(p)) & np.uint64(1):
+            if k < 3:
+                for a in range(4):
+                    q32[k, a] = p32[p, a]
+            k += 1
+    if p32.shape[0] > 63:  # planes past the 63rd share bit 63: test them all
+        k = 0
+    t = np.float32(tol)
+    if k == 1:
+        _verdicts1(x32[lo:hi], y32[lo:hi], z32[lo:hi], r32[lo:hi], q32, t, codes[lo:hi])
+    elif k == 2:
+        _verdicts2(x32[lo:hi], y32[lo:hi], z32[lo:hi], r32[lo:hi], q32, t, codes[lo:hi])
+    elif k == 3:
+        _verdicts3(x32[lo:hi], y32[lo:hi], z32[lo:hi], r32[lo:hi], q32, t, codes[lo:hi])
+    else:
+        verdicts(x32, y32, z32, r32, vd32, p32, p32[0], False, tol, 0.0, lo, hi, codes)
+
+
 @njit(cache=True)
 def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, o_r,
             wbc, wbr, wvd, sbc, sbr, svd, b_start, b_count, ids, lc, rad, vdist,
             x32, y32, z32, r32, vd32, codes, inner_min: int, gcode, dirty32, log_rows, log_grp,
-            nlog):
+            nlog, act, cuts, scanned, sure, near):
     """One query over every group: (visible ids, working set, groups visited, groups left to
-    their own index). ``gcode[g]`` gets each group's outcome (``NODE_*``). The float32
-    centres of the groups it scans are brought up to date first: the logged moved rows of a
-    group with state 1, the whole block with state 2; the log is then emptied and the groups
-    it leaves unscanned go to state 2 (store.apply_moves)."""
+    their own index, code); code 1 (nothing done) when a plane is not finite. ``gcode[g]``
+    gets each group's outcome (``NODE_*``). The float32 centres of the groups it scans are
+    brought up to date first: the logged moved rows of a group with state 1, the whole block
+    with state 2; the log is then emptied and the groups it leaves unscanned go to state 2
+    (store.apply_moves).
+
+    Scratch (the caller's, reused): ``act`` / ``cuts`` a byte / word per group position,
+    ``scanned`` a byte per group slot (zero on entry and on return), ``sure`` and ``near``
+    a row each per arena row plus 8. A group without subgroups has its subtree sphere equal
+    to its own (refresh_bounds), so it is tested once; a partly visible group's objects are
+    tested only against the planes its own sphere is cut by (:func:`_sphere_cut`)."""
     ng = order.shape[0]
     K = planes.shape[0]
+    inner = np.empty(0, np.int64)
+    for p in range(K):
+        for a in range(4):
+            if not np.isfinite(planes[p, a]):
+                return inner, 0, 0, inner, 1
     nn = np.empty(K)
     n1 = np.empty(K)
     for p in range(K):
@@ -240,7 +343,6 @@ def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, 
         c = planes[p, 2]
         nn[p] = math.sqrt(a * a + b * b + c * c) * (1.0 + REL)
         n1[p] = abs(a) + abs(b) + abs(c)
-    act = np.zeros(ng, np.uint8)
     total = 0
     n_inner = 0
     visited = 0
@@ -248,6 +350,7 @@ def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, 
     inside_to = 0
     for i in range(ng):
         g = order[i]
+        act[i] = _SKIP
         gcode[g] = NODE_NOT_VISITED
         if i < skip_to:
             continue
@@ -255,41 +358,47 @@ def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, 
             skip_to = send[i]
             continue
         visited += 1
+        leaf = send[i] == i + 1
         if use_vd and _beyond_view(eye, sbc[g, 0], sbc[g, 1], sbc[g, 2], sbr[g], svd[g]):
             gcode[g] = NODE_REJECT_VIEWDIST
             skip_to = send[i]
             continue
+        own = _INSIDE
+        cut = np.uint64(0)
         if i >= inside_to:
-            cls = _sphere_class(planes, nn, n1, sbc[g, 0], sbc[g, 1], sbc[g, 2], sbr[g])
+            cls, cut = _sphere_cut(planes, nn, n1, sbc[g, 0], sbc[g, 1], sbc[g, 2], sbr[g])
             if cls == _OUT:
                 gcode[g] = NODE_REJECT_FRUSTUM
                 skip_to = send[i]
                 continue
             if cls == _INSIDE:
                 inside_to = send[i]
+            own = cls
         if b_count[g] == 0:
             gcode[g] = NODE_INSIDE if i < inside_to else NODE_PARTIAL
             continue
-        if use_vd and _beyond_view(eye, wbc[g, 0], wbc[g, 1], wbc[g, 2], wbr[g], wvd[g]):
-            gcode[g] = NODE_REJECT_VIEWDIST
-            continue
-        own = _INSIDE
-        if i >= inside_to:
-            own = _sphere_class(planes, nn, n1, wbc[g, 0], wbc[g, 1], wbc[g, 2], wbr[g])
-        if own == _OUT:
-            gcode[g] = NODE_REJECT_FRUSTUM
-            continue
+        if not leaf:  # its own sphere differs from its subtree's
+            if use_vd and _beyond_view(eye, wbc[g, 0], wbc[g, 1], wbc[g, 2], wbr[g], wvd[g]):
+                gcode[g] = NODE_REJECT_VIEWDIST
+                continue
+            own = _INSIDE
+            cut = np.uint64(0)
+            if i >= inside_to:
+                own, cut = _sphere_cut(planes, nn, n1, wbc[g, 0], wbc[g, 1], wbc[g, 2], wbr[g])
+            if own == _OUT:
+                gcode[g] = NODE_REJECT_FRUSTUM
+                continue
         if own == _INSIDE:
             gcode[g] = NODE_INSIDE
             act[i] = _WHOLE
         else:
             gcode[g] = NODE_PARTIAL
             act[i] = _INNER if b_count[g] >= inner_min else _SCAN
+            cuts[i] = cut
         if act[i] == _INNER:
             n_inner += 1
         else:
             total += b_count[g]
-    scanned = np.zeros(dirty32.shape[0], np.uint8)
     for i in range(ng):
         if act[i] == _SCAN or (act[i] == _WHOLE and use_vd):
             scanned[order[i]] = 1
@@ -301,12 +410,12 @@ def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, 
         g = order[i]
         if dirty32[g] == 1:
             dirty32[g] = 0 if scanned[g] else 2
+        scanned[g] = 0
     nlog[0] = 0
-    sure = np.empty(total + 8, np.int64)
-    near = np.empty(total + 8, np.int64)
     pl = np.empty((K, 4))
     eye_l = np.zeros(3)
     p32 = np.zeros((max(K, 6), 4), np.float32)
+    q32 = np.zeros((3, 4), np.float32)
     inner = np.empty(n_inner, np.int64)
     words = verdict_words(codes)
     ns = 0
@@ -338,8 +447,8 @@ def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, 
             if k == _WHOLE:
                 codes[lo:hi] = IN
             else:
-                verdicts(x32, y32, z32, r32, vd32, p32, p32[0], False, tol32 + tol, 0.0, lo, hi,
-                         codes)
+                _cut_verdicts(x32, y32, z32, r32, vd32, p32, q32, cuts[i], tol32 + tol, lo, hi,
+                              codes)
             if use_vd:
                 _distance_verdicts(x32, y32, z32, vd32, np.float32(eye_l[0]),
                                    np.float32(eye_l[1]), np.float32(eye_l[2]),
@@ -357,7 +466,7 @@ def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, 
     out = np.empty(ns, np.int64)
     for q in range(ns):
         out[q] = ids[sure[q]]
-    return out, total, visited, inner
+    return out, total, visited, inner, 0
 
 
 @njit(cache=True)

@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from app.spatial.idmap import assign, hash_lookup
-from app.spatial.nested.groups import LIMIT, REL
+from app.spatial.nested.groups import LIMIT, REL, own_sphere
 from app.spatial.scan import F32_BIG, to32
 
 #: A group's own sphere is tightened again (at the next query) once a move has grown it past
@@ -233,24 +233,16 @@ def resolve_moves(ids, keys, vals, dense, grp, want: int, stamp, epoch: int, row
     return True
 
 
-@njit(cache=True)
-def apply_moves(R: NestedRows, rows, grps, centers, radii, vdist, o_c, o_r, o_tight, o_vd,
-                o_rmax, loose, nstale, b_count, inner_min: int, dirty32, gdirty, log_rows,
-                log_grp, nlog) -> None:
-    """Write a checked move batch and grow each group's own sphere at once to cover it (the
-    eager half of Shagam's R(N) upkeep; tightening waits for a query).
-
-    A move writes one record, the float64 local centre, and appends its row to the move log
-    (``log_rows`` / ``log_grp``, ``nlog[0]`` entries): the next query refreshes the float32
-    copies of the logged rows of the groups it scans and marks the other groups for a whole
-    block refresh (``dirty32``: 0 fresh, 1 rows in the log, 2 whole block), and the
-    group's own index learns of it row by row (``stale``) only in a group large enough to be
-    queried through it (``inner_min``); a smaller group is only marked (``gdirty``) and its
-    index is brought up to date as a whole when something reads it. Without new radii the
-    reach uses the group's largest radius, so the store's radius is not read either."""
-    ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
+@njit(cache=True, inline="always")
+def _apply(rows, grps, centers, radii, vdist, lc, rad, vd, stale, r32, vd32, o_c, o_r, o_tight,
+           o_vd, o_rmax, loose, nstale, b_count, inner_min, dirty32, gdirty, log_rows,
+           log_grp, nlog, bmark, blist, nbl) -> None:
+    """:func:`apply_moves` on unpacked arrays."""
     has_r = radii.shape[0] == rows.shape[0]
     has_v = vdist.shape[0] == rows.shape[0]
+    n = nlog[0]
+    nl = log_rows.shape[0]
+    nb = nbl[0]
     for i in range(rows.shape[0]):
         s = rows[i]
         g = grps[i]
@@ -262,16 +254,16 @@ def apply_moves(R: NestedRows, rows, grps, centers, radii, vdist, o_c, o_r, o_ti
         lc[s, 2] = cz
         d = dirty32[g]
         if d != 2:
-            n = nlog[0]
-            if n < log_rows.shape[0]:
+            if n < nl:
                 log_rows[n] = s
                 log_grp[n] = g
-                nlog[0] = n + 1
+                n += 1
                 if d == 0:
                     dirty32[g] = 1
             else:  # the log is full: this group's block is refreshed whole
                 dirty32[g] = 2
         r = o_rmax[g]
+        grew = False
         if has_r:
             r = radii[i]
             rad[s] = r
@@ -283,6 +275,7 @@ def apply_moves(R: NestedRows, rows, grps, centers, radii, vdist, o_c, o_r, o_ti
             vd32[s] = to32(vdist[i])
             if vdist[i] > o_vd[g]:
                 o_vd[g] = vdist[i]
+                grew = True
         if b_count[g] >= inner_min:
             if stale[s] == 0:
                 stale[s] = 1
@@ -295,8 +288,54 @@ def apply_moves(R: NestedRows, rows, grps, centers, radii, vdist, o_c, o_r, o_ti
         reach = (math.sqrt(dx * dx + dy * dy + dz * dz) + r) * (1.0 + REL)
         if reach > o_r[g]:
             o_r[g] = reach
+            grew = True
             if reach > LOOSE * o_tight[g]:
                 loose[g] = True
+        if grew and not bmark[g]:
+            bmark[g] = 1
+            blist[nb] = g
+            nb += 1
+    nlog[0] = n
+    nbl[0] = nb
+
+
+@njit(cache=True)
+def apply_moves(R: NestedRows, rows, grps, centers, radii, vdist, o_c, o_r, o_tight, o_vd,
+                o_rmax, loose, nstale, b_count, inner_min: int, dirty32, gdirty, log_rows,
+                log_grp, nlog, bmark, blist, nbl) -> None:
+    """Write a checked move batch and grow each group's own sphere at once to cover it (the
+    eager half of Shagam's R(N) upkeep; tightening waits for a query).
+
+    A move writes one record, the float64 local centre, and appends its row to the move log
+    (``log_rows`` / ``log_grp``, ``nlog[0]`` entries): the next query refreshes the float32
+    copies of the logged rows of the groups it scans and marks the other groups for a whole
+    block refresh (``dirty32``: 0 fresh, 1 rows in the log, 2 whole block), and the
+    group's own index learns of it row by row (``stale``) only in a group large enough to be
+    queried through it (``inner_min``); a smaller group is only marked (``gdirty``) and its
+    index is brought up to date as a whole when something reads it. Without new radii the
+    reach uses the group's largest radius, so the store's radius is not read either. A group
+    whose own sphere grew is listed bounds-dirty (``bmark`` / ``blist`` / ``nbl[0]``)."""
+    ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
+    _apply(rows, grps, centers, radii, vdist, lc, rad, vd, stale, r32, vd32, o_c, o_r, o_tight,
+           o_vd, o_rmax, loose, nstale, b_count, inner_min, dirty32, gdirty, log_rows,
+           log_grp, nlog, bmark, blist, nbl)
+
+
+@njit(cache=True)
+def moves_fast(ids, last, rows, grps, centers, radii, vdist, lc, rad, vd, stale, r32, vd32,
+               o_c, o_r, o_tight, o_vd, o_rmax, loose, nstale, b_count, inner_min: int,
+               dirty32, gdirty, log_rows, log_grp, nlog, bmark, blist, nbl) -> int:
+    """The per-frame move in one call: the values checked (:func:`good_values`), ``ids``
+    compared with the last batch's ``last`` (whose ``rows`` / ``grps`` are known), then
+    :func:`apply_moves`. Returns 0 done, 1 a bad value, 2 other ids (nothing written)."""
+    if not good_values(centers, radii, vdist):
+        return 1
+    if last.shape[0] != ids.shape[0] or not same_ids(ids, last):
+        return 2
+    _apply(rows, grps, centers, radii, vdist, lc, rad, vd, stale, r32, vd32, o_c, o_r, o_tight,
+           o_vd, o_rmax, loose, nstale, b_count, inner_min, dirty32, gdirty, log_rows,
+           log_grp, nlog, bmark, blist, nbl)
+    return 0
 
 
 @njit(cache=True, inline="always")
@@ -327,38 +366,6 @@ def clear_stale(R: NestedRows, lo: int, hi: int) -> None:
     st = R.stale
     for s in range(lo, hi):
         st[s] = 0
-
-
-@njit(cache=True)
-def own_sphere(lc, rad, vd, lo: int, hi: int):
-    """(centre x, y, z, radius, largest view distance, largest radius) of rows ``lo .. hi-1``:
-    the centre of their centres' box, the radius reaching every sphere (widened by REL)."""
-    if hi <= lo:
-        return 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
-    lx = hx = lc[lo, 0]
-    ly = hy = lc[lo, 1]
-    lz = hz = lc[lo, 2]
-    for s in range(lo + 1, hi):
-        lx = min(lx, lc[s, 0])
-        hx = max(hx, lc[s, 0])
-        ly = min(ly, lc[s, 1])
-        hy = max(hy, lc[s, 1])
-        lz = min(lz, lc[s, 2])
-        hz = max(hz, lc[s, 2])
-    cx = 0.5 * lx + 0.5 * hx  # halves first: no overflow
-    cy = 0.5 * ly + 0.5 * hy
-    cz = 0.5 * lz + 0.5 * hz
-    r = 0.0
-    v = 0.0
-    rmax = 0.0
-    for s in range(lo, hi):
-        dx = lc[s, 0] - cx
-        dy = lc[s, 1] - cy
-        dz = lc[s, 2] - cz
-        r = max(r, math.sqrt(dx * dx + dy * dy + dz * dz) + rad[s])
-        v = max(v, vd[s])
-        rmax = max(rmax, rad[s])
-    return cx, cy, cz, r * (1.0 + REL), v, rmax
 
 
 @njit(cache=True)
