@@ -275,25 +275,56 @@ def test_bad_frames_are_one_clear_line(tmp_path, bad, message):
 
 
 def test_occlusion_and_frustum_keys_keep_the_frame_exact(ctx):
-    """O: the nested index takes no pyramid, the frame still draws the frustum's answer and
-    says so; two-pass's early cull and F (frustum off) work as for a flat index."""
+    """O: the nested index tests its world spheres against the pyramid (previous frame's, or
+    two-pass's late cull); the frame draws the frustum's answer minus what the pyramid hides
+    (two-pass: plus the early cull's), the HUD counts occlusion as for a flat index; F (frustum
+    off) works as for a flat index."""
     from app.viewer.setup import occlusion_factory
 
     v = _viewer(ctx)
     v.occlusion_factory = occlusion_factory(False)
     s = v.scene
-    view = _view(s, 0.0)
+    view = _view(s, 8.0)  # the overview: tracks behind tracks, sprites behind the cloud
     for mode in ("previous", "two-pass"):
         v.set_occlusion(mode)
-        for _ in range(2):
+        for _ in range(3):
             v.frame(1 / 30, view)
-        want = _flat_oracle(v.pipeline.index, s.objects.ids, view.planes)
-        assert v.stats.drawn == want.shape[0], mode
-        assert any(x.startswith("occlusion: not applied") for x in v.hud_lines(v.stats))
+        res = v.pipeline.last_result
+        inview = _flat_oracle(v.pipeline.index, s.objects.ids, view.planes)
+        got = np.sort(res.visible)
+        assert np.isin(got, inview).all(), mode
+        # what the query left out of the frustum's answer, it counted as occluded (that it is
+        # exactly what the pyramid hides: tests/test_nested_occlusion.py)
+        gone = np.setdiff1d(inview, got)
+        assert res.occluded_objects == gone.shape[0] > 0, mode
+        st = v.stats
+        stages = st.stages
+        assert stages.occlusion is not None and stages.frustum == len(s.objects) - len(inview)
+        assert stages.occlusion == len(inview) - st.drawn > 0, mode
+        line = next(x for x in v.hud_lines(st) if x.startswith("culled "))
+        assert f"occlusion {stages.occlusion:,}" in line, line
+        assert not any("not applied" in x for x in v.hud_lines(st))
     v.set_occlusion("off")
     v.key("f")
     st = v.frame(1 / 30, view)
     assert st.drawn == len(s.objects)
+
+
+def test_two_pass_occlusion_culls_nothing_the_id_buffer_sees(ctx):
+    """Conservativeness in the tracks scene with real GL: along the camera path, two-pass
+    occlusion (this frame's pyramid) leaves out no object that owns a pixel of the id buffer
+    (ground truth), while it culls some; previous-frame occlusion culls more (and pops)."""
+    from app.scene import load_scene
+    from app.viewer.occlusion_runs import run
+
+    rows = run(ctx, load_scene("tracks"), index="icoseptree", leafy=False, mode="two-pass",
+               frames=24, size=(480, 270), dt=0.5, ground_truth=True)
+    assert sum(int(r["false_negatives"]) for r in rows) == 0
+    assert sum(int(r["occluded_objects"]) for r in rows) > 0
+    assert all(int(r["true_visible"]) <= int(r["drawn"]) for r in rows)
+    prev = run(ctx, load_scene("tracks"), index="brute", mode="previous", frames=24,
+               size=(480, 270), dt=0.5, ground_truth=True)
+    assert sum(int(r["occluded_objects"]) for r in prev[1:]) > 0
 
 
 def test_framed_motions_stay_in_their_local_boxes():

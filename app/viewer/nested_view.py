@@ -46,7 +46,6 @@ class NestedPipeline(CullPipeline):
         self.index: NestedIndex | None = None
         self.boxes = None  # OrientedBoxes, made on first use (needs the GL context)
         self.last_extra: dict = {}
-        self.occlusion_ignored = False
         h = self.hierarchy
         self._gids = np.arange(len(h), dtype=np.int64)
         self._movers = scene.objects.ids[h.local_movers]
@@ -124,15 +123,16 @@ class NestedPipeline(CullPipeline):
     def cull(self, planes: np.ndarray, eye: np.ndarray, *, frustum: bool, view_distance: bool,
              occlusion=None, among: np.ndarray | None = None, all_ids=None, centers=None,
              radii=None, view_distances=None) -> QueryResult | None:
-        """The nested query; the early cull of two-pass occlusion and frustum culling off as
-        in :class:`CullPipeline`. An occlusion pyramid is not applied (the nested index
-        tests no pyramid): the answer is the frustum's."""
+        """The nested query, against the ``occlusion`` pyramid when one is given (previous
+        frame's, or two-pass's late cull: world spheres tested as a flat index tests its
+        spheres, ``app/spatial/nested/occlude.py``); the early cull of two-pass occlusion and
+        frustum culling off as in :class:`CullPipeline`."""
         if among is not None or not frustum:
             return super().cull(planes, eye, frustum=frustum, view_distance=view_distance,
                                 among=among, all_ids=all_ids, centers=centers, radii=radii,
                                 view_distances=view_distances)
-        self.occlusion_ignored = occlusion is not None
-        res = self.index.query_frustum(planes, eye=eye, use_view_distance=view_distance)
+        res = self.index.query_frustum(planes, eye=eye, use_view_distance=view_distance,
+                                       occlusion=occlusion)
         self.last_result = res
         self.last_extra = dict(res.extra or {})
         return res
@@ -158,10 +158,7 @@ class NestedPipeline(CullPipeline):
                 f"(own index for groups of >= {self._inner_min() or 'no'} objects)   groups "
                 f"visited {e.get('groups_visited', 0):,}   inner queries "
                 f"{e.get('inner_queries', 0):,}")
-        out = [line]
-        if self.occlusion_ignored:
-            out.append("occlusion: not applied to nested indexes (the frustum's answer is drawn)")
-        return out
+        return [line]
 
     def box_data(self, mode: str) -> tuple[np.ndarray, np.ndarray, list, tuple[str, list]]:
         """(corners (K, 8, 3), RGBA (K, 4), depth for the N filter (K,), legend) of the group
