@@ -194,6 +194,13 @@ def link_object(nd, ob, n: int, s: int) -> None:
 
 
 @njit(cache=True, inline="always")
+def relink_object(nd, ob, s: int, n: int) -> None:
+    """Move slot ``s`` from its node's object list to node ``n``'s."""
+    unlink_object(nd, ob, s)
+    link_object(nd, ob, n, s)
+
+
+@njit(cache=True, inline="always")
 def unlink_object(nd, ob, s: int) -> None:
     """Take slot ``s`` out of its node's object list."""
     n = ob.node[s]
@@ -223,28 +230,69 @@ def box_contains(lo, hi, n: int, lx: float, ly: float, lz: float,
 
 
 @njit(cache=True, inline="always")
+def sphere_box(cx: float, cy: float, cz: float, r: float):
+    """The bounds (lx, ly, lz, hx, hy, hz) of a sphere."""
+    return cx - r, cy - r, cz - r, cx + r, cy + r, cz + r
+
+
+@njit(cache=True, inline="always")
+def empty_box():
+    """The empty box (lx, ly, lz, hx, hy, hz): +inf lows, -inf highs, so any box grows it."""
+    return np.inf, np.inf, np.inf, -np.inf, -np.inf, -np.inf
+
+
+@njit(cache=True, inline="always")
+def slot_sphere(centers, radii, s: int):
+    """Slot s's sphere (cx, cy, cz, r) from the store's arrays."""
+    return centers[s, 0], centers[s, 1], centers[s, 2], radii[s]
+
+
+@njit(cache=True, inline="always")
+def add_sphere(lx: float, ly: float, lz: float, hx: float, hy: float, hz: float,
+               cx: float, cy: float, cz: float, r: float):
+    """The box (lx..hz) grown to cover a sphere, as a new (lx, ly, lz, hx, hy, hz)."""
+    return (min(lx, cx - r), min(ly, cy - r), min(lz, cz - r),
+            max(hx, cx + r), max(hy, cy + r), max(hz, cz + r))
+
+
+@njit(cache=True, inline="always")
+def covers(lo, hi, maxvd, n: int, lx: float, ly: float, lz: float, hx: float, hy: float,
+           hz: float, vd: float) -> bool:
+    """Node n's box contains [l, h] and its view-distance bound reaches vd."""
+    return box_contains(lo, hi, n, lx, ly, lz, hx, hy, hz) & (maxvd[n] >= vd)
+
+
+@njit(cache=True, inline="always")
+def grow_node(lo, hi, maxvd, n: int, lx: float, ly: float, lz: float, hx: float, hy: float,
+              hz: float, vd: float) -> None:
+    """Grow node n's box to contain [l, h] and its view-distance bound to reach vd."""
+    lo[n, 0] = min(lo[n, 0], lx)
+    lo[n, 1] = min(lo[n, 1], ly)
+    lo[n, 2] = min(lo[n, 2], lz)
+    hi[n, 0] = max(hi[n, 0], hx)
+    hi[n, 1] = max(hi[n, 1], hy)
+    hi[n, 2] = max(hi[n, 2], hz)
+    maxvd[n] = max(maxvd[n], vd)
+
+
+@njit(cache=True, inline="always")
+def copy_box(lo, hi, to_lo, to_hi, n: int) -> None:
+    """Row n of to_lo/to_hi = row n of lo/hi (the paper mode's box of a clean node)."""
+    for a in range(3):
+        to_lo[n, a] = lo[n, a]
+        to_hi[n, a] = hi[n, a]
+
+
+@njit(cache=True, inline="always")
 def grow_up(lo, hi, maxvd, parent, n: int, cx: float, cy: float, cz: float, r: float,
             vd: float) -> None:
     """Expand boxes and view-distance bounds from n towards the root to cover a sphere.
 
     Stops at the first node that already covers it: its ancestors contain its box.
     """
-    lx = cx - r
-    ly = cy - r
-    lz = cz - r
-    hx = cx + r
-    hy = cy + r
-    hz = cz + r
-    while n >= 0:
-        if box_contains(lo, hi, n, lx, ly, lz, hx, hy, hz) and maxvd[n] >= vd:
-            return
-        lo[n, 0] = min(lo[n, 0], lx)
-        lo[n, 1] = min(lo[n, 1], ly)
-        lo[n, 2] = min(lo[n, 2], lz)
-        hi[n, 0] = max(hi[n, 0], hx)
-        hi[n, 1] = max(hi[n, 1], hy)
-        hi[n, 2] = max(hi[n, 2], hz)
-        maxvd[n] = max(maxvd[n], vd)
+    lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
+    while n >= 0 and not covers(lo, hi, maxvd, n, lx, ly, lz, hx, hy, hz, vd):
+        grow_node(lo, hi, maxvd, n, lx, ly, lz, hx, hy, hz, vd)
         n = parent[n]
 
 
@@ -257,12 +305,7 @@ def invalidate_up(lo, hi, maxvd, parent, dirty, n: int, cx: float, cy: float, cz
     view distance): a node it does not touch cannot shrink, nor can any ancestor on its
     account.
     """
-    lx = cx - r
-    ly = cy - r
-    lz = cz - r
-    hx = cx + r
-    hy = cy + r
-    hz = cz + r
+    lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
     while n >= 0:
         flush = ((lx <= lo[n, 0]) | (ly <= lo[n, 1]) | (lz <= lo[n, 2])
                  | (hx >= hi[n, 0]) | (hy >= hi[n, 1]) | (hz >= hi[n, 2])
@@ -283,12 +326,7 @@ def refit_node(nd, ob, sp, n: int, threshold: int) -> None:
     would use. Children are not refitted here: the node stays dirty while any child is, and is
     recomputed again the next time a query reaches it.
     """
-    lx = np.inf
-    ly = np.inf
-    lz = np.inf
-    hx = -np.inf
-    hy = -np.inf
-    hz = -np.inf
+    lx, ly, lz, hx, hy, hz = empty_box()
     mv = -np.inf
     sx = 0.0
     sy = 0.0
@@ -299,16 +337,8 @@ def refit_node(nd, ob, sp, n: int, threshold: int) -> None:
     vdist = sp.vdist
     s = nd.head[n]
     while s >= 0:
-        cx = centers[s, 0]
-        cy = centers[s, 1]
-        cz = centers[s, 2]
-        r = radii[s]
-        lx = min(lx, cx - r)
-        ly = min(ly, cy - r)
-        lz = min(lz, cz - r)
-        hx = max(hx, cx + r)
-        hy = max(hy, cy + r)
-        hz = max(hz, cz + r)
+        cx, cy, cz, r = slot_sphere(centers, radii, s)
+        lx, ly, lz, hx, hy, hz = add_sphere(lx, ly, lz, hx, hy, hz, cx, cy, cz, r)
         mv = max(mv, vdist[s])
         sx += cx
         sy += cy
@@ -360,9 +390,7 @@ def finish_refit(nd, n: int, lx: float, ly: float, lz: float, hx: float, hy: flo
     nd.dirty[n] = still_dirty
     if not still_dirty:
         # The paper mode's box is the clean box (unused, and harmless, in our mode).
-        for a in range(3):
-            nd.plo[n, a] = nd.lo[n, a]
-            nd.phi[n, a] = nd.hi[n, a]
+        copy_box(nd.lo, nd.hi, nd.plo, nd.phi, n)
 
 
 # ---------------------------------------------------------------------- structure
@@ -390,6 +418,25 @@ def find_place(child, is_split, axis, split, lo, hi, keep: int, n: int,
         n = ch
 
 
+@njit(cache=True, inline="always")
+def find_new_place(child, is_split, axis, split, parent, lo, hi, keep: int, x: int,
+                   cx: float, cy: float, cz: float, r: float) -> tuple[int, int]:
+    """Where an object of node x that moved to (cx, cy, cz, r) goes (2.1.4): up to the first
+    box (rows of lo, hi) that contains its new bounds, the root at worst, then down with the
+    heuristic; (node, c) as :func:`find_place`.
+
+    Inlined, and find_place called only below a split node, as before it was shared: most
+    moves end in a leaf on the way up.
+    """
+    lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
+    a = x
+    while a != ROOT and not box_contains(lo, hi, a, lx, ly, lz, hx, hy, hz):
+        a = parent[a]
+    if is_split[a]:
+        return find_place(child, is_split, axis, split, lo, hi, keep, a, cx, cy, cz, r)
+    return a, -1
+
+
 @njit(cache=True)
 def new_leaf(nd, n: int, c: int, cx: float, cy: float, cz: float) -> int:
     """Create child c of n as an empty leaf for an object centred at (cx, cy, cz)."""
@@ -414,19 +461,32 @@ def reset_root(nd) -> None:
     nd.maxvd[ROOT] = -np.inf
 
 
+@njit(cache=True, inline="always")
+def is_empty_node(count, nchild, n: int) -> bool:
+    """Node n holds no object and has no child (garbage unless it is the root)."""
+    return (count[n] == 0) & (nchild[n] == 0)
+
+
+@njit(cache=True, inline="always")
+def free_empty_node(nd, n: int) -> int:
+    """Free empty non-root node n and take it out of its parent, which is unsplit when left
+    without children; returns the parent."""
+    p = nd.parent[n]
+    nd.child[p, nd.slot_in_parent[n]] = -1
+    nd.nchild[p] -= 1
+    if nd.nchild[p] == 0:
+        nd.is_split[p] = False
+    free_node(nd, n)
+    return p
+
+
 @njit(cache=True)
 def collect_garbage(nd, n: int) -> None:
     """Free empty leaves from n upwards; a parent left without children is unsplit (2.1.3)."""
-    while n != ROOT and nd.count[n] == 0 and nd.nchild[n] == 0:
-        p = nd.parent[n]
-        nd.child[p, nd.slot_in_parent[n]] = -1
-        nd.nchild[p] -= 1
-        nd.dirty[p] = True  # its box may shrink now
-        if nd.nchild[p] == 0:
-            nd.is_split[p] = False
-        free_node(nd, n)
-        n = p
-    if n == ROOT and nd.count[ROOT] == 0 and nd.nchild[ROOT] == 0:
+    while n != ROOT and is_empty_node(nd.count, nd.nchild, n):
+        n = free_empty_node(nd, n)
+        nd.dirty[n] = True  # its box may shrink now
+    if is_empty_node(nd.count, nd.nchild, n):  # only the root stops the loop empty
         reset_root(nd)
 
 
@@ -540,36 +600,32 @@ def needs_split(is_split, count, n: int, threshold: int) -> bool:
 @njit(cache=True)
 def insert_objects(nd, ob, sp, slots, keep: int) -> None:
     """Insert new slots: descend with the heuristic, link, grow boxes up (2.1.2)."""
-    centers = sp.centers
-    radii = sp.radii
-    vdist = sp.vdist
-    for i in range(slots.shape[0]):
-        s = slots[i]
-        cx = centers[s, 0]
-        cy = centers[s, 1]
-        cz = centers[s, 2]
-        r = radii[s]
+    for s in slots:
+        cx, cy, cz, r = slot_sphere(sp.centers, sp.radii, s)
         n, c = find_place(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, keep, ROOT,
                           cx, cy, cz, r)
         if c >= 0:
             n = new_leaf(nd, n, c, cx, cy, cz)
         link_object(nd, ob, n, s)
-        grow_up(nd.lo, nd.hi, nd.maxvd, nd.parent, n, cx, cy, cz, r, vdist[s])
+        grow_up(nd.lo, nd.hi, nd.maxvd, nd.parent, n, cx, cy, cz, r, sp.vdist[s])
+
+
+@njit(cache=True, inline="always")
+def take_out(nd, ob, sp, s: int) -> int:
+    """Unlink slot s from its node after marking the boxes its sphere was flush against for
+    recomputation (2.1.3); returns the node, which the caller checks for garbage."""
+    n = ob.node[s]
+    cx, cy, cz, r = slot_sphere(sp.centers, sp.radii, s)
+    invalidate_up(nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty, n, cx, cy, cz, r, sp.vdist[s])
+    unlink_object(nd, ob, s)
+    return n
 
 
 @njit(cache=True)
 def remove_objects(nd, ob, sp, slots) -> None:
     """Remove slots: invalidate flush boxes, unlink, collect empty nodes (2.1.3)."""
-    centers = sp.centers
-    radii = sp.radii
-    vdist = sp.vdist
-    for i in range(slots.shape[0]):
-        s = slots[i]
-        n = ob.node[s]
-        invalidate_up(nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty, n,
-                      centers[s, 0], centers[s, 1], centers[s, 2], radii[s], vdist[s])
-        unlink_object(nd, ob, s)
-        collect_garbage(nd, n)
+    for s in slots:
+        collect_garbage(nd, take_out(nd, ob, sp, s))
 
 
 @njit(cache=True)
@@ -584,61 +640,36 @@ def update_objects(nd, ob, sp, slots, old, keep: int) -> int:
     Only when that lands on another node is the object relinked; otherwise its node's box
     just grows and, if the old sphere was flush, is marked for recomputation.
     """
-    moved = 0
-    centers = sp.centers
-    radii = sp.radii
-    vdist = sp.vdist
-    old_c = old.centers
-    old_r = old.radii
-    old_v = old.vdist
-    lo = nd.lo
-    hi = nd.hi
-    maxvd = nd.maxvd
-    parent = nd.parent
-    dirty = nd.dirty
+    # The arrays out of their tuples once: numba counts references at every use in the loop.
+    centers, radii, vdist = sp
+    old_c, old_r, old_v = old
+    lo, hi, maxvd, parent, dirty = nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty
     is_split = nd.is_split
     node = ob.node
+    moved = 0
     for i in range(slots.shape[0]):
         s = slots[i]
-        cx = centers[s, 0]
-        cy = centers[s, 1]
-        cz = centers[s, 2]
-        r = radii[s]
+        cx, cy, cz, r = slot_sphere(centers, radii, s)
         vd = vdist[s]
-        ox = old_c[i, 0]
-        oy = old_c[i, 1]
-        oz = old_c[i, 2]
-        orad = old_r[i]
+        ox, oy, oz, orad = slot_sphere(old_c, old_r, i)
         ovd = old_v[i]
         x = node[s]
-        lx = cx - r
-        ly = cy - r
-        lz = cz - r
-        hx = cx + r
-        hy = cy + r
-        hz = cz + r
-        if (box_contains(lo, hi, x, lx, ly, lz, hx, hy, hz) & (maxvd[x] >= vd)
-                & (not is_split[x])):
+        lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
+        if covers(lo, hi, maxvd, x, lx, ly, lz, hx, hy, hz, vd) & (not is_split[x]):
             # Same node, nothing grows (grow_up would stop at x at once); invalidate_up
             # returns at once unless the old sphere was flush against x's box.
             invalidate_up(lo, hi, maxvd, parent, dirty, x, ox, oy, oz, orad, ovd)
             continue
-        a = x
-        while a != ROOT and not box_contains(lo, hi, a, lx, ly, lz, hx, hy, hz):
-            a = parent[a]
-        d = a
-        if is_split[a]:
-            d, c = find_place(nd.child, is_split, nd.axis, nd.split, lo, hi, keep, a,
+        d, c = find_new_place(nd.child, is_split, nd.axis, nd.split, parent, lo, hi, keep, x,
                               cx, cy, cz, r)
-            if c >= 0:
-                d = new_leaf(nd, d, c, cx, cy, cz)
+        if c >= 0:
+            d = new_leaf(nd, d, c, cx, cy, cz)
         invalidate_up(lo, hi, maxvd, parent, dirty, x, ox, oy, oz, orad, ovd)
         if d != x:
-            unlink_object(nd, ob, s)
-            link_object(nd, ob, d, s)
+            relink_object(nd, ob, s, d)
             moved += 1
         grow_up(lo, hi, maxvd, parent, d, cx, cy, cz, r, vd)
-        if (d != x) & (nd.count[x] == 0) & (nd.nchild[x] == 0):
+        if (d != x) & is_empty_node(nd.count, nd.nchild, x):
             # Only then is there garbage: the call (with the whole pool) is not free.
             collect_garbage(nd, x)
     return moved

@@ -49,7 +49,15 @@ from numba import njit
 
 from app.geom.predicates import box_point_dist6
 from app.spatial.aabbtree.heuristics import PAPER_LAZY
-from app.spatial.aabbtree.kernels import ROOT, needs_split, refit_node, split_limit, split_node
+from app.spatial.aabbtree.kernels import (
+    ROOT,
+    add_sphere,
+    empty_box,
+    needs_split,
+    refit_node,
+    split_limit,
+    split_node,
+)
 from app.spatial.aabbtree.paper import paper_get_extents
 from app.spatial.pairs import keep, new_pairs, push_pair
 
@@ -645,12 +653,7 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
             m += 1
             cnode[i] = n
             ostart[i] = op
-            lx = np.inf
-            ly = np.inf
-            lz = np.inf
-            hx = -np.inf
-            hy = -np.inf
-            hz = -np.inf
+            lx, ly, lz, hx, hy, hz = empty_box()
             ns = 0
             s = nd.head[n]
             while s >= 0:
@@ -664,12 +667,7 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
                 pts[op, 3] = r
                 slot[op] = s
                 op += 1
-                lx = min(lx, x - r)
-                ly = min(ly, y - r)
-                lz = min(lz, z - r)
-                hx = max(hx, x + r)
-                hy = max(hy, y + r)
-                hz = max(hz, z + r)
+                lx, ly, lz, hx, hy, hz = add_sphere(lx, ly, lz, hx, hy, hz, x, y, z, r)
                 if filtered and sel[s]:
                     ns += 1
                 s = nxt[s]

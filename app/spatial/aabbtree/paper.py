@@ -42,15 +42,22 @@ from app.spatial.aabbtree.heuristics import PAPER_THRESHOLD
 from app.spatial.aabbtree.kernels import (
     ROOT,
     attach_child,
-    box_contains,
+    copy_box,
+    covers,
+    find_new_place,
     find_place,
-    free_node,
+    free_empty_node,
+    grow_node,
     invalidate_up,
+    is_empty_node,
     link_object,
     refit_node,
+    relink_object,
     reset_root,
+    slot_sphere,
+    sphere_box,
     split_node,
-    unlink_object,
+    take_out,
 )
 
 
@@ -63,26 +70,11 @@ def paper_grow_up(lo, hi, plo, phi, dirty, maxvd, parent, n: int, cx: float, cy:
     Stops at the first node whose conservative box already covers it: its ancestors' do too,
     and a clean ancestor's paper box is its conservative box.
     """
-    lx = cx - r
-    ly = cy - r
-    lz = cz - r
-    hx = cx + r
-    hy = cy + r
-    hz = cz + r
-    while n >= 0:
-        if box_contains(lo, hi, n, lx, ly, lz, hx, hy, hz) and maxvd[n] >= vd:
-            return
-        lo[n, 0] = min(lo[n, 0], lx)
-        lo[n, 1] = min(lo[n, 1], ly)
-        lo[n, 2] = min(lo[n, 2], lz)
-        hi[n, 0] = max(hi[n, 0], hx)
-        hi[n, 1] = max(hi[n, 1], hy)
-        hi[n, 2] = max(hi[n, 2], hz)
-        maxvd[n] = max(maxvd[n], vd)
+    lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
+    while n >= 0 and not covers(lo, hi, maxvd, n, lx, ly, lz, hx, hy, hz, vd):
+        grow_node(lo, hi, maxvd, n, lx, ly, lz, hx, hy, hz, vd)
         if not dirty[n]:
-            for a in range(3):
-                plo[n, a] = lo[n, a]
-                phi[n, a] = hi[n, a]
+            copy_box(lo, hi, plo, phi, n)
         n = parent[n]
 
 
@@ -98,15 +90,9 @@ def paper_new_leaf(nd, n: int, c: int) -> int:
 def paper_collect_garbage(nd, n: int) -> None:
     """``TestSuicide`` / ``RemoveChild``: free empty leaves upwards, unsplit a parent left
     without children; the parent's extents are not invalidated."""
-    while n != ROOT and nd.count[n] == 0 and nd.nchild[n] == 0:
-        p = nd.parent[n]
-        nd.child[p, nd.slot_in_parent[n]] = -1
-        nd.nchild[p] -= 1
-        if nd.nchild[p] == 0:
-            nd.is_split[p] = False
-        free_node(nd, n)
-        n = p
-    if n == ROOT and nd.count[ROOT] == 0 and nd.nchild[ROOT] == 0:
+    while n != ROOT and is_empty_node(nd.count, nd.nchild, n):
+        n = free_empty_node(nd, n)
+    if is_empty_node(nd.count, nd.nchild, n):  # only the root stops the loop empty
         reset_root(nd)
 
 
@@ -114,37 +100,22 @@ def paper_collect_garbage(nd, n: int) -> None:
 def paper_insert_objects(nd, ob, sp, slots, keep: int) -> None:
     """``AddNode``: ``FindNode`` from the root (the non-leafy rule on the paper's boxes), link,
     ``GrowExtents``."""
-    centers = sp.centers
-    radii = sp.radii
-    vdist = sp.vdist
-    for i in range(slots.shape[0]):
-        s = slots[i]
-        cx = centers[s, 0]
-        cy = centers[s, 1]
-        cz = centers[s, 2]
-        r = radii[s]
+    for s in slots:
+        cx, cy, cz, r = slot_sphere(sp.centers, sp.radii, s)
         n, c = find_place(nd.child, nd.is_split, nd.axis, nd.split, nd.plo, nd.phi, keep, ROOT,
                           cx, cy, cz, r)
         if c >= 0:
             n = paper_new_leaf(nd, n, c)
         link_object(nd, ob, n, s)
         paper_grow_up(nd.lo, nd.hi, nd.plo, nd.phi, nd.dirty, nd.maxvd, nd.parent, n,
-                      cx, cy, cz, r, vdist[s])
+                      cx, cy, cz, r, sp.vdist[s])
 
 
 @njit(cache=True)
 def paper_remove_objects(nd, ob, sp, slots) -> None:
     """``RemoveNode``: ``ShrinkExtents`` with the old sphere, unlink, ``TestSuicide``."""
-    centers = sp.centers
-    radii = sp.radii
-    vdist = sp.vdist
-    for i in range(slots.shape[0]):
-        s = slots[i]
-        n = ob.node[s]
-        invalidate_up(nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty, n,
-                      centers[s, 0], centers[s, 1], centers[s, 2], radii[s], vdist[s])
-        unlink_object(nd, ob, s)
-        paper_collect_garbage(nd, n)
+    for s in slots:
+        paper_collect_garbage(nd, take_out(nd, ob, sp, s))
 
 
 @njit(cache=True)
@@ -158,52 +129,23 @@ def paper_update_objects(nd, ob, sp, slots, old, keep: int) -> int:
     the same node: grow, then shrink with the old sphere.
     """
     moved = 0
-    centers = sp.centers
-    radii = sp.radii
-    vdist = sp.vdist
-    old_c = old.centers
-    old_r = old.radii
-    old_v = old.vdist
-    lo = nd.lo
-    hi = nd.hi
-    plo = nd.plo
-    phi = nd.phi
-    maxvd = nd.maxvd
-    parent = nd.parent
-    dirty = nd.dirty
-    is_split = nd.is_split
-    node = ob.node
     for i in range(slots.shape[0]):
         s = slots[i]
-        cx = centers[s, 0]
-        cy = centers[s, 1]
-        cz = centers[s, 2]
-        r = radii[s]
-        vd = vdist[s]
-        x = node[s]
-        lx = cx - r
-        ly = cy - r
-        lz = cz - r
-        hx = cx + r
-        hy = cy + r
-        hz = cz + r
-        a = x
-        while a != ROOT and not box_contains(plo, phi, a, lx, ly, lz, hx, hy, hz):
-            a = parent[a]
-        d = a
-        if is_split[a]:
-            d, c = find_place(nd.child, is_split, nd.axis, nd.split, plo, phi, keep, a,
-                              cx, cy, cz, r)
-            if c >= 0:
-                d = paper_new_leaf(nd, d, c)
+        cx, cy, cz, r = slot_sphere(sp.centers, sp.radii, s)
+        x = ob.node[s]
+        d, c = find_new_place(nd.child, nd.is_split, nd.axis, nd.split, nd.parent, nd.plo,
+                              nd.phi, keep, x, cx, cy, cz, r)
+        if c >= 0:
+            d = paper_new_leaf(nd, d, c)
         if d != x:
-            unlink_object(nd, ob, s)
-            link_object(nd, ob, d, s)
+            relink_object(nd, ob, s, d)
             moved += 1
-        paper_grow_up(lo, hi, plo, phi, dirty, maxvd, parent, d, cx, cy, cz, r, vd)
-        invalidate_up(lo, hi, maxvd, parent, dirty, x, old_c[i, 0], old_c[i, 1], old_c[i, 2],
-                      old_r[i], old_v[i])
-        if (d != x) & (nd.count[x] == 0) & (nd.nchild[x] == 0):
+        paper_grow_up(nd.lo, nd.hi, nd.plo, nd.phi, nd.dirty, nd.maxvd, nd.parent, d,
+                      cx, cy, cz, r, sp.vdist[s])
+        ox, oy, oz, orad = slot_sphere(old.centers, old.radii, i)
+        invalidate_up(nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty, x, ox, oy, oz, orad,
+                      old.vdist[i])
+        if (d != x) & is_empty_node(nd.count, nd.nchild, x):
             paper_collect_garbage(nd, x)
     return moved
 
