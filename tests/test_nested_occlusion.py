@@ -248,3 +248,121 @@ def test_small_groups_behind_walls_match_the_oracle(seed, groups, nested):
                 res = h.query_frustum(planes, eye=eye, use_view_distance=use_vd, occlusion=pyr)
                 assert np.array_equal(np.sort(res.visible), want), (gate, use_vd)
                 assert res.occluded_objects == hidden
+
+
+# --------------------------------------------------------------------------- overlay boxes
+
+
+def _node_boxes_reference(h: NestedIndex):
+    """node_boxes_info as the per-group loop computes it (the pre-cache code)."""
+    from app.spatial.nested.query import world_corners
+
+    h._refresh()
+    los, his, depths, owners = [], [], [], []
+    for g in h._order.tolist():
+        h._flush(g)
+        lo, hi, d = h._inner[g].node_boxes()
+        if lo.shape[0]:
+            los.append(lo)
+            his.append(hi)
+            depths.append(np.asarray(d, np.int64))
+            owners.append(np.full(lo.shape[0], g, np.int64))
+    if not los:
+        return np.zeros((0, 8, 3)), [], np.zeros(0, np.int64), np.zeros(0, np.int64)
+    own = np.concatenate(owners)
+    corners = world_corners(np.concatenate(los), np.concatenate(his), own, h._G.W)
+    return corners, [h._keys[g] for g in own.tolist()], np.concatenate(depths), h._G.depth[own]
+
+
+def _group_boxes_reference(h: NestedIndex):
+    """group_boxes with numpy, group by group (the pre-kernel code)."""
+    from app.spatial.nested.query import world_corners
+
+    h._refresh()
+    G, R = h._G, h._R
+    slots = [g for g in h._order.tolist() if G.b_count[g] > 0]
+    lo = np.zeros((len(slots), 3))
+    hi = np.zeros((len(slots), 3))
+    for k, g in enumerate(slots):
+        a = int(G.b_start[g])
+        b = a + int(G.b_count[g])
+        r = R.rad[a:b, None]
+        lo[k] = (R.lc[a:b] - r).min(axis=0)
+        hi[k] = (R.lc[a:b] + r).max(axis=0)
+    own = np.array(slots, np.int64)
+    return world_corners(lo, hi, own, G.W), [h._keys[g] for g in slots], G.depth[own]
+
+
+def _same_boxes(h: NestedIndex) -> None:
+    got = h.node_boxes_info()
+    # the reference flushes every group and asks its index afresh: the cache must agree
+    want = _node_boxes_reference(h)
+    assert np.array_equal(got[0], want[0])
+    assert got[1] == want[1]
+    assert np.array_equal(got[2], want[2]) and np.array_equal(got[3], want[3])
+    assert np.array_equal(h.node_boxes(), want[0])
+    gc, gk, gd, codes = h.group_boxes()
+    wc, wk, wd = _group_boxes_reference(h)
+    assert np.array_equal(gc, wc) and gk == wk and np.array_equal(gd, wd)
+    assert codes.shape[0] == len(gk)
+
+
+@pytest.mark.parametrize(("kind", "kw", "inner_min"), KINDS, ids=KIND_IDS)
+@given(seq=ops, seed=st.integers(0, 2**31 - 1))
+def test_cached_node_boxes_and_compiled_group_boxes_equal_the_loops(kind, kw, inner_min, seq,
+                                                                    seed):
+    """After every step of a random sequence (and queries, flush(), group_index() between),
+    the cached node boxes and the compiled group boxes equal the per-group loops bit for bit."""
+    import tests.test_nested as tn
+
+    rng = np.random.default_rng(seed)
+    h = make(kind, kw, inner_min)
+    o = FlatOracle()
+
+    def after_step(h, o, rng, spread, cameras=2):  # run_ops calls it after every step
+        _same_boxes(h)
+        what = rng.integers(4)
+        if what == 0:
+            eye, planes, _ = _camera(rng, spread)
+            h.query_frustum(planes, eye=eye)
+        elif what == 1:
+            h.flush()  # the moves of the next step may reach the indexes outside the cache
+        elif what == 2 and o.groups:
+            h.group_index(list(o.groups)[0])
+
+    check = tn.check
+    tn.check = after_step
+    try:
+        run_ops(h, o, seq, rng, 60.0, check_every=True)
+    finally:
+        tn.check = check
+    _same_boxes(h)
+
+
+def test_node_boxes_ask_only_the_groups_that_changed():
+    rng = np.random.default_rng(4)
+    h = NestedIndex("octree", inner_min=50, split_threshold=2)
+    for g in range(30):
+        h.add_group(g, None if g < 3 else g % 3, rigid(rng, 10.0))
+        n = 80 if g == 7 else 6
+        h.insert(g, np.arange(g * 100, g * 100 + n), rng.normal(size=(n, 3)), np.full(n, 0.2))
+
+    def asked() -> int:
+        h.node_boxes_info()
+        n = h._node_box_cache.asked
+        _same_boxes(h)
+        return n
+
+    assert asked() == 30
+    assert asked() == 1  # only the group large enough for inner queries
+    h.set_transforms([0, 5], np.stack([rigid(rng, 10.0), rigid(rng, 10.0)]))  # indexes unchanged
+    assert asked() == 1
+    h.update(None, np.array([1200, 1500, 1501]), rng.normal(size=(3, 3)))  # groups 12 and 15
+    assert asked() == 3
+    h.update(None, np.array([1201]), rng.normal(size=(1, 3)))
+    h.flush()  # the move reached the index before the boxes were asked: the checksum sees it
+    assert asked() == 2
+    h.remove([1300])  # a removal: every group again
+    assert asked() == 30
+    h.add_group("new", 4)
+    assert asked() == 31

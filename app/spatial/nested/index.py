@@ -28,6 +28,7 @@ import numpy as np
 
 from app.spatial.base import QueryResult, SpatialIndex, _name_ids, _reject_repeats
 from app.spatial.idmap import IdMap
+from app.spatial.nested.boxes import NodeBoxCache, group_box_corners
 from app.spatial.nested.check import (
     MESSAGES,
     check_blocks,
@@ -53,7 +54,6 @@ from app.spatial.nested.query import (
     descend,
     local_frame,
     settle_candidates,
-    world_corners,
     world_spheres_of,
 )
 from app.spatial.nested.store import (
@@ -606,43 +606,25 @@ class NestedIndex:
 
     def node_boxes_info(self) -> tuple[np.ndarray, list[int | str], np.ndarray, np.ndarray]:
         """(corners (K, 8, 3), group id of each box, node depth in its group's index (K,),
-        depth of its group in the scene tree (K,))."""
+        depth of its group in the scene tree (K,)). Each group's local boxes are kept while its
+        index cannot have changed (``boxes.NodeBoxCache``): a frame asks only the groups that
+        changed, and makes the world corners in one compiled call."""
         self._refresh()
-        los, his, depths, owners = [], [], [], []
-        for g in self._order.tolist():
-            self._flush(g)
-            lo, hi, d = self._inner[g].node_boxes()
-            if lo.shape[0]:
-                los.append(lo)
-                his.append(hi)
-                depths.append(np.asarray(d, np.int64))
-                owners.append(np.full(lo.shape[0], g, np.int64))
-        if not los:
-            return np.zeros((0, 8, 3)), [], np.zeros(0, np.int64), np.zeros(0, np.int64)
-        own = np.concatenate(owners)
-        corners = world_corners(np.concatenate(los), np.concatenate(his), own, self._G.W)
-        return (corners, [self._keys[g] for g in own.tolist()], np.concatenate(depths),
-                self._G.depth[own])
+        cache = getattr(self, "_node_box_cache", None)
+        if cache is None:
+            cache = self._node_box_cache = NodeBoxCache()
+        return cache.boxes(self)
 
     def group_boxes(self) -> tuple[np.ndarray, list[int | str], np.ndarray, np.ndarray]:
         """Each non-empty group's local box of its objects, in world space (it turns with the
         group, as in Shagam's figure 2.5): (corners (K, 8, 3), group ids, scene-tree depth,
-        last query's outcome per group (``NODE_*`` codes))."""
+        last query's outcome per group (``NODE_*`` codes)). One compiled pass."""
         self._refresh()
         G = self._G
         R = self._R
-        slots = [g for g in self._order.tolist() if G.b_count[g] > 0]
-        lo = np.zeros((len(slots), 3))
-        hi = np.zeros((len(slots), 3))
-        for k, g in enumerate(slots):
-            a = int(G.b_start[g])
-            b = a + int(G.b_count[g])
-            r = R.rad[a:b, None]
-            lo[k] = (R.lc[a:b] - r).min(axis=0)
-            hi[k] = (R.lc[a:b] + r).max(axis=0)
-        own = np.array(slots, np.int64)
-        return (world_corners(lo, hi, own, G.W), [self._keys[g] for g in slots], G.depth[own],
-                G.code[own].copy())
+        corners, own = group_box_corners(self._order, G.b_start, G.b_count, R.lc, R.rad, G.W)
+        keys = self._keys
+        return corners, [keys[g] for g in own.tolist()], G.depth[own], G.code[own].copy()
 
     def flush(self) -> None:
         """Bring every group's index up to date with the moves so far (queries and node boxes
