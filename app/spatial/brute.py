@@ -18,7 +18,7 @@ from app.geom.predicates import (
 from app.geom.zpyramid import occluder
 from app.parallelism import PARALLEL_MIN, threads_for
 from app.spatial.base import QueryResult, SpatialIndex
-from app.spatial.pairs import selection, sweep_pairs
+from app.spatial.pairs import SweepSpace, selection
 from app.spatial.scan import grown32, kill32, scan_frustum, spheres32, store32
 
 
@@ -80,6 +80,7 @@ class BruteIndex(SpatialIndex):
         self._codes = np.empty(self.capacity, np.uint8)
         self._max_abs = 0.0
         self._max_r = 0.0
+        self._sweep = SweepSpace()
 
     def _query_frustum(self, planes, eye, use_vd, occlusion):
         n = self.capacity
@@ -126,5 +127,11 @@ class BruteIndex(SpatialIndex):
     _pairs_structural = True  # no structure: the sort-and-sweep is brute force done right
 
     def _query_pairs(self, slots, margin):
-        return sweep_pairs(self._centers, self._radii, np.flatnonzero(self._alive), margin,
-                           selection(self.capacity, slots))
+        """The project's sort-and-sweep (``app.spatial.pairs.SweepSpace``: float32 boxes,
+        radix sort, vectorised windows, float64 decision) over the live slots, on both cores
+        from ``PARALLEL_MIN`` objects."""
+        live = np.flatnonzero(self._alive)
+        with threads_for(self._count):
+            return self._sweep.pairs(self._centers, self._radii, live, live, margin,
+                                     selection(self.capacity, slots), parallel=True,
+                                     copy=False)

@@ -15,24 +15,26 @@ What a structure's own pair query builds on:
   small driver grow it (:func:`grown_pairs`) and call again (as :func:`sweep_pairs` does);
 * index vectorisable loops with unsigned integers (``np.uint64``): signed indices carry
   numba's negative-index wraparound, which kept the sweep's window loop scalar (3x);
+* in a loop over many rows, do not call a helper that takes arrays (``inline="always"``
+  included): numba counts references to each array argument at every call, atomically (the
+  sweep with a dozen arrays: ~85 ns a row, 9 of 10 ms at 10^5 sparse objects);
 * the ``ids`` filter as a per-slot mark (:func:`selection`): an empty array means "every pair";
   :func:`keep` says whether a pair involves a marked slot;
 * brute force on ranges of a slot list (a leaf, a cell): :func:`pairs_within` (every pair of
   one range) and :func:`pairs_between` (every pair across two ranges);
-* :func:`sweep_pairs`: the standard broad-phase, a sort-and-sweep of a slot list along the axis
-  of largest spread; every index's default (``SpatialIndex._query_pairs``) and brute's answer.
+* the standard broad-phase, the project's one sort-and-sweep (:class:`SweepSpace`: float32
+  boxes rounded outward, radix sort, vectorised windows, float64 decision by
+  :func:`pair_touch`): brute's answer, every index's default (:func:`sweep_pairs`,
+  ``SpatialIndex._query_pairs``) and the ``sweep`` / ``sweep-mt`` peers of ``bench pairs``.
 """
 
 from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
-from numba import njit
-
-#: float64 unit roundoff; the sweep's pruning bound allows 16 roundings of the largest term.
-_U64 = 2.0 ** -53
-_SWEEP_ROUNDINGS = 16.0
+from numba import njit, prange
 
 
 @njit(cache=True, inline="always")
@@ -128,198 +130,431 @@ def pairs_between(items: np.ndarray, i0: int, i1: int, others: np.ndarray, j0: i
     return out, k
 
 
-@njit(cache=True)
-def spread_axis(centers: np.ndarray, slots: np.ndarray) -> int:
-    """The axis (0, 1, 2) along which the centres of ``slots`` vary most (largest variance)."""
-    n = slots.shape[0]
-    if n < 2:
-        return 0
-    best = 0
-    best_var = -1.0
-    for a in range(3):
-        # Shifted by the first centre: the variance of large coordinates stays accurate.
-        c0 = centers[slots[0], a]
-        s = 0.0
-        s2 = 0.0
-        for i in range(n):
-            d = centers[slots[i], a] - c0
-            s += d
-            s2 += d * d
-        var = s2 / n - (s / n) ** 2
-        if var > best_var:
-            best_var = var
-            best = a
-    return best
+# ------------------------------------------------------------------- the sort-and-sweep
+#
+# The project's one sort-and-sweep (Baraff's sweep and prune along the axis of largest spread):
+# ``brute``'s ``query_pairs``, every index's default (:func:`sweep_pairs`) and the benchmark's
+# ``sweep`` / ``sweep-mt`` peers all run these kernels, through :class:`SweepSpace`.
+
+#: Rows of the sorted order dealt to one thread at a time (the parallel sweep).
+SWEEP_ROWS = 256
+_RADIX_BITS = 11
+_RADIX_MASK = (1 << _RADIX_BITS) - 1
+#: Outward pad of a float32 box, relative to its sphere's largest scaled coordinate: covers
+#: float64 -> float32 rounding (2^-24) and the float64 decision's few roundings (~2^-50).
+_PAD_REL = 2.0**-22
+#: Absolute pad in the caller's units: below ~1.5e-154 a square underflows and the float64
+#: test's distance is off by up to ~3e-162.
+_PAD_UNDERFLOW = 1e-150
+#: Absolute pad in scaled units: float32 subnormals round by up to 2^-150.
+_PAD_TINY = 2.0**-120
 
 
 @njit(cache=True)
-def sweep_pairs(centers: np.ndarray, radii: np.ndarray, slots: np.ndarray, margin: float,
-                sel: np.ndarray) -> np.ndarray:
-    """Touching pairs among ``slots`` by sort-and-sweep: int64 (K, 2) slot pairs.
+def sweep_layout(centers: np.ndarray, radii: np.ndarray, slots: np.ndarray, margin: float,
+                 x32: np.ndarray, lo32: np.ndarray, hi32: np.ndarray,
+                 keys: np.ndarray) -> int:
+    """The float32 boxes of the spheres ``slots`` (radius + margin/2, rounded outward) and
+    their sort keys; returns the sweep axis, the one of largest variance.
 
-    The standard broad-phase (Baraff's sweep and prune on one axis): sort the spheres' lower
-    ends along the axis of largest spread; each sphere's candidates are those that start
-    before it ends (plus the margin), a window found by binary search. The window runs a
-    branch-free float64 distance test (it vectorises) widened by a few roundings
-    (:func:`_sweep_slack`), and the few candidates it lets through get the exact test
-    (:func:`pair_touch`), so no pair the exact test accepts is ever dropped.
-    ``sel``: the ``ids`` filter (:func:`selection`): then only the chosen spheres' windows
-    are swept, ahead and behind (:func:`_sweep_chosen_from`).
+    Writes, for the i-th of ``slots``: ``x32[0, i]`` / ``x32[1, i]`` the box's min / max on
+    the sweep axis, ``lo32[a, i]`` / ``hi32[a, i]`` on the two cross axes (a = 0, 1) and
+    ``keys[i]`` the order-preserving uint32 image of ``x32[0, i]``. Every coordinate is first
+    multiplied by the power of two (exact) that brings the largest ``|c|`` and ``r + margin/2``
+    into [0.5, 1): float32 then neither overflows (coordinates past its 3.4e38) nor loses tiny
+    scales to its subnormals. Each box is grown by 2^-22 of its sphere's largest scaled
+    coordinate plus an absolute pad (the float64 test's underflow, 1e-150 in the caller's
+    units, at most 4 scaled: then every box holds every centre), so it contains the box of
+    every sphere the float64 decision (:func:`pair_touch`) can accept: no pair is lost.
     """
     n = slots.shape[0]
-    if n < 2:
-        return new_pairs(16)[:0]
-    axis = spread_axis(centers, slots)
-    lo = np.empty(n)
+    half = 0.5 * margin
     big = 0.0
-    rmax = 0.0
     for i in range(n):
         s = slots[i]
-        lo[i] = centers[s, axis] - radii[s]
-        big = max(big, abs(centers[s, 0]), abs(centers[s, 1]), abs(centers[s, 2]))
-        rmax = max(rmax, radii[s])
-    order = np.argsort(lo)
-    # The sorted spheres, one array per field: the window loop reads consecutive memory.
-    sx = np.empty(n)
-    sy = np.empty(n)
-    sz = np.empty(n)
-    sr = np.empty(n)
-    los = np.empty(n)
-    ss = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        s = slots[order[i]]
-        ss[i] = s
-        los[i] = lo[order[i]]
-        sx[i] = centers[s, 0]
-        sy[i] = centers[s, 1]
-        sz[i] = centers[s, 2]
-        sr[i] = radii[s]
-    sa = sx if axis == 0 else (sy if axis == 1 else sz)
-    wide = margin + _sweep_slack(big, rmax, margin)
-    hit = np.empty(n, dtype=np.uint8)
-    out = new_pairs(n)
-    k = 0
-    if sel.shape[0] > 0:  # the ids filter: only the chosen spheres' windows, both ways
-        chosen = np.empty(n, dtype=np.int64)
-        nc = 0
+        big = max(big, abs(centers[s, 0]), abs(centers[s, 1]), abs(centers[s, 2]),
+                  radii[s] + half)
+    scale = 1.0
+    if 0.0 < big < math.inf:
+        scale = math.ldexp(1.0, min(1000, -math.frexp(big)[1]))
+    pad = min(_PAD_UNDERFLOW * scale + _PAD_TINY, 4.0)
+    axis = 0
+    if n > 1:  # variance of the scaled centres, shifted by the first (no overflow, no loss)
+        s1 = np.zeros(3)
+        s2 = np.zeros(3)
+        f = slots[0]
         for i in range(n):
-            chosen[nc] = i
-            nc += sel[ss[i]]
-        back = np.empty(n, dtype=np.uint8)
-        q = 0
-        while True:
-            k, q = _sweep_chosen_from(q, chosen[:nc], sx, sy, sz, sr, sa, los, ss, margin,
-                                      wide, 2.0 * rmax, sel, hit, back, out, k)
-            if q >= nc:
-                return out[:k]
+            s = slots[i]
+            for a in range(3):
+                d = centers[s, a] * scale - centers[f, a] * scale
+                s1[a] += d
+                s2[a] += d * d
+        best = -1.0
+        for a in range(3):
+            var = s2[a] / n - (s1[a] / n) ** 2
+            if var > best:
+                best = var
+                axis = a
+    b1 = 1 if axis == 0 else 0
+    b2 = 2 if axis != 2 else 1
+    for i in range(n):
+        s = slots[i]
+        cx = centers[s, axis] * scale
+        cy = centers[s, b1] * scale
+        cz = centers[s, b2] * scale
+        h = (radii[s] + half) * scale
+        h += (max(abs(cx), abs(cy), abs(cz)) + h) * _PAD_REL + pad
+        x32[0, i] = np.float32(cx - h)
+        x32[1, i] = np.float32(cx + h)
+        lo32[0, i] = np.float32(cy - h)
+        hi32[0, i] = np.float32(cy + h)
+        lo32[1, i] = np.float32(cz - h)
+        hi32[1, i] = np.float32(cz + h)
+    # order-preserving uint32 image of a float32: all bits of negatives flipped, the sign
+    # bit of the rest
+    bits = x32[0].view(np.uint32)
+    sign = np.uint32(0x80000000)
+    for i in range(n):
+        u = bits[i]
+        keys[i] = ~u if u & sign else u | sign
+    return axis
+
+
+@njit(cache=True)
+def radix_argsort(keys: np.ndarray) -> np.ndarray:
+    """Stable LSD radix argsort of uint32 keys: three passes of 11 bits, int32 order."""
+    n = keys.shape[0]
+    order = np.arange(n).astype(np.int32)
+    tmp_o = np.empty(n, np.int32)
+    k = keys.copy()
+    tmp_k = np.empty(n, np.uint32)
+    count = np.zeros(_RADIX_MASK + 1, np.int64)
+    for p in range(3):
+        shift = np.uint32(p * _RADIX_BITS)
+        count[:] = 0
+        for i in range(n):
+            count[(k[i] >> shift) & np.uint32(_RADIX_MASK)] += 1
+        if count.max() == n:  # every key has the same digit: this pass keeps the order
+            continue
+        total = 0
+        for d in range(_RADIX_MASK + 1):
+            c = count[d]
+            count[d] = total
+            total += c
+        for i in range(n):
+            d = (k[i] >> shift) & np.uint32(_RADIX_MASK)
+            j = count[d]
+            count[d] = j + 1
+            tmp_k[j] = k[i]
+            tmp_o[j] = order[i]
+        k, tmp_k = tmp_k, k
+        order, tmp_o = tmp_o, order
+    return order
+
+
+@njit(cache=True, parallel=True)
+def _sweep_gather(order, slots, labels, centers, radii, x32, lo32, hi32, s_x, s_lo, s_hi, s_c,
+                  s_r, s_lab):
+    """Lay the boxes, the float64 spheres and the labels out in sweep order."""
+    for k in prange(order.shape[0]):
+        i = order[k]
+        s = slots[i]
+        s_x[0, k] = x32[0, i]
+        s_x[1, k] = x32[1, i]
+        s_lo[0, k] = lo32[0, i]
+        s_lo[1, k] = lo32[1, i]
+        s_hi[0, k] = hi32[0, i]
+        s_hi[1, k] = hi32[1, i]
+        s_c[k, 0] = centers[s, 0]
+        s_c[k, 1] = centers[s, 1]
+        s_c[k, 2] = centers[s, 2]
+        s_r[k] = radii[s]
+        s_lab[k] = labels[i]
+
+
+@njit(cache=True)
+def _sweep_chosen(s_lab, sel, chosen) -> int:
+    """The sorted rows whose label ``sel`` marks, in order, into ``chosen``; how many."""
+    nc = 0
+    for i in range(s_lab.shape[0]):
+        chosen[nc] = i
+        nc += sel[s_lab[i]]
+    return nc
+
+
+@njit(cache=True)
+def _sweep_reach(x0, x1) -> float:
+    """How far behind a box's min (sweep axis) the min of a box reaching it can lie: the
+    widest box, widened past its float64 rounding."""
+    w = 0.0
+    for i in range(x0.shape[0]):
+        w = max(w, np.float64(x1[i]) - np.float64(x0[i]))
+    return w * (1.0 + 2.0**-40) + 2.0**-140
+
+
+@njit(cache=True)
+def _sweep_ends(x0, x1, keys, ends) -> None:
+    """``ends[i]``: one past the last sorted row whose min is <= row i's max (its window's
+    end), for every row at once: the maxes radix-sorted (keys in ``keys``) and merged with
+    the sorted mins, O(n) (a binary search per row costs 2-3x more)."""
+    n = x0.shape[0]
+    bits = x1.view(np.uint32)
+    sign = np.uint32(0x80000000)
+    for i in range(n):
+        u = bits[i]
+        keys[i] = ~u if u & sign else u | sign
+    order = radix_argsort(keys)
+    p = 0
+    for j in range(n):
+        i = order[j]
+        v = x1[i]
+        while p < n and x0[p] <= v:
+            p += 1
+        ends[i] = p
+
+
+@njit(cache=True)
+def _sweep_rows(t, nt, first, nitems, chosen, ends, filtered, x0, x1, lo0, hi0, lo1, hi1, s_c,
+                s_r, s_lab, margin, sel, reach, hit, out, k):
+    """Thread ``t``'s share of the rows (blocks t, t + nt, ... of :data:`SWEEP_ROWS` items;
+    item q is sorted row q, or ``chosen[q]`` when ``filtered``) from item ``first`` on, pairs
+    written at ``out[k]`` (labels, smaller first): (count, the item whose pairs did not fit,
+    or -1 when done).
+
+    A row's window ahead: the rows after it whose min is <= its max (``ends``, or a binary
+    search when ``filtered``), every pair. ``filtered``: also behind, the rows whose min lies
+    within ``reach`` before its own, pairs with unchosen rows only (a chosen row behind finds
+    this one ahead), so each pair once. Per window, one branch-free pass over its rows
+    (unsigned indices: it vectorises) writes a byte per row, 1 when the boxes also overlap on
+    the two cross axes; when any did, the bytes are scanned eight at a time (``hit``: a
+    multiple of 8 bytes, at least n + 8) and the candidates decided by :func:`pair_touch`.
+    Written out in one function (no helper takes arrays: numba would count references to
+    every array on every row, ~85 ns) and ``out`` never reassigned (that keeps the loops
+    vectorised): a row whose pairs do not fit is left to the caller, who grows ``out``.
+    """
+    words = hit.view(np.uint64)
+    room = out.shape[0]
+    nblocks = (nitems + SWEEP_ROWS - 1) // SWEEP_ROWS
+    for b in range(t, nblocks, nt):
+        for q in range(max(b * SWEEP_ROWS, first), min(nitems, (b + 1) * SWEEP_ROWS)):
+            if filtered:
+                i = chosen[q]
+                end = np.searchsorted(x0, x1[i], side="right")
+            else:
+                i = q
+                end = ends[i]
+            l0 = lo0[i]
+            h0 = hi0[i]
+            l1 = lo1[i]
+            h1 = hi1[i]
+            k0 = k
+            for side in range(2 if filtered else 1):  # 0: ahead, 1: behind (filtered)
+                if side == 0:
+                    j0 = i + 1
+                    w = end - j0
+                else:
+                    j0 = np.searchsorted(x0, np.float64(x0[i]) - reach, side="left")
+                    w = i - j0
+                if w <= 0:
+                    continue
+                base = np.uint64(j0)
+                m = 0
+                for u in range(np.uint64(w)):
+                    j = base + u
+                    h = np.uint8((lo0[j] <= h0) & (hi0[j] >= l0) & (lo1[j] <= h1)
+                                 & (hi1[j] >= l1))
+                    hit[u] = h
+                    m += h
+                if m == 0:
+                    continue
+                nw = (w + 7) >> 3
+                for u in range(w, nw << 3):
+                    hit[u] = 0
+                ax = s_c[i, 0]
+                ay = s_c[i, 1]
+                az = s_c[i, 2]
+                ar = s_r[i]
+                la = s_lab[i]
+                for wi in range(nw):
+                    if words[wi]:
+                        for u in range(wi << 3, (wi << 3) + 8):
+                            if hit[u]:
+                                j = j0 + u
+                                lb = s_lab[j]
+                                if (pair_touch(ax, ay, az, ar, s_c[j, 0], s_c[j, 1], s_c[j, 2],
+                                               s_r[j], margin)
+                                        and not (side == 1 and sel[lb])):
+                                    if k < room:
+                                        out[k, 0] = min(la, lb)
+                                        out[k, 1] = max(la, lb)
+                                    k += 1
+            if k > room:
+                return k0, q
+    return k, -1
+
+
+@njit(cache=True, parallel=True)
+def _sweep_threads(nt, nitems, chosen, ends, filtered, x0, x1, lo0, hi0, lo1, hi1, s_c, s_r, s_lab,
+                   margin, sel, reach, hits, buf, base, room, count, stop):
+    """Thread ``t`` sweeps its share into ``buf[base[t] : base[t] + room[t]]`` (hit bytes in
+    ``hits[t]``); a thread whose region fills records the item it stopped at in ``stop[t]``
+    (else -1)."""
+    for t in prange(nt):
+        k, s = _sweep_rows(t, nt, 0, nitems, chosen, ends, filtered, x0, x1, lo0, hi0, lo1, hi1,
+                           s_c, s_r, s_lab, margin, sel, reach, hits[t],
+                           buf[base[t]: base[t] + room[t]], 0)
+        count[t] = k
+        stop[t] = s
+
+
+@njit(cache=True, parallel=True)
+def _sweep_concat(buf, base, count, extra, extra_n, total):
+    """One (total, 2) array of every thread's rows and of the continuations."""
+    res = np.empty((total, 2), np.int64)
+    nt = base.shape[0]
+    offs = np.zeros(nt + 1, np.int64)
+    for t in range(nt):
+        offs[t + 1] = offs[t] + count[t]
+    for t in prange(nt):
+        for q in range(count[t]):
+            res[offs[t] + q, 0] = buf[base[t] + q, 0]
+            res[offs[t] + q, 1] = buf[base[t] + q, 1]
+    at = offs[nt]
+    for q in range(extra_n):
+        res[at + q, 0] = extra[q, 0]
+        res[at + q, 1] = extra[q, 1]
+    return res
+
+
+class SweepSpace:
+    """The sort-and-sweep with its buffers, kept from one call to the next.
+
+    :meth:`pairs` per call: one compiled pass picks the axis and writes every box as float32
+    structure of arrays, rounded outward (:func:`sweep_layout`); a compiled LSD radix argsort
+    of the boxes' mins (:func:`radix_argsort`, O(n)); one gather lays everything out in that
+    order; then each row's window (a binary search) is tested on the two cross axes in one
+    branch-free vectorised pass writing a byte per box, the bytes scanned eight at a time,
+    and the few candidates decided by the contract's float64 test (:func:`pair_touch`).
+    The kernels never grow the output: they stop when it is full, a driver grows it and
+    resumes. On several threads (``parallel``, numba's current thread count): rows dealt to
+    the threads in blocks of :data:`SWEEP_ROWS`, one output region per thread sized from the
+    last call, a region that fills finished serially.
+    """
+
+    def __init__(self) -> None:
+        self._cap = -1
+        self._reserve(0)
+        self._out = np.empty((1024, 2), np.int64)
+        self._extra = np.empty((1024, 2), np.int64)
+        self._hits = np.zeros((1, 16), np.uint8)
+        #: Each thread's output rows for the next parallel call (grown from the last call's).
+        self.room = np.zeros(0, np.int64)
+        #: The last call's sweep axis (-1 before the first).
+        self.axis = -1
+
+    def _reserve(self, n: int) -> None:
+        if n <= self._cap:
+            return
+        cap = max(n, self._cap + self._cap // 4)
+        self._cap = cap
+        self._x32 = np.empty((2, cap), np.float32)
+        self._lo32 = np.empty((2, cap), np.float32)
+        self._hi32 = np.empty((2, cap), np.float32)
+        self._keys = np.empty(cap, np.uint32)
+        self._s_x = np.empty((2, cap), np.float32)
+        self._s_lo = np.empty((2, cap), np.float32)
+        self._s_hi = np.empty((2, cap), np.float32)
+        self._s_c = np.empty((cap, 3))
+        self._s_r = np.empty(cap)
+        self._s_lab = np.empty(cap, np.int64)
+        self._chosen = np.empty(cap, np.int64)
+        self._ends = np.empty(cap, np.int64)
+
+    def pairs(self, centers: np.ndarray, radii: np.ndarray, slots: np.ndarray,
+              labels: np.ndarray, margin: float, sel: np.ndarray | None = None,
+              parallel: bool = False, copy: bool = True) -> np.ndarray:
+        """Touching pairs among the spheres ``centers[slots]``, ``radii[slots]`` within
+        ``margin``: int64 (K, 2) rows of ``labels`` (aligned with ``slots``), smaller first.
+
+        ``sel``: the ``ids`` filter (:func:`selection`, indexed by label): only pairs with a
+        marked member. ``parallel``: on numba's current thread count (the caller picks it,
+        e.g. ``threads_for``). ``copy=False``: the answer may be a view of a buffer the next
+        call overwrites. No input checks: the caller's.
+        """
+        n = slots.shape[0]
+        if n < 2:
+            return np.zeros((0, 2), np.int64)
+        self._reserve(n)
+        margin = float(margin)
+        keys = self._keys[:n]
+        self.axis = sweep_layout(centers, radii, slots, margin, self._x32, self._lo32,
+                                 self._hi32, keys)
+        order = radix_argsort(keys)
+        _sweep_gather(order, slots, labels, centers, radii, self._x32, self._lo32, self._hi32,
+                      self._s_x, self._s_lo, self._s_hi, self._s_c, self._s_r, self._s_lab)
+        x0, x1 = self._s_x[0, :n], self._s_x[1, :n]
+        s_lab = self._s_lab[:n]
+        filtered = sel is not None and sel.shape[0] > 0
+        if filtered:
+            nitems = _sweep_chosen(s_lab, sel, self._chosen)
+            reach = _sweep_reach(x0, x1)
+        else:
+            nitems = n
+            sel = np.zeros(0, np.bool_)
+            reach = 0.0
+            _sweep_ends(x0, x1, keys, self._ends[:n])
+        args = (nitems, self._chosen, self._ends, filtered, x0, x1, self._s_lo[0, :n],
+                self._s_hi[0, :n], self._s_lo[1, :n], self._s_hi[1, :n], self._s_c[:n],
+                self._s_r[:n], s_lab, margin, sel, reach)
+        nt = numba.get_num_threads() if parallel else 1
+        width = (n + 15) // 8 * 8
+        if self._hits.shape[0] < nt or self._hits.shape[1] < width:
+            self._hits = np.zeros((nt, width), np.uint8)
+        if nt == 1 or nitems <= SWEEP_ROWS:
+            self._out, k = _sweep_finish(0, 1, 0, args, self._hits[0], self._out, 0)
+            return self._out[:k].copy() if copy else self._out[:k]
+        if self.room.shape[0] != nt:
+            self.room = np.full(nt, 2 * n // nt + 1024, np.int64)
+        base = np.zeros(nt, np.int64)
+        base[1:] = np.cumsum(self.room)[:-1]
+        total_room = int(self.room.sum())
+        if self._out.shape[0] < total_room:
+            self._out = np.empty((total_room, 2), np.int64)
+        count = np.zeros(nt, np.int64)
+        stop = np.full(nt, -1, np.int64)
+        _sweep_threads(nt, *args, self._hits, self._out, base, self.room, count, stop)
+        extra = self._extra
+        ek = 0
+        for t in range(nt):
+            more = 0
+            if stop[t] >= 0:  # region full: finish this thread's rows here, serially
+                extra, ek2 = _sweep_finish(t, nt, int(stop[t]), args, self._hits[t], extra, ek)
+                more = ek2 - ek
+                ek = ek2
+            # next call's room: this call's count + 30 %
+            self.room[t] = max(self.room[t], int(1.3 * (count[t] + more)) + 1024)
+        self._extra = extra
+        return _sweep_concat(self._out, base, count, extra, ek, int(count.sum()) + ek)
+
+
+def _sweep_finish(t: int, nt: int, first: int, args: tuple, hit: np.ndarray, out: np.ndarray,
+                  k: int) -> tuple[np.ndarray, int]:
+    """Thread ``t``'s share from item ``first`` on into ``out`` from row ``k``, growing it
+    between kernel calls: (out, count)."""
+    while first >= 0:
+        k, first = _sweep_rows(t, nt, first, *args, hit, out, k)
+        if first >= 0:
             out = grown_pairs(out)
-    i = 0
-    while True:  # the sweep stops before overflowing the buffer; grow it and go on
-        k, i = _sweep_from(i, sx, sy, sz, sr, sa, los, ss, margin, wide, hit, out, k)
-        if i >= n:
-            return out[:k]
-        out = grown_pairs(out)  # (out holds >= n rows: doubled, it holds any window's hits)
+    return out, k
 
 
-@njit(cache=True)
-def _sweep_from(i0: int, sx, sy, sz, sr, sa, los, ss, margin: float, wide: float, hit,
-                out, k: int):
-    """The sweep of :func:`sweep_pairs` from sorted sphere ``i0`` on, writing pairs at
-    ``out[k]``; returns (k, i): i = n when done, else the sphere whose hits would not fit.
-
-    It never grows ``out`` itself: a function that reassigns the buffer does not get its
-    window loop vectorised (measured 4x slower), so the caller grows it and calls again.
-    """
-    n = sx.shape[0]
-    for i in range(i0, n):
-        ax = sx[i]
-        ay = sy[i]
-        az = sz[i]
-        ar = sr[i]
-        j1 = np.searchsorted(los, sa[i] + ar + wide, side="right")
-        m = _window(sx, sy, sz, sr, i + 1, j1, ax, ay, az, ar + wide, hit)
-        if m == 0:
-            continue
-        if k + m > out.shape[0]:
-            return k, i
-        a = ss[i]
-        for j in range(i + 1, j1):
-            if hit[j - i - 1] and pair_touch(ax, ay, az, ar, sx[j], sy[j], sz[j], sr[j],
-                                             margin):
-                out[k, 0] = a
-                out[k, 1] = ss[j]
-                k += 1
-    return k, n
-
-
-@njit(cache=True)
-def _sweep_chosen_from(q0: int, chosen, sx, sy, sz, sr, sa, los, ss, margin: float,
-                       wide: float, span: float, sel, hit, back, out, k: int):
-    """The filtered sweep from chosen sphere ``q0`` on: each chosen sphere's window ahead
-    (every pair) and behind (pairs with unchosen spheres: a chosen one behind finds it in
-    its own window ahead), so each pair comes once; returns (k, q) as :func:`_sweep_from`.
-
-    Behind, a sphere can reach the chosen one only if it starts at most ``span`` (twice the
-    largest radius) plus the margin before it: that bounds the window behind.
-    """
-    nc = chosen.shape[0]
-    for q in range(q0, nc):
-        i = chosen[q]
-        ax = sx[i]
-        ay = sy[i]
-        az = sz[i]
-        ar = sr[i]
-        j1 = np.searchsorted(los, sa[i] + ar + wide, side="right")
-        jb = min(np.searchsorted(los, los[i] - span - 2.0 * wide, side="left"), i)
-        m = _window(sx, sy, sz, sr, i + 1, j1, ax, ay, az, ar + wide, hit)
-        m += _window(sx, sy, sz, sr, jb, i, ax, ay, az, ar + wide, back)
-        if m == 0:
-            continue
-        if k + m > out.shape[0]:
-            return k, q
-        a = ss[i]
-        for j in range(i + 1, j1):
-            if hit[j - i - 1] and pair_touch(ax, ay, az, ar, sx[j], sy[j], sz[j], sr[j],
-                                             margin):
-                out[k, 0] = a
-                out[k, 1] = ss[j]
-                k += 1
-        for j in range(jb, i):
-            if back[j - jb] and not sel[ss[j]] and pair_touch(ax, ay, az, ar, sx[j], sy[j],
-                                                              sz[j], sr[j], margin):
-                out[k, 0] = a
-                out[k, 1] = ss[j]
-                k += 1
-    return k, nc
-
-
-@njit(cache=True, inline="always")
-def _window(sx, sy, sz, sr, j0: int, j1: int, ax, ay, az, reach, hit) -> int:
-    """Branch-free: ``hit[j - j0]`` = |c_a - c_j| <= reach + r_j (squared) for j in j0 ..
-    j1-1; returns how many hit. Unsigned indices (no negative-index wraparound) and bytes
-    from index 0: the loop vectorises (3x faster than signed indices, 3.5x than bools at j)."""
-    m = 0
-    base = np.uint64(j0)
-    for j in range(np.uint64(max(j1 - j0, 0))):
-        k = base + j
-        dx = ax - sx[k]
-        dy = ay - sy[k]
-        dz = az - sz[k]
-        t = reach + sr[k]
-        h = np.uint8(dx * dx + dy * dy + dz * dz <= t * t)
-        hit[j] = h
-        m += h
-    return m
-
-
-@njit(cache=True, inline="always")
-def _sweep_slack(big: float, rmax: float, margin: float) -> float:
-    """Widening of the sweep's window bound and of its squared distance test, so that both
-    are conservative for the exact test: many float64 roundings of the largest coordinate,
-    radius and margin (the window bound's ends and the squares each round a few times); and
-    1e-150 absolute: below about 1.5e-154 a squared component underflows, so the exact test's
-    distance can be off by that much."""
-    return _SWEEP_ROUNDINGS * _U64 * (2.0 * big + 2.0 * rmax + margin) + 1e-150
+def sweep_pairs(centers: np.ndarray, radii: np.ndarray, slots: np.ndarray, margin: float,
+                sel: np.ndarray) -> np.ndarray:
+    """Touching pairs among ``slots`` by the sort-and-sweep (:class:`SweepSpace`, one
+    thread, fresh buffers): int64 (K, 2) slot pairs. ``sel``: the ``ids`` filter
+    (:func:`selection`); empty: every pair."""
+    slots = np.ascontiguousarray(slots, dtype=np.int64)
+    return SweepSpace().pairs(centers, radii, slots, slots, margin, sel)
 
 
 @njit(cache=True)
