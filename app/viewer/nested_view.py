@@ -10,6 +10,9 @@ hotkeys (``I``, ``L``, ``+``/``-``) and ``--index`` choose the kind used *inside
 (``NestedIndex.rebuild``). Node boxes are drawn as the rotated boxes they are
 (``app/render/oriented_boxes.py``): each group's box of its objects (figure 2.5's root boxes,
 also for ``brute``) and the inner indexes' node boxes, coloured by group or by outcome.
+Occlusion (previous frame's pyramid, two-pass's late cull) is the nested index's own
+(``app/spatial/nested/occlude.py``): the frame, the HUD's stage counts and the ground truth
+run as for a flat index.
 """
 
 from __future__ import annotations
@@ -19,7 +22,12 @@ import time
 import numpy as np
 
 from app.culling.pipeline import CullPipeline, IndexConfig
-from app.geom.predicates import NODE_INSIDE, NODE_NOT_VISITED, NODE_PARTIAL
+from app.geom.predicates import (
+    NODE_INSIDE,
+    NODE_NOT_VISITED,
+    NODE_PARTIAL,
+    NODE_REJECT_OCCLUSION,
+)
 from app.spatial import QueryResult, create_index
 from app.spatial.nested import NestedIndex
 
@@ -196,8 +204,9 @@ class NestedPipeline(CullPipeline):
 
     def _node_codes(self, nids: list, gids: list, gcode: np.ndarray) -> np.ndarray:
         """Outcome of each inner node box: its group's when the group was not asked through
-        its index (inside: inside; partly visible and scanned in the descent: partial;
-        rejected: not visited below a rejected group), else the inner index's own."""
+        its index (inside: inside; partly visible and scanned in the descent: partial; hidden
+        by the occlusion gate: occluded; rejected: not visited below a rejected group), else
+        the inner index's own."""
         if not nids:
             return np.zeros(0, np.int64)
         keys = np.array(nids, np.int64)
@@ -206,20 +215,25 @@ class NestedPipeline(CullPipeline):
         at = np.searchsorted(gk, keys, sorter=np.argsort(gk))
         srt = np.argsort(gk)
         own = gcode.astype(np.int64)[srt[np.clip(at, 0, max(gk.shape[0] - 1, 0))]]
-        out = np.where((own == NODE_INSIDE) | (own == NODE_PARTIAL), own, NODE_NOT_VISITED)
+        out = np.where((own == NODE_INSIDE) | (own == NODE_PARTIAL)
+                       | (own == NODE_REJECT_OCCLUSION), own, NODE_NOT_VISITED)
         # ... but a partly visible group asked through its own index has its nodes' outcomes
         lim = self._inner_min()
         if lim is None:
             return out
         starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
         ends = np.r_[starts[1:], keys.shape[0]]
-        for s, e in zip(starts.tolist(), ends.tolist(), strict=True):  # groups with nodes
-            if out[s] == NODE_PARTIAL:
-                idx = self.index.group_index(int(keys[s]))
-                if len(idx) >= lim:
-                    codes = idx.node_outcomes()
-                    if codes.shape[0] == e - s:
-                        out[s:e] = codes
+        starts = starts[out[starts] == NODE_PARTIAL]  # only those can have been asked ...
+        if not starts.shape[0]:
+            return out
+        h = self.index  # ... and only if large enough (the group sizes, read, not flushed)
+        sizes = h._G.b_count[[h._slot[k] for k in keys[starts].tolist()]]
+        big = sizes >= lim
+        for s, e in zip(starts[big].tolist(), ends[np.searchsorted(ends, starts[big], "right")]
+                        .tolist(), strict=True):
+            codes = h.group_index(int(keys[s])).node_outcomes()
+            if codes.shape[0] == e - s:
+                out[s:e] = codes
         return out
 
 
