@@ -148,6 +148,8 @@ _PAD_REL = 2.0**-22
 _PAD_UNDERFLOW = 1e-150
 #: Absolute pad in scaled units: float32 subnormals round by up to 2^-150.
 _PAD_TINY = 2.0**-120
+#: (bit 8t of a word) * this >> 56 = t: the byte index of a hit byte's bit.
+_BYTE_INDEX = np.uint64(0x0001020304050607)
 
 
 @njit(cache=True)
@@ -324,13 +326,18 @@ def _sweep_rows(t, nt, first, nitems, chosen, ends, filtered, x0, x1, lo0, hi0, 
     A row's window ahead: the rows after it whose min is <= its max (``ends``, or a binary
     search when ``filtered``), every pair. ``filtered``: also behind, the rows whose min lies
     within ``reach`` before its own, pairs with unchosen rows only (a chosen row behind finds
-    this one ahead), so each pair once. Per window, one branch-free pass over its rows
-    (unsigned indices: it vectorises) writes a byte per row, 1 when the boxes also overlap on
-    the two cross axes; when any did, the bytes are scanned eight at a time (``hit``: a
-    multiple of 8 bytes, at least n + 8) and the candidates decided by :func:`pair_touch`.
-    Written out in one function (no helper takes arrays: numba would count references to
-    every array on every row, ~85 ns) and ``out`` never reassigned (that keeps the loops
-    vectorised): a row whose pairs do not fit is left to the caller, who grows ``out``.
+    this one ahead), so each pair once.
+
+    Per window, one branch-free pass over its rows writes a byte per row, 1 when the boxes
+    also overlap on the two cross axes (unsigned indices, and no count of the hits: a
+    reduction in the loop halves its vector width, 1.8x slower); the bytes are then read
+    eight at a time (``hit``: a multiple of 8 bytes, at least n + 8), each set byte of a word
+    found by bit arithmetic, and each candidate decided by :func:`pair_touch`, its pair
+    written whatever the answer and counted only if it touches (no branch on the test:
+    together 1.2x faster than a loop over the word's bytes). Written out in one function (no
+    helper takes arrays: numba counts references to every array argument on every call,
+    ~85 ns a row) and ``out`` never reassigned (that keeps the loops vectorised): a row whose
+    pairs do not fit is left to the caller, who grows ``out``.
     """
     words = hit.view(np.uint64)
     room = out.shape[0]
@@ -358,15 +365,10 @@ def _sweep_rows(t, nt, first, nitems, chosen, ends, filtered, x0, x1, lo0, hi0, 
                 if w <= 0:
                     continue
                 base = np.uint64(j0)
-                m = 0
                 for u in range(np.uint64(w)):
                     j = base + u
-                    h = np.uint8((lo0[j] <= h0) & (hi0[j] >= l0) & (lo1[j] <= h1)
-                                 & (hi1[j] >= l1))
-                    hit[u] = h
-                    m += h
-                if m == 0:
-                    continue
+                    hit[u] = np.uint8((lo0[j] <= h0) & (hi0[j] >= l0) & (lo1[j] <= h1)
+                                      & (hi1[j] >= l1))
                 nw = (w + 7) >> 3
                 for u in range(w, nw << 3):
                     hit[u] = 0
@@ -376,18 +378,20 @@ def _sweep_rows(t, nt, first, nitems, chosen, ends, filtered, x0, x1, lo0, hi0, 
                 ar = s_r[i]
                 la = s_lab[i]
                 for wi in range(nw):
-                    if words[wi]:
-                        for u in range(wi << 3, (wi << 3) + 8):
-                            if hit[u]:
-                                j = j0 + u
-                                lb = s_lab[j]
-                                if (pair_touch(ax, ay, az, ar, s_c[j, 0], s_c[j, 1], s_c[j, 2],
-                                               s_r[j], margin)
-                                        and not (side == 1 and sel[lb])):
-                                    if k < room:
-                                        out[k, 0] = min(la, lb)
-                                        out[k, 1] = max(la, lb)
-                                    k += 1
+                    wd = words[wi]
+                    while wd:
+                        low = wd & (~wd + np.uint64(1))  # the lowest hit byte's bit
+                        wd ^= low
+                        j = j0 + (wi << 3) + np.int64((low * _BYTE_INDEX) >> np.uint64(56))
+                        lb = s_lab[j]
+                        ok = pair_touch(ax, ay, az, ar, s_c[j, 0], s_c[j, 1], s_c[j, 2],
+                                        s_r[j], margin)
+                        if side == 1:
+                            ok = ok and not sel[lb]
+                        if k < room:  # written whatever the test says (no branch on it)
+                            out[k, 0] = min(la, lb)
+                            out[k, 1] = max(la, lb)
+                        k += ok
             if k > room:
                 return k0, q
     return k, -1
