@@ -30,6 +30,21 @@ from app.spatial.scan import F32_BIG, to32
 #: A group's own sphere is tightened again (at the next query) once a move has grown it past
 #: this many times the radius it had when last tightened.
 LOOSE = 1.25
+#: 1 / (1 + REL), a hair low: a reach test that passes with it passes exactly
+_SHRINK = (1.0 - 1e-15) / (1.0 + REL)
+
+
+@njit(cache=True, inline="always")
+def _reaches(dx: float, dy: float, dz: float, r: float, R: float) -> float:
+    """``(|d| + r) (1 + REL)`` when that exceeds ``R``, else -1; no square root when the
+    point is clearly inside (``|d|^2 < (R / (1 + REL) - r)^2 (1 - 1e-12)``: a margin of many
+    roundings, and that bound not tiny next to ``R``), which is what most moves are."""
+    d2 = dx * dx + dy * dy + dz * dz
+    q = R * _SHRINK - r
+    if q > 0.01 * R and d2 < q * q * (1.0 - 1e-12):
+        return -1.0
+    reach = (math.sqrt(d2) + r) * (1.0 + REL)
+    return reach if reach > R else -1.0
 
 
 class NestedRows(NamedTuple):
@@ -237,64 +252,83 @@ def resolve_moves(ids, keys, vals, dense, grp, want: int, stamp, epoch: int, row
 def _apply(rows, grps, centers, radii, vdist, lc, rad, vd, stale, r32, vd32, o_c, o_r, o_tight,
            o_vd, o_rmax, loose, nstale, b_count, inner_min, dirty32, gdirty, log_rows,
            log_grp, nlog, bmark, blist, nbl) -> None:
-    """:func:`apply_moves` on unpacked arrays."""
-    has_r = radii.shape[0] == rows.shape[0]
-    has_v = vdist.shape[0] == rows.shape[0]
+    """:func:`apply_moves` on unpacked arrays, a run of moves of one group at a time (the
+    group's state read and written once a run)."""
+    m = rows.shape[0]
+    has_r = radii.shape[0] == m
+    has_v = vdist.shape[0] == m
     n = nlog[0]
     nl = log_rows.shape[0]
     nb = nbl[0]
-    for i in range(rows.shape[0]):
-        s = rows[i]
+    i = 0
+    while i < m:
         g = grps[i]
-        cx = centers[i, 0]
-        cy = centers[i, 1]
-        cz = centers[i, 2]
-        lc[s, 0] = cx
-        lc[s, 1] = cy
-        lc[s, 2] = cz
+        j = i + 1
+        while j < m and grps[j] == g:
+            j += 1
         d = dirty32[g]
-        if d != 2:
-            if n < nl:
-                log_rows[n] = s
-                log_grp[n] = g
-                n += 1
-                if d == 0:
-                    dirty32[g] = 1
-            else:  # the log is full: this group's block is refreshed whole
-                dirty32[g] = 2
-        r = o_rmax[g]
+        big = b_count[g] >= inner_min
+        ox = o_c[g, 0]
+        oy = o_c[g, 1]
+        oz = o_c[g, 2]
+        orad = o_r[g]
+        rmax = o_rmax[g]
+        vmax = o_vd[g]
         grew = False
-        if has_r:
-            r = radii[i]
-            rad[s] = r
-            r32[s] = to32(r)
-            if r > o_rmax[g]:
-                o_rmax[g] = r
-        if has_v:
-            vd[s] = vdist[i]
-            vd32[s] = to32(vdist[i])
-            if vdist[i] > o_vd[g]:
-                o_vd[g] = vdist[i]
-                grew = True
-        if b_count[g] >= inner_min:
-            if stale[s] == 0:
+        nst = 0
+        for q in range(i, j):
+            s = rows[q]
+            cx = centers[q, 0]
+            cy = centers[q, 1]
+            cz = centers[q, 2]
+            lc[s, 0] = cx
+            lc[s, 1] = cy
+            lc[s, 2] = cz
+            if d != 2:
+                if n < nl:
+                    log_rows[n] = s
+                    log_grp[n] = g
+                    n += 1
+                    d = 1
+                else:  # the log is full: this group's block is refreshed whole
+                    d = 2
+            r = rmax
+            if has_r:
+                r = radii[q]
+                rad[s] = r
+                r32[s] = to32(r)
+                rmax = max(rmax, r)
+            if has_v:
+                v = vdist[q]
+                vd[s] = v
+                vd32[s] = to32(v)
+                if v > vmax:
+                    vmax = v
+                    grew = True
+            if big and stale[s] == 0:
                 stale[s] = 1
-                nstale[g] += 1
+                nst += 1
+            reach = _reaches(cx - ox, cy - oy, cz - oz, r, orad)
+            if reach > 0.0:
+                orad = reach
+                grew = True
+        dirty32[g] = d
+        o_rmax[g] = rmax
+        o_vd[g] = vmax
+        if big:
+            nstale[g] += nst
         else:
             gdirty[g] = 1
-        dx = cx - o_c[g, 0]
-        dy = cy - o_c[g, 1]
-        dz = cz - o_c[g, 2]
-        reach = (math.sqrt(dx * dx + dy * dy + dz * dz) + r) * (1.0 + REL)
-        if reach > o_r[g]:
-            o_r[g] = reach
-            grew = True
-            if reach > LOOSE * o_tight[g]:
-                loose[g] = True
-        if grew and not bmark[g]:
-            bmark[g] = 1
-            blist[nb] = g
-            nb += 1
+        if grew:
+            if orad > o_r[g]:
+                o_r[g] = orad
+                if orad > LOOSE * o_tight[g]:
+                    loose[g] = True
+            if not bmark[g]:
+                bmark[g] = 1
+                blist[nb] = g
+                nb += 1
+        i = j
     nlog[0] = n
     nbl[0] = nb
 
