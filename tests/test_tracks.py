@@ -327,6 +327,34 @@ def test_two_pass_occlusion_culls_nothing_the_id_buffer_sees(ctx):
     assert sum(int(r["occluded_objects"]) for r in prev[1:]) > 0
 
 
+def test_late_cull_keeps_every_object_the_id_buffer_sees(ctx):
+    """The strict form, frame by frame: the late cull's answer (this frame's pyramid) holds
+    every object with a pixel in an id buffer of everything in the frustum, drawn right after
+    with the same matrices."""
+    from app.viewer.setup import occlusion_factory
+
+    v = _viewer(ctx, size=(480, 270))
+    v.occlusion_factory = occlusion_factory(False)  # (its ground truth re-queries the index)
+    v.set_occlusion("two-pass")
+    s = v.scene
+    o = s.objects
+    culled = 0
+    for t in (0.0, 0.0, 4.0, 8.0, 8.0, 19.0, 19.0, 31.0, 41.0, 41.0):  # twice: the early draw
+        view = _view(s, t)
+        v.frame(1 / 30, view)
+        res = v.pipeline.last_result
+        inview = _flat_oracle(v.pipeline.index, o.ids, view.planes)
+        mesh = getattr(o, "mesh", None)
+        seen = v.occlusion._id_buffer(v.target.size).render(
+            view.viewproj, inview, o.centers[inview], o.radii[inview],
+            None if mesh is None else mesh[inview])
+        missing = np.setdiff1d(seen, res.visible)
+        assert missing.shape[0] == 0, (t, missing[:10])
+        culled += inview.shape[0] - res.visible.shape[0]
+        assert res.occluded_objects == inview.shape[0] - res.visible.shape[0]
+    assert culled > 100  # ~1,300 at 480x270
+
+
 def test_framed_motions_stay_in_their_local_boxes():
     from app.scene import load_scene
 
