@@ -51,8 +51,8 @@ from app.spatial.nested.groups import (
 )
 from app.spatial.nested.occlude import check_occlusion, occlude_visible
 from app.spatial.nested.query import (
-    descend,
     local_frame,
+    refresh_descend,
     settle_candidates,
     world_spheres_of,
 )
@@ -146,6 +146,21 @@ class _Groups:
             fill = {"parent": -1, "scale": 1.0, "ws": 1.0, "wbr": -1.0, "wvd": -1.0,
                     "sbr": -1.0, "svd": -1.0}.get(name, 0)
             setattr(self, name, grown(a, cap, fill))
+
+
+def _spatial_order(c: np.ndarray) -> np.ndarray:
+    """An order of the centres ``c`` (n, 3) along a Morton curve of their box (10 bits an
+    axis): a partly visible group's visible rows then come in runs (its scan's compaction
+    skips whole words of culled rows)."""
+    lo = c.min(axis=0)
+    span = c.max(axis=0) - lo
+    span[~(span > 0)] = 1.0
+    q = np.clip((c - lo) / span * 1023.0, 0, 1023).astype(np.int64)
+    key = np.zeros(c.shape[0], np.int64)
+    for b in range(10):
+        for a in range(3):
+            key |= ((q[:, a] >> b) & 1) << (3 * b + a)
+    return np.argsort(key, kind="stable")
 
 
 def _as_matrices(transforms: Any, n: int, what: str) -> np.ndarray:
@@ -269,7 +284,9 @@ class NestedIndex:
     def set_transforms(self, gids: Any, transforms: Any) -> None:
         """New transforms (K, 4, 4) of K distinct groups in one batch (one check, one refresh
         of the world matrices): what a frame with many turning groups calls."""
-        if isinstance(gids, np.ndarray) and gids.dtype.kind in "iu":
+        if type(gids) is list:
+            keys = gids
+        elif isinstance(gids, np.ndarray) and gids.dtype.kind in "iu":
             keys = gids.tolist()
         else:
             keys = list(gids)
@@ -304,7 +321,7 @@ class NestedIndex:
             rep = [k for k in keys if k in seen or seen.add(k)]
             raise ValueError(f"set_transforms: groups given more than once: {rep[:8]}")
         slots = np.array(sl, dtype=np.int64)
-        self._tcache = (self._gversion, list(keys), slots)
+        self._tcache = (self._gversion, list(keys), slots)  # a copy: the caller's list may change
         m = _as_matrices(transforms, len(keys), "set_transforms")
         scales = np.empty(len(keys))
         if rigid_codes(m, scales).any():
@@ -440,6 +457,9 @@ class NestedIndex:
         if vd is None:
             vd = np.full(n, np.inf)
         self._inner[g].insert(ids, c, r, vd)  # checked above: cannot fail
+        if n > 64:  # the block's rows in a spatial order: what a query takes comes in runs
+            o = _spatial_order(c)
+            ids, c, r, vd = ids[o], c[o], r[o], vd[o]
         G = self._G
         need = int(G.b_count[g]) + n
         if need > G.b_cap[g]:
@@ -539,16 +559,18 @@ class NestedIndex:
             raise ValueError("query_frustum: use_view_distance=True needs an eye position")
         eye = _ZERO3 if eye is None else SpatialIndex._check_point(eye, "eye")
         use_vd = bool(use_view_distance)
-        self._refresh()
+        if self._bounds_dirty or self._world_dirty or self._order_dirty:
+            self._refresh()  # else the listed groups' bounds are refreshed in the call below
         G = self._G
         R = self._R
         if self._act.shape[0] < G.cap:
             self._act = np.zeros(G.cap, np.uint8)
             self._cuts = np.zeros(G.cap, np.uint64)
-        vis, working, visited, inner, bad = descend(
-            planes, eye, use_vd, self._order, self._send, G.W, G.ws, G.dhi, G.dlo, G.gmag, G.o_c,
-            G.o_r, G.wbc, G.wbr, G.wvd, G.sbc, G.sbr, G.svd, G.b_start, G.b_count, R.ids, R.lc,
-            R.rad, R.vd, R.x, R.y, R.z, R.r32, R.vd32, self._codes, self.inner_min, G.code,
+        vis, working, visited, inner, bad = refresh_descend(
+            planes, eye, use_vd, self._order, self._send, self._pos, G.parent, G.W, G.ws, G.dhi,
+            G.dlo, G.gmag, G.o_c, G.o_r, G.o_tight, G.o_vd, G.o_rmax, G.loose, G.wbc, G.wbr,
+            G.wvd, G.sbc, G.sbr, G.svd, G.bmark, G.blist, self._nbl, G.b_start, G.b_count, R.ids,
+            R.lc, R.rad, R.vd, R.x, R.y, R.z, R.r32, R.vd32, self._codes, self.inner_min, G.code,
             G.dirty32, self._log_rows, self._log_grp, self._nlog, self._act, self._cuts,
             G.scanned, self._sure, self._near)
         if bad:

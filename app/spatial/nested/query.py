@@ -39,7 +39,7 @@ from app.geom.predicates import (
     within_view_distance,
 )
 from app.spatial.idmap import hash_lookup
-from app.spatial.nested.groups import ABS, REL, world_point
+from app.spatial.nested.groups import ABS, REL, refresh_bounds_some, world_point
 from app.spatial.nested.store import row32, sync32
 from app.spatial.scan import (
     _F32_MAX,
@@ -467,6 +467,24 @@ def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, 
     for q in range(ns):
         out[q] = ids[sure[q]]
     return out, total, visited, inner, 0
+
+
+@njit(cache=True)
+def refresh_descend(planes, eye, use_vd: bool, order, send, pos, parent, W, ws, dhi, dlo, gmag,
+                    o_c, o_r, o_tight, o_vd, o_rmax, loose, wbc, wbr, wvd, sbc, sbr, svd,
+                    bmark, blist, nbl, b_start, b_count, ids, lc, rad, vdist, x32, y32, z32, r32,
+                    vd32, codes, inner_min: int, gcode, dirty32, log_rows, log_grp, nlog, act,
+                    cuts, scanned, sure, near):
+    """The per-frame query in one call: the bounds of the groups listed bounds-dirty
+    (groups.refresh_bounds_some), then :func:`descend`."""
+    if nbl[0]:
+        refresh_bounds_some(order, send, pos, parent, W, ws, dhi, b_count, o_c, o_r, o_vd, wbc,
+                            wbr, wvd, gmag, sbc, sbr, svd, bmark, blist, nbl, b_start, lc, rad,
+                            vdist, o_tight, o_rmax, loose)
+    return descend(planes, eye, use_vd, order, send, W, ws, dhi, dlo, gmag, o_c, o_r, wbc, wbr,
+                   wvd, sbc, sbr, svd, b_start, b_count, ids, lc, rad, vdist, x32, y32, z32, r32,
+                   vd32, codes, inner_min, gcode, dirty32, log_rows, log_grp, nlog, act, cuts,
+                   scanned, sure, near)
 
 
 @njit(cache=True)
