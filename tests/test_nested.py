@@ -702,3 +702,133 @@ def test_move_log_overflow_and_partial_scans():
             for k, i in enumerate(moved.tolist()):
                 o.objs[i][1] = c[k]
         check(h, o, rng, 60.0, cameras=3)
+
+
+# --------------------------------------------------------------------------- per-frame fast paths
+
+M1 = np.eye(4)
+M1[:3, 3] = [1.0, 2.0, 3.0]
+BAD_FAST = {
+    # (the good call that makes the next one take the fast path, the bad call)
+    "transforms shear": (lambda h: h.set_transforms(["a", 7], np.stack([M1, M1])),
+                         lambda h: h.set_transforms(["a", 7], np.stack([M1, SHEAR]))),
+    "transforms NaN": (lambda h: h.set_transforms(["a", 7], np.stack([M1, M1])),
+                       lambda h: h.set_transforms(["a", 7], np.stack([NAN, M1]))),
+    "transforms projective": (lambda h: h.set_transforms(["a", 7], np.stack([M1, M1])),
+                              lambda h: h.set_transforms(["a", 7], np.stack([M1, PROJECTIVE]))),
+    "transforms world scale": (lambda h: h.set_transforms(["b", 7], np.stack([M1, M1])),
+                               lambda h: h.set_transforms(["b", 7], np.stack([HUGE, M1]))),
+    "transforms float id": (lambda h: h.set_transforms([7, "a"], np.stack([M1, M1])),
+                            lambda h: h.set_transforms([7.0, "a"], np.stack([M1, M1]))),
+    "transforms bool id": (lambda h: (1 in h.groups() or h.add_group(1),
+                                      h.set_transforms([1, "a"], np.stack([M1, M1]))),
+                           lambda h: h.set_transforms([True, "a"], np.stack([M1, M1]))),
+    "transforms wrong count": (lambda h: h.set_transforms(["a", 7], np.stack([M1, M1])),
+                               lambda h: h.set_transforms(["a", 7], np.stack([M1]))),
+    "moves NaN": (lambda h: h.update(None, np.array([1, 2, 101]), np.ones((3, 3))),
+                  lambda h: h.update(None, np.array([1, 2, 101]),
+                                     np.array([[0, 0, 0], [np.nan, 0, 0], [0, 0, 0]]))),
+    "moves huge": (lambda h: h.update(None, np.array([1, 2, 101]), np.ones((3, 3))),
+                   lambda h: h.update(None, np.array([1, 2, 101]),
+                                      np.array([[0, 0, 0], [0, 0, 0], [0, 1e101, 0]]))),
+    "moves negative radius": (
+        lambda h: h.update(None, np.array([1, 2, 101]), np.ones((3, 3)), np.ones(3)),
+        lambda h: h.update(None, np.array([1, 2, 101]), np.ones((3, 3)),
+                           np.array([1.0, -1.0, 1.0]))),
+    "moves NaN view distance": (
+        lambda h: h.update(None, np.array([1, 2, 101]), np.ones((3, 3)), None, np.ones(3)),
+        lambda h: h.update(None, np.array([1, 2, 101]), np.ones((3, 3)), None,
+                           np.array([1.0, np.nan, 1.0]))),
+    "moves other unknown id": (lambda h: h.update(None, np.array([1, 2, 101]), np.ones((3, 3))),
+                               lambda h: h.update(None, np.array([1, 2, 5000]),
+                                                  np.ones((3, 3)))),
+    "moves other repeated id": (lambda h: h.update(None, np.array([1, 2, 101]),
+                                                   np.ones((3, 3))),
+                                lambda h: h.update(None, np.array([1, 2, 1]), np.ones((3, 3)))),
+    "moves wrong group": (lambda h: h.update("a", np.array([1, 2, 3]), np.ones((3, 3))),
+                          lambda h: h.update("a", np.array([1, 2, 101]), np.ones((3, 3)))),
+    "moves same ids wrong group": (lambda h: h.update(None, np.array([1, 2, 101]),
+                                                      np.ones((3, 3))),
+                                   lambda h: h.update("a", np.array([1, 2, 101]),
+                                                      np.ones((3, 3)))),
+    "query inf planes": (lambda h: h.query_frustum(np.zeros((6, 4))),
+                         lambda h: h.query_frustum(np.full((6, 4), np.inf))),
+}
+
+
+@pytest.mark.parametrize("what", list(BAD_FAST), ids=list(BAD_FAST))
+def test_fast_paths_bad_input_raises_and_changes_nothing(what):
+    """The per-frame paths (the same groups / movers as the last call: one compiled call that
+    checks and writes) refuse bad input like the checked paths and change nothing."""
+    good, bad = BAD_FAST[what]
+    h, o = _scene()
+    ref, _ = _scene()
+    if "world scale" in what:  # a group scaled by 1e60: another 1e60 below leaves range
+        for x in (h, ref):
+            x.set_transform("a", HUGE)
+    rng = np.random.default_rng(2)
+    for x in (h, ref):
+        for _ in range(2):  # the second call takes the fast path
+            good(x)
+        x.query_frustum(random_camera(rng, 20.0)[1])
+    before = state(h, o)
+    with pytest.raises(ValueError):
+        bad(h)
+    assert state(h, o) == before
+    h.validate()
+    for _ in range(3):
+        eye, planes = random_camera(rng, 20.0)
+        assert np.array_equal(np.sort(h.query_frustum(planes).visible),
+                              np.sort(ref.query_frustum(planes).visible))
+    good(h)  # the fast path still works after the refusal
+    good(ref)
+    h.validate()
+    assert state(h, o) == state(ref, o)
+
+
+def _bounds(h: NestedIndex) -> list:
+    G = h._G
+    live = np.flatnonzero(G.alive)
+    return [a[live].tobytes() for a in (G.wbc, G.wbr, G.wvd, G.gmag, G.sbc, G.sbr, G.svd,
+                                        G.o_c, G.o_r, G.o_vd)]
+
+
+def test_fast_frames_match_the_oracle_and_a_full_refresh():
+    """Frames through the fast paths (the same turning groups and movers every frame) in a
+    tree with subtrees: answers equal the flattened oracle's, and the bounds refreshed for
+    the changed groups only equal the full pass's, bit for bit."""
+    rng = np.random.default_rng(21)
+    h = NestedIndex("brute")
+    o = FlatOracle()
+    parents = [None, None, 0, 0, 2, None, 5, 6, 6, 1]
+    for g, p in enumerate(parents):
+        M = rigid(rng, 30.0, scale=float(rng.uniform(0.5, 2)))
+        h.add_group(g, p, M)
+        o.groups[g] = [p, M]
+        n = int(rng.integers(0, 300))
+        c = rng.normal(size=(n, 3)) * 6
+        rr = rng.uniform(0.1, 1, n)
+        h.insert(g, np.arange(g * 1000, g * 1000 + n), c, rr)
+        for i in range(n):
+            o.objs[g * 1000 + i] = [g, c[i], float(rr[i]), np.inf]
+    ids = np.array(sorted(o.objs), dtype=np.int64)
+    movers = np.sort(rng.choice(ids, len(ids) // 5, replace=False))
+    turning = [0, 2, 6, 9]
+    for frame in range(12):
+        mats = np.stack([rigid(rng, 30.0, scale=float(rng.uniform(0.5, 2))) for _ in turning])
+        h.set_transforms(turning, mats)
+        for g, M in zip(turning, mats, strict=True):
+            o.groups[g][1] = M
+        c = np.array([o.objs[int(i)][1] for i in movers]) + rng.normal(
+            size=(len(movers), 3)) * (3.0 if frame % 4 == 3 else 0.3)  # sometimes far: loose
+        h.update(None, movers, c)
+        for k, i in enumerate(movers.tolist()):
+            o.objs[i][1] = c[k]
+        eye, planes = random_camera(rng, 40.0)
+        got = np.sort(h.query_frustum(planes).visible)
+        assert np.array_equal(got, o.frustum(planes))
+        fast = _bounds(h)
+        h._bounds_dirty = True
+        h._refresh()
+        assert fast == _bounds(h), f"frame {frame}: the listed groups' refresh differs"
+    check(h, o, rng, 40.0)

@@ -432,10 +432,10 @@ def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, 
         lo = b_start[g]
         hi = lo + b_count[g]
         if k == _WHOLE and not use_vd:
-            for j in range(lo, hi):
-                sure[ns] = j
-                ns += 1
+            sure[ns:ns + hi - lo] = ids[lo:hi]
+            ns += hi - lo
             continue
+        ns0 = ns
         tol, rel, dabs, ok = local_frame_into(planes, eye, use_vd, W, ws, dhi, dlo, gmag, o_c,
                                               o_r, g, pl, eye_l)
         if ok:
@@ -463,10 +463,9 @@ def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, 
                            vdist[s]):
                 sure[ns] = s
                 ns += 1
-    out = np.empty(ns, np.int64)
-    for q in range(ns):
-        out[q] = ids[sure[q]]
-    return out, total, visited, inner, 0
+        for q in range(ns0, ns):  # this group's rows to ids, while its block is near
+            sure[q] = ids[sure[q]]
+    return sure[:ns].copy(), total, visited, inner, 0
 
 
 @njit(cache=True)
