@@ -17,6 +17,7 @@ from app.geom.predicates import (
 )
 from app.geom.zpyramid import occluder
 from app.parallelism import PARALLEL_MIN, threads_for
+from app.spatial import moves
 from app.spatial.base import QueryResult, SpatialIndex
 from app.spatial.pairs import SweepSpace, selection
 from app.spatial.scan import grown32, kill32, scan_frustum, spheres32, store32
@@ -81,6 +82,39 @@ class BruteIndex(SpatialIndex):
         self._max_abs = 0.0
         self._max_r = 0.0
         self._sweep = SweepSpace()
+        self._epoch = 0  # bumped whenever a slot changes hands (see app.spatial.moves)
+        self._last_movers: moves.LastMovers | None = None
+        self._spare_c: np.ndarray | None = None  # the store's twin for all-object batches
+        self._slot_of = np.arange(self.capacity, dtype=np.int64)  # position = slot here
+
+    def update(self, ids: np.ndarray, centers: np.ndarray, radii: np.ndarray | None = None,
+               view_distances: np.ndarray | None = None) -> None:
+        """Move objects; last frame's movers again take one checking pass
+        (``app.spatial.moves``), anything else the contract's general path."""
+        if moves.plain_moves(ids, centers, radii, view_distances) and self._move_known(
+                ids, centers):
+            return
+        super().update(ids, centers, radii, view_distances)
+
+    def _move_known(self, ids: np.ndarray, centers: np.ndarray) -> bool:
+        last = self._last_movers
+        if not moves.same_movers(last, self._epoch, ids):
+            return False
+        if ids.shape[0] == self._count:
+            spare = self._spare_c
+            if spare is None or spare.shape != self._centers.shape:
+                spare = self._spare_c = self._centers.copy()
+            ok, big = moves.write_all_known(last, ids, centers, self._centers, spare, self._ids,
+                                            self._slot_of, self._s32)
+            if not ok:
+                return False
+            self._centers, self._spare_c = spare, self._centers
+        else:
+            if not moves.known_movers(ids, centers, last.pos, self._ids):
+                return False
+            big = moves.write_movers(last.pos, centers, self._slot_of, self._centers, self._s32)
+        self._max_abs = max(self._max_abs, big)
+        return True
 
     def _query_frustum(self, planes, eye, use_vd, occlusion):
         n = self.capacity
@@ -96,17 +130,22 @@ class BruteIndex(SpatialIndex):
     # ------------------------------------------------------------------ the float32 copy
 
     def _on_insert(self, slots):
+        self._epoch += 1
         self._copy32(slots)
 
     def _on_update(self, slots, old_centers, old_radii, old_vdist):
         self._copy32(slots)
+        self._last_movers = moves.remember(self._epoch, slots, True)  # slots are ours to keep
 
     def _on_remove(self, slots):
+        self._epoch += 1
         kill32(self._s32, slots)
 
     def _grow(self, new_capacity):
+        self._epoch += 1
         self._s32 = grown32(self._s32, new_capacity)
         self._codes = np.empty(new_capacity, np.uint8)
+        self._slot_of = np.arange(new_capacity, dtype=np.int64)
 
     def _copy32(self, slots):
         with threads_for(slots.shape[0]):

@@ -36,13 +36,13 @@ import numpy as np
 
 from app.geom.zpyramid import ZPyramid, occluder
 from app.parallelism import threads_for
+from app.spatial import moves
 from app.spatial.base import _EMPTY_F, QueryResult, SpatialIndex
 from app.spatial.chunks import check, layout, pairs, queries, update
 from app.spatial.chunks.layout import CHUNK, NO_POS
 from app.spatial.idmap import IdMap
 from app.spatial.pool import grown
 from app.spatial.scan import (
-    F32_BIG,
     kill32,
     scan_frustum,
     six_planes,
@@ -86,9 +86,8 @@ class ChunkedIndex(SpatialIndex):
         self.awake_resorts = 0
         self._slot_order = False  # positions are the store's slots (most objects move a frame)
         self._layout_epoch = 0  # bumped whenever any object changes position
-        # (layout epoch, the last per-frame batch's positions, their first position when they
-        # are consecutive in slot order else -1): the batch's ids are pos_id[positions]
-        self._last_movers: tuple[int, np.ndarray, int] | None = None
+        # the last per-frame batch (its ids are pos_id[positions] while the epoch holds)
+        self._last_movers: moves.LastMovers | None = None
         self._spare_c: np.ndarray | None = None  # the store's twin for all-object batches
         self._big_batches = 0  # consecutive batches moving at least SLOT_FRACTION
         self._set_capacity(CHUNK * 16)
@@ -252,17 +251,13 @@ class ChunkedIndex(SpatialIndex):
         """Move objects. The per-frame case (awake objects, sorted ids, centres only) takes a
         path with one table look-up per id, or none for the same movers as last time;
         anything else goes the general way."""
-        if (radii is None and view_distances is None and isinstance(ids, np.ndarray)
-                and ids.dtype == np.int64 and ids.ndim == 1 and ids.flags.c_contiguous
-                and isinstance(centers, np.ndarray) and centers.dtype == np.float64
-                and centers.shape == (ids.shape[0], 3) and centers.flags.c_contiguous
-                and ids.shape[0]):
+        if moves.plain_moves(ids, centers, radii, view_distances):
             if self._move_known(ids, centers):
                 return
             pos = self._movers_positions(ids, centers)
             if pos is not None:
-                big = update.apply_awake_moves(pos, centers, self._pos_slot, self._centers,
-                                               self._s32)
+                big = moves.write_movers(pos, centers, self._pos_slot, self._centers,
+                                         self._s32)
                 self._moved(pos.shape[0], big)
                 return
         super().update(ids, centers, radii, view_distances)
@@ -273,38 +268,26 @@ class ChunkedIndex(SpatialIndex):
 
     def _move_known(self, ids: np.ndarray, centers: np.ndarray) -> bool:
         """The same movers as last time (a scene's moving objects, frame after frame): write
-        them through last time's positions in one checking pass; False -> another path.
-
-        When they are every live object, the pass writes the centres into a spare store and
-        the two swap, so a bad batch leaves the store as it was without a second pass.
-        """
+        them through last time's positions in one checking pass (``app.spatial.moves``);
+        False -> another path."""
         last = self._last_movers
-        if last is None or last[0] != self._layout_epoch or last[1].shape[0] != ids.shape[0]:
+        if not moves.same_movers(last, self._layout_epoch, ids):
             return False
-        pos, run = last[1], last[2]
-        s32 = self._s32
         if ids.shape[0] == self._count:
             spare = self._spare_c
             if spare is None or spare.shape != self._centers.shape:
                 spare = self._spare_c = self._centers.copy()
-            if run >= 0:
-                ok, big = update.write_known_run(ids, centers, run, self._pos_id, spare,
-                                                 s32.x, s32.y, s32.z)
-                if ok and big > F32_BIG:  # plain casts overflowed: clamp as to32 does
-                    update.restore32(pos, self._pos_slot, spare, s32.x, s32.y, s32.z)
-            else:
-                ok, big = update.write_known_movers(ids, centers, pos, self._pos_id,
-                                                    self._pos_slot, spare, s32.x, s32.y, s32.z)
-            if ok:
-                self._centers, self._spare_c = spare, self._centers
-                self._moved(pos.shape[0], big)
-                return True
-            update.restore32(pos, self._pos_slot, self._centers, s32.x, s32.y, s32.z)
-            return False
-        if not update.known_movers(ids, centers, pos, self._pos_id):
-            return False
-        big = update.apply_awake_moves(pos, centers, self._pos_slot, self._centers, s32)
-        self._moved(pos.shape[0], big)
+            ok, big = moves.write_all_known(last, ids, centers, self._centers, spare,
+                                            self._pos_id, self._pos_slot, self._s32)
+            if not ok:
+                return False
+            self._centers, self._spare_c = spare, self._centers
+        else:
+            if not moves.known_movers(ids, centers, last.pos, self._pos_id):
+                return False
+            big = moves.write_movers(last.pos, centers, self._pos_slot, self._centers,
+                                     self._s32)
+        self._moved(last.pos.shape[0], big)
         return True
 
     def _movers_positions(self, ids: np.ndarray, centers: np.ndarray) -> np.ndarray | None:
@@ -313,11 +296,7 @@ class ChunkedIndex(SpatialIndex):
         pos = np.empty(ids.shape[0], dtype=np.int64)
         if not update.check_awake_moves(ids, centers, self._id_arrays(), self._awake0, pos):
             return None
-        run = -1  # consecutive positions in slot order: the sequential kernel applies
-        if self._slot_order and pos[-1] - pos[0] == pos.shape[0] - 1 and (
-                np.all(pos[1:] > pos[:-1])):
-            run = int(pos[0])
-        self._last_movers = (self._layout_epoch, pos, run)
+        self._last_movers = moves.remember(self._layout_epoch, pos, self._slot_order)
         return pos
 
     def _id_arrays(self) -> layout.IdArrays:

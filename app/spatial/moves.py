@@ -1,0 +1,181 @@
+"""The same movers as last frame, written in one checking pass: shared by ``brute`` and
+``chunks``.
+
+A scene moves the same objects frame after frame, in the same order. The general path of an
+update resolves every id (a table look-up), checks the batch, then writes the store and the
+float32 copy the scan reads: three passes over the batch. When the ids are last batch's, the
+positions found then still hold as long as the layout has not changed (an *epoch* the index
+bumps on every insert, removal, growth or re-sort). One pass can then check each id against
+the id at its remembered position and each centre for finiteness while it writes.
+
+A batch of every live object writes a *spare* float64 store that then swaps with the store:
+a rejected batch leaves the store as it was without a separate check pass (the float32 copy
+it wrote over is rewritten from the store with :func:`restore32`). Smaller batches are
+checked first (:func:`known_movers`) and written after.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from app.spatial.scan import F32_BIG, Spheres32, to32
+
+
+@njit(cache=True)
+def write_known_movers(ids, centers, pos, pos_id, pos_slot, dst_c, x, y, z):
+    """Check each id against its remembered position and each centre for finiteness while
+    writing the centre to ``dst_c`` (by slot) and the float32 record (by position). Returns
+    (all good, largest coordinate magnitude).
+
+    One pass reads the batch once (a check pass, then a write pass, read it twice). On a bad
+    batch the float32 records written are stale copies of nothing: the caller rewrites them
+    from the store with :func:`restore32`, and ``dst_c`` must then not be the store.
+    """
+    ok = True
+    bx = by = bz = 0.0  # three running maxima: one chain of max() was the loop's bottleneck
+    for i in range(pos.shape[0]):
+        p = pos[i]
+        s = pos_slot[p]
+        cx = centers[i, 0]
+        cy = centers[i, 1]
+        cz = centers[i, 2]
+        ok &= (pos_id[p] == ids[i]) & np.isfinite(cx) & np.isfinite(cy) & np.isfinite(cz)
+        dst_c[s, 0] = cx
+        dst_c[s, 1] = cy
+        dst_c[s, 2] = cz
+        x[p] = to32(cx)
+        y[p] = to32(cy)
+        z[p] = to32(cz)
+        bx = max(bx, abs(cx))
+        by = max(by, abs(cy))
+        bz = max(bz, abs(cz))
+    return ok, max(bx, by, bz)
+
+
+@njit(cache=True)
+def write_known_run(ids, centers, p0: int, pos_id, dst_c, x, y, z):
+    """:func:`write_known_movers` for movers at the consecutive positions ``p0 ..`` where
+    position = slot: every access is sequential, so the loop vectorises, which the indexed
+    writes prevented (a whole-scene batch of consecutive ids, the common case).
+
+    Writes plain float32 casts: when the returned magnitude exceeds ``F32_BIG`` the caller
+    rewrites the run with :func:`restore32`'s clamps.
+    """
+    ok = True
+    bx = by = bz = 0.0
+    for i in range(ids.shape[0]):
+        p = p0 + i
+        cx = centers[i, 0]
+        cy = centers[i, 1]
+        cz = centers[i, 2]
+        ok &= (pos_id[p] == ids[i]) & np.isfinite(cx) & np.isfinite(cy) & np.isfinite(cz)
+        dst_c[p, 0] = cx
+        dst_c[p, 1] = cy
+        dst_c[p, 2] = cz
+        x[p] = cx
+        y[p] = cy
+        z[p] = cz
+        bx = max(bx, abs(cx))
+        by = max(by, abs(cy))
+        bz = max(bz, abs(cz))
+    return ok, max(bx, by, bz)
+
+
+@njit(cache=True)
+def known_movers(ids, centers, pos, pos_id) -> bool:
+    """Every id at its remembered position and every centre finite (changes nothing)."""
+    ok = True
+    for i in range(pos.shape[0]):
+        ok &= (pos_id[pos[i]] == ids[i]) & np.isfinite(centers[i, 0]) & np.isfinite(
+            centers[i, 1]) & np.isfinite(centers[i, 2])
+    return ok
+
+
+@njit(cache=True)
+def write_movers(pos, centers, pos_slot, store_c, s32: Spheres32) -> float:
+    """Write checked moves: the store row (by slot) and the float32 record (by position).
+    Returns the largest coordinate magnitude."""
+    bx = by = bz = 0.0  # three running maxima: one chain of max() was the loop's bottleneck
+    for i in range(pos.shape[0]):
+        p = pos[i]
+        s = pos_slot[p]
+        cx = centers[i, 0]
+        cy = centers[i, 1]
+        cz = centers[i, 2]
+        store_c[s, 0] = cx
+        store_c[s, 1] = cy
+        store_c[s, 2] = cz
+        s32.x[p] = to32(cx)
+        s32.y[p] = to32(cy)
+        s32.z[p] = to32(cz)
+        bx = max(bx, abs(cx))
+        by = max(by, abs(cy))
+        bz = max(bz, abs(cz))
+    return max(bx, by, bz)
+
+
+@njit(cache=True)
+def restore32(pos, pos_slot, store_c, x, y, z) -> None:
+    """Rewrite the float32 centres at ``pos`` from the store (after a rejected batch)."""
+    for i in range(pos.shape[0]):
+        p = pos[i]
+        s = pos_slot[p]
+        x[p] = to32(store_c[s, 0])
+        y[p] = to32(store_c[s, 1])
+        z[p] = to32(store_c[s, 2])
+
+
+def plain_moves(ids: object, centers: object, radii: object, view_distances: object) -> bool:
+    """Whether a batch is the per-frame kind the one-pass paths take: centres only, int64 ids
+    and float64 (n, 3) centres, both contiguous, at least one row."""
+    return (radii is None and view_distances is None and isinstance(ids, np.ndarray)
+            and ids.dtype == np.int64 and ids.ndim == 1 and ids.flags.c_contiguous
+            and isinstance(centers, np.ndarray) and centers.dtype == np.float64
+            and centers.shape == (ids.shape[0], 3) and centers.flags.c_contiguous
+            and ids.shape[0] > 0)
+
+
+class LastMovers(NamedTuple):
+    """The last per-frame batch: the layout epoch it was found in, its positions, and its
+    first position when they are consecutive with position = slot (else -1)."""
+
+    epoch: int
+    pos: np.ndarray
+    run: int
+
+
+def remember(epoch: int, pos: np.ndarray, positions_are_slots: bool) -> LastMovers:
+    """The record of a checked batch found at ``pos`` (increasing positions of a run are
+    written by the sequential kernel)."""
+    run = -1
+    if positions_are_slots and pos.shape[0] and pos[-1] - pos[0] == pos.shape[0] - 1 and (
+            np.all(pos[1:] > pos[:-1])):
+        run = int(pos[0])
+    return LastMovers(epoch, pos, run)
+
+
+def same_movers(last: LastMovers | None, epoch: int, ids: np.ndarray) -> bool:
+    """Whether ``ids`` may be last batch's (same size, layout unchanged): the pass decides."""
+    return last is not None and last.epoch == epoch and last.pos.shape[0] == ids.shape[0]
+
+
+def write_all_known(last: LastMovers, ids: np.ndarray, centers: np.ndarray, store: np.ndarray,
+                    spare: np.ndarray, pos_id: np.ndarray, pos_slot: np.ndarray,
+                    s32: Spheres32) -> tuple[bool, float]:
+    """A batch of every live object, as last time, into ``spare`` in one checking pass:
+    (accepted, largest coordinate magnitude). Accepted: ``spare`` holds the new store (the
+    caller swaps the two). Rejected: the float32 copy is back as ``store`` says."""
+    pos = last.pos
+    if last.run >= 0:
+        ok, big = write_known_run(ids, centers, last.run, pos_id, spare, s32.x, s32.y, s32.z)
+        if ok and big > F32_BIG:  # plain casts overflowed: clamp as to32 does
+            restore32(pos, pos_slot, spare, s32.x, s32.y, s32.z)
+    else:
+        ok, big = write_known_movers(ids, centers, pos, pos_id, pos_slot, spare, s32.x, s32.y,
+                                     s32.z)
+    if not ok:
+        restore32(pos, pos_slot, store, s32.x, s32.y, s32.z)
+    return bool(ok), float(big)

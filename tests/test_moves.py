@@ -1,0 +1,107 @@
+"""The one-pass path for last frame's movers (``app.spatial.moves``) in ``brute`` and
+``chunks``: exact after every step, and a bad batch through it changes nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.culling.frustum import camera_planes
+from app.spatial import create_index
+from app.spatial.moves import remember
+from tests.oracle import Oracle
+
+STEPS = ("again", "again", "again", "subset", "shuffled", "insert", "remove", "spoil", "big")
+
+
+def _check(idx, oracle: Oracle, rng: np.random.Generator) -> None:
+    idx.validate()
+    eye = rng.uniform(20, 80, 3)
+    planes = camera_planes(eye, eye + rng.normal(size=3), far=70.0)
+    for use_vd in (False, True):
+        got = np.sort(idx.query_frustum(planes, eye=eye, use_view_distance=use_vd).visible)
+        assert np.array_equal(got, oracle.frustum(planes, eye, use_vd))
+
+
+@pytest.mark.parametrize("kind", ["brute", "chunks"])
+@settings(max_examples=12, deadline=None)
+@given(n=st.integers(1, 2500), seed=st.integers(0, 2**31),
+       steps=st.lists(st.sampled_from(STEPS), min_size=4, max_size=14))
+def test_repeated_movers_stay_exact_and_refuse_bad_batches(kind, n, seed, steps):
+    """Random sequences of repeated whole-scene batches, subsets, reordered batches, inserts,
+    removals (which must end the cached positions' validity), spoiled batches (NaN, inf, an
+    unknown or a repeated id: ValueError, nothing changed) and coordinates beyond float32."""
+    rng = np.random.default_rng(seed)
+    idx = create_index(kind)
+    oracle = Oracle()
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(0, 100, (n, 3))
+    r = rng.uniform(0.1, 2.0, n)
+    idx.insert(ids, c, r)
+    oracle.insert(ids, c, r)
+    movers = ids.copy()
+    next_id = n
+    for step in steps:
+        if step == "subset" and ids.shape[0] > 1:
+            movers = np.sort(rng.choice(ids, ids.shape[0] // 2, replace=False))
+        elif step == "shuffled":
+            movers = rng.permutation(ids)
+        elif step == "again":
+            movers = movers[np.isin(movers, ids)]
+        elif step == "insert":
+            new = np.arange(next_id, next_id + 5, dtype=np.int64)
+            next_id += 5
+            cn = rng.uniform(0, 100, (5, 3))
+            idx.insert(new, cn, np.full(5, 0.5))
+            oracle.insert(new, cn, np.full(5, 0.5))
+            ids = np.concatenate([ids, new])
+            c = np.vstack([c, np.zeros((5, 3))])
+            c[new] = cn
+        elif step == "remove" and ids.shape[0] > 2:
+            gone = ids[:: max(2, ids.shape[0] // 3)][:3]
+            idx.remove(gone)
+            oracle.remove(gone)
+            ids = np.setdiff1d(ids, gone)
+            movers = movers[np.isin(movers, ids)]
+        if movers.shape[0] == 0:
+            movers = ids.copy()
+        c[movers] += rng.normal(size=(movers.shape[0], 3))
+        if step == "big":
+            c[movers[0]] = (1e300, -1e300, 5.0)  # beyond float32: the copy is clamped
+        idx.update(movers, c[movers])
+        oracle.update(movers, c[movers])
+        _check(idx, oracle, rng)
+        if step == "big":  # back into range for the next steps
+            c[movers[0]] = (50.0, 50.0, 50.0)
+            idx.update(movers, c[movers])
+            oracle.update(movers, c[movers])
+        if step == "spoil":
+            before = idx.get(ids)[0].copy()
+            for spoil in ("nan", "inf", "unknown", "repeated"):
+                bad_ids = movers.copy()
+                bad = c[movers] + 1.0
+                if spoil == "nan":
+                    bad[bad.shape[0] // 2, 1] = np.nan
+                elif spoil == "inf":
+                    bad[-1, 0] = np.inf
+                elif spoil == "unknown":
+                    bad_ids[-1] = 10 * next_id  # same length as the cached batch
+                elif bad_ids.shape[0] > 1:
+                    bad_ids[-1] = bad_ids[0]
+                else:
+                    continue
+                with pytest.raises(ValueError):
+                    idx.update(bad_ids, bad)
+                assert np.array_equal(idx.get(ids)[0], before), spoil
+            _check(idx, oracle, rng)
+
+
+def test_remember_finds_runs_only_in_order():
+    """A run is consecutive increasing positions (where position = slot); anything else is
+    written through the indexed kernel."""
+    assert remember(3, np.arange(5, 9), True).run == 5
+    assert remember(3, np.arange(5, 9), False).run == -1
+    assert remember(3, np.array([5, 7, 6, 8]), True).run == -1
+    assert remember(3, np.array([5, 6, 8]), True).run == -1
