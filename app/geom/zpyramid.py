@@ -285,13 +285,24 @@ def rect_occluded(
     iy1 = min(int(math.floor(py1 / scale)), h - 1)
     base = offsets[level]
     zref = znear - DEPTH_EPS
+    front = 0  # texels in front at this level: each needs its children looked at
     for iy in range(iy0, iy1 + 1):
         row = base + iy * w
         for ix in range(ix0, ix1 + 1):
-            if data[row + ix] >= zref and not (
-                REFINE and _texel_occluded_below(level, ix, iy, px0, px1, py0, py1, zref,
-                                                 data, offsets, widths, heights)
-            ):
+            front += data[row + ix] >= zref
+    if front == 0:
+        return True
+    if not REFINE:
+        return False
+    # One stack for every refinement of this rectangle: an allocation per texel cost more
+    # than the descent itself (about 40 % of a visible sphere's test).
+    stack = np.empty((16 * (level + 2), 3), dtype=np.int64)
+    for iy in range(iy0, iy1 + 1):
+        row = base + iy * w
+        for ix in range(ix0, ix1 + 1):
+            if data[row + ix] >= zref and not _texel_occluded_below(
+                    level, ix, iy, px0, px1, py0, py1, zref, data, offsets, widths, heights,
+                    stack):
                 return False
     return True
 
@@ -299,17 +310,17 @@ def rect_occluded(
 @njit(cache=True)
 def _texel_occluded_below(level: int, ix: int, iy: int, px0: float, px1: float, py0: float,
                           py1: float, zref: float, data: np.ndarray, offsets: np.ndarray,
-                          widths: np.ndarray, heights: np.ndarray) -> bool:
+                          widths: np.ndarray, heights: np.ndarray, stack: np.ndarray) -> bool:
     """Texel (ix, iy) of ``level`` is in front of ``zref``: is the part of it inside the
     rectangle (level-0 pixels [px0, px1] x [py0, py1]) behind ``zref`` at finer stored levels?
 
     Depth-first over the children that overlap the rectangle and are themselves in front,
-    down to the finest stored level; True when every branch ends behind ``zref``. Children of
+    down to the finest stored level on ``stack`` (the caller's scratch, at least
+    ``16 * (level + 2)`` rows); True when every branch ends behind ``zref``. Children of
     texel x at level l are 2x and 2x+1 at level l-1, and the last texel also owns the leftover
     of an odd row (the reduction rule), so the answer stays conservative.
     """
-    cap = 16 * (level + 2)
-    stack = np.empty((cap, 3), dtype=np.int64)
+    cap = stack.shape[0]  # 16 * (level + 2) rows, from the caller
     stack[0, 0] = level
     stack[0, 1] = ix
     stack[0, 2] = iy
