@@ -795,8 +795,10 @@ def _bounds(h: NestedIndex) -> list:
 
 def test_fast_frames_match_the_oracle_and_a_full_refresh():
     """Frames through the fast paths (the same turning groups and movers every frame) in a
-    tree with subtrees: answers equal the flattened oracle's, and the bounds refreshed for
-    the changed groups only equal the full pass's, bit for bit."""
+    tree with subtrees: answers equal the flattened oracle's, the bounds refreshed for the
+    changed groups only equal the full pass's, bit for bit, and the movers' rows packed to
+    the front of their blocks (sorted movers, then the same in no order) keep every
+    invariant."""
     rng = np.random.default_rng(21)
     h = NestedIndex("brute")
     o = FlatOracle()
@@ -814,7 +816,12 @@ def test_fast_frames_match_the_oracle_and_a_full_refresh():
     ids = np.array(sorted(o.objs), dtype=np.int64)
     movers = np.sort(rng.choice(ids, len(ids) // 5, replace=False))
     turning = [0, 2, 6, 9]
-    for frame in range(12):
+    for frame in range(16):
+        if frame == 8:  # the same movers in no order (each group's in several runs), after
+            movers = rng.permutation(movers)  # an insert: they are packed again
+            h.insert(0, [99999], [[0.5, 0.5, 0.5]], [0.7])
+            o.objs[99999] = [0, np.array([0.5, 0.5, 0.5]), 0.7, np.inf]
+            packed = h._packed
         mats = np.stack([rigid(rng, 30.0, scale=float(rng.uniform(0.5, 2))) for _ in turning])
         h.set_transforms(turning, mats)
         for g, M in zip(turning, mats, strict=True):
@@ -831,4 +838,6 @@ def test_fast_frames_match_the_oracle_and_a_full_refresh():
         h._bounds_dirty = True
         h._refresh()
         assert fast == _bounds(h), f"frame {frame}: the listed groups' refresh differs"
+        h.validate()  # the movers' rows packed to their blocks' fronts after three frames
+    assert h._packed > packed >= 0
     check(h, o, rng, 40.0)

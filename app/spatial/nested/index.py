@@ -62,6 +62,7 @@ from app.spatial.nested.store import (
     good_values,
     grown_rows,
     move_block,
+    movers_first,
     moves_fast,
     new_rows,
     remove_rows,
@@ -218,6 +219,8 @@ class NestedIndex:
         self._log_grp = np.zeros(4096, np.int64)
         self._nlog = np.zeros(1, np.int64)
         self._movers: tuple | None = None  # (version, want, ids copy, rows, groups)
+        self._moves_seen = 0  # batches through the movers cache since it was made
+        self._packed = -1  # the version whose movers were packed to their blocks' fronts
         self._nbl = np.zeros(1, np.int64)  # bounds-dirty groups listed in G.blist
         self._gversion = 0  # bumped when group slots change: the set_transforms cache expires
         self._tcache: tuple | None = None  # (gversion, keys, slots) of the last set_transforms
@@ -806,6 +809,9 @@ class NestedIndex:
                               self._log_rows, self._log_grp, self._nlog, G.bmark, G.blist,
                               self._nbl)
             if code == 0:
+                self._moves_seen += 1
+                if self._moves_seen == 3 and self._packed != self._version:
+                    self._pack_movers(last[3], last[4])
                 return True
             if code == 1:
                 return False
@@ -819,8 +825,20 @@ class NestedIndex:
                              grps):
             return False
         self._movers = (self._version, want, ids.copy(), rows, grps)
+        self._moves_seen = 0
         self._apply(rows, grps, c, r, vd)
         return True
+
+    def _pack_movers(self, rows: np.ndarray, grps: np.ndarray) -> None:
+        """The same objects moved in three batches running: pack their rows to the front of
+        their blocks (one pass; the movers cache is made again by the next batch)."""
+        self._epoch += 2
+        keys, vals, dense = self._idmap.arrays()
+        movers_first(self._R, rows, grps, self._G.b_start, self._stamp, self._epoch, keys, vals,
+                     dense)
+        self._epoch += 1
+        self._bump()
+        self._packed = self._version
 
     def _apply(self, rows: np.ndarray, grps: np.ndarray, c: np.ndarray, r: np.ndarray | None,
                vd: np.ndarray | None) -> None:

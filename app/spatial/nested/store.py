@@ -372,6 +372,54 @@ def moves_fast(ids, last, rows, grps, centers, radii, vdist, lc, rad, vd, stale,
     return 0
 
 
+@njit(cache=True)
+def movers_first(R: NestedRows, rows, grps, b_start, stamp, epoch: int, keys, vals,
+                 dense) -> None:
+    """Move the rows ``rows`` (a move batch's, in runs of one group) to the front of their
+    groups' blocks, swapping each with a row that is not in the batch (every field, the ids
+    re-pointed): a batch that comes every frame then writes a few packed cache lines per
+    group instead of one line per object. ``stamp`` marks rows (``epoch``: in the batch)."""
+    ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
+    m = rows.shape[0]
+    for i in range(m):
+        stamp[rows[i]] = epoch
+    i = 0
+    while i < m:
+        g = grps[i]
+        j = i + 1
+        while j < m and grps[j] == g:
+            j += 1
+        lo = b_start[g]
+        zone = lo + (j - i)  # the first j - i rows of the block: the batch's place
+        t = lo
+        for q in range(i, j):
+            s = rows[q]
+            if s < zone:
+                continue
+            while t < s and stamp[t] == epoch:  # a batch row already in place
+                t += 1
+            if t >= s:  # (a group in several runs: no row in front of it to take)
+                continue
+            # swap rows s and t: t (not in the batch) takes s's place
+            ids[s], ids[t] = ids[t], ids[s]
+            for a in range(3):
+                lc[s, a], lc[t, a] = lc[t, a], lc[s, a]
+            rad[s], rad[t] = rad[t], rad[s]
+            vd[s], vd[t] = vd[t], vd[s]
+            stale[s], stale[t] = stale[t], stale[s]
+            x[s], x[t] = x[t], x[s]
+            y[s], y[t] = y[t], y[s]
+            z[s], z[t] = z[t], z[s]
+            r32[s], r32[t] = r32[t], r32[s]
+            vd32[s], vd32[t] = vd32[t], vd32[s]
+            assign(keys, vals, dense, ids[s], s)
+            assign(keys, vals, dense, ids[t], t)
+            stamp[t] = epoch
+            stamp[s] = epoch - 1
+            t += 1
+        i = j
+
+
 @njit(cache=True, inline="always")
 def row32(lc, x, y, z, s: int) -> None:
     """The float32 copy of row ``s``'s centre (``to32`` of finite values: a clamp)."""
