@@ -810,7 +810,7 @@ class NestedIndex:
                               self._nbl)
             if code == 0:
                 self._moves_seen += 1
-                if self._moves_seen == 3 and self._packed != self._version:
+                if self._moves_seen == 2 and self._packed != self._version:
                     self._pack_movers(last[3], last[4])
                 return True
             if code == 1:
@@ -831,13 +831,17 @@ class NestedIndex:
 
     def _pack_movers(self, rows: np.ndarray, grps: np.ndarray) -> None:
         """The same objects moved in three batches running: pack their rows to the front of
-        their blocks (one pass; the movers cache is made again by the next batch)."""
+        their blocks (one pass; the movers cache's rows follow). Rows moved inside blocks
+        only: the inner indexes (by id) and the node box cache do not see it, the move log's
+        rows are void (its groups get their whole block refreshed)."""
         self._epoch += 2
         keys, vals, dense = self._idmap.arrays()
         movers_first(self._R, rows, grps, self._G.b_start, self._stamp, self._epoch, keys, vals,
                      dense)
         self._epoch += 1
-        self._bump()
+        d = self._G.dirty32
+        d[d == 1] = 2
+        self._nlog[0] = 0
         self._packed = self._version
 
     def _apply(self, rows: np.ndarray, grps: np.ndarray, c: np.ndarray, r: np.ndarray | None,

@@ -378,7 +378,8 @@ def movers_first(R: NestedRows, rows, grps, b_start, stamp, epoch: int, keys, va
     """Move the rows ``rows`` (a move batch's, in runs of one group) to the front of their
     groups' blocks, swapping each with a row that is not in the batch (every field, the ids
     re-pointed): a batch that comes every frame then writes a few packed cache lines per
-    group instead of one line per object. ``stamp`` marks rows (``epoch``: in the batch)."""
+    group instead of one line per object. ``rows`` gets the new rows (the batch's cached
+    rows stay right); ``stamp`` marks rows (``epoch``: in the batch)."""
     ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
     m = rows.shape[0]
     for i in range(m):
@@ -416,6 +417,7 @@ def movers_first(R: NestedRows, rows, grps, b_start, stamp, epoch: int, keys, va
             assign(keys, vals, dense, ids[t], t)
             stamp[t] = epoch
             stamp[s] = epoch - 1
+            rows[q] = t
             t += 1
         i = j
 
