@@ -74,10 +74,11 @@ KINDS = ["grid", "spread", "point", "line", "far", "mixed-scales", "radii"]
 @settings(max_examples=150, deadline=None)
 @given(n=st.integers(0, 90), seed=st.integers(0, 2**31 - 1), kind=st.sampled_from(KINDS),
        scale=st.sampled_from(SCALES), margin=st.sampled_from([0.0, 0.5, 1.0, 3.7]),
-       filt=st.sampled_from(["none", "some", "one", "all"]))
+       filt=st.sampled_from(["none", "some", "most", "one", "all"]))
 def test_sweep_matches_oracle(n, seed, kind, scale, margin, filt):
     """Every pair the contract's float64 test accepts, once, at every scale: a subset of
-    the store's slots, sparse labels, margins, the ids filter."""
+    the store's slots, margins, the ids filter (a few rows: their windows ahead and behind;
+    most: every row, the marked pairs kept)."""
     rng = np.random.default_rng(seed)
     c, r = _data(kind, n, rng)
     c, r, margin = c * scale, r * scale, margin * scale
@@ -89,7 +90,7 @@ def test_sweep_matches_oracle(n, seed, kind, scale, margin, filt):
     radii[slots] = r
     labels = slots  # as an index: pairs of slots
     chosen = {"none": None, "all": slots, "one": slots[:1],
-              "some": slots[rng.random(n) < 0.3]}[filt]
+              "some": slots[rng.random(n) < 0.3], "most": slots[rng.random(n) < 0.7]}[filt]
     want = _want(slots, c, r, margin, chosen)
     space = SweepSpace()
     got = space.pairs(centers, radii, slots, labels, margin, selection(cap, chosen))
@@ -201,16 +202,18 @@ def _dense(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return rng.uniform(0, 12, (n, 3)), rng.uniform(0.2, 1.2, n)
 
 
-@pytest.mark.parametrize("filtered", [False, True])
+@pytest.mark.parametrize("filtered", [None, 3, 1.4])
 def test_both_threads_equal_one_thread_with_every_continuation(filtered):
     """The parallel sweep (output regions far too small: every thread's region fills and is
-    finished serially) gives the one-thread answer, with and without the ids filter."""
+    finished serially) gives the one-thread answer, with and without the ids filter (a third
+    of the rows: their windows ahead and behind; most rows: every row, the pairs kept)."""
     if numba.get_num_threads() < 2:
         pytest.skip("one numba thread")
     n = 6 * SWEEP_ROWS
     c, r = _dense(n, 1)
     slots = np.arange(n, dtype=np.int64)
-    sel = selection(n, slots[::3] if filtered else None)
+    sel = selection(n, None if filtered is None else
+                    slots[np.arange(n) % filtered < 1])
     want = _rows(SweepSpace().pairs(c, r, slots, slots, 0.25, sel))
     assert len(want) > 1000
     space = SweepSpace()

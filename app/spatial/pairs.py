@@ -324,6 +324,15 @@ def _sweep_chosen(s_lab, sel, chosen) -> int:
 
 
 @njit(cache=True)
+def _sweep_marked(pairs, sel) -> np.ndarray:
+    """Which rows of ``pairs`` have a member ``sel`` marks."""
+    out = np.empty(pairs.shape[0], np.bool_)
+    for k in range(pairs.shape[0]):
+        out[k] = sel[pairs[k, 0]] or sel[pairs[k, 1]]
+    return out
+
+
+@njit(cache=True)
 def _sweep_reach(x0, x1) -> float:
     """How far behind a box's min (sweep axis) the min of a box reaching it can lie: the
     widest box, widened past its float64 rounding."""
@@ -536,9 +545,11 @@ class SweepSpace:
         ``margin``: int64 (K, 2) rows of ``labels`` (aligned with ``slots``), smaller first.
 
         ``sel``: the ``ids`` filter (:func:`selection`, indexed by label): only pairs with a
-        marked member. ``parallel``: on numba's current thread count (the caller picks it,
-        e.g. ``threads_for``). ``copy=False``: the answer may be a view of a buffer the next
-        call overwrites. No input checks: the caller's.
+        marked member (the marked rows' windows ahead and behind; when more than half the
+        rows are marked, every row's window ahead and the marked pairs kept). ``parallel``:
+        on numba's current thread count (the caller picks it, e.g. ``threads_for``).
+        ``copy=False``: the answer may be a view of a buffer the next call overwrites. No
+        input checks: the caller's.
         """
         n = slots.shape[0]
         if n < 2:
@@ -557,17 +568,27 @@ class SweepSpace:
         x0, x1 = self._s_x[0, :n], self._s_x[1, :n]
         s_lab = self._s_lab[:n]
         filtered = sel is not None and sel.shape[0] > 0
+        keep = None
+        nitems = n
         if filtered:
             nitems = _sweep_chosen(s_lab, sel, self._chosen)
+            if 2 * nitems > n:  # most rows chosen: sweep every row, keep the marked pairs
+                filtered, keep, nitems = False, sel, n
+        if filtered:
             reach = _sweep_reach(x0, x1)
         else:
-            nitems = n
             sel = np.zeros(0, np.bool_)
             reach = 0.0
             _sweep_ends(x0, x1, keys, self._ends[:n])
         args = (nitems, self._chosen, self._ends, filtered, x0, x1, s_lo[0, :n], s_hi[0, :n],
-                s_lo[1, :n], s_hi[1, :n], self._s_c[:n], s_lab, margin, sel,
-                reach)
+                s_lo[1, :n], s_hi[1, :n], self._s_c[:n], s_lab, margin, sel, reach)
+        res = self._sweep(n, nitems, args, parallel, copy and keep is None)
+        return res if keep is None else res[_sweep_marked(res, keep)]
+
+    def _sweep(self, n: int, nitems: int, args: tuple, parallel: bool,
+               copy: bool) -> np.ndarray:
+        """The sweep of ``nitems`` rows (``args``: :func:`_sweep_rows`'), on one thread or
+        on numba's thread count: (K, 2) pairs."""
         nt = numba.get_num_threads() if parallel else 1
         width = (n + 15) // 8 * 8
         if self._hits.shape[0] < nt or self._hits.shape[1] < width:
