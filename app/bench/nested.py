@@ -333,13 +333,13 @@ class NestedRow:
 def _warm(factories: list[tuple[str, Callable[[], Any]]], moving: float) -> None:
     """Compile every subject's kernels on a tiny scene, so no timing includes compilation."""
     sc = make_scene(4, 50, seed=1)
-    fr = make_frames(sc, 0.5, max(moving, 0.05), 2, 0, sc.local)
+    fr = make_frames(sc, 0.5, max(moving, 0.05), 4, 0, sc.local)
     for _, factory in factories:
         s = factory()
         s.build(sc)
         s.begin(fr)
         local = sc.local.copy()
-        for f in range(2):
+        for f in range(4):  # four: the nested index packs steady movers at the third batch
             local[fr.movers] = fr.moved[f]
             s.update(fr, f, local)
             s.query(sc.planes(f))
