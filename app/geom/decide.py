@@ -21,13 +21,21 @@ from app.geom.predicates import (
     OUTSIDE,
     box_point_dist6,
     box_vs_frustum6,
+    ray_sphere_entry,
     sphere_in_frustum,
+    sphere_overlaps_box,
+    spheres_touch,
     within_view_distance,
 )
 from app.geom.zpyramid import Occluder, box_hidden6, sphere_hidden
 
 #: :func:`accept_sphere`'s answer for an object that is drawn.
 ACCEPTED = 0
+
+#: The kinds of region query (:func:`region_hit`): a box, a sphere, a ray.
+REGION_BOX = 0
+REGION_SPHERE = 1
+REGION_RAY = 2
 
 #: Relative slack of the node view-distance test: the box's distance to the eye and an object's
 #: distance round differently, and a node must never be rejected for an object that passes.
@@ -45,6 +53,22 @@ def accept_sphere(planes: np.ndarray, eye: np.ndarray, use_vd: bool, occ: Occlud
     if occ.widths.shape[0] > 0 and sphere_hidden(occ, cx, cy, cz, r):
         return NODE_REJECT_OCCLUSION
     return ACCEPTED
+
+
+@njit(cache=True, inline="always")
+def region_hit(kind: int, cx: float, cy: float, cz: float, r: float, qa: np.ndarray,
+               qb: np.ndarray, qr: float) -> float:
+    """A region query's decision for a sphere: negative when it is not in the answer, else 0,
+    or for a ray the distance at which the ray enters it.
+
+    ``qa``, ``qb``: the box's corners (REGION_BOX); the query sphere's centre, its radius
+    ``qr`` (REGION_SPHERE, ``qb`` unused); the ray's origin and unit direction (REGION_RAY).
+    """
+    if kind == REGION_BOX:
+        return 0.0 if sphere_overlaps_box(cx, cy, cz, r, qa, qb) else -1.0
+    if kind == REGION_SPHERE:
+        return 0.0 if spheres_touch(cx, cy, cz, r, qa[0], qa[1], qa[2], qr) else -1.0
+    return ray_sphere_entry(qa[0], qa[1], qa[2], qb[0], qb[1], qb[2], cx, cy, cz, r)
 
 
 @njit(cache=True, inline="always")

@@ -48,14 +48,14 @@ import numpy as np
 from numba import njit
 
 from app.geom.predicates import box_point_dist6
-from app.spatial.aabbtree.heuristics import PAPER_LAZY
 from app.spatial.aabbtree.kernels import (
     ROOT,
     add_sphere,
     empty_box,
     needs_split,
+    reach_rules,
     refit_node,
-    split_limit,
+    slot_sphere,
     split_node,
 )
 from app.spatial.aabbtree.paper import paper_get_extents
@@ -157,12 +157,85 @@ def subtree_box(size, box, obox, i: int) -> None:
         c += size[c]
 
 
+@njit(cache=True, inline="always")
+def pack_row(pts, slot, op: int, s: int, x: float, y: float, z: float, r: float) -> int:
+    """Packed row op = slot s's sphere (x, y, z, r); returns the next row."""
+    pts[op, 0] = x
+    pts[op, 1] = y
+    pts[op, 2] = z
+    pts[op, 3] = r
+    slot[op] = s
+    return op + 1
+
+
+@njit(cache=True, inline="always")
+def hit_if_partner(hits, c: int, s: int, q: int, sel, qx: float, qy: float, qz: float,
+                   reach: float, x: float, y: float, z: float) -> int:
+    """hits[c] = s; returns c + 1 if s is a partner of the given object q, else c.
+
+    A partner's centre (x, y, z) is within ``reach`` (both radii plus the margin) of q's, and
+    it is neither q nor a given object of smaller slot (that pair is kept from its side). A
+    branch-free compaction: the per-node lists are short and their hits unpredictable.
+    """
+    dx = qx - x
+    dy = qy - y
+    dz = qz - z
+    hits[c] = s
+    return c + ((s != q) & ~(sel[s] & (s < q)) & (math.sqrt(dx * dx + dy * dy + dz * dz)
+                                                 <= reach))
+
+
+@njit(cache=True, inline="always")
+def given_sphere(centers, radii, q: int, margin: float):
+    """A given object's (qx, qy, qz, qr), its reach ``base`` (qr plus the margin) and the
+    magnitude ``qmag`` its rounding pad scales with."""
+    qx, qy, qz, qr = slot_sphere(centers, radii, q)
+    base = qr + margin
+    return qx, qy, qz, qr, base, 1.0 + max(abs(qx), abs(qy), abs(qz)) + base
+
+
+@njit(cache=True, inline="always")
+def out_of_reach(lo, hi, n: int, qx: float, qy: float, qz: float, base: float,
+                 qmag: float) -> bool:
+    """Box row n of lo/hi is farther than ``base`` from (qx, qy, qz), by more than the
+    rounding pad: no object in it can be a partner."""
+    nmag = max(abs(lo[n, 0]), abs(lo[n, 1]), abs(lo[n, 2]),
+               abs(hi[n, 0]), abs(hi[n, 1]), abs(hi[n, 2]))
+    return box_point_dist6(lo[n, 0], lo[n, 1], lo[n, 2], hi[n, 0], hi[n, 1], hi[n, 2],
+                           qx, qy, qz) > base + _REL_PAD * (qmag + nmag)
+
+
+@njit(cache=True, inline="always")
+def push_hits(out, k: int, q: int, hits, c: int):
+    """Append the pairs (q, hits[u]) for u < c to ``out`` (grown as needed); (out, k)."""
+    for u in range(c):
+        out = push_pair(out, k, q, hits[u])
+        k += 1
+    return out, k
+
+
 @njit(cache=True, _nrt=False)
 def _count_sel(slot, r0: int, r1: int, sel) -> int:
     n = 0
     for p in range(r0, r1):
         n += sel[slot[p]]
     return n
+
+
+@njit(cache=True)
+def refine_own_list(i: int, m: int, pts, slot, size, ostart, ocnt, oend, box, obox, mag,
+                    nsel_own, nsel_sub, sel) -> int:
+    """Snapshot node i's own list, longer than REFINE_ABOVE, refined into a kd subtree from
+    node m (:func:`refine`); node i keeps no own objects. Returns the next free node.
+
+    Called only for such a list: a call at every node, with these arrays to reference-count,
+    made query_pairs ~10 % slower (kd, 10^5 objects)."""
+    r0 = ostart[i]
+    r1 = r0 + ocnt[i]
+    ocnt[i] = 0
+    nsel_own[i] = 0
+    return refine(pts, slot, r0, r1, m, size, ostart, ocnt, oend, box, obox, mag, nsel_own,
+                  nsel_sub, sel)
 
 
 @njit(cache=True)
@@ -368,42 +441,45 @@ def _filter(pts, r0: int, r1: int, c, j: int, g: float, rows) -> int:
     return n
 
 
-@njit(cache=True, _nrt=False)
-def _touch_range(pts, p: int, q0: int, q1: int, margin: float, pend, npend: int) -> int:
-    """Append (p, q) for the rows q in [q0, q1) touching row p; returns the new count.
+@njit(cache=True, inline="always")
+def _item(size, c: int) -> int:
+    """The descent's item for node c's subtree: a leaf's is its own list (see
+    :func:`_descend_steps`)."""
+    return (c << 1) | (1 if size[c] == 1 else 0)
+
+
+@njit(cache=True, inline="always")
+def _pend_touch(pts, p: int, ax: float, ay: float, az: float, ar: float, q: int,
+                margin: float, pend, npend: int) -> int:
+    """Write (p, q) at ``pend[npend]``; returns npend + 1 if row q touches row p's sphere
+    (ax, ay, az, ar), else npend.
 
     The exact test in :func:`~app.spatial.pairs.pair_touch`'s arithmetic, with a branch-free
-    compaction (appending to the growable output inside this loop made it 7x slower).
+    compaction (appending to the growable output inside the loop made it 7x slower).
     """
-    ax = pts[p, 0]
-    ay = pts[p, 1]
-    az = pts[p, 2]
-    ar = pts[p, 3]
+    dx = ax - pts[q, 0]
+    dy = ay - pts[q, 1]
+    dz = az - pts[q, 2]
+    pend[npend, 0] = p
+    pend[npend, 1] = q
+    return npend + (math.sqrt(dx * dx + dy * dy + dz * dz) <= ar + pts[q, 3] + margin)
+
+
+@njit(cache=True, _nrt=False)
+def _touch_range(pts, p: int, q0: int, q1: int, margin: float, pend, npend: int) -> int:
+    """Append (p, q) for the rows q in [q0, q1) touching row p; returns the new count."""
+    ax, ay, az, ar = pts[p, 0], pts[p, 1], pts[p, 2], pts[p, 3]
     for q in range(q0, q1):
-        dx = ax - pts[q, 0]
-        dy = ay - pts[q, 1]
-        dz = az - pts[q, 2]
-        pend[npend, 0] = p
-        pend[npend, 1] = q
-        npend += math.sqrt(dx * dx + dy * dy + dz * dz) <= ar + pts[q, 3] + margin
+        npend = _pend_touch(pts, p, ax, ay, az, ar, q, margin, pend, npend)
     return npend
 
 
 @njit(cache=True, _nrt=False)
 def _touch_rows(pts, p: int, rows, n: int, margin: float, pend, npend: int) -> int:
     """Like :func:`_touch_range` over the rows ``rows[:n]``."""
-    ax = pts[p, 0]
-    ay = pts[p, 1]
-    az = pts[p, 2]
-    ar = pts[p, 3]
+    ax, ay, az, ar = pts[p, 0], pts[p, 1], pts[p, 2], pts[p, 3]
     for t in range(n):
-        q = rows[t]
-        dx = ax - pts[q, 0]
-        dy = ay - pts[q, 1]
-        dz = az - pts[q, 2]
-        pend[npend, 0] = p
-        pend[npend, 1] = q
-        npend += math.sqrt(dx * dx + dy * dy + dz * dz) <= ar + pts[q, 3] + margin
+        npend = _pend_touch(pts, p, ax, ay, az, ar, rows[t], margin, pend, npend)
     return npend
 
 
@@ -529,7 +605,7 @@ def _descend_steps(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub,
             end = i + size[i]
             c = i + 1
             while c < end:
-                ic = (c << 1) | (1 if size[c] == 1 else 0)
+                ic = _item(size, c)
                 stack[top, 0] = c
                 stack[top, 1] = -1
                 top += 1
@@ -543,7 +619,7 @@ def _descend_steps(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub,
                     if (not filtered or nsel_sub[c] + nsel_sub[d] > 0) and _meet(
                             box, c, box, d, _gap(mag, c, d, margin)):
                         stack[top, 0] = ic
-                        stack[top, 1] = (d << 1) | (1 if size[d] == 1 else 0)
+                        stack[top, 1] = _item(size, d)
                         top += 1
                     d += size[d]
                 c += size[c]
@@ -576,36 +652,24 @@ def _descend_steps(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub,
             i, j = j, i
             a_own, b_own = b_own, a_own
             a0, a1, b0, b1 = b0, b1, a0, a1
+        # b against a's own list and each of a's children, on b's box: its own list's or its
+        # subtree's.
         nsel_b = nsel_own[j] if b_own else nsel_sub[j]
+        bbox = obox if b_own else box
+        if ocnt[i] > 0 and (not filtered or nsel_own[i] + nsel_b > 0) and _meet(
+                obox, i, bbox, j, _gap(mag, i, j, margin)):
+            stack[top, 0] = (i << 1) | 1
+            stack[top, 1] = b
+            top += 1
         end = i + size[i]
-        if b_own:
-            if ocnt[i] > 0 and (not filtered or nsel_own[i] + nsel_b > 0) and _meet(
-                    obox, i, obox, j, _gap(mag, i, j, margin)):
-                stack[top, 0] = (i << 1) | 1
+        c = i + 1
+        while c < end:
+            if (not filtered or nsel_sub[c] + nsel_b > 0) and _meet(
+                    box, c, bbox, j, _gap(mag, c, j, margin)):
+                stack[top, 0] = _item(size, c)
                 stack[top, 1] = b
                 top += 1
-            c = i + 1
-            while c < end:
-                if (not filtered or nsel_sub[c] + nsel_b > 0) and _meet(
-                        box, c, obox, j, _gap(mag, c, j, margin)):
-                    stack[top, 0] = (c << 1) | (1 if size[c] == 1 else 0)
-                    stack[top, 1] = b
-                    top += 1
-                c += size[c]
-        else:
-            if ocnt[i] > 0 and (not filtered or nsel_own[i] + nsel_b > 0) and _meet(
-                    obox, i, box, j, _gap(mag, i, j, margin)):
-                stack[top, 0] = (i << 1) | 1
-                stack[top, 1] = b
-                top += 1
-            c = i + 1
-            while c < end:
-                if (not filtered or nsel_sub[c] + nsel_b > 0) and _meet(
-                        box, c, box, j, _gap(mag, c, j, margin)):
-                    stack[top, 0] = (c << 1) | (1 if size[c] == 1 else 0)
-                    stack[top, 1] = b
-                    top += 1
-                c += size[c]
+            c += size[c]
     return 0, npend
 
 
@@ -630,8 +694,7 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
     radii = sp.radii
     nxt = ob.next
     threshold = rules.threshold
-    lazy = (rules.flags & PAPER_LAZY) != 0
-    limit = split_limit(rules)
+    lazy, limit = reach_rules(rules)
     kk = nd.child.shape[1]
     stack = np.empty(2 * cap + 2, np.int64)  # each node enters twice: down (even), up (odd)
     stack[0] = ROOT << 1
@@ -657,33 +720,23 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
             ns = 0
             s = nd.head[n]
             while s >= 0:
-                x = centers[s, 0]
-                y = centers[s, 1]
-                z = centers[s, 2]
-                r = radii[s]
-                pts[op, 0] = x
-                pts[op, 1] = y
-                pts[op, 2] = z
-                pts[op, 3] = r
-                slot[op] = s
-                op += 1
+                x, y, z, r = slot_sphere(centers, radii, s)
+                op = pack_row(pts, slot, op, s, x, y, z, r)
                 lx, ly, lz, hx, hy, hz = add_sphere(lx, ly, lz, hx, hy, hz, x, y, z, r)
                 if filtered and sel[s]:
                     ns += 1
                 s = nxt[s]
-            ocnt[i] = op - ostart[i]
             obox[i, 0] = lx
             obox[i, 1] = ly
             obox[i, 2] = lz
             obox[i, 3] = hx
             obox[i, 4] = hy
             obox[i, 5] = hz
+            ocnt[i] = op - ostart[i]
             nsel_own[i] = ns
             if ocnt[i] > REFINE_ABOVE:
-                ocnt[i] = 0
-                nsel_own[i] = 0
-                m = refine(pts, slot, ostart[i], op, m, size, ostart, ocnt, oend, box, obox,
-                           mag, nsel_own, nsel_sub, sel)
+                m = refine_own_list(i, m, pts, slot, size, ostart, ocnt, oend, box, obox, mag,
+                                    nsel_own, nsel_sub, sel)
             stack[top] = (i << 1) | 1
             top += 1
             if nd.nchild[n] > 0:
@@ -724,37 +777,26 @@ def pairs_of_slots(nd, ob, sp, rules, qslots, sel, margin: float) -> np.ndarray:
     radii = sp.radii
     nxt = ob.next
     threshold = rules.threshold
-    lazy = (rules.flags & PAPER_LAZY) != 0
-    limit = split_limit(rules)
+    lazy, limit = reach_rules(rules)
     lo = nd.lo
     hi = nd.hi
     stack = np.empty(nd.parent.shape[0] + 1, np.int64)
     hits = np.empty(256, np.int64)
     for t in range(qslots.shape[0]):
         q = qslots[t]
-        qx = centers[q, 0]
-        qy = centers[q, 1]
-        qz = centers[q, 2]
-        qr = radii[q]
-        base = qr + margin
-        qmag = 1.0 + max(abs(qx), abs(qy), abs(qz)) + base
+        qx, qy, qz, qr, base, qmag = given_sphere(centers, radii, q, margin)
         stack[0] = ROOT
         top = 1
         while top > 0:
             top -= 1
             n = stack[top]
-            nmag = max(abs(lo[n, 0]), abs(lo[n, 1]), abs(lo[n, 2]),
-                       abs(hi[n, 0]), abs(hi[n, 1]), abs(hi[n, 2]))
-            reach = base + _REL_PAD * (qmag + nmag)
             if lazy and (nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit)):
                 paper_get_extents(nd, ob, sp, n, rules)  # as the paper mode's queries
-            if box_point_dist6(lo[n, 0], lo[n, 1], lo[n, 2], hi[n, 0], hi[n, 1], hi[n, 2],
-                               qx, qy, qz) > reach:
+            if out_of_reach(lo, hi, n, qx, qy, qz, base, qmag):
                 continue
             if nd.dirty[n] and not lazy:
                 refit_node(nd, ob, sp, n, threshold)
-                if box_point_dist6(lo[n, 0], lo[n, 1], lo[n, 2], hi[n, 0], hi[n, 1], hi[n, 2],
-                                   qx, qy, qz) > reach:
+                if out_of_reach(lo, hi, n, qx, qy, qz, base, qmag):
                     continue
             if needs_split(nd.is_split, nd.count, n, limit):
                 split_node(nd, ob, sp, n, rules)
@@ -762,17 +804,11 @@ def pairs_of_slots(nd, ob, sp, rules, qslots, sel, margin: float) -> np.ndarray:
                 hits = np.empty(2 * nd.count[n], np.int64)
             c = 0
             s = nd.head[n]
-            while s >= 0:  # branch-free compaction of the hits (see _hits_range)
-                dx = qx - centers[s, 0]
-                dy = qy - centers[s, 1]
-                dz = qz - centers[s, 2]
-                hits[c] = s
-                c += ((s != q) & ~(sel[s] & (s < q))
-                      & (math.sqrt(dx * dx + dy * dy + dz * dz) <= qr + radii[s] + margin))
+            while s >= 0:
+                c = hit_if_partner(hits, c, s, q, sel, qx, qy, qz, qr + radii[s] + margin,
+                                   centers[s, 0], centers[s, 1], centers[s, 2])
                 s = nxt[s]
-            for u in range(c):
-                out = push_pair(out, k, q, hits[u])
-                k += 1
+            out, k = push_hits(out, k, q, hits, c)
             if nd.nchild[n] > 0:
                 for j in range(nd.child.shape[1]):
                     ch = nd.child[n, j]

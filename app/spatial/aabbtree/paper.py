@@ -42,9 +42,9 @@ from app.spatial.aabbtree.heuristics import PAPER_THRESHOLD
 from app.spatial.aabbtree.kernels import (
     ROOT,
     attach_child,
+    climb_to_cover,
     copy_box,
     covers,
-    find_new_place,
     find_place,
     free_empty_node,
     grow_node,
@@ -52,12 +52,12 @@ from app.spatial.aabbtree.kernels import (
     is_empty_node,
     link_object,
     refit_node,
-    relink_object,
     reset_root,
     slot_sphere,
     sphere_box,
     split_node,
     take_out,
+    unlink_object,
 )
 
 
@@ -133,12 +133,15 @@ def paper_update_objects(nd, ob, sp, slots, old, keep: int) -> int:
         s = slots[i]
         cx, cy, cz, r = slot_sphere(sp.centers, sp.radii, s)
         x = ob.node[s]
-        d, c = find_new_place(nd.child, nd.is_split, nd.axis, nd.split, nd.parent, nd.plo,
-                              nd.phi, keep, x, cx, cy, cz, r)
+        lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
+        a = climb_to_cover(nd.plo, nd.phi, nd.parent, x, lx, ly, lz, hx, hy, hz)
+        d, c = find_place(nd.child, nd.is_split, nd.axis, nd.split, nd.plo, nd.phi, keep, a,
+                          cx, cy, cz, r)
         if c >= 0:
             d = paper_new_leaf(nd, d, c)
         if d != x:
-            relink_object(nd, ob, s, d)
+            unlink_object(nd, ob, s)
+            link_object(nd, ob, d, s)
             moved += 1
         paper_grow_up(nd.lo, nd.hi, nd.plo, nd.phi, nd.dirty, nd.maxvd, nd.parent, d,
                       cx, cy, cz, r, sp.vdist[s])

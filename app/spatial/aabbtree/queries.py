@@ -25,7 +25,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from app.geom.decide import node_verdict6
+from app.geom.decide import REGION_BOX, REGION_RAY, REGION_SPHERE, node_verdict6, region_hit
 from app.geom.predicates import (
     INSIDE,
     NODE_INSIDE,
@@ -35,15 +35,11 @@ from app.geom.predicates import (
     box_point_dist,
     box_vs_frustum6,
     ray_box_hits,
-    ray_sphere_entry,
     sphere_in_frustum,
-    sphere_overlaps_box,
-    spheres_touch,
     within_view_distance,
 )
 from app.geom.zpyramid import NO_OCCLUDER, sphere_hidden
-from app.spatial.aabbtree.heuristics import PAPER_LAZY
-from app.spatial.aabbtree.kernels import ROOT, needs_split, refit_node, split_limit, split_node
+from app.spatial.aabbtree.kernels import ROOT, needs_split, reach_rules, refit_node, split_node
 from app.spatial.aabbtree.paper import paper_get_extents
 
 LANES = 16  # object lists walked side by side (see _gather_objects)
@@ -254,8 +250,7 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules):
     working = 0
     visited = 0
     occ_nodes = 0
-    lazy = (rules.flags & PAPER_LAZY) != 0
-    limit = split_limit(rules)
+    lazy, limit = reach_rules(rules)
     while top > 0:
         top -= 1
         e = stack[top]
@@ -308,123 +303,59 @@ def _boxes_overlap(lo, hi, qlo, qhi) -> bool:
             & (lo[2] <= qhi[2]) & (hi[2] >= qlo[2]))
 
 
-@njit(cache=True)
-def query_box(nd, ob, sp, qlo, qhi, rules, total: int):
-    """Slots whose sphere's bounding box overlaps [qlo, qhi]."""
-    out = np.empty(total, np.int64)
-    stack = np.empty(nd.parent.shape[0] + 1, np.int64)
-    stack[0] = ROOT << MASK_BITS
-    top = 1
-    k = 0
-    lazy = (rules.flags & PAPER_LAZY) != 0
-    limit = split_limit(rules)
-    centers = sp.centers
-    while top > 0:
-        top -= 1
-        n = stack[top] >> MASK_BITS
-        if lazy and (nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit)):
-            # Only then: a call with the pool's tuples costs more than the test.
-            paper_get_extents(nd, ob, sp, n, rules)
-        if not _boxes_overlap(nd.lo[n], nd.hi[n], qlo, qhi):
-            continue
-        if nd.dirty[n] and not lazy:
-            refit_node(nd, ob, sp, n, rules.threshold)
-            if not _boxes_overlap(nd.lo[n], nd.hi[n], qlo, qhi):
-                continue
-        if needs_split(nd.is_split, nd.count, n, limit):
-            split_node(nd, ob, sp, n, rules)
-        s = nd.head[n]
-        while s >= 0:
-            if sphere_overlaps_box(centers[s, 0], centers[s, 1], centers[s, 2], sp.radii[s],
-                                   qlo, qhi):
-                out[k] = s
-                k += 1
-            s = ob.next[s]
-        top = _push_children(nd.child, nd.nchild, n, stack, top, 0)
-    return out[:k]
+@njit(cache=True, inline="always")
+def _node_hit(kind: int, lo, hi, qa, qb, reach: float, idx: float, idy: float,
+              idz: float) -> bool:
+    """The box [lo, hi] may hold an answer of the region query (conservative; the kinds and
+    qa, qb as :func:`~app.geom.decide.region_hit`'s)."""
+    if kind == REGION_BOX:
+        return _boxes_overlap(lo, hi, qa, qb)
+    if kind == REGION_SPHERE:
+        return box_point_dist(lo, hi, qa[0], qa[1], qa[2]) <= reach
+    return ray_box_hits(qa[0], qa[1], qa[2], idx, idy, idz, lo, hi)
 
 
 @njit(cache=True)
-def query_sphere(nd, ob, sp, q, qr: float, rules, total: int):
-    """Slots with ``|c - q| <= r + qr``."""
-    out = np.empty(total, np.int64)
-    stack = np.empty(nd.parent.shape[0] + 1, np.int64)
-    stack[0] = ROOT << MASK_BITS
-    top = 1
-    k = 0
-    lazy = (rules.flags & PAPER_LAZY) != 0
-    limit = split_limit(rules)
-    centers = sp.centers
-    qx = q[0]
-    qy = q[1]
-    qz = q[2]
-    # A node is pruned when its box is farther than qr; the slack covers rounding in the
-    # distance so that a sphere exactly touching the query is never pruned.
-    reach = qr + 1e-9 * (1.0 + qr + abs(qx) + abs(qy) + abs(qz))
-    while top > 0:
-        top -= 1
-        n = stack[top] >> MASK_BITS
-        if lazy and (nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit)):
-            # Only then: a call with the pool's tuples costs more than the test.
-            paper_get_extents(nd, ob, sp, n, rules)
-        if box_point_dist(nd.lo[n], nd.hi[n], qx, qy, qz) > reach:
-            continue
-        if nd.dirty[n] and not lazy:
-            refit_node(nd, ob, sp, n, rules.threshold)
-            if box_point_dist(nd.lo[n], nd.hi[n], qx, qy, qz) > reach:
-                continue
-        if needs_split(nd.is_split, nd.count, n, limit):
-            split_node(nd, ob, sp, n, rules)
-        s = nd.head[n]
-        while s >= 0:
-            if spheres_touch(centers[s, 0], centers[s, 1], centers[s, 2], sp.radii[s],
-                             qx, qy, qz, qr):
-                out[k] = s
-                k += 1
-            s = ob.next[s]
-        top = _push_children(nd.child, nd.nchild, n, stack, top, 0)
-    return out[:k]
+def _region_query(nd, ob, sp, rules, kind: int, qa, qb, qr: float, total: int):
+    """The traversal of :func:`query_box`, :func:`query_sphere` and :func:`query_ray`:
+    (slots, values), the values being the ray's entry distances (zeros for the others).
 
-
-@njit(cache=True)
-def query_ray(nd, ob, sp, o, d, rules, total: int):
-    """(slots, entry distances) of spheres hit by the ray from o along unit direction d."""
+    A node rejected on its stored (conservative) box is final; a dirty node that passes is
+    refitted and tested again (our mode), or every node reached is first brought up to date
+    (the paper mode's ``GetExtents``); an overfull leaf that passes is split.
+    """
     out = np.empty(total, np.int64)
     ts = np.empty(total, np.float64)
     stack = np.empty(nd.parent.shape[0] + 1, np.int64)
     stack[0] = ROOT << MASK_BITS
     top = 1
     k = 0
-    lazy = (rules.flags & PAPER_LAZY) != 0
-    limit = split_limit(rules)
-    centers = sp.centers
-    ox = o[0]
-    oy = o[1]
-    oz = o[2]
-    dx = d[0]
-    dy = d[1]
-    dz = d[2]
-    idx = 1.0 / dx if dx != 0.0 else math.inf
-    idy = 1.0 / dy if dy != 0.0 else math.inf
-    idz = 1.0 / dz if dz != 0.0 else math.inf
+    lazy, limit = reach_rules(rules)
+    centers, radii, _ = sp
+    # A node is pruned when its box is farther than qr; the slack covers rounding in the
+    # distance so that a sphere exactly touching the query is never pruned.
+    reach = qr + 1e-9 * (1.0 + qr + abs(qa[0]) + abs(qa[1]) + abs(qa[2]))
+    idx = 1.0 / qb[0] if qb[0] != 0.0 else math.inf
+    idy = 1.0 / qb[1] if qb[1] != 0.0 else math.inf
+    idz = 1.0 / qb[2] if qb[2] != 0.0 else math.inf
     while top > 0:
         top -= 1
         n = stack[top] >> MASK_BITS
         if lazy and (nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit)):
             # Only then: a call with the pool's tuples costs more than the test.
             paper_get_extents(nd, ob, sp, n, rules)
-        if not ray_box_hits(ox, oy, oz, idx, idy, idz, nd.lo[n], nd.hi[n]):
+        if not _node_hit(kind, nd.lo[n], nd.hi[n], qa, qb, reach, idx, idy, idz):
             continue
         if nd.dirty[n] and not lazy:
             refit_node(nd, ob, sp, n, rules.threshold)
-            if not ray_box_hits(ox, oy, oz, idx, idy, idz, nd.lo[n], nd.hi[n]):
+            if not _node_hit(kind, nd.lo[n], nd.hi[n], qa, qb, reach, idx, idy, idz):
                 continue
         if needs_split(nd.is_split, nd.count, n, limit):
             split_node(nd, ob, sp, n, rules)
         s = nd.head[n]
         while s >= 0:
-            t = ray_sphere_entry(ox, oy, oz, dx, dy, dz,
-                                 centers[s, 0], centers[s, 1], centers[s, 2], sp.radii[s])
+            t = region_hit(kind, centers[s, 0], centers[s, 1], centers[s, 2], radii[s],
+                           qa, qb, qr)
             if t >= 0.0:
                 out[k] = s
                 ts[k] = t
@@ -432,3 +363,21 @@ def query_ray(nd, ob, sp, o, d, rules, total: int):
             s = ob.next[s]
         top = _push_children(nd.child, nd.nchild, n, stack, top, 0)
     return out[:k], ts[:k]
+
+
+@njit(cache=True)
+def query_box(nd, ob, sp, qlo, qhi, rules, total: int):
+    """Slots whose sphere's bounding box overlaps [qlo, qhi]."""
+    return _region_query(nd, ob, sp, rules, REGION_BOX, qlo, qhi, 0.0, total)[0]
+
+
+@njit(cache=True)
+def query_sphere(nd, ob, sp, q, qr: float, rules, total: int):
+    """Slots with ``|c - q| <= r + qr``."""
+    return _region_query(nd, ob, sp, rules, REGION_SPHERE, q, q, qr, total)[0]
+
+
+@njit(cache=True)
+def query_ray(nd, ob, sp, o, d, rules, total: int):
+    """(slots, entry distances) of spheres hit by the ray from o along unit direction d."""
+    return _region_query(nd, ob, sp, rules, REGION_RAY, o, d, 0.0, total)

@@ -21,7 +21,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from app.geom.decide import VIEWDIST_SLACK
+from app.geom.decide import (
+    REGION_BOX,
+    REGION_RAY,
+    REGION_SPHERE,
+    VIEWDIST_SLACK,
+    region_hit,
+)
 from app.geom.predicates import (
     INSIDE,
     NODE_INSIDE,
@@ -34,10 +40,7 @@ from app.geom.predicates import (
     box_point_far6,
     box_vs_frustum6,
     ray_box_hits,
-    ray_sphere_entry,
     sphere_in_frustum,
-    sphere_overlaps_box,
-    spheres_touch,
     within_view_distance,
 )
 from app.geom.zpyramid import box_hidden6, sphere_hidden
@@ -214,17 +217,45 @@ def _box_touches(tlo, thi, qlo, qhi):
                 or tlo[2] > qhi[2] or thi[2] < qlo[2])
 
 
-@njit(cache=True)
-def box(root, nd, en, qlo, qhi, out, stack, stack2, scratch):
-    """Slots of the spheres overlapping the box [qlo, qhi]; returns their count in ``out``.
+@njit(cache=True, inline="always")
+def _box_within(tlo, thi, qlo, qhi):
+    """The box [tlo, thi] lies in [qlo, qhi]."""
+    inside = True
+    for a in range(3):
+        if tlo[a] < qlo[a] or thi[a] > qhi[a]:
+            inside = False
+    return inside
 
-    ``scratch`` (per node) takes the marks of wholly contained subtrees, so that the last
-    frustum query's outcomes stay as they were.
+
+@njit(cache=True, inline="always")
+def _node_hit(kind, tlo, thi, qa, qb, reach, idx, idy, idz):
+    """The subtree box [tlo, thi] may hold an answer of the region query (conservative)."""
+    if kind == REGION_BOX:
+        return _box_touches(tlo, thi, qa, qb)
+    if kind == REGION_SPHERE:
+        return box_point_dist6(tlo[0], tlo[1], tlo[2], thi[0], thi[1], thi[2],
+                               qa[0], qa[1], qa[2]) <= reach
+    return ray_box_hits(qa[0], qa[1], qa[2], idx, idy, idz, tlo, thi)
+
+
+@njit(cache=True)
+def region(root, nd, en, kind, qa, qb, qr, out, ts, stack, stack2, scratch):
+    """Slots (and, for a ray, entry distances in ``ts``; unused otherwise) of the spheres a
+    region query keeps; returns their count in ``out``. The kinds and qa, qb, qr are those of
+    :func:`~app.geom.decide.region_hit`.
+
+    A box query takes a subtree whose bounding box lies in the query box whole
+    (:func:`collect`); ``scratch`` (per node) takes its marks, so that the last frustum
+    query's outcomes stay as they were.
     """
     k = 0
     node = nd.node
     if root < 0 or node[root].subcount == 0:
         return k
+    reach = qr * (1.0 + 1e-9) + 1e-9 * (1.0 + abs(qa[0]) + abs(qa[1]) + abs(qa[2]))
+    idx = 1.0 / qb[0] if qb[0] != 0.0 else np.inf
+    idy = 1.0 / qb[1] if qb[1] != 0.0 else np.inf
+    idz = 1.0 / qb[2] if qb[2] != 0.0 else np.inf
     sph = en.sphere
     eslot = en.slot
     enext = en.next
@@ -235,88 +266,41 @@ def box(root, nd, en, qlo, qhi, out, stack, stack2, scratch):
         n = stack[sp]
         tlo = node[n].tlo
         thi = node[n].thi
-        if not _box_touches(tlo, thi, qlo, qhi):
+        if not _node_hit(kind, tlo, thi, qa, qb, reach, idx, idy, idz):
             continue
-        inside = True
-        for a in range(3):
-            if tlo[a] < qlo[a] or thi[a] > qhi[a]:
-                inside = False
-        if inside:
+        if kind == REGION_BOX and _box_within(tlo, thi, qa, qb):
             # the whole subtree's bounding box lies in the query box: all spheres overlap it
             k, _w = collect(n, nd, en, out, k, scratch, stack2)
             continue
         s = node[n].head
         while s >= 0:
-            if sphere_overlaps_box(sph[s].cx, sph[s].cy, sph[s].cz,
-                                   sph[s].radius, qlo, qhi):
+            t = region_hit(kind, sph[s].cx, sph[s].cy, sph[s].cz, sph[s].radius, qa, qb, qr)
+            if t >= 0.0:
                 out[k] = eslot[s]
+                if kind == REGION_RAY:
+                    ts[k] = t
                 k += 1
             s = enext[s]
         sp = _push_children(node, n, stack, sp)
     return k
+
+
+@njit(cache=True)
+def box(root, nd, en, qlo, qhi, out, stack, stack2, scratch):
+    """Slots of the spheres overlapping the box [qlo, qhi]; returns their count in ``out``."""
+    return region(root, nd, en, REGION_BOX, qlo, qhi, 0.0, out, np.empty(0), stack,
+                  stack2, scratch)
 
 
 @njit(cache=True)
 def sphere(root, nd, en, q, qr, out, stack):
     """Slots of the spheres touching the sphere (q, qr); returns their count in ``out``."""
-    k = 0
-    node = nd.node
-    if root < 0 or node[root].subcount == 0:
-        return k
-    reach = qr * (1.0 + 1e-9) + 1e-9 * (1.0 + abs(q[0]) + abs(q[1]) + abs(q[2]))
-    sph = en.sphere
-    eslot = en.slot
-    enext = en.next
-    sp = 1
-    stack[0] = root
-    while sp > 0:
-        sp -= 1
-        n = stack[sp]
-        tlo = node[n].tlo
-        thi = node[n].thi
-        if box_point_dist6(tlo[0], tlo[1], tlo[2], thi[0], thi[1], thi[2],
-                           q[0], q[1], q[2]) > reach:
-            continue
-        s = node[n].head
-        while s >= 0:
-            if spheres_touch(sph[s].cx, sph[s].cy, sph[s].cz, sph[s].radius,
-                             q[0], q[1], q[2], qr):
-                out[k] = eslot[s]
-                k += 1
-            s = enext[s]
-        sp = _push_children(node, n, stack, sp)
-    return k
+    return region(root, nd, en, REGION_SPHERE, q, q, qr, out, np.empty(0), stack,
+                  stack, np.empty(0, np.int8))
 
 
 @njit(cache=True)
 def ray(root, nd, en, o, d, out, ts, stack):
     """Slots and entry distances of the spheres the ray hits; returns their count."""
-    k = 0
-    node = nd.node
-    if root < 0 or node[root].subcount == 0:
-        return k
-    idx = 1.0 / d[0] if d[0] != 0.0 else np.inf
-    idy = 1.0 / d[1] if d[1] != 0.0 else np.inf
-    idz = 1.0 / d[2] if d[2] != 0.0 else np.inf
-    sph = en.sphere
-    eslot = en.slot
-    enext = en.next
-    sp = 1
-    stack[0] = root
-    while sp > 0:
-        sp -= 1
-        n = stack[sp]
-        if not ray_box_hits(o[0], o[1], o[2], idx, idy, idz, node[n].tlo, node[n].thi):
-            continue
-        s = node[n].head
-        while s >= 0:
-            t = ray_sphere_entry(o[0], o[1], o[2], d[0], d[1], d[2],
-                                 sph[s].cx, sph[s].cy, sph[s].cz,
-                                 sph[s].radius)
-            if t >= 0.0:
-                out[k] = eslot[s]
-                ts[k] = t
-                k += 1
-            s = enext[s]
-        sp = _push_children(node, n, stack, sp)
-    return k
+    return region(root, nd, en, REGION_RAY, o, d, 0.0, out, ts, stack, stack,
+                  np.empty(0, np.int8))

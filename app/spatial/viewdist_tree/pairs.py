@@ -20,26 +20,56 @@ the infinite list. A pair of two given objects is kept from the larger slot's si
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
-from app.geom.predicates import box_point_dist6
 from app.spatial.aabbtree.pairs import (
     REFINE_ABOVE,
     TreePairSnapshot,
+    given_sphere,
+    hit_if_partner,
     new_snapshot_arrays,
-    refine,
+    out_of_reach,
+    pack_row,
+    push_hits,
+    refine_own_list,
     refine_room,
     rows_box,
     set_mag,
     subtree_box,
     sum_children_sel,
 )
-from app.spatial.pairs import new_pairs, push_pair
+from app.spatial.pairs import new_pairs
+from app.spatial.viewdist_tree.queries import push_children, start_walk
 
-_REL_PAD = 1e-9  # node pruning slack, relative to the magnitudes involved
+# A node's list holds first the objects linked since the last rebuild (read from the store),
+# then the packed ones (their rows in ``pk``); the unbounded list is never packed.
+
+
+@njit(cache=True)
+def _pack_linked(nxt, row, centers, radii, s: int, pts, slot, op: int, sel):
+    """Pack the list from slot s up to its first packed object into rows op...: (the next
+    row, how many of them the ids filter ``sel`` holds; 0 without a filter)."""
+    filtered = sel.shape[0] > 0
+    ns = 0
+    while s != -1 and row[s] < 0:
+        op = pack_row(pts, slot, op, s, centers[s, 0], centers[s, 1], centers[s, 2], radii[s])
+        if filtered and sel[s]:
+            ns += 1
+        s = nxt[s]
+    return op, ns
+
+
+@njit(cache=True, inline="always")
+def _linked_hits(nxt, row, centers, radii, s: int, q: int, sel, qx: float, qy: float,
+                 qz: float, qr: float, margin: float, hits, c: int) -> int:
+    """:func:`~app.spatial.aabbtree.pairs.hit_if_partner` over the list from slot s up to its
+    first packed object; returns the new hit count."""
+    while s != -1 and row[s] < 0:
+        c = hit_if_partner(hits, c, s, q, sel, qx, qy, qz, qr + radii[s] + margin,
+                           centers[s, 0], centers[s, 1], centers[s, 2])
+        s = nxt[s]
+    return c
 
 
 @njit(cache=True)
@@ -63,25 +93,13 @@ def build_snapshot(nd, ob, pk, tree, sp, sel) -> TreePairSnapshot:
     if virtual:
         m = 1
         ostart[0] = 0
-        s = t.inf_head
-        ns = 0
-        while s != -1:
-            for a in range(3):
-                pts[op, a] = centers[s, a]
-            pts[op, 3] = radii[s]
-            slot[op] = s
-            op += 1
-            if filtered and sel[s]:
-                ns += 1
-            s = ob.next[s]
+        op, ns = _pack_linked(ob.next, ob.row, centers, radii, t.inf_head, pts, slot, op, sel)
         ocnt[0] = op
         nsel_own[0] = ns
         rows_box(pts, 0, op, obox, 0)
         if op > REFINE_ABOVE:
-            ocnt[0] = 0
-            nsel_own[0] = 0
-            m = refine(pts, slot, 0, op, m, size, ostart, ocnt, oend, box, obox, mag,
-                       nsel_own, nsel_sub, sel)
+            m = refine_own_list(0, m, pts, slot, size, ostart, ocnt, oend, box, obox, mag,
+                                nsel_own, nsel_sub, sel)
     stack = np.empty(2 * cap + 2, np.int64)  # each node enters twice: down (even), up (odd)
     top = 0
     if t.root != -1:
@@ -95,35 +113,21 @@ def build_snapshot(nd, ob, pk, tree, sp, sel) -> TreePairSnapshot:
             i = m
             m += 1
             ostart[i] = op
-            ns = 0
-            s = nd.head[node]
-            while s != -1 and ob.row[s] < 0:  # linked since the last rebuild: not packed
-                for a in range(3):
-                    pts[op, a] = centers[s, a]
-                pts[op, 3] = radii[s]
-                slot[op] = s
-                op += 1
-                if filtered and sel[s]:
-                    ns += 1
-                s = ob.next[s]
+            op, ns = _pack_linked(ob.next, ob.row, centers, radii, nd.head[node], pts, slot,
+                                  op, sel)
             start = nd.pstart[node]
             for p in range(start, start + nd.plen[node]):
-                for a in range(3):
-                    pts[op, a] = pk.center[p, a]
-                pts[op, 3] = pk.radius[p]
                 s = pk.slot[p]
-                slot[op] = s
-                op += 1
+                op = pack_row(pts, slot, op, s, pk.center[p, 0], pk.center[p, 1],
+                              pk.center[p, 2], pk.radius[p])
                 if filtered and sel[s]:
                     ns += 1
             ocnt[i] = op - ostart[i]
             nsel_own[i] = ns
             rows_box(pts, ostart[i], op, obox, i)
             if ocnt[i] > REFINE_ABOVE:
-                ocnt[i] = 0
-                nsel_own[i] = 0
-                m = refine(pts, slot, ostart[i], op, m, size, ostart, ocnt, oend, box, obox,
-                           mag, nsel_own, nsel_sub, sel)
+                m = refine_own_list(i, m, pts, slot, size, ostart, ocnt, oend, box, obox, mag,
+                                    nsel_own, nsel_sub, sel)
             stack[top] = (i << 1) | 1
             top += 1
             for j in range(8):
@@ -172,65 +176,25 @@ def pairs_of_slots(nd, ob, pk, tree, sp, qslots, sel, margin: float) -> np.ndarr
     hits = np.empty(max(256, t.inf_count + 1), np.int64)
     for qi in range(qslots.shape[0]):
         q = qslots[qi]
-        qx = centers[q, 0]
-        qy = centers[q, 1]
-        qz = centers[q, 2]
-        qr = radii[q]
-        base = qr + margin
-        qmag = 1.0 + max(abs(qx), abs(qy), abs(qz)) + base
-        c = 0
-        s = t.inf_head
-        while s != -1:
-            dx = qx - centers[s, 0]
-            dy = qy - centers[s, 1]
-            dz = qz - centers[s, 2]
-            hits[c] = s
-            c += ((s != q) & ~(sel[s] & (s < q))
-                  & (math.sqrt(dx * dx + dy * dy + dz * dz) <= qr + radii[s] + margin))
-            s = nxt[s]
-        for u in range(c):
-            out = push_pair(out, k, q, hits[u])
-            k += 1
-        top = 0
-        if t.root != -1:
-            stack[0] = t.root
-            top = 1
+        qx, qy, qz, qr, base, qmag = given_sphere(centers, radii, q, margin)
+        c = _linked_hits(nxt, row, centers, radii, t.inf_head, q, sel, qx, qy, qz, qr,
+                         margin, hits, 0)
+        out, k = push_hits(out, k, q, hits, c)
+        top = start_walk(stack, t.root)
         while top > 0:
             top -= 1
             node = stack[top]
-            nmag = max(abs(slo[node, 0]), abs(slo[node, 1]), abs(slo[node, 2]),
-                       abs(shi[node, 0]), abs(shi[node, 1]), abs(shi[node, 2]))
-            if box_point_dist6(slo[node, 0], slo[node, 1], slo[node, 2], shi[node, 0],
-                               shi[node, 1], shi[node, 2], qx, qy, qz) > (
-                    base + _REL_PAD * (qmag + nmag)):
+            if out_of_reach(slo, shi, node, qx, qy, qz, base, qmag):
                 continue
             if nd.count[node] > hits.shape[0]:
                 hits = np.empty(2 * nd.count[node], np.int64)
-            c = 0
-            s = nd.head[node]
-            while s != -1 and row[s] < 0:  # linked since the last rebuild: not packed
-                dx = qx - centers[s, 0]
-                dy = qy - centers[s, 1]
-                dz = qz - centers[s, 2]
-                hits[c] = s
-                c += ((s != q) & ~(sel[s] & (s < q))
-                      & (math.sqrt(dx * dx + dy * dy + dz * dz) <= qr + radii[s] + margin))
-                s = nxt[s]
+            c = _linked_hits(nxt, row, centers, radii, nd.head[node], q, sel, qx, qy, qz, qr,
+                             margin, hits, 0)
             start = nd.pstart[node]
             for p in range(start, start + nd.plen[node]):
-                s = pk.slot[p]
-                dx = qx - pk.center[p, 0]
-                dy = qy - pk.center[p, 1]
-                dz = qz - pk.center[p, 2]
-                hits[c] = s
-                c += ((s != q) & ~(sel[s] & (s < q))
-                      & (math.sqrt(dx * dx + dy * dy + dz * dz) <= qr + pk.radius[p] + margin))
-            for u in range(c):
-                out = push_pair(out, k, q, hits[u])
-                k += 1
-            for j in range(8):
-                ch = nd.child[node, j]
-                if ch != -1:
-                    stack[top] = ch
-                    top += 1
+                c = hit_if_partner(hits, c, pk.slot[p], q, sel, qx, qy, qz,
+                                   qr + pk.radius[p] + margin, pk.center[p, 0],
+                                   pk.center[p, 1], pk.center[p, 2])
+            out, k = push_hits(out, k, q, hits, c)
+            top = push_children(nd.child, node, stack, top)
     return out[:k]

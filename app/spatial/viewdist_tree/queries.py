@@ -21,7 +21,15 @@ import math
 import numpy as np
 from numba import njit
 
-from app.geom.decide import ACCEPTED, accept_sphere, node_verdict6
+from app.geom.decide import (
+    ACCEPTED,
+    REGION_BOX,
+    REGION_RAY,
+    REGION_SPHERE,
+    accept_sphere,
+    node_verdict6,
+    region_hit,
+)
 from app.geom.predicates import (
     NODE_INSIDE,
     NODE_NOT_VISITED,
@@ -30,19 +38,16 @@ from app.geom.predicates import (
     NODE_REJECT_OCCLUSION,
     NODE_REJECT_VIEWDIST,
     ray_box_hits,
-    ray_sphere_entry,
-    sphere_overlaps_box,
-    spheres_touch,
 )
 
 # Per-query rounding slack, relative to the magnitudes involved, so that node pruning never
 # drops an object that the exact per-object predicate would keep.
 _REL_PAD = 1e-9
 
-# Kinds of region query (query_region's ``kind``).
-BOX = 0
-SPHERE = 1
-RAY = 2
+# Kinds of region query (query_region's ``kind``): app.geom.decide's.
+BOX = REGION_BOX
+SPHERE = REGION_SPHERE
+RAY = REGION_RAY
 
 
 # ---------------------------------------------------------------- the shared decisions
@@ -65,6 +70,41 @@ def _accept(planes, eye, use_vd, occ, cx, cy, cz, r, vd):
 def _verdict(planes, eye, use_vd, occ, lx, ly, lz, hx, hy, hz, max_vd):
     """:func:`~app.geom.decide.node_verdict6` without reference counting."""
     return node_verdict6(planes, eye, use_vd, occ, lx, ly, lz, hx, hy, hz, max_vd)
+
+
+@njit(cache=True, inline="always")
+def _tally(v: int, s: int, out, k: int, occluded: int):
+    """Count one object's decision v: an accepted slot s goes to out[k]; returns
+    (k, occluded) after it."""
+    if v == ACCEPTED:
+        out[k] = s
+        return k + 1, occluded
+    return k, occluded + (v == NODE_REJECT_OCCLUSION)
+
+
+@njit(cache=True, _nrt=False)
+def _decide_objects(nd, ob, pk, sp, node, planes, eye, use_vd, occ, take_all, out, k):
+    """Decide a node's objects into ``out[k:]``: those linked since the last rebuild (read
+    from the store), then the packed ones; returns (k, occluded). ``take_all``: the node is
+    inside every plane and nothing occludes, so each object is taken as it is.
+
+    Once per node, without reference counting like :func:`_accept`.
+    """
+    occluded = 0
+    s = nd.head[node]
+    while s != -1 and ob.row[s] < 0:  # linked since the last rebuild: not packed
+        v = ACCEPTED if take_all else _accept(
+            planes, eye, use_vd, occ, sp.centers[s, 0], sp.centers[s, 1], sp.centers[s, 2],
+            sp.radii[s], sp.vdist[s])
+        k, occluded = _tally(v, s, out, k, occluded)
+        s = ob.next[s]
+    start = nd.pstart[node]
+    for p in range(start, start + nd.plen[node]):
+        v = ACCEPTED if take_all else _accept(
+            planes, eye, use_vd, occ, pk.center[p, 0], pk.center[p, 1], pk.center[p, 2],
+            pk.radius[p], pk.vdist[p])
+        k, occluded = _tally(v, pk.slot[p], out, k, occluded)
+    return k, occluded
 
 
 # ---------------------------------------------------------------- node tests
@@ -116,6 +156,26 @@ def _is_empty(nd, node):
 
 
 @njit(cache=True, inline="always")
+def start_walk(stack, root: int) -> int:
+    """The root (if the tree has one) on an empty walk stack; returns the stack's size."""
+    if root == -1:
+        return 0
+    stack[0] = root
+    return 1
+
+
+@njit(cache=True, inline="always")
+def push_children(child, node: int, stack, top: int) -> int:
+    """Push the node's children onto the walk stack; returns the stack's new size."""
+    for j in range(8):
+        c = child[node, j]
+        if c != -1:
+            stack[top] = c
+            top += 1
+    return top
+
+
+@njit(cache=True, inline="always")
 def _stack_cap(nd, tree):
     """Room for an explicit-stack walk: at most 8 entries per level below the root."""
     t = tree[0]
@@ -140,12 +200,8 @@ def _scan_infinite(ob, tree, sp, planes, eye, use_vd, occ, out):
     while s != -1:
         considered += 1
         v = _accept(planes, eye, use_vd, occ, sp.centers[s, 0], sp.centers[s, 1],
-                          sp.centers[s, 2], sp.radii[s], sp.vdist[s])
-        if v == ACCEPTED:
-            out[k] = s
-            k += 1
-        elif v == NODE_REJECT_OCCLUSION:
-            occluded += 1
+                    sp.centers[s, 2], sp.radii[s], sp.vdist[s])
+        k, occluded = _tally(v, s, out, k, occluded)
         s = ob.next[s]
     return k, considered, occluded
 
@@ -170,10 +226,7 @@ def query_eye(nd, ob, pk, tree, sp, planes, eye, tight, occ):
     for p in range(planes.shape[0]):
         qmag = max(qmag, abs(planes[p, 3]))
     stack = np.empty(_stack_cap(nd, tree), dtype=np.int64)
-    top = 0
-    if t.root != -1:
-        stack[0] = t.root
-        top = 1
+    top = start_walk(stack, t.root)
     while top > 0:
         top -= 1
         node = stack[top]
@@ -193,30 +246,10 @@ def query_eye(nd, ob, pk, tree, sp, planes, eye, tight, occ):
             continue
         visited += 1
         considered += nd.count[node]
-        s = nd.head[node]
-        while s != -1 and ob.row[s] < 0:  # linked since the last rebuild: not packed
-            v = _accept(planes, eye, True, occ, sp.centers[s, 0], sp.centers[s, 1],
-                              sp.centers[s, 2], sp.radii[s], sp.vdist[s])
-            if v == ACCEPTED:
-                out[k] = s
-                k += 1
-            elif v == NODE_REJECT_OCCLUSION:
-                occ_obj += 1
-            s = ob.next[s]
-        start = nd.pstart[node]
-        for p in range(start, start + nd.plen[node]):
-            v = _accept(planes, eye, True, occ, pk.center[p, 0], pk.center[p, 1],
-                              pk.center[p, 2], pk.radius[p], pk.vdist[p])
-            if v == ACCEPTED:
-                out[k] = pk.slot[p]
-                k += 1
-            elif v == NODE_REJECT_OCCLUSION:
-                occ_obj += 1
-        for j in range(8):
-            c = nd.child[node, j]
-            if c != -1:
-                stack[top] = c
-                top += 1
+        k, occluded = _decide_objects(nd, ob, pk, sp, node, planes, eye, True, occ, False,
+                                      out, k)
+        occ_obj += occluded
+        top = push_children(nd.child, node, stack, top)
     return out[:k], considered, visited, occ_nodes, occ_obj
 
 
@@ -267,28 +300,9 @@ def query_planes(nd, ob, pk, tree, sp, planes, eye, occ):
         visited += 1
         considered += nd.count[node]
         pl = no_planes if whole else planes
-        take_all = whole and not occluding
-        s = nd.head[node]
-        while s != -1 and ob.row[s] < 0:  # linked since the last rebuild: not packed
-            v = ACCEPTED if take_all else _accept(
-                pl, eye, False, occ, sp.centers[s, 0], sp.centers[s, 1], sp.centers[s, 2],
-                sp.radii[s], sp.vdist[s])
-            if v == ACCEPTED:
-                out[k] = s
-                k += 1
-            elif v == NODE_REJECT_OCCLUSION:
-                occ_obj += 1
-            s = ob.next[s]
-        start = nd.pstart[node]
-        for p in range(start, start + nd.plen[node]):
-            v = ACCEPTED if take_all else _accept(
-                pl, eye, False, occ, pk.center[p, 0], pk.center[p, 1], pk.center[p, 2],
-                pk.radius[p], pk.vdist[p])
-            if v == ACCEPTED:
-                out[k] = pk.slot[p]
-                k += 1
-            elif v == NODE_REJECT_OCCLUSION:
-                occ_obj += 1
+        k, occluded = _decide_objects(nd, ob, pk, sp, node, pl, eye, False, occ,
+                                      whole and not occluding, out, k)
+        occ_obj += occluded
         for j in range(8):
             c = nd.child[node, j]
             if c != -1:
@@ -320,16 +334,15 @@ def query_region(nd, ob, pk, tree, sp, kind, q, qr):
                 qmag = max(qmag, abs(q[i, a]))
     lo = np.empty(3)
     hi = np.empty(3)
+    qa = q[0]
+    qb = q[1]
     stack = np.empty(_stack_cap(nd, tree), dtype=np.int64)
-    top = 0
-    if t.root != -1:
-        stack[0] = t.root
-        top = 1
+    top = start_walk(stack, t.root)
     s = t.inf_head  # the infinite list first, then each node's objects
     while True:
         while s != -1 and ob.row[s] < 0:  # a list, up to the node's packed objects
-            hit = _object_hit(sp.centers[s, 0], sp.centers[s, 1], sp.centers[s, 2],
-                              sp.radii[s], kind, q, qr)
+            hit = region_hit(kind, sp.centers[s, 0], sp.centers[s, 1], sp.centers[s, 2],
+                             sp.radii[s], qa, qb, qr)
             if hit >= 0.0:
                 out[k] = s
                 ts[k] = hit
@@ -346,29 +359,15 @@ def query_region(nd, ob, pk, tree, sp, kind, q, qr):
             continue
         start = nd.pstart[node]
         for p in range(start, start + nd.plen[node]):
-            hit = _object_hit(pk.center[p, 0], pk.center[p, 1], pk.center[p, 2], pk.radius[p],
-                              kind, q, qr)
+            hit = region_hit(kind, pk.center[p, 0], pk.center[p, 1], pk.center[p, 2],
+                             pk.radius[p], qa, qb, qr)
             if hit >= 0.0:
                 out[k] = pk.slot[p]
                 ts[k] = hit
                 k += 1
         s = nd.head[node]
-        for j in range(8):
-            c = nd.child[node, j]
-            if c != -1:
-                stack[top] = c
-                top += 1
+        top = push_children(nd.child, node, stack, top)
     return out[:k], ts[:k]
-
-
-@njit(cache=True, inline="always")
-def _object_hit(x, y, z, r, kind, q, qr):
-    """The exact per-object predicate of a region query: >= 0 on a hit (the ray's entry t)."""
-    if kind == BOX:
-        return 0.0 if sphere_overlaps_box(x, y, z, r, q[0], q[1]) else -1.0
-    if kind == SPHERE:
-        return 0.0 if spheres_touch(x, y, z, r, q[0, 0], q[0, 1], q[0, 2], qr) else -1.0
-    return ray_sphere_entry(q[0, 0], q[0, 1], q[0, 2], q[1, 0], q[1, 1], q[1, 2], x, y, z, r)
 
 
 @njit(cache=True, inline="always")
