@@ -38,6 +38,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+# The vectorised window and the exact test on its hits are the grid's: the same packed
+# spheres, one array per field.
+from app.spatial.hashgrid.pairs import emit, grown_to, window
 from app.spatial.pairs import pair_touch
 
 _EPS = 1e-9  # relative slack of box overlaps (rounding never drops a pair)
@@ -56,18 +59,6 @@ _DIR = np.array([1.0, 1.2, 1.45]) / np.sqrt(1.0 + 1.2**2 + 1.45**2)
 ALL_PAIRS_FROM = 1.0 / 64.0
 
 
-_WIDEN = 1.0 + 1e-12  # relative widening of the vectorised distance prefilter
-
-
-@njit(cache=True)
-def grown_to(out: np.ndarray, need: int) -> np.ndarray:
-    """``out`` copied into a pair buffer of at least ``need`` rows (doubling)."""
-    cap = out.shape[0]
-    while cap < need:
-        cap = 2 * cap + 16
-    bigger = np.empty((cap, 2), dtype=np.int64)
-    bigger[: out.shape[0]] = out
-    return bigger
 
 
 def new_lists(capacity: int) -> tuple[np.ndarray, ...]:
@@ -108,47 +99,6 @@ def _grow(x, y, z, r, margin):
 
 
 @njit(cache=True, inline="always")
-def _window(lx, ly, lz, lr, j0, j1, ax, ay, az, reach, hit):
-    """Branch-free: ``hit[j - j0]`` = 1 where |c_a - c_j| <= reach + r_j may hold, j in
-    j0 .. j1-1; returns how many. Conservative for :func:`pair_touch` (1e-12 relative, and
-    sums under 1e-100 always pass); unsigned indices from a base and bytes from index 0 so
-    that it vectorises (the same as the grid's :func:`app.spatial.hashgrid.pairs.window`)."""
-    m = 0
-    base = np.uint64(j0)
-    for j in range(np.uint64(max(j1 - j0, 0))):
-        q = base + j
-        dx = ax - lx[q]
-        dy = ay - ly[q]
-        dz = az - lz[q]
-        t = (reach + lr[q]) * _WIDEN
-        h = np.uint8((dx * dx + dy * dy + dz * dz <= t * t) | (t < 1e-100))
-        hit[j] = h
-        m += h
-    return m
-
-
-@njit(cache=True, inline="always")
-def _emit(a, ax, ay, az, ar, fa, j0, nhit, lx, ly, lz, lr, ls, hit, margin, sel, out, k):
-    """The exact test on the ``nhit`` hits of the window from ``j0`` (``fa``: a is filtered
-    out, only pairs with a marked member count); rows at out[k:] as far as they fit;
-    returns the end."""
-    cap = out.shape[0]
-    j = j0 - 1
-    for _ in range(nhit):
-        j += 1
-        while not hit[j - j0]:
-            j += 1
-        b = ls[j]
-        if not (fa and not sel[b]) and pair_touch(ax, ay, az, ar, lx[j], ly[j], lz[j], lr[j],
-                                                  margin):
-            if k < cap:
-                out[k, 0] = a
-                out[k, 1] = b
-            k += 1
-    return k
-
-
-@njit(cache=True, inline="always")
 def _node_pairs(s0, s1, o1, lx, ly, lz, lr, ls, hit, margin, sel, out, k):
     """Own objects [s1, o1) against each other and against the list [s0, s1), at out[k:] as
     far as they fit; returns k plus the number of pairs."""
@@ -160,13 +110,13 @@ def _node_pairs(s0, s1, o1, lx, ly, lz, lr, ls, hit, margin, sel, out, k):
         ar = lr[i]
         a = ls[i]
         fa = filtered and not sel[a]
-        nh = _window(lx, ly, lz, lr, i + 1, o1, ax, ay, az, ar + margin, hit)  # own, after
+        nh = window(lx, ly, lz, lr, i + 1, o1, ax, ay, az, ar + margin, hit)  # own, after
         if nh:
-            k = _emit(a, ax, ay, az, ar, fa, i + 1, nh, lx, ly, lz, lr, ls, hit, margin, sel,
+            k = emit(a, ax, ay, az, ar, fa, i + 1, nh, lx, ly, lz, lr, ls, hit, margin, sel,
                       out, k)
-        nh = _window(lx, ly, lz, lr, s0, s1, ax, ay, az, ar + margin, hit)  # handed down
+        nh = window(lx, ly, lz, lr, s0, s1, ax, ay, az, ar + margin, hit)  # handed down
         if nh:
-            k = _emit(a, ax, ay, az, ar, fa, s0, nh, lx, ly, lz, lr, ls, hit, margin, sel,
+            k = emit(a, ax, ay, az, ar, fa, s0, nh, lx, ly, lz, lr, ls, hit, margin, sel,
                       out, k)
     return k
 
@@ -236,16 +186,16 @@ def _crowded_pairs(s0, s1, o1, lx, ly, lz, lr, ls, margin, sel, out, k):
         fa = filtered and not sel[a]
         if own[i]:
             j1 = np.searchsorted(lo, hi[i], side="right")
-            nh = _window(sx, sy, sz, sr, i + 1, j1, ax, ay, az, ar + margin, hit)
+            nh = window(sx, sy, sz, sr, i + 1, j1, ax, ay, az, ar + margin, hit)
             if nh:
-                k = _emit(a, ax, ay, az, ar, fa, i + 1, nh, sx, sy, sz, sr, ss, hit, margin,
+                k = emit(a, ax, ay, az, ar, fa, i + 1, nh, sx, sy, sz, sr, ss, hit, margin,
                           sel, out, k)
         else:
             q0 = after[i]
             q1 = np.searchsorted(olo, hi[i], side="right")
-            nh = _window(ox, oy, oz, orr, q0, q1, ax, ay, az, ar + margin, hit)
+            nh = window(ox, oy, oz, orr, q0, q1, ax, ay, az, ar + margin, hit)
             if nh:
-                k = _emit(a, ax, ay, az, ar, fa, q0, nh, ox, oy, oz, orr, osl, hit, margin,
+                k = emit(a, ax, ay, az, ar, fa, q0, nh, ox, oy, oz, orr, osl, hit, margin,
                           sel, out, k)
     return k
 

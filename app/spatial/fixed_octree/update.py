@@ -64,6 +64,24 @@ RENUMBER_AT = 0.5
 
 # ---------------------------------------------------------------- the queue (compiled)
 
+@njit(cache=True, inline="always")
+def _first_time(seen, new, nn: int, s: int) -> int:
+    """Append slot s to ``new[:nn]`` unless ``seen`` marks it already (and mark it); returns
+    the new count."""
+    if not seen[s]:
+        seen[s] = True
+        new[nn] = s
+        nn += 1
+    return nn
+
+
+@njit(cache=True, inline="always")
+def _unmark(seen, new, nn: int) -> None:
+    """Leave ``seen`` all-False again after the slots ``new[:nn]``."""
+    for i in range(nn):
+        seen[new[i]] = False
+
+
 @njit(cache=True)
 def gather(slots, s2e, seen, emark):
     """Split queued slots into distinct pending slots (queue order) and distinct placed
@@ -79,16 +97,12 @@ def gather(slots, s2e, seen, emark):
         s = slots[i]
         e = s2e[s]
         if e == PENDING:
-            if not seen[s]:
-                seen[s] = True
-                new[nn] = s
-                nn += 1
+            nn = _first_time(seen, new, nn, s)
         elif e >= 0 and not emark[e]:
             emark[e] = True
             moved[nm] = e
             nm += 1
-    for i in range(nn):
-        seen[new[i]] = False
+    _unmark(seen, new, nn)
     if nm * 16 < emark.shape[0]:  # few: sort them
         for i in range(nm):
             emark[moved[i]] = False
@@ -117,15 +131,11 @@ def gather_sparse(slots, s2e, seen):
         s = slots[i]
         e = s2e[s]
         if e == PENDING:
-            if not seen[s]:
-                seen[s] = True
-                new[nn] = s
-                nn += 1
+            nn = _first_time(seen, new, nn, s)
         elif e >= 0:
             keys[nk] = (e << 32) | s
             nk += 1
-    for i in range(nn):
-        seen[new[i]] = False
+    _unmark(seen, new, nn)
     keys = np.sort(keys[:nk])
     ents = np.empty(nk, dtype=np.int64)
     sl = np.empty(nk, dtype=np.int64)
