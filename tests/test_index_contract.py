@@ -13,18 +13,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.culling.frustum import camera_planes
-from app.spatial import TREE_HEURISTICS, create_index, index_variants
+from app.spatial import create_index, index_variants
+from tests.helpers_ops import RandomOps, assert_rejected, hundred_objects, make, snapshot
 from tests.oracle import Oracle
 
 VARIANTS = index_variants()
 IDS = [label for label, _, _ in VARIANTS]
-
-
-def make(name: str, kwargs: dict, small: bool = True):
-    kw = dict(kwargs)
-    if small and name in TREE_HEURISTICS:
-        kw["split_threshold"] = 3
-    return create_index(name, **kw)
 
 
 def random_camera(rng: np.random.Generator, spread: float):
@@ -77,49 +71,9 @@ def test_random_operations_match_oracle(label, name, kwargs, seq, seed):
     spread = 50.0
     idx = make(name, kwargs)
     oracle = Oracle()
-    next_id = 0
-    removed: list[int] = []
+    steps = RandomOps(idx, oracle, rng, spread, with_vd=True, sort_ids=False)
     for op, n in seq:
-        live = np.array(sorted(oracle.objs), dtype=np.int64)
-        if op == "insert" or (len(live) == 0 and op != "reinsert"):
-            ids = np.arange(next_id, next_id + n, dtype=np.int64) * 7 + 3  # sparse ids
-            next_id += n
-            c = rng.uniform(-spread, spread, (n, 3))
-            r = rng.uniform(0, 3, n)
-            vd = np.where(rng.random(n) < 0.2, np.inf, rng.uniform(0, 80, n))
-            idx.insert(ids, c, r, vd)
-            oracle.insert(ids, c, r, vd)
-        elif op in ("small", "jump", "resize", "vd"):
-            ids = rng.choice(live, size=min(n, len(live)), replace=False)
-            c0 = np.array([oracle.objs[int(i)][0] for i in ids])
-            if op == "small":
-                c = c0 + rng.normal(scale=0.5, size=c0.shape)
-                idx.update(ids, c)
-                oracle.update(ids, c)
-            elif op == "jump":
-                c = rng.uniform(-3 * spread, 3 * spread, c0.shape)
-                idx.update(ids, c)
-                oracle.update(ids, c)
-            elif op == "resize":
-                r = rng.uniform(0, 10, len(ids))
-                idx.update(ids, c0, radii=r)
-                oracle.update(ids, c0, radii=r)
-            else:
-                v = rng.uniform(0, 100, len(ids))
-                idx.update(ids, c0, view_distances=v)
-                oracle.update(ids, c0, vd=v)
-        elif op == "remove":
-            ids = rng.choice(live, size=min(n, len(live)), replace=False)
-            idx.remove(ids)
-            oracle.remove(ids)
-            removed.extend(int(i) for i in ids)
-        elif op == "reinsert" and removed:
-            ids = np.array(removed[:n], dtype=np.int64)
-            del removed[:n]
-            c = rng.uniform(-spread, spread, (len(ids), 3))
-            r = rng.uniform(0, 3, len(ids))
-            idx.insert(ids, c, r)
-            oracle.insert(ids, c, r)
+        steps.apply(op, n)
         check_all(idx, oracle, rng, spread)
 
 
@@ -170,28 +124,9 @@ def test_awkward_data(label, name, kwargs, data):
             check_all(idx, oracle, rng, spread)
 
 
-def snapshot(idx):
-    ids = np.sort(idx.all_ids())
-    c, r, v = idx.get(ids) if len(ids) else (None, None, None)
-    planes = camera_planes([0, 0, 0], [1, 0, 0], far=500)
-    vis = np.sort(idx.query_frustum(planes).visible)
-    return ids, c, r, v, vis
-
-
-def assert_same(a, b):
-    for x, y in zip(a, b, strict=True):
-        if x is None:
-            assert y is None
-        else:
-            assert np.array_equal(x, y)
-
-
 @pytest.mark.parametrize(("label", "name", "kwargs"), VARIANTS, ids=IDS)
 def test_bad_input_raises_and_changes_nothing(label, name, kwargs):
-    rng = np.random.default_rng(3)
-    idx = make(name, kwargs)
-    ids = np.arange(100, dtype=np.int64)
-    idx.insert(ids, rng.uniform(-50, 50, (100, 3)), rng.uniform(0, 2, 100))
+    idx, rng = hundred_objects(name, kwargs, 50.0)
     before = snapshot(idx)
     good_c = rng.uniform(-50, 50, (3, 3))
     nan_c = good_c.copy()
@@ -222,14 +157,7 @@ def test_bad_input_raises_and_changes_nothing(label, name, kwargs):
         ("remove uint64", lambda: idx.remove(np.array([2**63], np.uint64)), "9223372036854775808"),
         ("float ids", lambda: idx.remove(np.array([1.0, 2.0])), "integers"),
     ]
-    for what, fn, named in cases:
-        with pytest.raises(ValueError, match=named):
-            fn()
-        try:
-            assert_same(before, snapshot(idx))
-        except AssertionError as exc:
-            raise AssertionError(f"{what}: a rejected batch changed the index") from exc
-        idx.validate()
+    assert_rejected(idx, cases, before, "batch")
 
 
 @pytest.mark.parametrize("scale", [1e-300, 1e-150, 1.0, 1e150, 1e300])

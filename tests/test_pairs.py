@@ -22,8 +22,9 @@ from app.spatial.pairs import (
     selection,
     sweep_pairs,
 )
+from tests.helpers_ops import RandomOps, assert_rejected, hundred_objects, make, snapshot
 from tests.oracle import Oracle
-from tests.test_index_contract import assert_same, awkward_sets, make, snapshot
+from tests.test_index_contract import awkward_sets
 
 VARIANTS = index_variants()
 IDS = [label for label, _, _ in VARIANTS]
@@ -78,45 +79,9 @@ def test_random_operations_match_oracle(label, name, kwargs, seq, seed):
     spread = 15.0  # dense enough that pairs are many
     idx = make(name, kwargs)
     oracle = Oracle()
-    next_id = 0
-    removed: list[int] = []
+    steps = RandomOps(idx, oracle, rng, spread, with_vd=False, sort_ids=True)
     for op, n in seq:
-        live = np.array(sorted(oracle.objs), dtype=np.int64)
-        if op == "insert" or (len(live) == 0 and op != "reinsert"):
-            ids = np.arange(next_id, next_id + n, dtype=np.int64) * 7 + 3  # sparse ids
-            next_id += n
-            c = rng.uniform(-spread, spread, (n, 3))
-            r = rng.uniform(0, 3, n)
-            idx.insert(ids, c, r)
-            oracle.insert(ids, c, r)
-        elif op in ("small", "all", "jump", "resize"):
-            size = len(live) if op == "all" else min(n, len(live))
-            ids = np.sort(rng.choice(live, size=size, replace=False))
-            c0 = np.array([oracle.objs[int(i)][0] for i in ids])
-            if op in ("small", "all"):
-                c = c0 + rng.normal(scale=0.5, size=c0.shape)
-                idx.update(ids, c)
-                oracle.update(ids, c)
-            elif op == "jump":
-                c = rng.uniform(-3 * spread, 3 * spread, c0.shape)
-                idx.update(ids, c)
-                oracle.update(ids, c)
-            else:
-                r = rng.uniform(0, 10, len(ids))
-                idx.update(ids, c0, radii=r)
-                oracle.update(ids, c0, radii=r)
-        elif op == "remove":
-            ids = rng.choice(live, size=min(n, len(live)), replace=False)
-            idx.remove(ids)
-            oracle.remove(ids)
-            removed.extend(int(i) for i in ids)
-        elif op == "reinsert" and removed:
-            ids = np.array(removed[:n], dtype=np.int64)
-            del removed[:n]
-            c = rng.uniform(-spread, spread, (len(ids), 3))
-            r = rng.uniform(0, 3, len(ids))
-            idx.insert(ids, c, r)
-            oracle.insert(ids, c, r)
+        steps.apply(op, n)
         check_pairs(idx, oracle, rng)
 
 
@@ -201,10 +166,7 @@ def test_all_at_one_point_every_pair_once(label, name, kwargs):
 
 @pytest.mark.parametrize(("label", "name", "kwargs"), VARIANTS, ids=IDS)
 def test_bad_input_raises_and_changes_nothing(label, name, kwargs):
-    rng = np.random.default_rng(3)
-    idx = make(name, kwargs)
-    ids = np.arange(100, dtype=np.int64)
-    idx.insert(ids, rng.uniform(-10, 10, (100, 3)), rng.uniform(0, 2, 100))
+    idx, _rng = hundred_objects(name, kwargs, 10.0)
     before = snapshot(idx)
     pairs_before = sorted_rows(idx.query_pairs(margin=0.5))
     cases = [
@@ -217,14 +179,7 @@ def test_bad_input_raises_and_changes_nothing(label, name, kwargs):
         ("float ids", lambda: idx.query_pairs(ids=np.array([1.0, 2.0])), "integers"),
         ("2-D ids", lambda: idx.query_pairs(ids=np.zeros((2, 2), np.int64)), "1-D"),
     ]
-    for what, fn, named in cases:
-        with pytest.raises(ValueError, match=named):
-            fn()
-        try:
-            assert_same(before, snapshot(idx))
-        except AssertionError as exc:
-            raise AssertionError(f"{what}: a rejected query changed the index") from exc
-        idx.validate()
+    assert_rejected(idx, cases, before, "query")
     assert np.array_equal(sorted_rows(idx.query_pairs(margin=0.5)), pairs_before)
 
 
