@@ -285,24 +285,13 @@ def rect_occluded(
     iy1 = min(int(math.floor(py1 / scale)), h - 1)
     base = offsets[level]
     zref = znear - DEPTH_EPS
-    front = 0  # texels in front at this level: each needs its children looked at
     for iy in range(iy0, iy1 + 1):
         row = base + iy * w
         for ix in range(ix0, ix1 + 1):
-            front += data[row + ix] >= zref
-    if front == 0:
-        return True
-    if not REFINE:
-        return False
-    # One stack for every refinement of this rectangle: an allocation per texel cost more
-    # than the descent itself (about 40 % of a visible sphere's test).
-    stack = np.empty((16 * (level + 2), 3), dtype=np.int64)
-    for iy in range(iy0, iy1 + 1):
-        row = base + iy * w
-        for ix in range(ix0, ix1 + 1):
-            if data[row + ix] >= zref and not _texel_occluded_below(
-                    level, ix, iy, px0, px1, py0, py1, zref, data, offsets, widths, heights,
-                    stack):
+            if data[row + ix] >= zref and not (
+                REFINE and _texel_occluded_below(level, ix, iy, px0, px1, py0, py1, zref,
+                                                 data, offsets, widths, heights)
+            ):
                 return False
     return True
 
@@ -310,48 +299,37 @@ def rect_occluded(
 @njit(cache=True)
 def _texel_occluded_below(level: int, ix: int, iy: int, px0: float, px1: float, py0: float,
                           py1: float, zref: float, data: np.ndarray, offsets: np.ndarray,
-                          widths: np.ndarray, heights: np.ndarray, stack: np.ndarray) -> bool:
+                          widths: np.ndarray, heights: np.ndarray) -> bool:
     """Texel (ix, iy) of ``level`` is in front of ``zref``: is the part of it inside the
     rectangle (level-0 pixels [px0, px1] x [py0, py1]) behind ``zref`` at finer stored levels?
 
     Depth-first over the children that overlap the rectangle and are themselves in front,
-    down to the finest stored level on ``stack`` (the caller's scratch, at least
-    ``16 * (level + 2)`` rows); True when every branch ends behind ``zref``. Children of
+    down to the finest stored level; True when every branch ends behind ``zref``. Children of
     texel x at level l are 2x and 2x+1 at level l-1, and the last texel also owns the leftover
     of an odd row (the reduction rule), so the answer stays conservative.
+
+    Recursive (depth at most the number of levels) so that it allocates nothing: callers
+    compiled without the runtime (``_nrt=False``, the grid's cell loop) reach it, and an
+    allocated stack failed to compile there (and cost ~40 % of a visible sphere's test).
     """
-    cap = stack.shape[0]  # 16 * (level + 2) rows, from the caller
-    stack[0, 0] = level
-    stack[0, 1] = ix
-    stack[0, 2] = iy
-    n = 1
-    while n > 0:
-        n -= 1
-        lv = stack[n, 0]
-        x = stack[n, 1]
-        y = stack[n, 2]
-        if lv == 0 or offsets[lv - 1] < 0:
-            return False  # in front at the finest stored level: not occluded
-        cl = lv - 1
-        scale = float(2 ** cl)
-        wc = widths[cl]
-        hc = heights[cl]
-        cx0 = max(2 * x, min(int(math.floor(px0 / scale)), wc - 1))
-        cx1 = min(wc - 1 if x == widths[lv] - 1 else 2 * x + 1,
-                  min(int(math.floor(px1 / scale)), wc - 1))
-        cy0 = max(2 * y, min(int(math.floor(py0 / scale)), hc - 1))
-        cy1 = min(hc - 1 if y == heights[lv] - 1 else 2 * y + 1,
-                  min(int(math.floor(py1 / scale)), hc - 1))
-        cbase = offsets[cl]
-        for cy in range(cy0, cy1 + 1):
-            for cx in range(cx0, cx1 + 1):
-                if data[cbase + cy * wc + cx] >= zref:
-                    if n == cap:
-                        return False  # out of stack space: give up, conservatively
-                    stack[n, 0] = cl
-                    stack[n, 1] = cx
-                    stack[n, 2] = cy
-                    n += 1
+    if level == 0 or offsets[level - 1] < 0:
+        return False  # in front at the finest stored level: not occluded
+    cl = level - 1
+    scale = float(2 ** cl)
+    wc = widths[cl]
+    hc = heights[cl]
+    cx0 = max(2 * ix, min(int(math.floor(px0 / scale)), wc - 1))
+    cx1 = min(wc - 1 if ix == widths[level] - 1 else 2 * ix + 1,
+              min(int(math.floor(px1 / scale)), wc - 1))
+    cy0 = max(2 * iy, min(int(math.floor(py0 / scale)), hc - 1))
+    cy1 = min(hc - 1 if iy == heights[level] - 1 else 2 * iy + 1,
+              min(int(math.floor(py1 / scale)), hc - 1))
+    cbase = offsets[cl]
+    for cy in range(cy0, cy1 + 1):
+        for cx in range(cx0, cx1 + 1):
+            if data[cbase + cy * wc + cx] >= zref and not _texel_occluded_below(
+                    cl, cx, cy, px0, px1, py0, py1, zref, data, offsets, widths, heights):
+                return False
     return True
 
 
