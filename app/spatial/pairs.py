@@ -335,7 +335,7 @@ def _sweep_marked(pairs, sel) -> np.ndarray:
 @njit(cache=True)
 def _sweep_reach(x0, x1) -> float:
     """How far behind a box's min (sweep axis) the min of a box reaching it can lie: the
-    widest box, widened past its float64 rounding."""
+    widest box, widened past the rounding of its float64 difference."""
     w = 0.0
     for i in range(x0.shape[0]):
         w = max(w, np.float64(x1[i]) - np.float64(x0[i]))
@@ -411,7 +411,9 @@ def _sweep_rows(t, nt, first, nitems, chosen, ends, filtered, x0, x1, lo0, hi0, 
                     j0 = i + 1
                     w = end - j0
                 else:
-                    j0 = np.searchsorted(x0, np.float64(x0[i]) - reach, side="left")
+                    xi = np.float64(x0[i])  # (less the subtraction's rounding)
+                    j0 = np.searchsorted(x0, xi - reach - (abs(xi) + reach) * 2.0**-50,
+                                         side="left")
                     w = i - j0
                 if w <= 0:
                     continue
