@@ -26,7 +26,7 @@ def _check(idx, oracle: Oracle, rng: np.random.Generator) -> None:
 
 
 @pytest.mark.parametrize("kind", ["brute", "chunks"])
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(n=st.integers(1, 2500), seed=st.integers(0, 2**31),
        steps=st.lists(st.sampled_from(STEPS), min_size=4, max_size=14))
 def test_repeated_movers_stay_exact_and_refuse_bad_batches(kind, n, seed, steps):

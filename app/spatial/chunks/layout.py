@@ -193,6 +193,7 @@ def _fit_chunk(tree: Tree, s32: Spheres32, c: int, pad: float) -> None:
     mn = np.float32(np.inf)
     n = 0
     inf = np.float32(np.inf)
+    big32 = np.float32(F32_BIG)  # the clamp's value as stored (just below 1e38)
     for p in range(c * CHUNK, (c + 1) * CHUNK):
         r = s32.r[p]
         live = r != -inf
@@ -217,11 +218,12 @@ def _fit_chunk(tree: Tree, s32: Spheres32, c: int, pad: float) -> None:
         b[:, c] = EMPTY_BOX
         return
     for a in range(3):
-        b[LO + a, c] = np.float64(lo[a]) - pad
-        b[HI + a, c] = np.float64(hi[a]) + pad
+        # A lane clamped to F32_BIG stands for any larger value: its side is open.
+        b[LO + a, c] = -np.inf if lo[a] <= -big32 else np.float64(lo[a]) - pad
+        b[HI + a, c] = np.inf if hi[a] >= big32 else np.float64(hi[a]) + pad
     # float32 view distances are rounded to nearest: widen by a relative ulp each way; a
     # clamped one (F32_BIG) stands for anything larger.
-    b[MAXVD, c] = np.inf if mx >= F32_BIG else np.float64(mx) * (1.0 + 2.0 ** -22)
+    b[MAXVD, c] = np.inf if mx >= big32 else np.float64(mx) * (1.0 + 2.0 ** -22)
     b[MINVD, c] = np.float64(mn) * (1.0 - 2.0 ** -22)
 
 
