@@ -364,6 +364,22 @@ def own_sphere(lc, rad, vd, lo: int, hi: int):
     return cx, cy, cz, r * (1.0 + REL), v, rmax
 
 
+
+@njit(cache=True, inline="always")
+def tighten_group(g: int, lc, rad, vd, b_start, b_count, o_c, o_r, o_tight, o_vd, o_rmax,
+                  loose) -> None:
+    """Group ``g``'s own sphere recomputed from its block (the lazy half of R(N))."""
+    lo = b_start[g]
+    cx, cy, cz, r, v, rmax = own_sphere(lc, rad, vd, lo, lo + b_count[g])
+    o_rmax[g] = rmax
+    o_c[g, 0] = cx
+    o_c[g, 1] = cy
+    o_c[g, 2] = cz
+    o_r[g] = r
+    o_tight[g] = r
+    o_vd[g] = v
+    loose[g] = False
+
 @njit(cache=True)
 def refresh_bounds_some(order, send, pos, parent, W, ws, dhi, count, o_c, o_r, o_vd, wbc,
                         wbr, wvd, gmag, sbc, sbr, svd, bmark, blist, nbl, b_start, lc, rad, vd,
@@ -379,16 +395,8 @@ def refresh_bounds_some(order, send, pos, parent, W, ws, dhi, count, o_c, o_r, o
     for q in range(n):
         g = blist[q]
         if loose[g]:
-            lo = b_start[g]
-            cx, cy, cz, r, v, rmax = own_sphere(lc, rad, vd, lo, lo + count[g])
-            o_rmax[g] = rmax
-            o_c[g, 0] = cx
-            o_c[g, 1] = cy
-            o_c[g, 2] = cz
-            o_r[g] = r
-            o_tight[g] = r
-            o_vd[g] = v
-            loose[g] = False
+            tighten_group(g, lc, rad, vd, b_start, count, o_c, o_r, o_tight, o_vd, o_rmax,
+                          loose)
         own_world(W, ws, dhi, count, o_c, o_r, o_vd, wbc, wbr, wvd, gmag, sbc, sbr, svd, g)
         nested = nested or parent[g] >= 0 or send[pos[g]] > pos[g] + 1
     if nested:  # reset every ancestor of a listed group, then merge every child into them

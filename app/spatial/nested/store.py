@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from app.spatial.idmap import assign, hash_lookup
-from app.spatial.nested.groups import LIMIT, REL, own_sphere
+from app.spatial.nested.groups import LIMIT, REL, tighten_group
 from app.spatial.scan import F32_BIG, to32
 
 #: A group's own sphere is tightened again (at the next query) once a move has grown it past
@@ -469,17 +469,8 @@ def tighten(lc, rad, vd, groups, b_start, b_count, o_c, o_r, o_tight, o_vd, o_rm
             loose) -> None:
     """Recompute the own spheres of ``groups`` from their blocks (the lazy half of R(N))."""
     for q in range(groups.shape[0]):
-        g = groups[q]
-        lo = b_start[g]
-        cx, cy, cz, r, v, rmax = own_sphere(lc, rad, vd, lo, lo + b_count[g])
-        o_rmax[g] = rmax
-        o_c[g, 0] = cx
-        o_c[g, 1] = cy
-        o_c[g, 2] = cz
-        o_r[g] = r
-        o_tight[g] = r
-        o_vd[g] = v
-        loose[g] = False
+        tighten_group(groups[q], lc, rad, vd, b_start, b_count, o_c, o_r, o_tight, o_vd,
+                      o_rmax, loose)
 
 
 @njit(cache=True)
