@@ -1,0 +1,61 @@
+"""Every index's kernels compile from an empty numba cache, whatever compiles first.
+
+A kernel compiled without the runtime (``_nrt=False``) compiles the functions it calls the same
+way when they are not compiled yet; one of them allocating then fails to compile, but only when
+that kernel is the first to reach it in a process. The suite compiles in whatever order its
+tests run, so this test starts a fresh process with an empty cache and asks each index for
+its per-frame work first: occlusion queries, moves, pairs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = r"""
+import sys
+import numpy as np
+from app.culling.frustum import camera_planes, look_at, perspective
+from app.geom.zpyramid import ZPyramid
+from app.spatial import create_index
+
+kind = sys.argv[1]
+rng = np.random.default_rng(1)
+n = 2000
+ids = np.arange(n, dtype=np.int64)
+c = rng.uniform(-50, 50, (n, 3))
+r = rng.uniform(0.2, 2.0, n)
+eye = np.zeros(3)
+target = np.array([1.0, 0.2, 0.1])
+vp = perspective(60, 16 / 9, 0.1, 300) @ look_at(eye, target)
+depth = rng.choice([0.95, 0.999, 1.0], size=(64, 64)).astype(np.float32)
+depth[16:48, 8:40] = 0.0
+pyr = ZPyramid.from_depth(vp, depth)
+planes = camera_planes(eye, target)
+idx = create_index(kind)
+idx.insert(ids, c, r, r * 40.0)
+for use_vd in (False, True):  # the occlusion path first: it reaches the pyramid's tests
+    idx.query_frustum(planes, eye=eye, use_view_distance=use_vd, occlusion=pyr)
+idx.update(ids[::3], c[::3] + 1.0)
+idx.query_frustum(planes, eye=eye, use_view_distance=True)
+idx.query_pairs()
+idx.query_pairs(ids[:10], margin=0.5)
+idx.validate()
+print("ok", kind)
+"""
+
+KINDS = ["grid", "viewdist", "kd", "fixed-octree", "chunks", "brute"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_kernels_compile_from_an_empty_cache(kind: str, tmp_path: Path) -> None:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", SCRIPT, kind], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"ok {kind}" in done.stdout
