@@ -44,10 +44,12 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numba
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from app.geom.predicates import box_point_dist6
+from app.parallelism import PARALLEL_MIN, threads_for
 from app.spatial.aabbtree.kernels import (
     ROOT,
     add_sphere,
@@ -525,16 +527,6 @@ def _flush(pend, npend: int, slot, sel, out, k: int):
 
 
 @njit(cache=True)
-def snapshot_pairs(sn: TreePairSnapshot, margin: float, sel: np.ndarray) -> np.ndarray:
-    """Every touching pair of the snapshot's objects (slot pairs, int64 (K, 2)).
-
-    ``sel``: the ids filter of :func:`app.spatial.pairs.selection` (empty: every pair).
-    """
-    return _descend(sn.size, sn.ostart, sn.ocnt, sn.oend, sn.box, sn.obox, sn.mag,
-                    sn.nsel_own, sn.nsel_sub, sn.pts, sn.slot, margin, sel)
-
-
-@njit(cache=True)
 def _descend(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
              margin, sel):
     """:func:`snapshot_pairs` on the snapshot's arrays (see the module docstring): the driver
@@ -671,6 +663,205 @@ def _descend_steps(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub,
                 top += 1
             c += size[c]
     return 0, npend
+
+
+# ---------------------------------------------------------------------- both cores
+
+#: Snapshots of at least this many objects run the descent on every thread (tests lower it).
+PARALLEL_PAIRS_MIN = PARALLEL_MIN
+#: Seed tasks per thread that the breadth-first expansion of the root aims at.
+SEEDS_PER_THREAD = 48
+
+
+def snapshot_pairs(sn: TreePairSnapshot, margin: float, sel: np.ndarray) -> np.ndarray:
+    """Every touching pair of the snapshot's objects (slot pairs, int64 (K, 2)).
+
+    ``sel``: the ids filter of :func:`app.spatial.pairs.selection` (empty: every pair). A
+    snapshot of at least PARALLEL_PAIRS_MIN objects runs :func:`_descend_parallel` on every
+    thread, a smaller one the serial :func:`_descend`.
+    """
+    args = (sn.size, sn.ostart, sn.ocnt, sn.oend, sn.box, sn.obox, sn.mag, sn.nsel_own,
+            sn.nsel_sub, sn.pts, sn.slot, margin, sel)
+    n = sn.pts.shape[0]
+    if n < PARALLEL_PAIRS_MIN:
+        return _descend(*args)
+    with threads_for(n):
+        nt = max(2, numba.get_num_threads())
+        return _descend_parallel(*args, nt, SEEDS_PER_THREAD * nt, n // nt + 1024,
+                                 3 * STACK_SLACK)
+
+
+@njit(cache=True)
+def _seed_tasks(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
+                margin, sel, want: int):
+    """Expand self(root) breadth first, one task at a time, until at least ``want`` tasks
+    are open (or none is): (open tasks (T, 2), pairs found on the way (K, 2)). Each task is
+    run alone on a stack with room for one task's children only, so it stops right after it
+    (or, with a single child pushed, after that child too)."""
+    out = new_pairs(1024)
+    k = 0
+    filtered = sel.shape[0] > 0
+    longest = 1
+    for i in range(size.shape[0]):
+        longest = max(longest, ocnt[i])
+    sa = np.empty(longest, np.int64)
+    sb = np.empty(longest, np.int64)
+    pend = np.empty((PENDING, 2), np.int64)
+    one = np.empty((STACK_SLACK + 1, 2), np.int64)
+    cur = np.empty((1, 2), np.int64)
+    cur[0, 0] = 0
+    cur[0, 1] = -1
+    ncur = 1
+    while 0 < ncur < want:
+        nxt = np.empty((16, 2), np.int64)
+        nn = 0
+        for t in range(ncur):
+            one[0, 0] = cur[t, 0]
+            one[0, 1] = cur[t, 1]
+            top, npend = _descend_steps(size, ostart, ocnt, oend, box, obox, mag, nsel_own,
+                                        nsel_sub, pts, margin, filtered, sa, sb, pend, one, 1)
+            out, k = _flush(pend, npend, slot, sel, out, k)
+            if nn + top > nxt.shape[0]:
+                bigger = np.empty((2 * (nn + top), 2), np.int64)
+                bigger[:nn] = nxt[:nn]
+                nxt = bigger
+            nxt[nn:nn + top] = one[:top]
+            nn += top
+        cur = nxt
+        ncur = nn
+    return cur[:ncur], out[:k]
+
+
+@njit(cache=True, _nrt=False)
+def _flush_into(pend, npend: int, slot, sel, out, k: int) -> int:
+    """:func:`_flush` into ``out`` with room for every pending pair; returns the new k."""
+    filtered = sel.shape[0] > 0
+    for t in range(npend):
+        a = slot[pend[t, 0]]
+        b = slot[pend[t, 1]]
+        if not filtered or sel[a] or sel[b]:
+            out[k, 0] = a
+            out[k, 1] = b
+            k += 1
+    return k
+
+
+@njit(cache=True, _nrt=False)
+def _worker(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot, margin,
+            sel, sa, sb, pend, stack, out, state) -> None:
+    """One thread's descent of the tasks on its ``stack``, resumed from ``state`` (top,
+    pairs in ``out``, pending pairs); stops when done or when its stack or output needs
+    room (the driver grows them and calls again)."""
+    filtered = sel.shape[0] > 0
+    top = state[0]
+    k = state[1]
+    npend = state[2]
+    while True:
+        if npend > 0:
+            if k + npend > out.shape[0]:
+                break
+            k = _flush_into(pend, npend, slot, sel, out, k)
+            npend = 0
+        if top == 0 or top + STACK_SLACK > stack.shape[0]:
+            break
+        top, npend = _descend_steps(size, ostart, ocnt, oend, box, obox, mag, nsel_own,
+                                    nsel_sub, pts, margin, filtered, sa, sb, pend, stack, top)
+    state[0] = top
+    state[1] = k
+    state[2] = npend
+
+
+@njit(cache=True, parallel=True)
+def _run_workers(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
+                 margin, sel, sa, sb, pend, stack, out, state) -> None:
+    """:func:`_worker` of every thread, each on its own buffers."""
+    for w in prange(state.shape[0]):
+        _worker(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
+                margin, sel, sa[w], sb[w], pend[w], stack[w], out[w], state[w])
+
+
+@njit(cache=True)
+def _descend_parallel(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
+                      margin, sel, nt: int, want: int, out_rows: int, stack_rows: int):
+    """:func:`_descend` on ``nt`` threads: self(root) expanded breadth first into ``want``
+    or more independent seed tasks (:func:`_seed_tasks`), dealt out in a snake over their
+    sizes (largest first) to the threads, which descend them independently, each with its
+    own stack, pending buffer and output (grown between rounds when one runs short); then
+    every output concatenated. The tasks partition the serial descent's: the same pairs.
+
+    ``out_rows`` / ``stack_rows``: each thread's first output / free stack room (tests make
+    them small to exercise the growing)."""
+    m = size.shape[0]
+    if m == 0:
+        return new_pairs(0)[:0]
+    seeds, first = _seed_tasks(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub,
+                               pts, slot, margin, sel, want)
+    ns = seeds.shape[0]
+    weight = np.empty(ns, np.int64)
+    for t in range(ns):
+        a = seeds[t, 0]
+        b = seeds[t, 1]
+        if b < 0:
+            weight[t] = oend[a] - ostart[a]
+        else:
+            i = a >> 1
+            j = b >> 1
+            na = ocnt[i] if a & 1 else oend[i] - ostart[i]
+            nb = ocnt[j] if b & 1 else oend[j] - ostart[j]
+            weight[t] = na + nb
+    order = np.argsort(-weight, kind="mergesort")
+    longest = 1
+    for i in range(m):
+        longest = max(longest, ocnt[i])
+    sa = np.empty((nt, longest), np.int64)
+    sb = np.empty((nt, longest), np.int64)
+    pend = np.empty((nt, PENDING, 2), np.int64)
+    stack = np.empty((nt, STACK_SLACK + max(1, stack_rows) + ns // nt + 1, 2), np.int64)
+    state = np.zeros((nt, 3), np.int64)
+    for u in range(ns):  # snake: 0, 1, ..., nt-1, nt-1, ..., 0, 0, 1, ...
+        r = u % (2 * nt)
+        w = r if r < nt else 2 * nt - 1 - r
+        t = order[u]
+        stack[w, state[w, 0], 0] = seeds[t, 0]
+        stack[w, state[w, 0], 1] = seeds[t, 1]
+        state[w, 0] += 1
+    # the tasks are pushed largest first: the stack runs them last, small ones fill it first
+    out = np.empty((nt, max(1, out_rows), 2), np.int64)
+    while True:
+        _run_workers(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
+                     margin, sel, sa, sb, pend, stack, out, state)
+        need_stack = False
+        need_out = False
+        want_rows = 2 * out.shape[1]
+        for w in range(nt):
+            if state[w, 2] > 0 and state[w, 1] + state[w, 2] > out.shape[1]:
+                need_out = True
+                want_rows = max(want_rows, state[w, 1] + state[w, 2])
+            elif state[w, 0] > 0:
+                need_stack = True
+        if not need_stack and not need_out:
+            break
+        if need_stack:
+            bigger = np.empty((nt, 2 * stack.shape[1], 2), np.int64)
+            for w in range(nt):
+                bigger[w, :state[w, 0]] = stack[w, :state[w, 0]]
+            stack = bigger
+        if need_out:
+            grown = np.empty((nt, want_rows, 2), np.int64)
+            for w in range(nt):
+                grown[w, :state[w, 1]] = out[w, :state[w, 1]]
+            out = grown
+    total = first.shape[0]
+    for w in range(nt):
+        total += state[w, 1]
+    res = np.empty((total, 2), np.int64)
+    res[:first.shape[0]] = first
+    at = first.shape[0]
+    for w in range(nt):
+        kw = state[w, 1]
+        res[at:at + kw] = out[w, :kw]
+        at += kw
+    return res
 
 
 # ---------------------------------------------------------------------- the AABB tree's side
