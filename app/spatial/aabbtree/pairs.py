@@ -27,6 +27,13 @@ ranges. The snapshot and the descent know nothing of the AABB tree:
 :mod:`app.spatial.viewdist_tree.pairs` builds the same snapshot from its own nodes and reuses
 the descent.
 
+A snapshot of at least ``PARALLEL_PAIRS_MIN`` objects (:data:`app.parallelism.PARALLEL_MIN`)
+is descended on every thread: self(root) is expanded breadth first into a few dozen seed
+tasks per thread (independent: together they are the serial descent's task tree, so every
+pair is found once), dealt out by size, and each thread descends its share with its own
+stack, pending buffer and output; the outputs are concatenated. Below it the serial driver
+runs (waking the workers costs ~0.2 ms).
+
 With ``ids`` (Nevala: only moved objects can start a contact) and few of them,
 :func:`pairs_of_slots` runs one descent from the root per given object with its sphere grown
 by the margin, refitting and splitting like a sphere query, on the live tree: no whole-tree
