@@ -33,13 +33,23 @@ class XvfbViewer:
         self.tmp = tmp
         self.auth = tmp / "Xauthority"
         self.pidfile = tmp / "viewer.pid"
+        self.demo_args = demo_args
+        self.cwd = cwd
         self.out = open(tmp / "viewer.out", "w")  # noqa: SIM115 - closed in stop()
-        cmd = ["xvfb-run", "-a", "-n", str(90 + os.getpid() % 100), "-f", str(self.auth),
+        self.launches = 0
+        self._launch()
+
+    def _launch(self) -> None:
+        """Start xvfb-run; each launch asks for another display number."""
+        self.launches += 1
+        self.auth.unlink(missing_ok=True)
+        first = 90 + (os.getpid() + 37 * self.launches) % 100
+        cmd = ["xvfb-run", "-a", "-n", str(first), "-f", str(self.auth),
                "-s", "-screen 0 1280x720x24 -nolisten tcp",
                "sh", "-c", 'echo $$ > "$0"; exec "$@"', str(self.pidfile),
-               sys.executable, "-m", "app", "demo", *demo_args]
-        self.proc = subprocess.Popen(cmd, cwd=cwd, stdout=self.out, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+               sys.executable, "-m", "app", "demo", *self.demo_args]
+        self.proc = subprocess.Popen(cmd, cwd=self.cwd, stdout=self.out,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
         self.env = None
         self.window = None
 
@@ -47,6 +57,11 @@ class XvfbViewer:
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
+                # Two xvfb-run started at once can race for one display (a busy machine, two
+                # test workers): the viewer then finds no X server. Start again, elsewhere.
+                if "cannot open a window" in self.output() and self.launches < 3:
+                    self._launch()
+                    continue
                 pytest.fail(f"viewer exited early ({self.proc.returncode}): {self.output()}")
             if self.env is None and self.auth.exists():
                 listing = subprocess.run(["xauth", "-f", str(self.auth), "list"],
