@@ -320,18 +320,6 @@ def test_a_collision_table_sets_walls_index_and_response(tmp_path):
 
 # ----------------------------------------------------------------- the viewer (EGL)
 
-@pytest.fixture(scope="module")
-def ctx():
-    try:
-        from app.render.context import create_headless_context
-
-        c = create_headless_context()
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"no headless EGL context: {exc}")
-    yield c
-    c.release()
-
-
 def _viewer(ctx, scene_name="collide", objects=3000, size=(480, 270), **toggles):
     from app.culling.pipeline import IndexConfig
     from app.scene import load_scene

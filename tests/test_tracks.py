@@ -20,18 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.gl
 
 
-@pytest.fixture(scope="module")
-def ctx():
-    try:
-        from app.render.context import create_headless_context
-
-        c = create_headless_context()
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"no headless EGL context: {exc}")
-    yield c
-    c.release()
-
-
 def _viewer(ctx, index="icoseptree", leafy=False, size=(320, 180), **toggles):
     from app.culling.pipeline import IndexConfig
     from app.scene import load_scene
