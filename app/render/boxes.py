@@ -190,29 +190,33 @@ def outcome_legend() -> list[tuple[str, tuple[float, ...]]]:
     return [(OUTCOME_NAMES[i], (*OUTCOME_COLORS[i, :3].tolist(), 1.0)) for i in order]
 
 
-class BoxOverlay:
-    def __init__(self, ctx: moderngl.Context) -> None:
+class InstancedBoxLines:
+    """The unit cube's 12 edges drawn once per box instance in one instanced line draw; a
+    subclass turns its boxes into per-instance rows of ``floats`` float32 (``layout`` /
+    ``attrs``: the instance buffer's moderngl format and its shader inputs)."""
+
+    def __init__(self, ctx: moderngl.Context, program: str, layout: str,
+                 attrs: tuple[str, ...], floats: int, reserve: int) -> None:
         self.ctx = ctx
-        self.prog = load_program(ctx, "boxes")
+        self.prog = load_program(ctx, program)
         self.vbo = ctx.buffer(CUBE_EDGES.tobytes())
-        self.inst = ctx.buffer(reserve=10 * 4 * 64, dynamic=True)
+        self.inst = ctx.buffer(reserve=floats * 4 * reserve, dynamic=True)
+        self.layout = layout
+        self.attrs = attrs
+        self.floats = floats
         self._make_vao()
         self.count = 0
 
     def _make_vao(self) -> None:
         self.vao = self.ctx.vertex_array(
             self.prog,
-            [(self.vbo, "3f", "in_corner"),
-             (self.inst, "3f 3f 4f/i", "in_lo", "in_hi", "in_color")],
+            [(self.vbo, "3f", "in_corner"), (self.inst, self.layout, *self.attrs)],
         )
 
-    def set_boxes(self, lo: np.ndarray, hi: np.ndarray, colors: np.ndarray) -> int:
-        n = min(lo.shape[0], MAX_BOXES)
-        data = np.empty((n, 10), np.float32)
-        data[:, 0:3] = lo[:n]
-        data[:, 3:6] = hi[:n]
-        data[:, 6:10] = colors[:n]
-        need = max(n, 1) * 40
+    def _upload(self, data: np.ndarray) -> int:
+        """The instance rows to draw (float32 (n, floats)), growing the buffer when needed."""
+        n = data.shape[0]
+        need = max(n, 1) * self.floats * 4
         if self.inst.size < need:
             self.inst.orphan(need * 2)
             self.vao.release()
@@ -223,7 +227,24 @@ class BoxOverlay:
         return n
 
     def draw(self, viewproj: np.ndarray) -> None:
+        """One instanced line draw of the boxes set last."""
         if not self.count:
             return
         self.prog["u_viewproj"].write(np.ascontiguousarray(viewproj.T, np.float32).tobytes())
         self.vao.render(moderngl.LINES, vertices=24, instances=self.count)
+
+
+class BoxOverlay(InstancedBoxLines):
+    """Axis-aligned node boxes (lo, hi), each in its own colour."""
+
+    def __init__(self, ctx: moderngl.Context) -> None:
+        super().__init__(ctx, "boxes", "3f 3f 4f/i", ("in_lo", "in_hi", "in_color"), 10, 64)
+
+    def set_boxes(self, lo: np.ndarray, hi: np.ndarray, colors: np.ndarray) -> int:
+        """The boxes to draw (lo, hi (K, 3), RGBA (K, 4)); returns how many are kept."""
+        n = min(lo.shape[0], MAX_BOXES)
+        data = np.empty((n, 10), np.float32)
+        data[:, 0:3] = lo[:n]
+        data[:, 3:6] = hi[:n]
+        data[:, 6:10] = colors[:n]
+        return self._upload(data)

@@ -11,8 +11,7 @@ from __future__ import annotations
 import moderngl
 import numpy as np
 
-from app.render.boxes import CUBE_EDGES, MAX_BOXES
-from app.render.context import load_program
+from app.render.boxes import MAX_BOXES, InstancedBoxLines
 
 FLOATS = 16  # origin, three edges, RGBA
 
@@ -30,24 +29,12 @@ def box_frames(corners: np.ndarray) -> np.ndarray:
     return out
 
 
-class OrientedBoxes:
+class OrientedBoxes(InstancedBoxLines):
     """Line boxes from world corners, one instanced draw."""
 
     def __init__(self, ctx: moderngl.Context) -> None:
-        self.ctx = ctx
-        self.prog = load_program(ctx, "oriented_boxes")
-        self.vbo = ctx.buffer(CUBE_EDGES.tobytes())
-        self.inst = ctx.buffer(reserve=FLOATS * 4 * 256, dynamic=True)
-        self._make_vao()
-        self.count = 0
-
-    def _make_vao(self) -> None:
-        self.vao = self.ctx.vertex_array(
-            self.prog,
-            [(self.vbo, "3f", "in_corner"),
-             (self.inst, "3f 3f 3f 3f 4f/i", "in_origin", "in_ex", "in_ey", "in_ez",
-              "in_color")],
-        )
+        super().__init__(ctx, "oriented_boxes", "3f 3f 3f 3f 4f/i",
+                         ("in_origin", "in_ex", "in_ey", "in_ez", "in_color"), FLOATS, 256)
 
     def set_boxes(self, corners: np.ndarray, colors: np.ndarray) -> int:
         """The boxes to draw (corners (K, 8, 3), RGBA (K, 4)); returns how many are kept."""
@@ -56,19 +43,4 @@ class OrientedBoxes:
         if n:
             data[:, :12] = box_frames(corners[:n])
             data[:, 12:] = colors[:n]
-        need = max(n, 1) * FLOATS * 4
-        if self.inst.size < need:
-            self.inst.orphan(need * 2)
-            self.vao.release()
-            self._make_vao()
-        if n:
-            self.inst.write(data.tobytes())
-        self.count = n
-        return n
-
-    def draw(self, viewproj: np.ndarray) -> None:
-        """One instanced line draw of the boxes set last."""
-        if not self.count:
-            return
-        self.prog["u_viewproj"].write(np.ascontiguousarray(viewproj.T, np.float32).tobytes())
-        self.vao.render(moderngl.LINES, vertices=24, instances=self.count)
+        return self._upload(data)
