@@ -233,22 +233,6 @@ def advance(pos, vel, radii, dt, lo, hi, swept_c, swept_r, margin):  # pragma: n
     return held
 
 
-@njit(cache=True)
-def clamp_to_box(pos, radii, lo, hi):  # pragma: no cover - compiled
-    """Every centre into [lo + r, hi - r] (the middle on an axis narrower than the ball)."""
-    for i in range(pos.shape[0]):
-        r = radii[i]
-        for a in range(3):
-            lo_a = lo[a] + r
-            hi_a = hi[a] - r
-            if hi_a <= lo_a:
-                pos[i, a] = 0.5 * (lo_a + hi_a)
-            elif pos[i, a] < lo_a:
-                pos[i, a] = lo_a
-            elif pos[i, a] > hi_a:
-                pos[i, a] = hi_a
-
-
 @njit(cache=True, inline="always")
 def _clamp_one(pos, i, r, lo, hi):  # pragma: no cover - compiled
     """Ball ``i``'s centre into [lo + r, hi - r] (the middle on an axis narrower than it)."""
@@ -261,6 +245,13 @@ def _clamp_one(pos, i, r, lo, hi):  # pragma: no cover - compiled
             pos[i, a] = lo_a
         elif pos[i, a] > hi_a:
             pos[i, a] = hi_a
+
+
+@njit(cache=True)
+def clamp_to_box(pos, radii, lo, hi):  # pragma: no cover - compiled
+    """Every centre into [lo + r, hi - r] (the middle on an axis narrower than the ball)."""
+    for i in range(pos.shape[0]):
+        _clamp_one(pos, i, radii[i], lo, hi)
 
 
 @njit(cache=True)
