@@ -104,22 +104,11 @@ class BruteIndex(SpatialIndex):
         super().update(ids, centers, radii, view_distances)
 
     def _move_known(self, ids: np.ndarray, centers: np.ndarray) -> bool:
-        last = self._last_movers
-        if not moves.same_movers(last, self._epoch, ids):
+        done = moves.move_same(self._last_movers, self._epoch, self._count, ids, centers,
+                               self._centers, self._spare_c, self._ids, self._slot_of, self._s32)
+        if done is None:
             return False
-        if ids.shape[0] == self._count:
-            spare = self._spare_c
-            if spare is None or spare.shape != self._centers.shape:
-                spare = self._spare_c = self._centers.copy()
-            ok, big = moves.write_all_known(last, ids, centers, self._centers, spare, self._ids,
-                                            self._slot_of, self._s32)
-            if not ok:
-                return False
-            self._centers, self._spare_c = spare, self._centers
-        else:
-            if not moves.known_movers(ids, centers, last.pos, self._ids):
-                return False
-            big = moves.write_movers(last.pos, centers, self._slot_of, self._centers, self._s32)
+        big, self._centers, self._spare_c = done
         self._max_abs = max(self._max_abs, big)
         return True
 

@@ -179,3 +179,23 @@ def write_all_known(last: LastMovers, ids: np.ndarray, centers: np.ndarray, stor
     if not ok:
         restore32(pos, pos_slot, store, s32.x, s32.y, s32.z)
     return bool(ok), float(big)
+
+
+def move_same(last: LastMovers | None, epoch: int, count: int, ids: np.ndarray,
+              centers: np.ndarray, store: np.ndarray, spare: np.ndarray | None,
+              pos_id: np.ndarray, pos_slot: np.ndarray, s32: Spheres32,
+              ) -> tuple[float, np.ndarray, np.ndarray | None] | None:
+    """Write ``ids`` as last batch's movers, if they are: (largest coordinate magnitude, the
+    store, the spare) for the caller to keep (a batch of all ``count`` live objects goes into
+    the spare, and the two swap). None: not last batch, or a bad one; nothing changed, and
+    the contract's general path decides (and names what is wrong)."""
+    if not same_movers(last, epoch, ids):
+        return None
+    if ids.shape[0] == count:
+        if spare is None or spare.shape != store.shape:
+            spare = store.copy()
+        ok, big = write_all_known(last, ids, centers, store, spare, pos_id, pos_slot, s32)
+        return (big, spare, store) if ok else None
+    if not known_movers(ids, centers, last.pos, pos_id):
+        return None
+    return write_movers(last.pos, centers, pos_slot, store, s32), store, spare

@@ -270,24 +270,13 @@ class ChunkedIndex(SpatialIndex):
         """The same movers as last time (a scene's moving objects, frame after frame): write
         them through last time's positions in one checking pass (``app.spatial.moves``);
         False -> another path."""
-        last = self._last_movers
-        if not moves.same_movers(last, self._layout_epoch, ids):
+        done = moves.move_same(self._last_movers, self._layout_epoch, self._count, ids, centers,
+                               self._centers, self._spare_c, self._pos_id, self._pos_slot,
+                               self._s32)
+        if done is None:
             return False
-        if ids.shape[0] == self._count:
-            spare = self._spare_c
-            if spare is None or spare.shape != self._centers.shape:
-                spare = self._spare_c = self._centers.copy()
-            ok, big = moves.write_all_known(last, ids, centers, self._centers, spare,
-                                            self._pos_id, self._pos_slot, self._s32)
-            if not ok:
-                return False
-            self._centers, self._spare_c = spare, self._centers
-        else:
-            if not moves.known_movers(ids, centers, last.pos, self._pos_id):
-                return False
-            big = moves.write_movers(last.pos, centers, self._pos_slot, self._centers,
-                                     self._s32)
-        self._moved(last.pos.shape[0], big)
+        big, self._centers, self._spare_c = done
+        self._moved(ids.shape[0], big)
         return True
 
     def _movers_positions(self, ids: np.ndarray, centers: np.ndarray) -> np.ndarray | None:
