@@ -118,6 +118,21 @@ def _warm(factory) -> None:
     idx.stats()
 
 
+def _data_set(task: dict[str, Any]) -> tuple[np.random.Generator, np.ndarray, np.ndarray,
+                                              np.ndarray, np.ndarray, np.ndarray]:
+    """A task's objects, the same for every subject and mode: (its generator after drawing
+    them, centres, radii, ids, lo and hi of a box around every sphere)."""
+    n = task["n"]
+    seed = zlib.crc32(f"{task['part']}:{task['dist']}:{n}".encode())
+    rng = np.random.default_rng(seed)
+    centers = paper_distributions()[task["dist"]](n, task["side"], rng).astype(np.float64)
+    radii = rng.uniform(1.0, 10.0, n)
+    ids = np.arange(n, dtype=np.int64)
+    lo_all = centers.min(axis=0) - radii.max() - 1.0
+    hi_all = centers.max(axis=0) + radii.max() + 1.0
+    return rng, centers, radii, ids, lo_all, hi_all
+
+
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
     """One subject on one data set: build, split, then ``cycles`` of box query + 1,000 moves."""
     out = dict(task)
@@ -126,19 +141,13 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
     side = task["side"]
     qb = task["box"]
     try:
-        seed = zlib.crc32(f"{task['part']}:{task['dist']}:{n}".encode())
-        rng = np.random.default_rng(seed)
-        centers = paper_distributions()[task["dist"]](n, side, rng).astype(np.float64)
-        radii = rng.uniform(1.0, 10.0, n)
-        ids = np.arange(n, dtype=np.int64)
+        rng, centers, radii, ids, lo_all, hi_all = _data_set(task)
         factory = _factory(task["label"], task["name"], task["kwargs"])
         _warm(factory)
         idx = factory()
         t0 = clock()
         idx.insert(ids, centers, radii)
         out["build_ms"] = (clock() - t0) * 1e3
-        lo_all = centers.min(axis=0) - radii.max() - 1.0
-        hi_all = centers.max(axis=0) + radii.max() + 1.0
         t0 = clock()
         got = idx.query_box(lo_all, hi_all)
         out["split_ms"] = (clock() - t0) * 1e3
@@ -201,15 +210,9 @@ def run_paired(task: dict[str, Any]) -> dict[str, Any]:
     qb = task["box"]
     modes = task["modes"]
     try:
-        seed = zlib.crc32(f"{task['part']}:{task['dist']}:{n}".encode())
-        rng = np.random.default_rng(seed)
-        centers = paper_distributions()[task["dist"]](n, side, rng).astype(np.float64)
-        radii = rng.uniform(1.0, 10.0, n)
-        ids = np.arange(n, dtype=np.int64)
+        rng, centers, radii, ids, lo_all, hi_all = _data_set(task)
         trees = {}
         info: dict[str, dict[str, Any]] = {}
-        lo_all = centers.min(axis=0) - radii.max() - 1.0
-        hi_all = centers.max(axis=0) + radii.max() + 1.0
         for m in modes:
             factory = _factory(f"{task['name']}/{m}", task["name"], {**task["kwargs"], "mode": m})
             _warm(factory)
