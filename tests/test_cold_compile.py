@@ -59,3 +59,50 @@ def test_kernels_compile_from_an_empty_cache(kind: str, tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"ok {kind}" in done.stdout
+
+
+NESTED = r"""
+import numpy as np
+from app.culling.frustum import camera_planes, look_at, perspective
+from app.geom.zpyramid import ZPyramid
+from app.spatial.nested import NestedIndex
+
+rng = np.random.default_rng(2)
+eye = np.zeros(3)
+target = np.array([1.0, 0.2, 0.1])
+vp = perspective(60, 16 / 9, 0.1, 300) @ look_at(eye, target)
+depth = rng.choice([0.95, 0.999, 1.0], size=(64, 64)).astype(np.float32)
+pyr = ZPyramid.from_depth(vp, depth)
+planes = camera_planes(eye, target)
+h = NestedIndex("brute")
+for g in range(6):
+    m = np.eye(4)
+    m[:3, 3] = rng.uniform(-40, 40, 3)
+    h.add_group(g, None if g < 3 else g - 3, m)
+    h.insert(g, np.arange(g * 300, g * 300 + 300), rng.uniform(-8, 8, (300, 3)),
+             rng.uniform(0.2, 1.0, 300))
+h.query_frustum(planes, eye=eye, use_view_distance=False, occlusion=pyr)
+movers = np.arange(0, 1800, 7)
+for f in range(3):  # the per-frame paths: transforms, moves, query through the record
+    t = np.tile(np.eye(4), (2, 1, 1))
+    t[:, :3, 3] = f
+    h.set_transforms([1, 4], t)
+    h.update(None, movers, rng.uniform(-8, 8, (movers.shape[0], 3)))
+    got = h.query_frustum(planes)
+h.validate()
+print("ok nested", int(got.visible.shape[0]))
+"""
+
+
+def test_nested_frame_compiles_then_loads_from_the_cache(tmp_path: Path) -> None:
+    """The nested index's per-frame record (a StructRef) and its entry points compile from an
+    empty cache, and a second process loads them and gives the same answer."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    root = Path(__file__).resolve().parents[1]
+    outs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", NESTED], cwd=root, env=env,
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        outs.append(done.stdout.strip().splitlines()[-1])
+    assert outs[0].startswith("ok nested") and outs[0] == outs[1]

@@ -584,6 +584,22 @@ def test_many_groups_deep_tree_and_repacking():
     check(h, o, rng, 40.0)
 
 
+def test_validate_catches_a_record_left_pointing_at_replaced_arrays():
+    """The per-frame calls go through one compiled record of the index's arrays (state.py);
+    an array replaced without the record being made again is a broken invariant."""
+    h, o = _scene("brute")
+    planes = camera_planes(np.array([0.0, 0.0, -60.0]), np.zeros(3), far=200.0)
+    h.query_frustum(planes)  # the record exists now
+    h.validate()
+    h._codes = np.empty_like(h._codes)  # a replaced scratch array, the record not remade
+    with pytest.raises(AssertionError, match="compiled record"):
+        h.validate()
+    h._st = None  # what every site that replaces an array does
+    h.validate()
+    want = np.sort(o.frustum(planes))
+    assert want.shape[0] and np.array_equal(np.sort(h.query_frustum(planes).visible), want)
+
+
 def test_rebuild_with_another_kind_answers_the_same():
     h, o = _scene("brute")
     h2 = h.rebuild("icoseptree", inner_min=0, leafy=True)

@@ -45,16 +45,22 @@ from app.spatial.nested.groups import (
     refresh_bounds_some,
     refresh_world,
     rigid_codes,
-    set_transforms_batch,
     subtree_order,
     transform_problems,
 )
 from app.spatial.nested.occlude import check_occlusion, occlude_visible
 from app.spatial.nested.query import (
     local_frame,
-    refresh_descend,
     settle_candidates,
     world_spheres_of,
+)
+from app.spatial.nested.state import (
+    make_state,
+    moves_hot,
+    query_hot,
+    state_arrays,
+    state_pointers,
+    transforms_hot,
 )
 from app.spatial.nested.store import (
     apply_moves,
@@ -63,7 +69,6 @@ from app.spatial.nested.store import (
     grown_rows,
     move_block,
     movers_first,
-    moves_fast,
     new_rows,
     remove_rows,
     repack,
@@ -228,6 +233,7 @@ class NestedIndex:
         self._cuts = np.zeros(16, np.uint64)
         self._sure = np.empty(1024 + 8, np.int64)  # descend's scratch, a row per arena row
         self._near = np.empty(1024 + 8, np.int64)
+        self._st: Any = None  # the arrays above as one compiled record (state.py), made lazily
 
     # ------------------------------------------------------------------ groups
 
@@ -301,10 +307,7 @@ class NestedIndex:
                 and not (self._world_dirty or self._order_dirty)
                 and type(m) is np.ndarray and m.dtype is _F64 and m.shape == (len(keys), 4, 4)
                 and m.flags.c_contiguous and set(map(type, keys)) <= {int, str}):
-            G = self._G
-            code, k = set_transforms_batch(last[2], m, G.L, G.scale, G.W, G.ws, G.dhi, G.dlo,
-                                           self._order, self._send, self._pos, G.parent,
-                                           G.bmark, G.blist, self._nbl)
+            code, k = transforms_hot(self._st or self._state(), last[2], m)
             if code == 0:
                 return
             if code == 3:
@@ -564,18 +567,8 @@ class NestedIndex:
         use_vd = bool(use_view_distance)
         if self._bounds_dirty or self._world_dirty or self._order_dirty:
             self._refresh()  # else the listed groups' bounds are refreshed in the call below
-        G = self._G
-        R = self._R
-        if self._act.shape[0] < G.cap:
-            self._act = np.zeros(G.cap, np.uint8)
-            self._cuts = np.zeros(G.cap, np.uint64)
-        vis, working, visited, inner, bad = refresh_descend(
-            planes, eye, use_vd, self._order, self._send, self._pos, G.parent, G.W, G.ws, G.dhi,
-            G.dlo, G.gmag, G.o_c, G.o_r, G.o_tight, G.o_vd, G.o_rmax, G.loose, G.wbc, G.wbr,
-            G.wvd, G.sbc, G.sbr, G.svd, G.bmark, G.blist, self._nbl, G.b_start, G.b_count, R.ids,
-            R.lc, R.rad, R.vd, R.x, R.y, R.z, R.r32, R.vd32, self._codes, self.inner_min, G.code,
-            G.dirty32, self._log_rows, self._log_grp, self._nlog, self._act, self._cuts,
-            G.scanned, self._sure, self._near)
+        vis, working, visited, inner, bad = query_hot(self._st or self._state(), planes, eye,
+                                                      use_vd, self.inner_min)
         if bad:
             raise ValueError(
                 f"query_frustum: planes must be a finite (K, 4) array, got {planes.shape}")
@@ -591,6 +584,8 @@ class NestedIndex:
         occ_objects = occ_groups = 0
         if occlusion is not None and occlusion.widths.shape[0] and vis.shape[0]:
             keys, vals, dense = self._idmap.arrays()
+            G = self._G
+            R = self._R
             vis, occ_objects, occ_groups = occlude_visible(
                 np.ascontiguousarray(vis, np.int64), keys, vals, dense, R.grp, R.lc, R.rad,
                 G.W, G.ws, G.wbc, G.wbr, G.code, np.zeros(G.cap, np.uint8),
@@ -705,6 +700,10 @@ class NestedIndex:
                                         G.sbr, G.svd)):
             if code:
                 raise AssertionError(f"{self.describe()}: {MESSAGES[int(code)]} (at {where})")
+        if self._st is not None and state_pointers(self._st).tolist() != [
+                a.ctypes.data for a in self._state_arrays()]:
+            raise AssertionError(f"{self.describe()}: the compiled record points at arrays the "
+                                 "index no longer uses")
         code, where, nlive = check_idmap(R, *self._idmap.arrays())
         if code:
             raise AssertionError(f"{self.describe()}: {MESSAGES[int(code)]} (at {where})")
@@ -800,14 +799,10 @@ class NestedIndex:
         rr = _EMPTY_F if r is None else r
         vv = _EMPTY_F if vd is None else vd
         last = self._movers
-        G = self._G
         R = self._R
         if last is not None and last[0] == self._version and last[1] == want:
-            code = moves_fast(ids, last[2], last[3], last[4], c, rr, vv, R.lc, R.rad, R.vd,
-                              R.stale, R.r32, R.vd32, G.o_c, G.o_r, G.o_tight, G.o_vd, G.o_rmax,
-                              G.loose, G.nstale, G.b_count, self.inner_min, G.dirty32, G.gdirty,
-                              self._log_rows, self._log_grp, self._nlog, G.bmark, G.blist,
-                              self._nbl)
+            code = moves_hot(self._st or self._state(), ids, last[2], last[3], last[4], c, rr,
+                             vv, self.inner_min)
             if code == 0:
                 self._moves_seen += 1
                 if self._moves_seen == 2 and self._packed != self._version:
@@ -877,6 +872,7 @@ class NestedIndex:
             self._order, self._send, self._G.depth = preorder(self._G.parent, self._G.alive)
             self._pos = np.full(self._G.cap, -1, np.int64)
             self._pos[self._order] = np.arange(self._order.shape[0])
+            self._st = None
             self._order_dirty = False
             self._bounds_dirty = True
 
@@ -922,6 +918,7 @@ class NestedIndex:
     def _grow_groups(self, cap: int) -> None:
         old = self._G.cap
         self._G.grow(cap)
+        self._st = None
         self._inner += [None] * (cap - old)
         self._keys += [None] * (cap - old)
         self._free_g = list(range(cap - 1, old - 1, -1)) + self._free_g
@@ -972,7 +969,22 @@ class NestedIndex:
         d[d == 1] = 2
         self._nlog[0] = 0
 
+    def _state(self) -> Any:
+        """The compiled record of the arrays (made again after any of them was replaced)."""
+        if self._st is None:
+            if self._act.shape[0] < self._G.cap:  # the descent's per-group scratch
+                self._act = np.zeros(self._G.cap, np.uint8)
+                self._cuts = np.zeros(self._G.cap, np.uint64)
+            self._st = make_state(*self._state_arrays())
+        return self._st
+
+    def _state_arrays(self) -> tuple:
+        return state_arrays(self._G, self._R, self._order, self._send, self._pos,
+                            self._log_rows, self._log_grp, self._nlog, self._nbl, self._codes,
+                            self._act, self._cuts, self._sure, self._near)
+
     def _set_arena(self, rows: Any) -> None:
+        self._st = None
         self._R = rows
         n = rows.ids.shape[0]
         if self._log_rows.shape[0] < n // 8:
