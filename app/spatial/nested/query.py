@@ -458,10 +458,10 @@ def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, 
         lo = b_start[g]
         hi = lo + b_count[g]
         if k == _WHOLE and not use_vd:
-            sure[ns:ns + hi - lo] = ids[lo:hi]
-            ns += hi - lo
+            for s in range(lo, hi):
+                sure[ns] = s
+                ns += 1
             continue
-        ns0 = ns
         tol, rel, dabs, ok = local_frame_into(planes, eye, use_vd, W, ws, dhi, dlo, gmag, o_c,
                                               o_r, g, pl, eye_l)
         if ok:
@@ -489,9 +489,13 @@ def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, 
                            vdist[s]):
                 sure[ns] = s
                 ns += 1
-        for q in range(ns0, ns):  # this group's rows to ids, while its block is near
-            sure[q] = ids[sure[q]]
-    return sure[:ns].copy(), total, visited, inner, 0
+    # Rows to ids once at the end, not group by group: reading back the rows the compaction
+    # has just written with overlapping 8-wide stores stalls on store forwarding (measured:
+    # 0.6-1.1 us a 100 x 1,000 frame).
+    out = np.empty(ns, np.int64)
+    for q in range(ns):
+        out[q] = ids[sure[q]]
+    return out, total, visited, inner, 0
 
 
 @njit(cache=True)
