@@ -857,3 +857,57 @@ def test_fast_frames_match_the_oracle_and_a_full_refresh():
         h.validate()  # the movers' rows packed to their blocks' fronts after three frames
     assert h._packed > packed >= 0
     check(h, o, rng, 40.0)
+
+
+@pytest.mark.parametrize("form", ["read-only", "strided", "float32", "lists"])
+def test_per_frame_calls_take_any_array_form(form):
+    """The per-frame calls are compiled for float64 C-contiguous writable arrays; any other
+    form of the same numbers (read-only, strided, float32, lists) takes the checked path and
+    gives the same answer, frame after frame, with every invariant kept."""
+    rng = np.random.default_rng(33)
+    h = NestedIndex("brute")
+    o = FlatOracle()
+    for g in range(6):
+        M = rigid(rng, 30.0)
+        h.add_group(g, None if g < 3 else g - 3, M)
+        o.groups[g] = [None if g < 3 else g - 3, M]
+        c = rng.normal(size=(80, 3)) * 6
+        rr = rng.uniform(0.1, 1, 80)
+        h.insert(g, np.arange(g * 100, g * 100 + 80), c, rr)
+        for i in range(80):
+            o.objs[g * 100 + i] = [g, c[i], float(rr[i]), np.inf]
+    movers = np.array(sorted(o.objs), dtype=np.int64)[::4]
+    turning = [1, 4]
+
+    def shaped(a: np.ndarray, frame: int):
+        if frame < 4:  # the compiled path first, then the other form
+            return a
+        if form == "read-only":
+            a = a.copy()
+            a.setflags(write=False)
+            return a
+        if form == "strided":
+            wide = np.zeros((a.shape[0], 2) + a.shape[1:], a.dtype)
+            wide[:, 0] = a
+            return wide[:, 0]
+        if form == "float32":
+            return a.astype(np.float32) if a.dtype == np.float64 else a
+        return a.tolist()
+
+    for frame in range(8):
+        mats = np.stack([rigid(rng, 30.0) for _ in turning])
+        h.set_transforms(turning, shaped(mats, frame))
+        for g, M in zip(turning, mats, strict=True):
+            o.groups[g][1] = M
+        c = np.array([o.objs[int(i)][1] for i in movers]) + rng.normal(size=(len(movers), 3))
+        if form == "float32":
+            c = c.astype(np.float32).astype(np.float64)  # the numbers float32 can hold
+        h.update(None, shaped(movers, frame), shaped(c, frame))
+        for k, i in enumerate(movers.tolist()):
+            o.objs[i][1] = c[k]
+        eye, planes = random_camera(rng, 40.0)
+        if form == "float32":
+            planes = planes.astype(np.float32).astype(np.float64)
+        got = np.sort(h.query_frustum(shaped(planes, frame)).visible)
+        assert np.array_equal(got, o.frustum(planes)), f"frame {frame}"
+        h.validate()

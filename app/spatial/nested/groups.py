@@ -195,6 +195,8 @@ def set_transforms_batch(slots, m, L, scale, W, ws, dhi, dlo, order, send, pos, 
     rigid, 2 slot ``k`` repeats (nothing changed either way); 3 the world scale of group ``k``
     leaves range (everything put back as it was)."""
     K = slots.shape[0]
+    if m.shape[0] != K or m.shape[1] != 4 or m.shape[2] != 4:
+        return 1, 0
     ng = order.shape[0]
     new_s = np.empty(K)
     for k in range(K):

@@ -90,6 +90,7 @@ _EMPTY_F = np.zeros(0)
 _IDENTITY = np.eye(4)
 _ZERO3 = np.zeros(3)  # the default eye (read only)
 _F64 = np.dtype(np.float64)
+_KEY_TYPES = frozenset((int, str))  # group ids as the fast paths compare them (not bools)
 _I64 = np.dtype(np.int64)
 # The base class's batch checks, used without an index (they read no state).
 _CHECK = SpatialIndex.__new__(SpatialIndex)
@@ -300,21 +301,24 @@ class NestedIndex:
         else:
             keys = list(gids)
         # The per-frame path: the same groups as last time (slots known), float64 matrices,
-        # one compiled call that checks, writes and recomposes (nothing changed on failure).
-        m = transforms
+        # one compiled call that checks, writes and recomposes (nothing changed on failure;
+        # other array types raise TypeError before it runs: the checked path below).
         last = self._tcache
+        code = -1
         if (last is not None and last[0] == self._gversion and last[1] == keys
                 and not (self._world_dirty or self._order_dirty)
-                and type(m) is np.ndarray and m.dtype is _F64 and m.shape == (len(keys), 4, 4)
-                and m.flags.c_contiguous and set(map(type, keys)) <= {int, str}):
-            code, k = transforms_hot(self._st or self._state(), last[2], m)
+                and _KEY_TYPES.issuperset(map(type, keys))):
+            try:
+                code, k = transforms_hot(self._st or self._state(), last[2], transforms)
+            except TypeError:
+                code = -1
             if code == 0:
                 return
             if code == 3:
                 raise ValueError(f"set_transforms: the world scale of group "
                                  f"{self._keys[int(k)]!r} would leave [{1 / LIMIT:g}, "
                                  f"{LIMIT:g}]")
-            # a bad matrix: nothing changed; the checks below name it
+            # a bad matrix or another type: nothing changed; the checks below name it
         if not all(type(k) is int or type(k) is str for k in keys):  # not bools, floats
             keys = [_key(g) for g in keys]
         slot = self._slot
@@ -485,6 +489,20 @@ class NestedIndex:
         """Move objects within their group (new local centres; optionally radii and view
         distances). ``gid`` None: each object in its own group (one call for a whole frame);
         else every id must be in ``gid``."""
+        last = self._movers
+        if (gid is None and radii is None and view_distances is None and last is not None
+                and last[0] == self._version and last[1] == -1):
+            # The per-frame path: the same movers as the last batch, new centres only. Other
+            # array types raise TypeError before the call runs; a bad shape or value, or
+            # other ids, return a code: the paths below decide (nothing was changed).
+            try:
+                code = moves_hot(self._st or self._state(), ids, last[2], last[3], last[4],
+                                 local_centers, _EMPTY_F, _EMPTY_F, self.inner_min)
+            except TypeError:
+                code = 1
+            if code == 0:
+                self._moved_again(last)
+                return
         want = -1 if gid is None else self._group(gid, "update")
         if self._update_fast(want, ids, local_centers, radii, view_distances):
             return
@@ -554,24 +572,39 @@ class NestedIndex:
         world centre is within its world view distance of ``eye``): exactly brute force.
         With ``occlusion`` (a ``ZPyramid``), those whose world sphere the pyramid hides are
         left out, as the flat indexes do (``occlude.py``)."""
-        check_occlusion(occlusion)
-        if not (type(planes) is np.ndarray and planes.dtype is _F64 and planes.ndim == 2
-                and planes.flags.c_contiguous):
-            planes = np.ascontiguousarray(np.asarray(planes, dtype=np.float64))
-        if planes.ndim != 2 or planes.shape[1] != 4:
-            raise ValueError(
-                f"query_frustum: planes must be a finite (K, 4) array, got {planes.shape}")
-        if use_view_distance and eye is None:
-            raise ValueError("query_frustum: use_view_distance=True needs an eye position")
-        eye = _ZERO3 if eye is None else SpatialIndex._check_point(eye, "eye")
-        use_vd = bool(use_view_distance)
-        if self._bounds_dirty or self._world_dirty or self._order_dirty:
-            self._refresh()  # else the listed groups' bounds are refreshed in the call below
-        vis, working, visited, inner, bad = query_hot(self._st or self._state(), planes, eye,
-                                                      use_vd, self.inner_min)
+        res = None
+        if (occlusion is None and eye is None and not use_view_distance
+                and not (self._bounds_dirty or self._world_dirty or self._order_dirty)):
+            # The per-frame path: one compiled call; planes other than a float64 C-contiguous
+            # 2-D array raise TypeError before it runs (the checked path below copies them).
+            try:
+                res = query_hot(self._st or self._state(), planes, _ZERO3, False,
+                                self.inner_min)
+            except TypeError:
+                res = None
+            use_vd = False
+            eye = _ZERO3
+        if res is None:
+            check_occlusion(occlusion)
+            planes = np.array(planes, dtype=np.float64, order="C")  # a writable copy
+            if planes.ndim != 2 or planes.shape[1] != 4:
+                raise ValueError(
+                    f"query_frustum: planes must be a finite (K, 4) array, got {planes.shape}")
+            if use_view_distance and eye is None:
+                raise ValueError("query_frustum: use_view_distance=True needs an eye position")
+            eye = _ZERO3 if eye is None else np.array(SpatialIndex._check_point(eye, "eye"),
+                                                      dtype=np.float64)
+            use_vd = bool(use_view_distance)
+            if self._bounds_dirty or self._world_dirty or self._order_dirty:
+                self._refresh()  # else the listed groups' bounds are refreshed in the call
+            res = query_hot(self._st or self._state(), planes, eye, use_vd, self.inner_min)
+        vis, working, visited, inner, bad = res
         if bad:
             raise ValueError(
                 f"query_frustum: planes must be a finite (K, 4) array, got {planes.shape}")
+        if occlusion is None and not inner.shape[0]:
+            return QueryResult(vis, working, visited, 0, 0,
+                               {"groups_visited": visited, "inner_queries": 0})
         extra = {"groups_visited": int(visited), "inner_queries": int(inner.shape[0])}
         if inner.shape[0]:
             parts = [vis]
@@ -801,12 +834,13 @@ class NestedIndex:
         last = self._movers
         R = self._R
         if last is not None and last[0] == self._version and last[1] == want:
-            code = moves_hot(self._st or self._state(), ids, last[2], last[3], last[4], c, rr,
-                             vv, self.inner_min)
+            try:
+                code = moves_hot(self._st or self._state(), ids, last[2], last[3], last[4], c,
+                                 rr, vv, self.inner_min)
+            except TypeError:  # read-only arrays: the checked path's kernels take them
+                code = 1
             if code == 0:
-                self._moves_seen += 1
-                if self._moves_seen == 2 and self._packed != self._version:
-                    self._pack_movers(last[3], last[4])
+                self._moved_again(last)
                 return True
             if code == 1:
                 return False
@@ -823,6 +857,12 @@ class NestedIndex:
         self._moves_seen = 0
         self._apply(rows, grps, c, r, vd)
         return True
+
+    def _moved_again(self, last: tuple) -> None:
+        """The cached movers moved once more: the third batch running packs their rows."""
+        self._moves_seen += 1
+        if self._moves_seen == 2 and self._packed != self._version:
+            self._pack_movers(last[3], last[4])
 
     def _pack_movers(self, rows: np.ndarray, grps: np.ndarray) -> None:
         """The same objects moved in three batches running: pack their rows to the front of

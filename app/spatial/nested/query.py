@@ -339,11 +339,11 @@ def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, 
             x32, y32, z32, r32, vd32, codes, inner_min: int, gcode, dirty32, log_rows, log_grp,
             nlog, act, cuts, scanned, sure, near):
     """One query over every group: (visible ids, working set, groups visited, groups left to
-    their own index, code); code 1 (nothing done) when a plane is not finite. ``gcode[g]``
-    gets each group's outcome (``NODE_*``). The float32 centres of the groups it scans are
-    brought up to date first: the logged moved rows of a group with state 1, the whole block
-    with state 2; the log is then emptied and the groups it leaves unscanned go to state 2
-    (store.apply_moves).
+    their own index, code); code 1 (nothing done) when a plane is not 4 finite numbers.
+    ``gcode[g]`` gets each group's outcome (``NODE_*``). The float32 centres of the groups it
+    scans are brought up to date first: the logged moved rows of a group with state 1, the
+    whole block with state 2; the log is then emptied and the groups it leaves unscanned go to
+    state 2 (store.apply_moves).
 
     Scratch (the caller's, reused): ``act`` / ``cuts`` a byte / word per group position,
     ``scanned`` a byte per group slot (zero on entry and on return), ``sure`` and ``near``
@@ -353,6 +353,8 @@ def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, 
     ng = order.shape[0]
     K = planes.shape[0]
     inner = np.empty(0, np.int64)
+    if planes.shape[1] != 4:
+        return inner, 0, 0, inner, 1
     for p in range(K):
         for a in range(4):
             if not np.isfinite(planes[p, a]):

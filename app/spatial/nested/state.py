@@ -190,14 +190,21 @@ def state_pointers(st):
     return out
 
 
-@njit(cache=True)
+# The entry points are compiled for exactly these argument types: anything else (another
+# dtype, a strided or read-only array, a list) raises TypeError at the call instead of
+# compiling a new version, and the index falls back to its checked path, which names the
+# problem. So the per-frame path needs no type checks of its own in Python.
+_PLANES = types.float64[:, ::1]
+
+
+@njit((_TYPE, _I1, _F3), cache=True)
 def transforms_hot(st, slots, m):
     """:func:`groups.set_transforms_batch` on the record's arrays."""
     return set_transforms_batch(slots, m, st.L, st.scale, st.W, st.ws, st.dhi, st.dlo, st.order,
                                 st.send, st.pos, st.parent, st.bmark, st.blist, st.nbl)
 
 
-@njit(cache=True)
+@njit((_TYPE, _I1, _I1, _I1, _I1, _F2, _F1, _F1, types.int64), cache=True)
 def moves_hot(st, ids, last, rows, grps, centers, radii, vdist, inner_min: int) -> int:
     """:func:`store.moves_fast` on the record's arrays."""
     return moves_fast(ids, last, rows, grps, centers, radii, vdist, st.lc, st.rad, st.vd,
@@ -206,7 +213,7 @@ def moves_hot(st, ids, last, rows, grps, centers, radii, vdist, inner_min: int) 
                       st.log_rows, st.log_grp, st.nlog, st.bmark, st.blist, st.nbl)
 
 
-@njit(cache=True)
+@njit((_TYPE, _PLANES, _F1, types.boolean, types.int64), cache=True)
 def query_hot(st, planes, eye, use_vd: bool, inner_min: int):
     """:func:`query.refresh_descend` on the record's arrays."""
     return refresh_descend(planes, eye, use_vd, st.order, st.send, st.pos, st.parent, st.W,

@@ -361,7 +361,13 @@ def moves_fast(ids, last, rows, grps, centers, radii, vdist, lc, rad, vd, stale,
                dirty32, gdirty, log_rows, log_grp, nlog, bmark, blist, nbl) -> int:
     """The per-frame move in one call: the values checked (:func:`good_values`), ``ids``
     compared with the last batch's ``last`` (whose ``rows`` / ``grps`` are known), then
-    :func:`apply_moves`. Returns 0 done, 1 a bad value, 2 other ids (nothing written)."""
+    :func:`apply_moves`. Returns 0 done, 1 a bad shape or value, 2 other ids (nothing
+    written). Radii and view distances are given when as long as ``ids``, absent when empty."""
+    n = ids.shape[0]
+    if centers.shape[0] != n or centers.shape[1] != 3 or (
+            radii.shape[0] != n and radii.shape[0] != 0) or (
+            vdist.shape[0] != n and vdist.shape[0] != 0):
+        return 1
     if not good_values(centers, radii, vdist):
         return 1
     if last.shape[0] != ids.shape[0] or not same_ids(ids, last):
