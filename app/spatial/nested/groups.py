@@ -186,14 +186,17 @@ def refresh_world(order, parent, L, scale, W, ws, dhi, dlo):
 
 
 @njit(cache=True)
-def set_transforms_batch(slots, m, L, scale, W, ws, dhi, dlo, order, send, pos, parent,
-                         bmark, blist, nbl):
-    """``set_transforms``' whole fast path in one pass: check every matrix of ``m`` (K, 4, 4)
-    and that no slot repeats, write the local matrices and scales, recompose the world
-    matrices of the subtrees of ``slots`` (preorder) and list their groups as bounds-dirty
-    (``bmark`` / ``blist`` / ``nbl[0]``). Returns (code, k): 0 done; 1 matrix ``k`` is not
-    rigid, 2 slot ``k`` repeats (nothing changed either way); 3 the world scale of group ``k``
-    leaves range (everything put back as it was)."""
+def set_transforms_batch(st, slots, m):
+    """``set_transforms``' whole fast path in one pass, on the index's record ``st``
+    (state.py): check every matrix of ``m`` (K, 4, 4) and that no slot repeats, write the
+    local matrices and scales, recompose the world matrices of the subtrees of ``slots``
+    (preorder) and list their groups as bounds-dirty (``bmark`` / ``blist`` / ``nbl[0]``).
+    Returns (code, k): 0 done; 1 matrix ``k`` is not rigid (or ``m`` not (K, 4, 4)), 2 slot
+    ``k`` repeats (nothing changed either way); 3 the world scale of group ``k`` leaves range
+    (everything put back as it was)."""
+    L, scale, W, ws, dhi, dlo = st.L, st.scale, st.W, st.ws, st.dhi, st.dlo
+    order, send, pos, parent = st.order, st.send, st.pos, st.parent
+    bmark, blist, nbl = st.bmark, st.blist, st.nbl
     K = slots.shape[0]
     if m.shape[0] != K or m.shape[1] != 4 or m.shape[2] != 4:
         return 1, 0
@@ -383,15 +386,21 @@ def tighten_group(g: int, lc, rad, vd, b_start, b_count, o_c, o_r, o_tight, o_vd
     loose[g] = False
 
 @njit(cache=True)
-def refresh_bounds_some(order, send, pos, parent, W, ws, dhi, count, o_c, o_r, o_vd, wbc,
-                        wbr, wvd, gmag, sbc, sbr, svd, bmark, blist, nbl, b_start, lc, rad, vd,
-                        o_tight, o_rmax, loose) -> None:
+def refresh_bounds_some(st) -> None:
     """:func:`refresh_bounds` for the listed groups only (``blist[:nbl[0]]``, those whose own
-    sphere or world matrix changed; ``bmark`` cleared, the list emptied): loose own spheres
-    tightened first, their own world spheres recomputed, the subtree spheres of their
-    ancestors rebuilt from their own and their children's. Every other group's spheres are
-    what the full pass computes from the same inputs (max-merges do not depend on the
-    order), so the result is the full pass's, bit for bit."""
+    sphere or world matrix changed; ``bmark`` cleared, the list emptied), on the index's
+    record ``st`` (state.py): loose own spheres tightened first, their own world spheres
+    recomputed, the subtree spheres of their ancestors rebuilt from their own and their
+    children's. Every other group's spheres are what the full pass computes from the same
+    inputs (max-merges do not depend on the order), so the result is the full pass's, bit for
+    bit."""
+    order, send, pos, parent, W, ws, dhi = st.order, st.send, st.pos, st.parent, st.W, st.ws, st.dhi
+    count, o_c, o_r, o_vd, wbc, wbr, wvd = (st.b_count, st.o_c, st.o_r, st.o_vd, st.wbc, st.wbr,
+                                            st.wvd)
+    gmag, sbc, sbr, svd, bmark, blist, nbl = (st.gmag, st.sbc, st.sbr, st.svd, st.bmark,
+                                              st.blist, st.nbl)
+    b_start, lc, rad, vd, o_tight, o_rmax, loose = (st.b_start, st.lc, st.rad, st.vd, st.o_tight,
+                                                    st.o_rmax, st.loose)
     n = nbl[0]
     nested = False
     for q in range(n):

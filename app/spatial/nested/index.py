@@ -939,11 +939,7 @@ class NestedIndex:
         G = self._G
         if not self._bounds_dirty:
             if self._nbl[0]:
-                R = self._R
-                refresh_bounds_some(self._order, self._send, self._pos, G.parent, G.W, G.ws,
-                                    G.dhi, G.b_count, G.o_c, G.o_r, G.o_vd, G.wbc, G.wbr, G.wvd,
-                                    G.gmag, G.sbc, G.sbr, G.svd, G.bmark, G.blist, self._nbl,
-                                    G.b_start, R.lc, R.rad, R.vd, G.o_tight, G.o_rmax, G.loose)
+                refresh_bounds_some(self._st or self._state())
             return
         loose = np.flatnonzero(G.loose & G.alive)
         if loose.shape[0]:

@@ -334,10 +334,7 @@ def _cut_verdicts(x32, y32, z32, r32, vd32, p32, q32, cut, tol, lo: int, hi: int
 
 
 @njit(cache=True)
-def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, o_r,
-            wbc, wbr, wvd, sbc, sbr, svd, b_start, b_count, ids, lc, rad, vdist,
-            x32, y32, z32, r32, vd32, codes, inner_min: int, gcode, dirty32, log_rows, log_grp,
-            nlog, act, cuts, scanned, sure, near):
+def descend(st, planes, eye, use_vd: bool, inner_min: int):
     """One query over every group: (visible ids, working set, groups visited, groups left to
     their own index, code); code 1 (nothing done) when a plane is not 4 finite numbers.
     ``gcode[g]`` gets each group's outcome (``NODE_*``). The float32 centres of the groups it
@@ -349,7 +346,18 @@ def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, 
     ``scanned`` a byte per group slot (zero on entry and on return), ``sure`` and ``near``
     a row each per arena row plus 8. A group without subgroups has its subtree sphere equal
     to its own (refresh_bounds), so it is tested once; a partly visible group's objects are
-    tested only against the planes its own sphere is cut by (:func:`_sphere_cut`)."""
+    tested only against the planes its own sphere is cut by (:func:`_sphere_cut`).
+
+    ``st`` is the index's record of its arrays (state.py): one argument, not fifty (a
+    compiled call's arguments cost ~15 ns an array, even between compiled functions)."""
+    order, send, W, ws, dhi, dlo, gmag = st.order, st.send, st.W, st.ws, st.dhi, st.dlo, st.gmag
+    o_c, o_r, wbc, wbr, wvd, sbc, sbr, svd = (st.o_c, st.o_r, st.wbc, st.wbr, st.wvd, st.sbc,
+                                              st.sbr, st.svd)
+    b_start, b_count, ids, lc, rad, vdist = st.b_start, st.b_count, st.ids, st.lc, st.rad, st.vd
+    x32, y32, z32, r32, vd32, codes = st.x, st.y, st.z, st.r32, st.vd32, st.codes
+    gcode, dirty32, log_rows, log_grp, nlog = (st.code, st.dirty32, st.log_rows, st.log_grp,
+                                               st.nlog)
+    act, cuts, scanned, sure, near = st.act, st.cuts, st.scanned, st.sure, st.near
     ng = order.shape[0]
     K = planes.shape[0]
     inner = np.empty(0, np.int64)
@@ -501,21 +509,12 @@ def descend(planes, eye, use_vd: bool, order, send, W, ws, dhi, dlo, gmag, o_c, 
 
 
 @njit(cache=True)
-def refresh_descend(planes, eye, use_vd: bool, order, send, pos, parent, W, ws, dhi, dlo, gmag,
-                    o_c, o_r, o_tight, o_vd, o_rmax, loose, wbc, wbr, wvd, sbc, sbr, svd,
-                    bmark, blist, nbl, b_start, b_count, ids, lc, rad, vdist, x32, y32, z32, r32,
-                    vd32, codes, inner_min: int, gcode, dirty32, log_rows, log_grp, nlog, act,
-                    cuts, scanned, sure, near):
-    """The per-frame query in one call: the bounds of the groups listed bounds-dirty
-    (groups.refresh_bounds_some), then :func:`descend`."""
-    if nbl[0]:
-        refresh_bounds_some(order, send, pos, parent, W, ws, dhi, b_count, o_c, o_r, o_vd, wbc,
-                            wbr, wvd, gmag, sbc, sbr, svd, bmark, blist, nbl, b_start, lc, rad,
-                            vdist, o_tight, o_rmax, loose)
-    return descend(planes, eye, use_vd, order, send, W, ws, dhi, dlo, gmag, o_c, o_r, wbc, wbr,
-                   wvd, sbc, sbr, svd, b_start, b_count, ids, lc, rad, vdist, x32, y32, z32, r32,
-                   vd32, codes, inner_min, gcode, dirty32, log_rows, log_grp, nlog, act, cuts,
-                   scanned, sure, near)
+def refresh_descend(st, planes, eye, use_vd: bool, inner_min: int):
+    """The per-frame query in one call, on the index's record ``st`` (state.py): the bounds
+    of the groups listed bounds-dirty (groups.refresh_bounds_some), then :func:`descend`."""
+    if st.nbl[0]:
+        refresh_bounds_some(st)
+    return descend(st, planes, eye, use_vd, inner_min)
 
 
 @njit(cache=True)

@@ -199,30 +199,20 @@ _PLANES = types.float64[:, ::1]
 
 @njit((_TYPE, _I1, _F3), cache=True)
 def transforms_hot(st, slots, m):
-    """:func:`groups.set_transforms_batch` on the record's arrays."""
-    return set_transforms_batch(slots, m, st.L, st.scale, st.W, st.ws, st.dhi, st.dlo, st.order,
-                                st.send, st.pos, st.parent, st.bmark, st.blist, st.nbl)
+    """:func:`groups.set_transforms_batch` (its typed entry point)."""
+    return set_transforms_batch(st, slots, m)
 
 
 @njit((_TYPE, _I1, _I1, _I1, _I1, _F2, _F1, _F1, types.int64), cache=True)
 def moves_hot(st, ids, last, rows, grps, centers, radii, vdist, inner_min: int) -> int:
-    """:func:`store.moves_fast` on the record's arrays."""
-    return moves_fast(ids, last, rows, grps, centers, radii, vdist, st.lc, st.rad, st.vd,
-                      st.stale, st.r32, st.vd32, st.o_c, st.o_r, st.o_tight, st.o_vd, st.o_rmax,
-                      st.loose, st.nstale, st.b_count, inner_min, st.dirty32, st.gdirty,
-                      st.log_rows, st.log_grp, st.nlog, st.bmark, st.blist, st.nbl)
+    """:func:`store.moves_fast` (its typed entry point)."""
+    return moves_fast(st, ids, last, rows, grps, centers, radii, vdist, inner_min)
 
 
 @njit((_TYPE, _PLANES, _F1, types.boolean, types.int64), cache=True)
 def query_hot(st, planes, eye, use_vd: bool, inner_min: int):
-    """:func:`query.refresh_descend` on the record's arrays."""
-    return refresh_descend(planes, eye, use_vd, st.order, st.send, st.pos, st.parent, st.W,
-                           st.ws, st.dhi, st.dlo, st.gmag, st.o_c, st.o_r, st.o_tight, st.o_vd,
-                           st.o_rmax, st.loose, st.wbc, st.wbr, st.wvd, st.sbc, st.sbr, st.svd,
-                           st.bmark, st.blist, st.nbl, st.b_start, st.b_count, st.ids, st.lc,
-                           st.rad, st.vd, st.x, st.y, st.z, st.r32, st.vd32, st.codes,
-                           inner_min, st.code, st.dirty32, st.log_rows, st.log_grp, st.nlog,
-                           st.act, st.cuts, st.scanned, st.sure, st.near)
+    """:func:`query.refresh_descend` (its typed entry point)."""
+    return refresh_descend(st, planes, eye, use_vd, inner_min)
 
 
 def state_arrays(G: Any, R: Any, order: np.ndarray, send: np.ndarray, pos: np.ndarray,

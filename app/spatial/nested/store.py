@@ -356,13 +356,12 @@ def apply_moves(R: NestedRows, rows, grps, centers, radii, vdist, o_c, o_r, o_ti
 
 
 @njit(cache=True)
-def moves_fast(ids, last, rows, grps, centers, radii, vdist, lc, rad, vd, stale, r32, vd32,
-               o_c, o_r, o_tight, o_vd, o_rmax, loose, nstale, b_count, inner_min: int,
-               dirty32, gdirty, log_rows, log_grp, nlog, bmark, blist, nbl) -> int:
-    """The per-frame move in one call: the values checked (:func:`good_values`), ``ids``
-    compared with the last batch's ``last`` (whose ``rows`` / ``grps`` are known), then
-    :func:`apply_moves`. Returns 0 done, 1 a bad shape or value, 2 other ids (nothing
-    written). Radii and view distances are given when as long as ``ids``, absent when empty."""
+def moves_fast(st, ids, last, rows, grps, centers, radii, vdist, inner_min: int) -> int:
+    """The per-frame move in one call, on the index's record ``st`` (state.py): the values
+    checked (:func:`good_values`), ``ids`` compared with the last batch's ``last`` (whose
+    ``rows`` / ``grps`` are known), then :func:`apply_moves`. Returns 0 done, 1 a bad shape
+    or value, 2 other ids (nothing written). Radii and view distances are given when as long
+    as ``ids``, absent when empty."""
     n = ids.shape[0]
     if centers.shape[0] != n or centers.shape[1] != 3 or (
             radii.shape[0] != n and radii.shape[0] != 0) or (
@@ -372,9 +371,10 @@ def moves_fast(ids, last, rows, grps, centers, radii, vdist, lc, rad, vd, stale,
         return 1
     if last.shape[0] != ids.shape[0] or not same_ids(ids, last):
         return 2
-    _apply(rows, grps, centers, radii, vdist, lc, rad, vd, stale, r32, vd32, o_c, o_r, o_tight,
-           o_vd, o_rmax, loose, nstale, b_count, inner_min, dirty32, gdirty, log_rows,
-           log_grp, nlog, bmark, blist, nbl)
+    _apply(rows, grps, centers, radii, vdist, st.lc, st.rad, st.vd, st.stale, st.r32, st.vd32,
+           st.o_c, st.o_r, st.o_tight, st.o_vd, st.o_rmax, st.loose, st.nstale, st.b_count,
+           inner_min, st.dirty32, st.gdirty, st.log_rows, st.log_grp, st.nlog, st.bmark,
+           st.blist, st.nbl)
     return 0
 
 
