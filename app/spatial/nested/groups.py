@@ -25,7 +25,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+
+from app.spatial.nested.state import STATE_TYPE
 
 #: Largest magnitude of a local coordinate, radius, finite view distance or translation, and
 #: of a scale (smallest: its inverse). World coordinates then stay far below float64's range.
@@ -261,6 +263,13 @@ def set_transforms_batch(st, slots, m):
     nbl[0] = n
     return 0, 0
 
+
+
+# Typed entry point (state.py): other argument types raise TypeError instead of compiling.
+@njit((STATE_TYPE, types.int64[::1], types.float64[:, :, ::1]), cache=True)
+def transforms_hot(st, slots, m):
+    """:func:`set_transforms_batch` for ``NestedIndex.set_transforms``' per-frame path."""
+    return set_transforms_batch(st, slots, m)
 
 @njit(cache=True, inline="always")
 def magnitude(W, g: int, cmax: float) -> float:

@@ -47,21 +47,17 @@ from app.spatial.nested.groups import (
     rigid_codes,
     subtree_order,
     transform_problems,
+    transforms_hot,
 )
 from app.spatial.nested.occlude import check_occlusion, occlude_visible
 from app.spatial.nested.query import (
+    INNER_ACT,
     local_frame,
+    query_hot,
     settle_candidates,
     world_spheres_of,
 )
-from app.spatial.nested.state import (
-    make_state,
-    moves_hot,
-    query_hot,
-    state_arrays,
-    state_pointers,
-    transforms_hot,
-)
+from app.spatial.nested.state import make_state, state_arrays, state_pointers
 from app.spatial.nested.store import (
     apply_moves,
     clear_stale,
@@ -69,6 +65,7 @@ from app.spatial.nested.store import (
     grown_rows,
     move_block,
     movers_first,
+    moves_hot,
     new_rows,
     remove_rows,
     repack,
@@ -598,15 +595,16 @@ class NestedIndex:
             if self._bounds_dirty or self._world_dirty or self._order_dirty:
                 self._refresh()  # else the listed groups' bounds are refreshed in the call
             res = query_hot(self._st or self._state(), planes, eye, use_vd, self.inner_min)
-        vis, working, visited, inner, bad = res
+        vis, working, visited, n_inner, bad = res
         if bad:
             raise ValueError(
                 f"query_frustum: planes must be a finite (K, 4) array, got {planes.shape}")
-        if occlusion is None and not inner.shape[0]:
+        if occlusion is None and not n_inner:
             return QueryResult(vis, working, visited, 0, 0,
                                {"groups_visited": visited, "inner_queries": 0})
-        extra = {"groups_visited": int(visited), "inner_queries": int(inner.shape[0])}
-        if inner.shape[0]:
+        extra = {"groups_visited": visited, "inner_queries": n_inner}
+        if n_inner:  # the partly visible groups of inner_min objects or more, in preorder
+            inner = self._order[self._act[:self._order.shape[0]] == INNER_ACT]
             parts = [vis]
             for g in inner.tolist():
                 got, w, nv = self._ask_inner(g, planes, eye, use_vd)

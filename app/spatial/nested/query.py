@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from app.geom.predicates import (
     NODE_INSIDE,
@@ -40,6 +40,7 @@ from app.geom.predicates import (
 )
 from app.spatial.idmap import hash_lookup
 from app.spatial.nested.groups import ABS, REL, refresh_bounds_some, world_point
+from app.spatial.nested.state import STATE_TYPE
 from app.spatial.nested.store import row32, sync32
 from app.spatial.scan import (
     _F32_MAX,
@@ -62,6 +63,7 @@ _SKIP = 0
 _WHOLE = 1  # own sphere inside every plane
 _SCAN = 2  # partly inside: the local verdict loop
 _INNER = 3  # partly inside and large: the group's own index (in Python, after the kernel)
+INNER_ACT = _INNER
 
 #: float32 relative slack on a local view distance (the scan's own, see scan._VD_SLACK)
 _VD32 = 4e-7
@@ -335,8 +337,9 @@ def _cut_verdicts(x32, y32, z32, r32, vd32, p32, q32, cut, tol, lo: int, hi: int
 
 @njit(cache=True)
 def descend(st, planes, eye, use_vd: bool, inner_min: int):
-    """One query over every group: (visible ids, working set, groups visited, groups left to
-    their own index, code); code 1 (nothing done) when a plane is not 4 finite numbers.
+    """One query over every group: (visible ids, working set, groups visited, how many groups
+    are left to their own index, code); code 1 (nothing done) when a plane is not 4 finite
+    numbers. The groups left to their own index are those whose ``act`` is ``_INNER``.
     ``gcode[g]`` gets each group's outcome (``NODE_*``). The float32 centres of the groups it
     scans are brought up to date first: the logged moved rows of a group with state 1, the
     whole block with state 2; the log is then emptied and the groups it leaves unscanned go to
@@ -360,13 +363,12 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
     act, cuts, scanned, sure, near = st.act, st.cuts, st.scanned, st.sure, st.near
     ng = order.shape[0]
     K = planes.shape[0]
-    inner = np.empty(0, np.int64)
     if planes.shape[1] != 4:
-        return inner, 0, 0, inner, 1
+        return np.empty(0, np.int64), 0, 0, 0, 1
     for p in range(K):
         for a in range(4):
             if not np.isfinite(planes[p, a]):
-                return inner, 0, 0, inner, 1
+                return np.empty(0, np.int64), 0, 0, 0, 1
     nn = np.empty(K)
     n1 = np.empty(K)
     for p in range(K):
@@ -452,19 +454,13 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
     eye_l = np.zeros(3)
     p32 = np.zeros((max(K, 6), 4), np.float32)
     q32 = np.zeros((3, 4), np.float32)
-    inner = np.empty(n_inner, np.int64)
     words = verdict_words(codes)
     ns = 0
-    n_inner = 0
     for i in range(ng):
         k = act[i]
-        if k == _SKIP:
+        if k in (_SKIP, _INNER):
             continue
         g = order[i]
-        if k == _INNER:
-            inner[n_inner] = g
-            n_inner += 1
-            continue
         lo = b_start[g]
         hi = lo + b_count[g]
         if k == _WHOLE and not use_vd:
@@ -505,7 +501,7 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
     out = np.empty(ns, np.int64)
     for q in range(ns):
         out[q] = ids[sure[q]]
-    return out, total, visited, inner, 0
+    return out, total, visited, n_inner, 0
 
 
 @njit(cache=True)
@@ -516,6 +512,14 @@ def refresh_descend(st, planes, eye, use_vd: bool, inner_min: int):
         refresh_bounds_some(st)
     return descend(st, planes, eye, use_vd, inner_min)
 
+
+
+# Typed entry point (state.py): other argument types raise TypeError instead of compiling.
+@njit((STATE_TYPE, types.float64[:, ::1], types.float64[::1], types.boolean, types.int64),
+      cache=True)
+def query_hot(st, planes, eye, use_vd: bool, inner_min: int):
+    """:func:`refresh_descend` for ``NestedIndex.query_frustum``'s per-frame path."""
+    return refresh_descend(st, planes, eye, use_vd, inner_min)
 
 @njit(cache=True)
 def settle_candidates(cand, keys, vals, dense, lc, rad, vdist, planes, eye, use_vd: bool, W,

@@ -9,8 +9,11 @@ arrays, not copies: the index rebuilds it (:func:`make_state`) whenever it repla
 them (growth, a new arena, a new preorder, larger scratch), and ``validate`` checks that it
 still points at the current ones (:func:`state_pointers`).
 
-The entry points unpack the record and call the kernels of ``groups`` / ``store`` /
-``query`` unchanged.
+Each per-frame kernel has a typed entry point next to it (``groups.transforms_hot``,
+``store.moves_hot``, ``query.query_hot``), compiled for exactly the record's type and float64
+C-contiguous writable arrays: anything else raises TypeError at the call instead of
+compiling a new version, and the index falls back to its checked path, which names the
+problem. (Next to it, not here: numba's cache only notices edits to a kernel's own file.)
 """
 
 from __future__ import annotations
@@ -20,10 +23,6 @@ from typing import Any
 import numpy as np
 from numba import njit, types
 from numba.experimental import structref
-
-from app.spatial.nested.groups import set_transforms_batch
-from app.spatial.nested.query import refresh_descend
-from app.spatial.nested.store import moves_fast
 
 
 @structref.register
@@ -68,7 +67,7 @@ FIELDS = (
 )
 NAMES = tuple(name for name, _ in FIELDS)
 #: the record's numba type
-_TYPE = NestedStateType(list(FIELDS))
+STATE_TYPE = NestedStateType(list(FIELDS))
 
 @njit(cache=True)
 def make_state(order, send, pos, parent, L, scale, W, ws, dhi, dlo, gmag, o_c, o_r, o_tight, o_vd,
@@ -76,7 +75,7 @@ def make_state(order, send, pos, parent, L, scale, W, ws, dhi, dlo, gmag, o_c, o
                svd, code, bmark, blist, scanned, ids, lc, rad, vd, stale, x, y, z, r32, vd32,
                log_rows, log_grp, nlog, nbl, codes, act, cuts, sure, near):
     """A :class:`NestedState` over the given arrays (in FIELDS' order)."""
-    st = structref.new(_TYPE)
+    st = structref.new(STATE_TYPE)
     st.order = order
     st.send = send
     st.pos = pos
@@ -188,31 +187,6 @@ def state_pointers(st):
     out[49] = st.sure.ctypes.data
     out[50] = st.near.ctypes.data
     return out
-
-
-# The entry points are compiled for exactly these argument types: anything else (another
-# dtype, a strided or read-only array, a list) raises TypeError at the call instead of
-# compiling a new version, and the index falls back to its checked path, which names the
-# problem. So the per-frame path needs no type checks of its own in Python.
-_PLANES = types.float64[:, ::1]
-
-
-@njit((_TYPE, _I1, _F3), cache=True)
-def transforms_hot(st, slots, m):
-    """:func:`groups.set_transforms_batch` (its typed entry point)."""
-    return set_transforms_batch(st, slots, m)
-
-
-@njit((_TYPE, _I1, _I1, _I1, _I1, _F2, _F1, _F1, types.int64), cache=True)
-def moves_hot(st, ids, last, rows, grps, centers, radii, vdist, inner_min: int) -> int:
-    """:func:`store.moves_fast` (its typed entry point)."""
-    return moves_fast(st, ids, last, rows, grps, centers, radii, vdist, inner_min)
-
-
-@njit((_TYPE, _PLANES, _F1, types.boolean, types.int64), cache=True)
-def query_hot(st, planes, eye, use_vd: bool, inner_min: int):
-    """:func:`query.refresh_descend` (its typed entry point)."""
-    return refresh_descend(st, planes, eye, use_vd, inner_min)
 
 
 def state_arrays(G: Any, R: Any, order: np.ndarray, send: np.ndarray, pos: np.ndarray,

@@ -21,10 +21,11 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from app.spatial.idmap import assign, hash_lookup
 from app.spatial.nested.groups import LIMIT, REL, tighten_group
+from app.spatial.nested.state import STATE_TYPE
 from app.spatial.scan import F32_BIG, to32
 
 #: A group's own sphere is tightened again (at the next query) once a move has grown it past
@@ -377,6 +378,14 @@ def moves_fast(st, ids, last, rows, grps, centers, radii, vdist, inner_min: int)
            st.blist, st.nbl)
     return 0
 
+
+
+# Typed entry point (state.py): other argument types raise TypeError instead of compiling.
+@njit((STATE_TYPE, types.int64[::1], types.int64[::1], types.int64[::1], types.int64[::1],
+       types.float64[:, ::1], types.float64[::1], types.float64[::1], types.int64), cache=True)
+def moves_hot(st, ids, last, rows, grps, centers, radii, vdist, inner_min: int) -> int:
+    """:func:`moves_fast` for ``NestedIndex.update``'s per-frame path."""
+    return moves_fast(st, ids, last, rows, grps, centers, radii, vdist, inner_min)
 
 @njit(cache=True)
 def movers_first(R: NestedRows, rows, grps, b_start, stamp, epoch: int, keys, vals,
