@@ -30,7 +30,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--moving", type=float, default=0.01,
                    help="fraction of the objects moving inside their groups (default 0.01)")
     p.add_argument("--frames", type=int, default=None,
-                   help="measured frames per fraction, after one warm-up (default 10, 3 quick)")
+                   help="measured frames per fraction, after 5 unmeasured ones (default 10, 3 "
+                   "quick)")
     p.add_argument("--flat", default="chunks",
                    help="comma-separated world-space indexes to flatten into (default chunks)")
     p.add_argument("--nested", default="brute,chunks-inner",
@@ -86,6 +87,7 @@ def run_cli(args: Any) -> int:
         QUICK_SIZES,
         QUICK_SWEEP,
         SWEEP,
+        WARMUP,
         check_variants,
         crossover_lines,
         csv_rows,
@@ -129,7 +131,7 @@ def run_cli(args: Any) -> int:
     elapsed = time.perf_counter() - t0
     head = (f"bench nested: {args.moving:g} of the objects moving, turning "
             f"{', '.join(f'{t:g}' for t in turnings)}; {frames} measured frames per fraction "
-            f"(median, after a warm-up frame), {args.clock} clock; {platform.node()} "
+            f"(median, after {WARMUP} warm-up frames), {args.clock} clock; {platform.node()} "
             f"{platform.processor() or ''}".rstrip())
     print(head)
     print("frame = update (set_transforms + update, or world centres + update) + query; "
