@@ -769,6 +769,14 @@ BAD_FAST = {
                                                       np.ones((3, 3)))),
     "query inf planes": (lambda h: h.query_frustum(np.zeros((6, 4))),
                          lambda h: h.query_frustum(np.full((6, 4), np.inf))),
+    "query planes of 3 numbers": (lambda h: h.query_frustum(np.zeros((6, 4))),
+                                  lambda h: h.query_frustum(np.zeros((6, 3)))),
+    "query NaN eye": (lambda h: h.query_frustum(np.zeros((6, 4)), eye=np.zeros(3)),
+                      lambda h: h.query_frustum(np.zeros((6, 4)),
+                                                eye=np.array([0.0, np.nan, 0.0]),
+                                                use_view_distance=True)),
+    "query eye of 4 numbers": (lambda h: h.query_frustum(np.zeros((6, 4)), eye=np.zeros(3)),
+                               lambda h: h.query_frustum(np.zeros((6, 4)), eye=np.zeros(4))),
 }
 
 

@@ -570,17 +570,19 @@ class NestedIndex:
         With ``occlusion`` (a ``ZPyramid``), those whose world sphere the pyramid hides are
         left out, as the flat indexes do (``occlude.py``)."""
         res = None
-        if (occlusion is None and eye is None and not use_view_distance
-                and not (self._bounds_dirty or self._world_dirty or self._order_dirty)):
-            # The per-frame path: one compiled call; planes other than a float64 C-contiguous
-            # 2-D array raise TypeError before it runs (the checked path below copies them).
-            try:
-                res = query_hot(self._st or self._state(), planes, _ZERO3, False,
-                                self.inner_min)
-            except TypeError:
-                res = None
-            use_vd = False
-            eye = _ZERO3
+        if occlusion is None and not (self._bounds_dirty or self._world_dirty
+                                      or self._order_dirty):
+            # The per-frame path: one compiled call that checks the planes and the eye; other
+            # array forms raise TypeError before it runs (the checked path below copies them).
+            use_vd = bool(use_view_distance)
+            if eye is None and not use_vd:
+                eye = _ZERO3
+            if eye is not None:
+                try:
+                    res = query_hot(self._st or self._state(), planes, eye, use_vd,
+                                    self.inner_min)
+                except TypeError:
+                    res = None
         if res is None:
             check_occlusion(occlusion)
             planes = np.array(planes, dtype=np.float64, order="C")  # a writable copy
@@ -596,6 +598,8 @@ class NestedIndex:
                 self._refresh()  # else the listed groups' bounds are refreshed in the call
             res = query_hot(self._st or self._state(), planes, eye, use_vd, self.inner_min)
         vis, working, visited, n_inner, bad = res
+        if bad == 2:
+            SpatialIndex._check_point(eye, "eye")  # raises, naming the eye
         if bad:
             raise ValueError(
                 f"query_frustum: planes must be a finite (K, 4) array, got {planes.shape}")

@@ -339,11 +339,11 @@ def _cut_verdicts(x32, y32, z32, r32, vd32, p32, q32, cut, tol, lo: int, hi: int
 def descend(st, planes, eye, use_vd: bool, inner_min: int):
     """One query over every group: (visible ids, working set, groups visited, how many groups
     are left to their own index, code); code 1 (nothing done) when a plane is not 4 finite
-    numbers. The groups left to their own index are those whose ``act`` is ``_INNER``.
-    ``gcode[g]`` gets each group's outcome (``NODE_*``). The float32 centres of the groups it
-    scans are brought up to date first: the logged moved rows of a group with state 1, the
-    whole block with state 2; the log is then emptied and the groups it leaves unscanned go to
-    state 2 (store.apply_moves).
+    numbers, 2 when the eye is not 3. The groups left to their own index are those whose
+    ``act`` is ``_INNER``. ``gcode[g]`` gets each group's outcome (``NODE_*``). The float32
+    centres of the groups it scans are brought up to date first: the logged moved rows of a
+    group with state 1, the whole block with state 2; the log is then emptied and the groups
+    it leaves unscanned go to state 2 (store.apply_moves).
 
     Scratch (the caller's, reused): ``act`` / ``cuts`` a byte / word per group position,
     ``scanned`` a byte per group slot (zero on entry and on return), ``sure`` and ``near``
@@ -369,6 +369,9 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
         for a in range(4):
             if not np.isfinite(planes[p, a]):
                 return np.empty(0, np.int64), 0, 0, 0, 1
+    if eye.shape[0] != 3 or not (np.isfinite(eye[0]) and np.isfinite(eye[1])
+                                 and np.isfinite(eye[2])):
+        return np.empty(0, np.int64), 0, 0, 0, 2
     nn = np.empty(K)
     n1 = np.empty(K)
     for p in range(K):
