@@ -446,18 +446,6 @@ def row32(lc, x, y, z, s: int) -> None:
 
 
 @njit(cache=True)
-def flush_log(lc, x, y, z, log_rows, nlog, dirty32) -> None:
-    """Bring the float32 copies of the logged rows up to date and empty the move log (the
-    groups in state 1 are then fresh): before rows are moved inside their blocks."""
-    for q in range(nlog[0]):
-        row32(lc, x, y, z, log_rows[q])
-    for g in range(dirty32.shape[0]):
-        if dirty32[g] == 1:
-            dirty32[g] = 0
-    nlog[0] = 0
-
-
-@njit(cache=True)
 def sync32(lc, x, y, z, lo: int, hi: int) -> None:
     """The float32 copy of the centres of rows ``lo .. hi-1``: ``to32`` of finite values, a
     clamp, written without a branch so that the pass vectorises."""
