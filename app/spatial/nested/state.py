@@ -2,12 +2,13 @@
 (set_transforms, update, query_frustum) cross from Python into compiled code with a handful
 of arguments instead of fifty.
 
-Why: numba unboxes every array argument of a call (about 50 ns each). The per-frame kernels
-read some fifty arrays, so the crossing alone cost 2-5 us a call, a fifth of a 100 x 1,000
-frame (issue 15). A StructRef is unboxed as one pointer. It holds references to the index's
-arrays, not copies: the index rebuilds it (:func:`make_state`) whenever it replaces one of
-them (growth, a new arena, a new preorder, larger scratch), and ``validate`` checks that it
-still points at the current ones (:func:`state_pointers`).
+Why: numba unboxes every array argument of a call from Python (about 50 ns each), and a call
+between two compiled functions passes each array's fields (about 13 ns an array). The
+per-frame kernels read some fifty arrays, so the crossings cost 3-5 us a call, a fifth of a
+100 x 1,000 frame (issue 15). A StructRef is unboxed as one pointer. It holds references to
+the index's arrays, not copies: the index rebuilds it (:func:`make_state`) whenever it
+replaces one of them (growth, a new arena, a new preorder, larger scratch), and ``validate``
+checks that it still points at the current ones (:func:`state_pointers`).
 
 Each per-frame kernel has a typed entry point next to it (``groups.transforms_hot``,
 ``store.moves_hot``, ``query.query_hot``), compiled for exactly the record's type and float64
@@ -68,6 +69,7 @@ FIELDS = (
 NAMES = tuple(name for name, _ in FIELDS)
 #: the record's numba type
 STATE_TYPE = NestedStateType(list(FIELDS))
+
 
 @njit(cache=True)
 def make_state(order, send, pos, parent, L, scale, W, ws, dhi, dlo, gmag, o_c, o_r, o_tight, o_vd,
