@@ -264,12 +264,12 @@ def set_transforms_batch(st, slots, m):
     return 0, 0
 
 
-
 # Typed entry point (state.py): other argument types raise TypeError instead of compiling.
 @njit((STATE_TYPE, types.int64[::1], types.float64[:, :, ::1]), cache=True)
 def transforms_hot(st, slots, m):
     """:func:`set_transforms_batch` for ``NestedIndex.set_transforms``' per-frame path."""
     return set_transforms_batch(st, slots, m)
+
 
 @njit(cache=True, inline="always")
 def magnitude(W, g: int, cmax: float) -> float:

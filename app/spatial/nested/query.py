@@ -516,13 +516,13 @@ def refresh_descend(st, planes, eye, use_vd: bool, inner_min: int):
     return descend(st, planes, eye, use_vd, inner_min)
 
 
-
 # Typed entry point (state.py): other argument types raise TypeError instead of compiling.
 @njit((STATE_TYPE, types.float64[:, ::1], types.float64[::1], types.boolean, types.int64),
       cache=True)
 def query_hot(st, planes, eye, use_vd: bool, inner_min: int):
     """:func:`refresh_descend` for ``NestedIndex.query_frustum``'s per-frame path."""
     return refresh_descend(st, planes, eye, use_vd, inner_min)
+
 
 @njit(cache=True)
 def settle_candidates(cand, keys, vals, dense, lc, rad, vdist, planes, eye, use_vd: bool, W,

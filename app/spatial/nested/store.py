@@ -379,13 +379,13 @@ def moves_fast(st, ids, last, rows, grps, centers, radii, vdist, inner_min: int)
     return 0
 
 
-
 # Typed entry point (state.py): other argument types raise TypeError instead of compiling.
 @njit((STATE_TYPE, types.int64[::1], types.int64[::1], types.int64[::1], types.int64[::1],
        types.float64[:, ::1], types.float64[::1], types.float64[::1], types.int64), cache=True)
 def moves_hot(st, ids, last, rows, grps, centers, radii, vdist, inner_min: int) -> int:
     """:func:`moves_fast` for ``NestedIndex.update``'s per-frame path."""
     return moves_fast(st, ids, last, rows, grps, centers, radii, vdist, inner_min)
+
 
 @njit(cache=True)
 def movers_first(R: NestedRows, rows, grps, b_start, stamp, epoch: int, keys, vals,
