@@ -919,3 +919,25 @@ def test_per_frame_calls_take_any_array_form(form):
         got = np.sort(h.query_frustum(shaped(planes, frame)).visible)
         assert np.array_equal(got, o.frustum(planes)), f"frame {frame}"
         h.validate()
+
+
+def test_a_deep_copy_is_its_own_index():
+    """``copy.deepcopy`` copies everything but the compiled record (which points at the
+    original's arrays): the copy answers the same, then moves on its own."""
+    import copy
+
+    h, o = _scene("brute")
+    rng = np.random.default_rng(5)
+    eye, planes = random_camera(rng, 20.0)
+    h.query_frustum(planes)  # the original's record exists
+    dup = copy.deepcopy(h)
+    dup.validate()
+    assert np.array_equal(np.sort(dup.query_frustum(planes).visible),
+                          np.sort(h.query_frustum(planes).visible))
+    ids = np.array(sorted(o.objs)[:10], dtype=np.int64)
+    for _ in range(3):  # the per-frame path on the copy writes the copy's arrays only
+        dup.update(None, ids, rng.normal(size=(10, 3)) * 40)
+    before = np.sort(h.query_frustum(planes).visible)
+    assert np.array_equal(before, np.sort(o.frustum(planes)))
+    dup.validate()
+    h.validate()

@@ -233,6 +233,13 @@ class NestedIndex:
         self._near = np.empty(1024 + 8, np.int64)
         self._st: Any = None  # the arrays above as one compiled record (state.py), made lazily
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but the compiled record, which points at this index's arrays: a copy
+        (``copy.deepcopy``) makes its own at its first per-frame call."""
+        state = self.__dict__.copy()
+        state["_st"] = None
+        return state
+
     # ------------------------------------------------------------------ groups
 
     def __len__(self) -> int:
