@@ -323,7 +323,7 @@ class NestedIndex:
                                  f"{self._keys[int(k)]!r} would leave [{1 / LIMIT:g}, "
                                  f"{LIMIT:g}]")
             # a bad matrix or another type: nothing changed; the checks below name it
-        if not all(type(k) is int or type(k) is str for k in keys):  # not bools, floats
+        if not _KEY_TYPES.issuperset(map(type, keys)):  # not bools, floats
             keys = [_key(g) for g in keys]
         slot = self._slot
         try:
@@ -494,21 +494,14 @@ class NestedIndex:
         distances). ``gid`` None: each object in its own group (one call for a whole frame);
         else every id must be in ``gid``."""
         last = self._movers
-        if (gid is None and radii is None and view_distances is None and last is not None
-                and last[0] == self._version and last[1] == -1):
-            # The per-frame path: the same movers as the last batch, new centres only. Other
-            # array types raise TypeError before the call runs; a bad shape or value, or
-            # other ids, return a code: the paths below decide (nothing was changed).
-            try:
-                code = moves_hot(self._st or self._state(), ids, last[2], last[3], last[4],
-                                 local_centers, _EMPTY_F, _EMPTY_F, self.inner_min)
-            except TypeError:
-                code = 1
-            if code == 0:
-                self._moved_again(last)
-                return
+        tried = (gid is None and radii is None and view_distances is None and last is not None
+                 and last[0] == self._version and last[1] == -1)
+        # The per-frame path: the same movers as the last batch, new centres only, with no
+        # check in Python (the compiled call makes them); otherwise the paths below decide.
+        if tried and self._move_cached(last, ids, local_centers, _EMPTY_F, _EMPTY_F) == 0:
+            return
         want = -1 if gid is None else self._group(gid, "update")
-        if self._update_fast(want, ids, local_centers, radii, view_distances):
+        if self._update_fast(want, ids, local_centers, radii, view_distances, tried):
             return
         ids, c, r, vd = _CHECK._check_batch(ids, local_centers, radii, view_distances,
                                             radii_optional=True)
@@ -823,10 +816,11 @@ class NestedIndex:
         _reject_repeats(op, ids)
         return rows
 
-    def _update_fast(self, want: int, ids: Any, c: Any, r: Any, vd: Any) -> bool:
+    def _update_fast(self, want: int, ids: Any, c: Any, r: Any, vd: Any, tried: bool) -> bool:
         """The per-frame path: well-typed arrays, one compiled call that checks and writes;
         the same movers as last time (a scene's moving objects) skip the id look-ups. False
-        (nothing changed): the checked path decides and names what is wrong."""
+        (nothing changed): the checked path decides and names what is wrong. ``tried``: the
+        cached movers' call already refused this batch (``update``), so it is not made again."""
         if not (type(ids) is np.ndarray and ids.dtype is _I64 and ids.ndim == 1
                 and ids.flags.c_contiguous):
             return False
@@ -842,14 +836,9 @@ class NestedIndex:
         vv = _EMPTY_F if vd is None else vd
         last = self._movers
         R = self._R
-        if last is not None and last[0] == self._version and last[1] == want:
-            try:
-                code = moves_hot(self._st or self._state(), ids, last[2], last[3], last[4], c,
-                                 rr, vv, self.inner_min)
-            except TypeError:  # read-only arrays: the checked path's kernels take them
-                code = 1
+        if not tried and last is not None and last[0] == self._version and last[1] == want:
+            code = self._move_cached(last, ids, c, rr, vv)
             if code == 0:
-                self._moved_again(last)
                 return True
             if code == 1:
                 return False
@@ -867,11 +856,21 @@ class NestedIndex:
         self._apply(rows, grps, c, r, vd)
         return True
 
-    def _moved_again(self, last: tuple) -> None:
-        """The cached movers moved once more: the third batch running packs their rows."""
-        self._moves_seen += 1
-        if self._moves_seen == 2 and self._packed != self._version:
-            self._pack_movers(last[3], last[4])
+    def _move_cached(self, last: tuple, ids: Any, c: Any, r: np.ndarray, vd: np.ndarray) -> int:
+        """The cached movers ``last`` moved once more, in one compiled call that checks
+        (store.moves_fast): 0 done (the third batch running packs their rows), 1 a bad
+        type, shape or value, 2 other ids; nothing changed unless 0. Another array type
+        (read-only, strided, float32, a list) is refused as 1: the checked path takes it."""
+        try:
+            code = moves_hot(self._st or self._state(), ids, last[2], last[3], last[4], c, r,
+                             vd, self.inner_min)
+        except TypeError:
+            return 1
+        if code == 0:
+            self._moves_seen += 1
+            if self._moves_seen == 2 and self._packed != self._version:
+                self._pack_movers(last[3], last[4])
+        return code
 
     def _pack_movers(self, rows: np.ndarray, grps: np.ndarray) -> None:
         """The same objects moved in three batches running: pack their rows to the front of
