@@ -250,6 +250,16 @@ def resolve_moves(ids, keys, vals, dense, grp, want: int, stamp, epoch: int, row
 
 
 @njit(cache=True, inline="always")
+def _run_end(grps, i: int) -> int:
+    """One past the run of moves of group ``grps[i]`` that starts at ``i`` (a batch comes in
+    runs of one group)."""
+    j = i + 1
+    while j < grps.shape[0] and grps[j] == grps[i]:
+        j += 1
+    return j
+
+
+@njit(cache=True, inline="always")
 def _apply(rows, grps, centers, radii, vdist, lc, rad, vd, stale, r32, vd32, o_c, o_r, o_tight,
            o_vd, o_rmax, loose, nstale, b_count, inner_min, dirty32, gdirty, log_rows,
            log_grp, nlog, bmark, blist, nbl) -> None:
@@ -264,9 +274,7 @@ def _apply(rows, grps, centers, radii, vdist, lc, rad, vd, stale, r32, vd32, o_c
     i = 0
     while i < m:
         g = grps[i]
-        j = i + 1
-        while j < m and grps[j] == g:
-            j += 1
+        j = _run_end(grps, i)
         d = dirty32[g]
         big = b_count[g] >= inner_min
         ox = o_c[g, 0]
@@ -402,9 +410,7 @@ def movers_first(R: NestedRows, rows, grps, b_start, stamp, epoch: int, keys, va
     i = 0
     while i < m:
         g = grps[i]
-        j = i + 1
-        while j < m and grps[j] == g:
-            j += 1
+        j = _run_end(grps, i)
         lo = b_start[g]
         zone = lo + (j - i)  # the first j - i rows of the block: the batch's place
         t = lo
