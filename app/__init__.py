@@ -10,4 +10,10 @@ import os
 # wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# Compiled kernels are cached per state of the sources (see app/kernel_cache.py): numba would
+# otherwise keep running a kernel compiled against an older version of a module it calls.
+from app.kernel_cache import configure as _configure_kernel_cache  # noqa: E402
+
+_configure_kernel_cache()
+
 __version__ = "0.1.0"

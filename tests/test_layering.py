@@ -16,6 +16,7 @@ APP = Path(__file__).resolve().parent.parent / "app"
 LAYERS: dict[str, int] = {
     "geom": 0,
     "parallelism": 0,
+    "kernel_cache": 0,
     "spatial": 1,
     "culling": 2,
     "framelog": 2,

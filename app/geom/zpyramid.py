@@ -51,9 +51,6 @@ DEPTH_EPS = 1e-6
 #: the frustum, 43 truly visible) a flat test kept 139 spheres with 2x2 texels, 101 with 4x4,
 #: 85 with 8x8 and 76 with an exact rectangle; over 80 frames of the fig26 path the descent
 #: renders 94.3 instead of 98.1 (flat 16x16).
-#: NOTE: numba's cache of a kernel in another module (every index's traversal) does not see
-#: edits of this file: after changing a constant or a function here, delete the index caches
-#: (``find app -name '*.nbi' -delete; find app -name '*.nbc' -delete``).
 MAX_TEXELS = 4
 
 #: When a texel at the chosen level is in front, look at its children that overlap the

@@ -14,7 +14,7 @@ Each per-frame kernel has a typed entry point next to it (``groups.transforms_ho
 ``store.moves_hot``, ``query.query_hot``), compiled for exactly the record's type and float64
 C-contiguous writable arrays: anything else raises TypeError at the call instead of
 compiling a new version, and the index falls back to its checked path, which names the
-problem. (Next to it, not here: numba's cache only notices edits to a kernel's own file.)
+problem. Each sits in its kernel's file, where a reader looks for it.
 """
 
 from __future__ import annotations
