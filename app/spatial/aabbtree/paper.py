@@ -50,14 +50,14 @@ from app.spatial.aabbtree.kernels import (
     grow_node,
     invalidate_up,
     is_empty_node,
-    link_object,
+    link_arrays,
     refit_node,
+    relink_arrays,
     reset_root,
     slot_sphere,
     sphere_box,
     split_node,
     take_out,
-    unlink_object,
 )
 
 
@@ -100,15 +100,18 @@ def paper_collect_garbage(nd, n: int) -> None:
 def paper_insert_objects(nd, ob, sp, slots, keep: int) -> None:
     """``AddNode``: ``FindNode`` from the root (the non-leafy rule on the paper's boxes), link,
     ``GrowExtents``."""
+    # The arrays out of their tuples once: numba counts references at every use in the loop.
+    centers, radii, vdist = sp
+    child, is_split, axis, split, plo, phi = (nd.child, nd.is_split, nd.axis, nd.split, nd.plo,
+                                              nd.phi)
+    lo, hi, dirty, maxvd, parent = nd.lo, nd.hi, nd.dirty, nd.maxvd, nd.parent
     for s in slots:
-        cx, cy, cz, r = slot_sphere(sp.centers, sp.radii, s)
-        n, c = find_place(nd.child, nd.is_split, nd.axis, nd.split, nd.plo, nd.phi, keep, ROOT,
-                          cx, cy, cz, r)
+        cx, cy, cz, r = slot_sphere(centers, radii, s)
+        n, c = find_place(child, is_split, axis, split, plo, phi, keep, ROOT, cx, cy, cz, r)
         if c >= 0:
             n = paper_new_leaf(nd, n, c)
-        link_object(nd, ob, n, s)
-        paper_grow_up(nd.lo, nd.hi, nd.plo, nd.phi, nd.dirty, nd.maxvd, nd.parent, n,
-                      cx, cy, cz, r, sp.vdist[s])
+        link_arrays(nd.head, nd.count, ob.next, ob.prev, ob.node, n, s)
+        paper_grow_up(lo, hi, plo, phi, dirty, maxvd, parent, n, cx, cy, cz, r, vdist[s])
 
 
 @njit(cache=True)
@@ -128,26 +131,29 @@ def paper_update_objects(nd, ob, sp, slots, old, keep: int) -> int:
     there (grow) and ``RemoveNode`` here (shrink with the old sphere, garbage collection);
     the same node: grow, then shrink with the old sphere.
     """
+    # The arrays out of their tuples once: numba counts references at every use in the loop.
+    centers, radii, vdist = sp
+    old_c, old_r, old_v = old
+    child, is_split, axis, split, plo, phi = (nd.child, nd.is_split, nd.axis, nd.split, nd.plo,
+                                              nd.phi)
+    lo, hi, dirty, maxvd, parent = nd.lo, nd.hi, nd.dirty, nd.maxvd, nd.parent
+    node = ob.node
     moved = 0
     for i in range(slots.shape[0]):
         s = slots[i]
-        cx, cy, cz, r = slot_sphere(sp.centers, sp.radii, s)
-        x = ob.node[s]
+        cx, cy, cz, r = slot_sphere(centers, radii, s)
+        x = node[s]
         lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
-        a = climb_to_cover(nd.plo, nd.phi, nd.parent, x, lx, ly, lz, hx, hy, hz)
-        d, c = find_place(nd.child, nd.is_split, nd.axis, nd.split, nd.plo, nd.phi, keep, a,
-                          cx, cy, cz, r)
+        a = climb_to_cover(plo, phi, parent, x, lx, ly, lz, hx, hy, hz)
+        d, c = find_place(child, is_split, axis, split, plo, phi, keep, a, cx, cy, cz, r)
         if c >= 0:
             d = paper_new_leaf(nd, d, c)
         if d != x:
-            unlink_object(nd, ob, s)
-            link_object(nd, ob, d, s)
+            relink_arrays(nd.head, nd.count, ob.next, ob.prev, node, d, s)
             moved += 1
-        paper_grow_up(nd.lo, nd.hi, nd.plo, nd.phi, nd.dirty, nd.maxvd, nd.parent, d,
-                      cx, cy, cz, r, sp.vdist[s])
-        ox, oy, oz, orad = slot_sphere(old.centers, old.radii, i)
-        invalidate_up(nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty, x, ox, oy, oz, orad,
-                      old.vdist[i])
+        paper_grow_up(lo, hi, plo, phi, dirty, maxvd, parent, d, cx, cy, cz, r, vdist[s])
+        ox, oy, oz, orad = slot_sphere(old_c, old_r, i)
+        invalidate_up(lo, hi, maxvd, parent, dirty, x, ox, oy, oz, orad, old_v[i])
         if (d != x) & is_empty_node(nd.count, nd.nchild, x):
             paper_collect_garbage(nd, x)
     return moved
