@@ -137,7 +137,7 @@ def split_axis(ex: float, ey: float, ez: float, paper: bool) -> int:
     return 0 if (ex >= ey and ex >= ez) else (1 if ey >= ez else 2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def which_child(child, is_split, axis, split, lo, hi, keep: int, n: int,
                 cx: float, cy: float, cz: float, r: float) -> int:
     """Child index (0..K-1) the heuristic picks for a sphere at split node n; -1 keeps it at n.

@@ -61,7 +61,7 @@ from app.spatial.aabbtree.kernels import (
 )
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def paper_grow_up(lo, hi, plo, phi, dirty, maxvd, parent, n: int, cx: float, cy: float,
                   cz: float, r: float, vd: float) -> None:
     """``GrowExtents``: every box up to the root covers the sphere; the paper's box only where
