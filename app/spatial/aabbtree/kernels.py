@@ -203,8 +203,8 @@ def link_arrays(head, count, nxt, prv, node, n: int, s: int) -> None:
 
 
 @njit(cache=True, _nrt=False)
-def relink_arrays(head, count, nxt, prv, node, n: int, s: int) -> None:
-    """Move slot ``s`` from its node's object list to node ``n``'s."""
+def unlink_arrays(head, count, nxt, prv, node, s: int) -> None:
+    """Take slot ``s`` out of its node's object list (its own links are left as they were)."""
     o = node[s]
     p = prv[s]
     q = nxt[s]
@@ -215,22 +215,19 @@ def relink_arrays(head, count, nxt, prv, node, n: int, s: int) -> None:
     if q >= 0:
         prv[q] = p
     count[o] -= 1
+
+
+@njit(cache=True, _nrt=False)
+def relink_arrays(head, count, nxt, prv, node, n: int, s: int) -> None:
+    """Move slot ``s`` from its node's object list to node ``n``'s."""
+    unlink_arrays(head, count, nxt, prv, node, s)
     link_arrays(head, count, nxt, prv, node, n, s)
 
 
 @njit(cache=True, inline="always")
 def unlink_object(nd, ob, s: int) -> None:
     """Take slot ``s`` out of its node's object list and clear its links."""
-    n = ob.node[s]
-    p = ob.prev[s]
-    q = ob.next[s]
-    if p >= 0:
-        ob.next[p] = q
-    else:
-        nd.head[n] = q
-    if q >= 0:
-        ob.prev[q] = p
-    nd.count[n] -= 1
+    unlink_arrays(nd.head, nd.count, ob.next, ob.prev, ob.node, s)
     ob.node[s] = -1
     ob.next[s] = -1
     ob.prev[s] = -1
