@@ -265,30 +265,19 @@ def test_coarse_pyramid_is_more_conservative():
 
 # ---------------------------------------------------------------- GPU (EGL, llvmpipe)
 
-@pytest.fixture(scope="module")
-def gl():
-    try:
-        from app.render.context import create_headless_context
-        ctx = create_headless_context()
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"no headless GL: {exc}")
-    yield ctx
-    ctx.release()
-
-
 @pytest.mark.gl
 @pytest.mark.parametrize("size", [(33, 17), (7, 5), (64, 36), (1, 9), (13, 1), (100, 61)])
 @pytest.mark.parametrize("first", [0, 2])
 @pytest.mark.parametrize("cpu_top", [True, False], ids=["cpu-top", "gpu-all"])
-def test_gpu_reduction_matches_numpy(gl, size, first, cpu_top):
+def test_gpu_reduction_matches_numpy(ctx, size, first, cpu_top):
     """Levels the GPU makes, and the pyramid the CPU test gets (read back, and with
     ``cpu_top`` finished on the CPU), equal the numpy reference."""
     from app.render.depth_pyramid import DepthPyramid
 
     w, h = size
-    depth = gl.depth_texture(size)
+    depth = ctx.depth_texture(size)
     depth.write(np.random.default_rng(w * h).random((h, w)).astype(np.float32).tobytes())
-    pyr = DepthPyramid(gl, size, first_level=first, cpu_top=cpu_top)
+    pyr = DepthPyramid(ctx, size, first_level=first, cpu_top=cpu_top)
     zp = pyr.build_now(depth, VP)
     got = pyr.read_all_levels(depth)
     ref = reduce_levels(got[0])  # level 0 as GL stores it (24-bit depth)
@@ -310,12 +299,12 @@ def test_gpu_reduction_matches_numpy(gl, size, first, cpu_top):
 
 
 @pytest.mark.gl
-def test_pyramid_ring_returns_previous_frame(gl):
+def test_pyramid_ring_returns_previous_frame(ctx):
     from app.render.depth_pyramid import DepthPyramid
 
     size = (16, 8)
-    depth = gl.depth_texture(size)
-    pyr = DepthPyramid(gl, size, first_level=0)
+    depth = ctx.depth_texture(size)
+    pyr = DepthPyramid(ctx, size, first_level=0)
     assert pyr.previous() is None
     for k, value in enumerate((0.25, 0.5, 0.75)):
         depth.write(np.full((8, 16), value, np.float32).tobytes())
@@ -330,11 +319,11 @@ def test_pyramid_ring_returns_previous_frame(gl):
 
 
 @pytest.mark.gl
-def test_id_buffer_reports_only_unhidden_objects(gl):
+def test_id_buffer_reports_only_unhidden_objects(ctx):
     from app.render.id_buffer import IdBuffer
     from app.render.meshes import load_mesh
 
-    ib = IdBuffer(gl, (W, H), [load_mesh("cube")])
+    ib = IdBuffer(ctx, (W, H), [load_mesh("cube")])
     centers = np.array([[0.0, 0, -10], [0.0, 0, -20], [6.0, 0, -15], [300.0, 0, -20]])
     radii = np.array([3.0, 1.0, 1.0, 1.0])
     ids = np.array([7, 8, 9, 10])
@@ -345,7 +334,7 @@ def test_id_buffer_reports_only_unhidden_objects(gl):
 
 @pytest.mark.gl
 @pytest.mark.parametrize("mode", ["two-pass", "previous"])
-def test_end_to_end_small_scene(gl, tmp_path, mode):
+def test_end_to_end_small_scene(ctx, tmp_path, mode):
     """A small fig26-like block of random walkers, along a path that looks into it."""
     from app.scene import load_scene
     from app.viewer.occlusion_runs import run, summary
@@ -355,7 +344,7 @@ def test_end_to_end_small_scene(gl, tmp_path, mode):
     path.write_text(src.replace("count = 1331", "count = 343"))
     scene = load_scene(path)
     png = tmp_path / "frame.png"
-    rows = run(gl, scene, index="brute", mode=mode, frames=24, size=(160, 90),
+    rows = run(ctx, scene, index="brute", mode=mode, frames=24, size=(160, 90),
                ground_truth=True, screenshot=str(png))
     s = summary(rows)
     assert png.stat().st_size > 0
@@ -404,7 +393,7 @@ def test_rect_test_equals_exact_test_at_finest_stored_level(first):
 
 
 @pytest.mark.gl
-def test_two_pass_image_equals_frustum_only_image(gl, tmp_path):
+def test_two_pass_image_equals_frustum_only_image(ctx, tmp_path):
     """Two-pass occlusion never changes a pixel: every frame, including those where the second
     draw adds objects that became visible, equals the frustum-only frame (this caught the
     second draw running without the depth test the pyramid passes had switched off)."""
@@ -421,7 +410,7 @@ def test_two_pass_image_equals_frustum_only_image(gl, tmp_path):
     viewers = []
     for mode in ("off", "two-pass"):
         scene = load_scene(path)
-        v = Viewer(gl, scene, IndexConfig("octree", True, None), size, Toggles(hud=False),
+        v = Viewer(ctx, scene, IndexConfig("octree", True, None), size, Toggles(hud=False),
                    occlusion_factory=occlusion_factory(False))
         v.set_occlusion(mode)
         viewers.append((v, scene))

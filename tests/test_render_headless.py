@@ -15,22 +15,6 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.gl
 
 
-def _ctx():
-    try:
-        from app.render.context import create_headless_context
-
-        return create_headless_context()
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"no headless EGL context: {exc}")
-
-
-@pytest.fixture(scope="module")
-def ctx():
-    c = _ctx()
-    yield c
-    c.release()
-
-
 def _viewer(ctx, scene_name="demo", objects=1500, index="brute", size=(320, 180), **toggles):
     from app.culling.pipeline import IndexConfig
     from app.scene import load_scene
@@ -155,8 +139,7 @@ def _demo(*args, env=None, timeout=300):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def test_headless_command_writes_log_and_screenshot(tmp_path):
-    _ctx()
+def test_headless_command_writes_log_and_screenshot(ctx, tmp_path):  # ctx: skips without EGL
     from PIL import Image
 
     from app.framelog import CONTRACT_COLUMNS, read_log
