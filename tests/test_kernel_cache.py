@@ -1,5 +1,6 @@
-"""The compiled-kernel cache is keyed on the sources: an edit of a module that a cached kernel
-calls must never leave the old code running (numba alone keys a kernel on its own file)."""
+"""The compiled-kernel cache: an edit of a module that a cached kernel calls must never leave
+the old code running (numba alone stamps a kernel with its own file), and an edit that no
+kernel is compiled from (another module, a docstring, a comment) must recompile nothing."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from app import kernel_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 
-LIB = "from numba import njit\n\n\n@njit(cache=True)\ndef value():\n    return {}\n"
+LIB = '"""The callee."""\n\nfrom numba import njit\n\n\n@njit(cache=True)\ndef value():\n' \
+      '    return {}\n'
 MAIN = textwrap.dedent("""\
     from numba import njit
 
@@ -24,117 +28,156 @@ MAIN = textwrap.dedent("""\
     def twice():
         return 2 * value()
     """)
+OTHER = "LABEL = 'a HUD string'\n"
 RUN = textwrap.dedent("""\
-    import os
     import sys
     from pathlib import Path
     sys.path.insert(0, {root!r})
     sys.path.insert(0, {tmp!r})
     if {keyed!r}:
         from app.kernel_cache import configure
-        del os.environ["NUMBA_CACHE_DIR"]  # importing app keyed it on app's sources
         configure(Path({pkg!r}))
     from kpkg.main import twice
-    print(twice())
+    print(twice(), sum(twice.stats.cache_misses.values()))
     """)
 
 
 def _package(tmp: Path) -> Path:
-    (tmp / "pyproject.toml").write_text("")  # a checkout: caches beside the package
     pkg = tmp / "kpkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "lib.py").write_text(LIB.format(1))
     (pkg / "main.py").write_text(MAIN)
+    (pkg / "other.py").write_text(OTHER)
     return pkg
 
 
-def _edit_lib(pkg: Path, value: int) -> None:
-    """Rewrite the callee (same size, so only the time tells) with a later modification time."""
-    lib = pkg / "lib.py"
-    before = lib.stat().st_mtime_ns
-    lib.write_text(LIB.format(value))
-    os.utime(lib, ns=(before + 10**9, before + 10**9))
+def _rewrite(path: Path, text: str) -> None:
+    """Write ``text`` with a later modification time (coarse clocks cannot hide the edit)."""
+    before = path.stat().st_mtime_ns
+    path.write_text(text)
+    os.utime(path, ns=(before + 10**9, before + 10**9))
 
 
-def _run(tmp: Path, pkg: Path, keyed: bool, cache: Path | None = None) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
-    if cache is not None:
-        env["NUMBA_CACHE_DIR"] = str(cache)
+def _run(tmp: Path, pkg: Path, keyed: bool) -> tuple[int, int]:
+    """(what the cached caller returns, how many kernels this run compiled)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CACHE")}
+    env["NUMBA_CACHE_DIR"] = str(tmp / ("closure-cache" if keyed else "numba-cache"))
     code = RUN.format(root=str(ROOT), tmp=str(tmp), pkg=str(pkg), keyed=keyed)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, timeout=300, check=True)
-    return out.stdout.strip()
+    value, compiled = out.stdout.split()
+    return int(value), int(compiled)
 
 
 def test_an_edited_callee_is_compiled_again_into_its_cached_caller(tmp_path: Path) -> None:
     pkg = _package(tmp_path)
-    assert _run(tmp_path, pkg, keyed=True) == "2"
-    assert _run(tmp_path, pkg, keyed=True) == "2"  # loaded from the cache
-    _edit_lib(pkg, 5)
-    assert _run(tmp_path, pkg, keyed=True) == "10"
-    states = list((tmp_path / ".numba-cache").iterdir())
-    assert len(states) == 2, states
+    assert _run(tmp_path, pkg, keyed=True) == (2, 1)
+    assert _run(tmp_path, pkg, keyed=True) == (2, 0)  # loaded from the cache
+    _rewrite(pkg / "lib.py", LIB.format(5))
+    assert _run(tmp_path, pkg, keyed=True) == (10, 1)
+    assert _run(tmp_path, pkg, keyed=True) == (10, 0)
+
+
+def test_an_unrelated_edit_keeps_the_cache(tmp_path: Path) -> None:
+    """Another module, the callee's docstring, a comment and blank lines that shift the
+    kernels' line numbers: nothing is compiled again."""
+    pkg = _package(tmp_path)
+    assert _run(tmp_path, pkg, keyed=True) == (2, 1)
+    _rewrite(pkg / "other.py", "LABEL = 'another HUD string, longer'\n")
+    assert _run(tmp_path, pkg, keyed=True) == (2, 0)
+    lib = LIB.format(1).replace('"""The callee."""', '"""The callee,\n\nnow documented."""')
+    _rewrite(pkg / "lib.py", lib.replace("def value():", "def value():  # one\n\n"))
+    _rewrite(pkg / "main.py", "# a comment\n\n\n" + MAIN)
+    assert _run(tmp_path, pkg, keyed=True) == (2, 0)
 
 
 def test_numba_alone_keeps_the_stale_caller(tmp_path: Path) -> None:
-    """The trap the keyed cache removes: one fixed cache folder runs the caller compiled
-    against the old callee (if numba ever fixes this, the keyed cache is no longer needed)."""
+    """The trap the closure stamp removes: numba's own stamp runs the caller compiled against
+    the old callee (if numba ever fixes this, the closure locator is no longer needed)."""
     pkg = _package(tmp_path)
-    fixed = tmp_path / "fixed-cache"
-    assert _run(tmp_path, pkg, keyed=False, cache=fixed) == "2"
-    _edit_lib(pkg, 5)
-    assert _run(tmp_path, pkg, keyed=False, cache=fixed) == "2"
+    assert _run(tmp_path, pkg, keyed=False) == (2, 1)
+    _rewrite(pkg / "lib.py", LIB.format(5))
+    assert _run(tmp_path, pkg, keyed=False) == (2, 0)
 
 
-def test_the_key_follows_every_source_file(tmp_path: Path) -> None:
+def test_the_stamp_follows_imports_code_not_text(tmp_path: Path) -> None:
     pkg = _package(tmp_path)
     (pkg / "sub").mkdir()
+    (pkg / "sub" / "__init__.py").write_text("from .deep import X\n")
     (pkg / "sub" / "deep.py").write_text("X = 1\n")
-    first = kernel_cache.sources_key(pkg)
-    assert kernel_cache.sources_key(pkg) == first
-    (pkg / "sub" / "deep.py").write_text("X = 12\n")
-    second = kernel_cache.sources_key(pkg)
-    assert second != first
-    (pkg / "notes.txt").write_text("not a source")
-    assert kernel_cache.sources_key(pkg) == second
-    (pkg / "new.py").write_text("")
-    assert kernel_cache.sources_key(pkg) != second
+    (pkg / "uses_sub.py").write_text("from kpkg.sub import X\n")
+    (pkg / "relative.py").write_text("from . import lib\nfrom .sub import deep\n")
+
+    def stamps() -> dict[str, str]:
+        g = kernel_cache.SourceGraph(pkg, memo=tmp_path / "memo.json")
+        return {m: g.stamp(m) for m in ("kpkg.main", "kpkg.uses_sub", "kpkg.relative",
+                                        "kpkg.other")}
+
+    g = kernel_cache.SourceGraph(pkg)
+    assert g.closure("kpkg.main") == ["kpkg.lib", "kpkg.main"]
+    assert g.closure("kpkg.uses_sub") == ["kpkg.sub", "kpkg.sub.deep", "kpkg.uses_sub"]
+    assert g.closure("kpkg.relative") == ["kpkg.lib", "kpkg.relative", "kpkg.sub.deep"]
+    first = stamps()
+    assert stamps() == first  # the memo gives the same answer as a parse
+    _rewrite(pkg / "sub" / "deep.py", "X = 2\n")
+    second = stamps()
+    changed = {m for m in first if first[m] != second[m]}
+    assert changed == {"kpkg.uses_sub", "kpkg.relative"}
+    _rewrite(pkg / "sub" / "deep.py", '"""Deep."""\n\nX = 2  # two\n')
+    assert stamps() == second
 
 
-def test_only_the_latest_source_states_keep_their_caches(tmp_path: Path) -> None:
-    pkg = _package(tmp_path)
-    made = []
-    for k in range(kernel_cache.KEEP + 2):
-        _edit_lib(pkg, 10 + k)
-        made.append(kernel_cache.cache_dir(pkg))
-        os.utime(made[-1], (1e9 + k, 1e9 + k))  # coarse clocks: make the order explicit
-    left = sorted((tmp_path / ".numba-cache").iterdir())
-    assert left == sorted(made[-kernel_cache.KEEP:])
+def _kernel_modules(graph: kernel_cache.SourceGraph) -> list[str]:
+    return [m for m, p in graph._files.items() if "njit" in p.read_text()]
+
+
+def test_no_kernel_of_the_package_is_compiled_from_the_viewer_bench_or_render() -> None:
+    """What a kernel module imports, directly or not, is what its stamp covers: the viewer,
+    the HUD and the other OpenGL passes, the bench, the command line must stay out of it."""
+    graph = kernel_cache.SourceGraph(ROOT / "app")
+    kernels = _kernel_modules(graph)
+    assert len(kernels) > 20, kernels
+    outside = ("app.viewer", "app.render", "app.bench", "app.cli", "app.plot", "app.framelog",
+               "app.scene")
+    for m in kernels:
+        if m.startswith(outside):
+            continue
+        leaks = [d for d in graph.closure(m) if d.startswith(outside)]
+        assert not leaks, f"{m}'s kernels would recompile when {leaks} change"
 
 
 def test_an_installed_package_caches_in_the_user_cache_folder(tmp_path: Path,
                                                               monkeypatch) -> None:
     pkg = tmp_path / "site-packages" / "kpkg"
     pkg.mkdir(parents=True)
-    (pkg / "a.py").write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert kernel_cache.cache_base(pkg) == tmp_path / "xdg" / "cullview" / "numba"
-    assert kernel_cache.cache_dir(pkg).parent == tmp_path / "xdg" / "cullview" / "numba"
+    (tmp_path / "checkout" / "kpkg").mkdir(parents=True)
+    (tmp_path / "checkout" / "pyproject.toml").write_text("")
+    assert kernel_cache.cache_base(tmp_path / "checkout" / "kpkg") == \
+        tmp_path / "checkout" / ".numba-cache"
 
 
-def _numba_cache_dir(env: dict[str, str]) -> str:
-    code = "import app, numba; print(numba.config.CACHE_DIR)"
+def _numba_settings(env: dict[str, str]) -> tuple[str, str]:
+    code = "import app, numba; print(numba.config.CACHE_DIR); " \
+           "print(numba.config.CACHE_LOCATOR_CLASSES)"
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
                          text=True, timeout=120, check=True)
-    return out.stdout.strip()
+    cache_dir, locators = out.stdout.strip().splitlines()
+    return cache_dir, locators
 
 
-def test_importing_app_points_numba_at_the_keyed_cache_unless_the_user_chose(
-        tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
-    keyed = Path(_numba_cache_dir(env))
-    assert keyed.parent == ROOT / ".numba-cache"
-    assert keyed.name == kernel_cache.sources_key(ROOT / "app")
-    mine = str(tmp_path / "mine")
-    assert _numba_cache_dir(dict(env, NUMBA_CACHE_DIR=mine)) == mine
+@pytest.mark.parametrize("mine", [False, True])
+def test_importing_app_configures_numba_unless_the_user_chose(tmp_path: Path,
+                                                             mine: bool) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CACHE")}
+    if mine:
+        env["NUMBA_CACHE_DIR"] = str(tmp_path / "mine")
+        env["NUMBA_CACHE_LOCATOR_CLASSES"] = "UserProvidedCacheLocator"
+    cache_dir, locators = _numba_settings(env)
+    if mine:
+        assert (cache_dir, locators) == (str(tmp_path / "mine"), "UserProvidedCacheLocator")
+    else:
+        assert Path(cache_dir) == ROOT / ".numba-cache"
+        assert locators.split(",")[0] == "app.kernel_locator.ClosureLocator"

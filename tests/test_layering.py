@@ -17,6 +17,7 @@ LAYERS: dict[str, int] = {
     "geom": 0,
     "parallelism": 0,
     "kernel_cache": 0,
+    "kernel_locator": 0,
     "spatial": 1,
     "culling": 2,
     "framelog": 2,
