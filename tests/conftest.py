@@ -1,4 +1,10 @@
-"""Shared fixtures and hypothesis profiles."""
+"""Shared fixtures, hypothesis profiles and the two tiers of the suite.
+
+``./scripts/test.sh`` runs the everyday tier: everything but the tests marked ``thorough``.
+``./scripts/test.sh --thorough`` (``pytest --thorough``) runs every test, with hypothesis's
+thorough profile (400 examples a property instead of 25): every cold-compile case in its own
+process, the benchmarks' full smoke runs. Run it before a release.
+"""
 
 import os
 
@@ -15,6 +21,30 @@ settings.register_profile(
     "thorough", max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--thorough", action="store_true",
+                     help="run the thorough tier too (tests marked thorough, hypothesis's "
+                          "thorough profile)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "thorough: only in the thorough tier (--thorough)")
+    if config.getoption("--thorough") and not os.environ.get("HYPOTHESIS_PROFILE"):
+        settings.load_profile("thorough")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave the thorough tier out unless asked for (reported as deselected, not skipped)."""
+    if config.getoption("--thorough"):
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if item.get_closest_marker("thorough") else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(scope="module")

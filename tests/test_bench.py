@@ -1,4 +1,8 @@
-"""Smoke tests of the benchmarks: the --quick modes run end to end in a subprocess."""
+"""Smoke tests of the benchmarks: each runs end to end in a subprocess.
+
+The everyday tier runs them at a few hundred objects (every table, file and exactness check,
+in seconds); the thorough tier runs the --quick modes as a user would.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -16,10 +21,17 @@ def _run(args: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)
 
 
-def test_bench_index_quick(tmp_path):
+INDEX_SIZES = {"tiny": ["--scale", "0.002", "--frames", "2", "--no-rtree"],
+               "quick": []}
+
+
+@pytest.mark.parametrize("size", [
+    "tiny", pytest.param("quick", marks=pytest.mark.thorough)])
+def test_bench_index_quick(tmp_path, size):
     csv = tmp_path / "index.csv"
     md = tmp_path / "index.md"
-    p = _run(["bench", "index", "--quick", "--csv", str(csv), "--md", str(md)])
+    p = _run(["bench", "index", "--quick", *INDEX_SIZES[size], "--csv", str(csv), "--md",
+              str(md)])
     assert p.returncode == 0, p.stderr[-3000:]
     for w in ("static", "moving", "viewdist", "remote", "world"):
         assert f"== {w}" in p.stdout
@@ -37,9 +49,12 @@ def test_bench_index_quick(tmp_path):
     assert not bad, bad
 
 
-def test_bench_paper_quick(tmp_path):
+@pytest.mark.parametrize("size", [
+    "tiny", pytest.param("quick", marks=pytest.mark.thorough)])
+def test_bench_paper_quick(tmp_path, size):
     out = tmp_path / "paper"
-    p = _run(["bench", "paper", "--quick", "--out", str(out)])
+    smaller = ["--cycles", "2", "--max-n", "2000"] if size == "tiny" else []
+    p = _run(["bench", "paper", "--quick", *smaller, "--out", str(out)])
     assert p.returncode == 0, p.stderr[-3000:]
     assert "our results against the paper" in p.stdout
     for f in ("sweep.csv", "leafy.csv", "dist.csv", "report.md", "fig4_2_uniform.png",
