@@ -41,7 +41,7 @@ register("grid", "app.spatial.hashgrid", "HashedGrid")
 register("viewdist", "app.spatial.viewdist_tree", "ViewDistanceTree")
 register("chunks", "app.spatial.chunks", "ChunkedIndex")
 
-INDEX_NAMES: tuple[str, ...] = tuple(_available())
+from app.spatial.names import INDEX_NAMES  # noqa: E402 - plain data (help reads it alone)
 
 
 def create_index(name: str, **kwargs: Any) -> SpatialIndex:

@@ -4,6 +4,9 @@ Everything a run can be refused for is checked before anything is built or writt
 number option (type and range), the scene file (every value, the camera's view planes), the
 memory the objects need, and every output path (created and removed again to prove the file
 system takes it). A refusal is one line on stderr and exit status 2.
+
+The parser and its help use plain data only (``app.viewer.catalog``, ``app.spatial.names``):
+``--help`` and a bad option answer at once, without numba, even on a cold kernel cache.
 """
 
 from __future__ import annotations
@@ -18,6 +21,16 @@ import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+
+from app.viewer.catalog import (
+    INDEX_HELP,
+    INDEX_NAMES,
+    KEY_LINES,
+    MAX_OBJECTS,
+    TREE_HEURISTICS,
+    list_scenes,
+    scene_descriptions,
+)
 
 OCCLUSION_CHOICES = ("off", "previous", "two-pass")
 BOX_CHOICES = ("off", "depth", "outcome")
@@ -39,18 +52,6 @@ RUN_BYTES_PER_OBJECT = 800
 RUN_BASE_BYTES = 400_000_000  # the interpreter, numba, the GL driver
 FRAMEBUFFER_BYTES_PER_PIXEL = 48  # colour, depth, id buffer, pyramid, screenshot read-back
 
-INDEX_HELP = {
-    "brute": "no structure: one branch-free scan of every sphere",
-    "kd": "dynamic AABB tree, 2 children a node (Shagam)",
-    "ternary": "dynamic AABB tree, 3 children a node (Shagam)",
-    "octree": "dynamic AABB tree, 8 children a node (Shagam)",
-    "icoseptree": "dynamic AABB tree, 27 children a node (Shagam)",
-    "fixed-octree": "octree over a power-of-two cube (Nevala)",
-    "grid": "hierarchical hashed grid (Bitsquid)",
-    "viewdist": "view-distance sphere tree (Matthews); for scenes with view distances",
-    "chunks": "64-sphere chunks on a Hilbert curve under a 16-ary box tree (engines today)",
-}
-KEYS_FALLBACK = ["KEYS", "  F1            lists every key in the window"]
 
 
 def _int_option(lo: int, hi: int) -> Callable[[str], int]:
@@ -99,35 +100,23 @@ def _size(text: str) -> tuple[int, int]:
     return w, h
 
 
-def _index_names() -> tuple[str, ...]:
-    from app.spatial import INDEX_NAMES
-
-    return INDEX_NAMES
-
-
 def _key_lines() -> list[str]:
-    """The window's key list (the viewer's own F1 help), or a pointer to F1."""
-    try:
-        from app.viewer.frame import HELP_LINES
-    except Exception:  # noqa: BLE001 - help must print even when the renderer cannot load
-        return KEYS_FALLBACK
-    lines = list(HELP_LINES) or KEYS_FALLBACK
-    if lines[0].strip() == "KEYS":
+    """The window's key list (what F1 shows in the window)."""
+    lines = list(KEY_LINES)
+    if lines and lines[0].strip() == "KEYS":
         lines[0] = "KEYS (in the window; F1 shows them there too)"
     return lines
 
 
 def epilog() -> str:
     """The text after the options in ``demo --help``: scenes, indexes, keys."""
-    from app.scene.scene import scene_descriptions
-
     scenes = scene_descriptions()
     width = max((len(n) for n in scenes), default=0) + 2
     lines = ["SCENES (--scene NAME, from scenes/NAME.toml; or --scene path/to/file.toml)"]
     for n, d in scenes.items():
         lines += textwrap.wrap(d, 96, initial_indent=f"  {n:<{width}}",
                                subsequent_indent=" " * (width + 2)) or [f"  {n}"]
-    names = _index_names()
+    names = INDEX_NAMES
     width = max((len(n) for n in names), default=0) + 2
     lines += ["", "INDEXES (--index NAME; I / Shift+I switch in the window)"]
     lines += [f"  {n:<{width}}{INDEX_HELP.get(n, '')}".rstrip() for n in names]
@@ -138,9 +127,7 @@ def epilog() -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The demo options; the help ends with the scenes, the indexes and the window's keys."""
-    from app.scene.scene import MAX_OBJECTS, list_scenes
-
-    names = _index_names()
+    names = INDEX_NAMES
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = epilog()
     p.add_argument("--scene", default="demo", metavar="NAME|PATH",
@@ -325,8 +312,6 @@ def _check_scene(args: argparse.Namespace) -> str | None:
 
 def _note_unused_tree_options(args: argparse.Namespace) -> None:
     """Say so when --leafy/--split-threshold are given for an index that has no such option."""
-    from app.spatial import TREE_HEURISTICS
-
     given = [flag for flag, v in (("--leafy/--non-leafy", args.leafy),
                                   ("--split-threshold", args.split_threshold)) if v is not None]
     if given and args.index is not None and args.index not in TREE_HEURISTICS:
