@@ -28,6 +28,10 @@ INDEX_SIZES = {"tiny": ["--scale", "0.002", "--frames", "2", "--no-rtree"],
 @pytest.mark.parametrize("size", [
     "tiny", pytest.param("quick", marks=pytest.mark.thorough)])
 def test_bench_index_quick(tmp_path, size):
+    import csv as csvmod
+
+    from app.bench.workloads import NOT_FOR_MOVING, PATTERNS
+
     csv = tmp_path / "index.csv"
     md = tmp_path / "index.md"
     p = _run(["bench", "index", "--quick", *INDEX_SIZES[size], "--csv", str(csv), "--md",
@@ -35,18 +39,38 @@ def test_bench_index_quick(tmp_path, size):
     assert p.returncode == 0, p.stderr[-3000:]
     for w in ("static", "moving", "viewdist", "remote", "world"):
         assert f"== {w}" in p.stdout
+        assert f"-- {w}: each index's worst pattern" in p.stdout
     for peer in ("numpy-brute", "numba-brute", "numba-brute-mt"):
         assert peer in p.stdout
+    assert "worst pattern" in p.stdout and "p99 ms" in p.stdout
     assert "target >= 2x the faster compiled brute force" in p.stdout
     assert "target >= 30x the faster compiled brute force" in p.stdout
     lines = csv.read_text().splitlines()
-    assert lines[0].startswith("workload,index,n,")
+    assert lines[0].startswith("workload,pattern,index,n,")
+    rows = list(csvmod.DictReader(csv.open()))
+    assert {"p99_ms", "frame_ms", "x_numba", "exact", "growth"} <= set(rows[0])
+    # every workload ran every pattern (moving: churn listed as n/a)
+    for w in ("static", "moving", "viewdist", "remote", "world"):
+        assert {r["pattern"] for r in rows if r["workload"] == w} == set(PATTERNS), w
+    na = {r["pattern"] for r in rows if r["exact"] == "n/a"}
+    assert na == set(NOT_FOR_MOVING)
     # numpy brute force is always present and always exact
-    assert any(line.startswith("static,numpy-brute,") and ",yes," in line for line in lines)
-    assert md.read_text().startswith("# `python -m app bench index` results")
-    # every index that did not fail matched brute force exactly
-    bad = [line for line in lines[1:] if ",NO " in line]
+    assert any(r["workload"] == "static" and r["index"] == "numpy-brute" and r["exact"] == "yes"
+               for r in rows)
+    # every subject that ran a pattern matched the truth exactly on every frame of it
+    ran = [r for r in rows if r["exact"] not in ("n/a", "skipped")]
+    bad = [(r["workload"], r["pattern"], r["index"], r["exact"], r["error"]) for r in ran
+           if r["exact"] != "yes"]
     assert not bad, bad
+    for r in ran:
+        assert float(r["p99_ms"]) >= float(r["frame_ms"]) > 0, r
+    # the compiled peers ran every applicable pattern (they are the yardsticks)
+    for r in ran:
+        if r["index"] in ("numba-brute", "numba-brute-mt", "numpy-brute"):
+            assert r["x_numba"] not in ("", "nan"), r
+    text = md.read_text()
+    assert text.startswith("# `python -m app bench index` results")
+    assert "### static: each index's worst pattern" in text
 
 
 @pytest.mark.parametrize("size", [

@@ -23,7 +23,7 @@ from numba import njit
 
 from app.geom.zpyramid import NO_OCCLUDER
 from app.spatial.base import QueryResult
-from app.spatial.scan import scan_frustum, spheres32, store32
+from app.spatial.scan import grown32, scan_frustum, spheres32, to32
 
 
 def _sphere_mask(x, y, z, r, vd, planes, eye, use_vd) -> np.ndarray:
@@ -40,52 +40,98 @@ def _sphere_mask(x, y, z, r, vd, planes, eye, use_vd) -> np.ndarray:
     return ok
 
 
+def _swap_plan(rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(holes, sources) of a swap-remove of ``rows`` out of ``0 .. n-1``: the live rows of the
+    tail ``n-k .. n-1`` move into the removed rows below it, so the live rows stay dense."""
+    k = rows.shape[0]
+    n2 = n - k
+    holes = rows[rows < n2]
+    dead_tail = np.zeros(k, dtype=bool)
+    dead_tail[rows[rows >= n2] - n2] = True
+    return holes, n2 + np.flatnonzero(~dead_tail)
+
+
 class _Store:
-    """Objects as structure of arrays, with an id -> row table."""
+    """Objects as a dense structure of arrays (rows ``0 .. n-1`` live, room to grow), with an
+    id -> row table; ``remove`` swap-removes, ``insert`` appends (capacity doubles)."""
 
     name = "store"
+    _FIELDS = ("_ids", "_x", "_y", "_z", "_r", "_vd")
 
     def __init__(self, **_: Any) -> None:
         self._row = np.full(0, -1, dtype=np.int64)
-        self.ids = np.zeros(0, dtype=np.int64)
-        self.x = np.zeros(0)
-        self.y = np.zeros(0)
-        self.z = np.zeros(0)
-        self.r = np.zeros(0)
-        self.vd = np.zeros(0)
+        self._n = 0
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._x = np.zeros(0)
+        self._y = np.zeros(0)
+        self._z = np.zeros(0)
+        self._r = np.zeros(0)
+        self._vd = np.zeros(0)
 
     def __len__(self) -> int:
-        return self.ids.shape[0]
+        return self._n
 
-    def insert(self, ids, centers, radii, view_distances=None) -> None:
-        ids = np.asarray(ids, dtype=np.int64)
-        centers = np.asarray(centers, dtype=np.float64)
+    ids = property(lambda self: self._ids[: self._n])
+    x = property(lambda self: self._x[: self._n])
+    y = property(lambda self: self._y[: self._n])
+    z = property(lambda self: self._z[: self._n])
+    r = property(lambda self: self._r[: self._n])
+    vd = property(lambda self: self._vd[: self._n])
+
+    def _grow_rows(self, ids: np.ndarray) -> None:
         top = int(ids.max()) + 1 if ids.size else 0
         if top > self._row.shape[0]:
             row = np.full(max(top, 2 * self._row.shape[0]), -1, dtype=np.int64)
             row[: self._row.shape[0]] = self._row
             self._row = row
-        base = self.ids.shape[0]
-        self._row[ids] = np.arange(base, base + ids.shape[0])
-        self.ids = np.concatenate([self.ids, ids])
-        self.x = np.concatenate([self.x, centers[:, 0]])
-        self.y = np.concatenate([self.y, centers[:, 1]])
-        self.z = np.concatenate([self.z, centers[:, 2]])
-        self.r = np.concatenate([self.r, np.asarray(radii, dtype=np.float64)])
-        vd = (np.full(ids.shape[0], np.inf) if view_distances is None
-              else np.asarray(view_distances, dtype=np.float64))
-        self.vd = np.concatenate([self.vd, vd])
+
+    def _grow(self, need: int) -> None:
+        cap = self._ids.shape[0]
+        if need <= cap:
+            return
+        cap = max(need, 2 * cap)
+        for f in self._FIELDS:
+            old = getattr(self, f)
+            new = np.zeros(cap, dtype=old.dtype)
+            new[: self._n] = old[: self._n]
+            setattr(self, f, new)
+
+    def insert(self, ids, centers, radii, view_distances=None) -> None:
+        ids = np.asarray(ids, dtype=np.int64)
+        centers = np.asarray(centers, dtype=np.float64)
+        k = ids.shape[0]
+        self._grow_rows(ids)
+        self._grow(self._n + k)
+        s = slice(self._n, self._n + k)
+        self._row[ids] = np.arange(self._n, self._n + k)
+        self._ids[s] = ids
+        self._x[s] = centers[:, 0]
+        self._y[s] = centers[:, 1]
+        self._z[s] = centers[:, 2]
+        self._r[s] = radii
+        self._vd[s] = np.inf if view_distances is None else view_distances
+        self._n += k
 
     def update(self, ids, centers, radii=None, view_distances=None) -> None:
         rows = self._row[np.asarray(ids, dtype=np.int64)]
         centers = np.asarray(centers, dtype=np.float64)
-        self.x[rows] = centers[:, 0]
-        self.y[rows] = centers[:, 1]
-        self.z[rows] = centers[:, 2]
+        self._x[rows] = centers[:, 0]
+        self._y[rows] = centers[:, 1]
+        self._z[rows] = centers[:, 2]
         if radii is not None:
-            self.r[rows] = radii
+            self._r[rows] = radii
         if view_distances is not None:
-            self.vd[rows] = view_distances
+            self._vd[rows] = view_distances
+
+    def remove(self, ids) -> None:
+        ids = np.asarray(ids, dtype=np.int64)
+        holes, src = _swap_plan(self._row[ids], self._n)
+        for f in self._FIELDS:
+            a = getattr(self, f)
+            a[holes] = a[src]
+        self._row[ids] = -1
+        self._row[self._ids[holes]] = holes
+        self._n -= ids.shape[0]
 
     def stats(self) -> dict[str, Any]:
         return {"objects": len(self), "nodes": 0, "max_depth": 0}
@@ -124,9 +170,13 @@ def _nb_box(ids, x, y, z, r, lo, hi):
 
 
 @njit(cache=True)
-def _write_moves(row, ids, centers, c64, s32):
-    """Write moved centres into the float64 rows and their float32 copy; largest |coord|."""
+def _write_batch(row, ids, centers, radii, vdist, c64, r64, vd64, s32):
+    """Write a batch into the float64 rows and their float32 copy: centres always, radii and
+    view distances when given (non-empty). Returns (largest |coord|, largest radius) written."""
     bx = by = bz = 0.0  # three running maxima: one chain of max() was the loop's bottleneck
+    br = 0.0
+    has_r = radii.shape[0] > 0
+    has_vd = vdist.shape[0] > 0
     for i in range(ids.shape[0]):
         k = row[ids[i]]
         cx = centers[i, 0]
@@ -135,55 +185,180 @@ def _write_moves(row, ids, centers, c64, s32):
         c64[k, 0] = cx
         c64[k, 1] = cy
         c64[k, 2] = cz
-        s32.x[k] = cx
-        s32.y[k] = cy
-        s32.z[k] = cz
+        s32.x[k] = to32(cx)
+        s32.y[k] = to32(cy)
+        s32.z[k] = to32(cz)
         bx = max(bx, abs(cx))
         by = max(by, abs(cy))
         bz = max(bz, abs(cz))
-    return max(bx, by, bz)
+        if has_r:
+            ri = radii[i]
+            r64[k] = ri
+            s32.r[k] = to32(ri)
+            br = max(br, ri)
+        if has_vd:
+            vd64[k] = vdist[i]
+            s32.vd[k] = to32(vdist[i])
+    return max(bx, by, bz), br
 
 
-class ScanBrute(_Store):
+@njit(cache=True)
+def _append(row, ids, n, centers, radii, vdist, c64, r64, vd64, idarr, s32):
+    """Rows ``n .. n+k-1`` get the new objects (float64 and float32); the id table points to
+    them. Returns (largest |coord|, largest radius) written."""
+    bx = by = bz = 0.0
+    br = 0.0
+    has_vd = vdist.shape[0] > 0
+    for i in range(ids.shape[0]):
+        k = n + i
+        row[ids[i]] = k
+        idarr[k] = ids[i]
+        cx = centers[i, 0]
+        cy = centers[i, 1]
+        cz = centers[i, 2]
+        c64[k, 0] = cx
+        c64[k, 1] = cy
+        c64[k, 2] = cz
+        s32.x[k] = to32(cx)
+        s32.y[k] = to32(cy)
+        s32.z[k] = to32(cz)
+        ri = radii[i]
+        r64[k] = ri
+        s32.r[k] = to32(ri)
+        v = vdist[i] if has_vd else np.inf
+        vd64[k] = v
+        s32.vd[k] = to32(v)
+        bx = max(bx, abs(cx))
+        by = max(by, abs(cy))
+        bz = max(bz, abs(cz))
+        br = max(br, ri)
+    return max(bx, by, bz), br
+
+
+@njit(cache=True)
+def _swap_remove(row, ids, n, c64, r64, vd64, idarr, s32):
+    """Remove ``ids``: each one's row takes the last live row (float64, float32 and id), the
+    freed last row is marked dead (radius -inf). Returns the new live count."""
+    for i in range(ids.shape[0]):
+        k = row[ids[i]]
+        last = n - 1
+        if k != last:
+            c64[k, 0] = c64[last, 0]
+            c64[k, 1] = c64[last, 1]
+            c64[k, 2] = c64[last, 2]
+            r64[k] = r64[last]
+            vd64[k] = vd64[last]
+            s32.x[k] = s32.x[last]
+            s32.y[k] = s32.y[last]
+            s32.z[k] = s32.z[last]
+            s32.r[k] = s32.r[last]
+            s32.vd[k] = s32.vd[last]
+            moved = idarr[last]
+            idarr[k] = moved
+            row[moved] = k
+        row[ids[i]] = -1
+        s32.r[last] = -np.inf
+        n = last
+    return n
+
+
+_EMPTY = np.zeros(0)
+
+
+class ScanBrute:
     """The brute force a performance engineer writes: ``app.spatial.scan`` on one thread.
 
     float32 structure of arrays, branch-free plane tests that vectorise, a verdict byte per
-    sphere and one compaction; exact (spheres near a plane decided in float64). A move writes
-    the float64 row and its float32 copy.
+    sphere and one compaction; exact (spheres near a plane decided in float64). A batch writes
+    the float64 rows and their float32 copy (centres, and radii / view distances when it
+    carries them) in one compiled pass; ``remove`` swap-removes rows, ``insert`` appends them
+    (capacity doubles), so the live rows stay dense for the scan.
     """
 
     name = "numba-brute"
     parallel = False
 
+    def __init__(self, **_: Any) -> None:
+        self._row = np.full(0, -1, dtype=np.int64)
+        self._n = 0
+        self._alloc(0)
+        self._max_abs = 0.0
+        self._max_r = 0.0
+
+    def _alloc(self, cap: int) -> None:
+        self._ids = np.zeros(cap, dtype=np.int64)
+        self._c64 = np.zeros((cap, 3))
+        self._r64 = np.zeros(cap)
+        self._vd64 = np.full(cap, np.inf)
+        self._s32 = spheres32(cap)
+        self._codes = np.empty(cap, np.uint8)
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self._ids[: self._n]
+
+    def _grow(self, need: int) -> None:
+        cap = self._ids.shape[0]
+        if need <= cap:
+            return
+        n = self._n
+        old = (self._ids, self._c64, self._r64, self._vd64, self._s32)
+        self._alloc(max(need, 2 * cap))
+        self._ids[:n] = old[0][:n]
+        self._c64[:n] = old[1][:n]
+        self._r64[:n] = old[2][:n]
+        self._vd64[:n] = old[3][:n]
+        self._s32 = grown32(old[4], self._ids.shape[0])
+
     def insert(self, ids, centers, radii, view_distances=None) -> None:
-        super().insert(ids, centers, radii, view_distances)
-        n = self.ids.shape[0]
-        self._c64 = np.ascontiguousarray(np.stack([self.x, self.y, self.z], axis=1))
-        self._s32 = spheres32(n)
-        store32(self._s32, np.arange(n), self._c64, self.r, self.vd, np.zeros(0, np.int64))
-        self._codes = np.empty(n, np.uint8)
-        self._max_abs = float(np.abs(self._c64).max()) if n else 0.0
-        self._max_r = float(self.r.max()) if n else 0.0
+        ids = np.asarray(ids, dtype=np.int64)
+        top = int(ids.max()) + 1 if ids.size else 0
+        if top > self._row.shape[0]:
+            row = np.full(max(top, 2 * self._row.shape[0]), -1, dtype=np.int64)
+            row[: self._row.shape[0]] = self._row
+            self._row = row
+        self._grow(self._n + ids.shape[0])
+        vd = _EMPTY if view_distances is None else np.asarray(view_distances, np.float64)
+        big, br = _append(self._row, ids, self._n, np.asarray(centers, dtype=np.float64),
+                          np.asarray(radii, dtype=np.float64), vd, self._c64, self._r64,
+                          self._vd64, self._ids, self._s32)
+        self._n += ids.shape[0]
+        self._max_abs = max(self._max_abs, float(big))
+        self._max_r = max(self._max_r, float(br))
 
     def update(self, ids, centers, radii=None, view_distances=None) -> None:
-        if radii is not None or view_distances is not None:
-            raise ValueError(f"{self.name}: the benchmarks move objects only")
-        big = _write_moves(self._row, np.asarray(ids, dtype=np.int64),
-                           np.asarray(centers, dtype=np.float64), self._c64, self._s32)
+        big, br = _write_batch(
+            self._row, np.asarray(ids, dtype=np.int64), np.asarray(centers, dtype=np.float64),
+            _EMPTY if radii is None else np.asarray(radii, dtype=np.float64),
+            _EMPTY if view_distances is None else np.asarray(view_distances, dtype=np.float64),
+            self._c64, self._r64, self._vd64, self._s32)
         self._max_abs = max(self._max_abs, float(big))
+        self._max_r = max(self._max_r, float(br))
+
+    def remove(self, ids) -> None:
+        self._n = int(_swap_remove(self._row, np.asarray(ids, dtype=np.int64), self._n,
+                                   self._c64, self._r64, self._vd64, self._ids, self._s32))
 
     def query_frustum(self, planes, eye=None, use_view_distance=False, occlusion=None):
         eye = np.zeros(3) if eye is None else np.asarray(eye, dtype=np.float64)
         planes = np.ascontiguousarray(planes, dtype=np.float64)
-        n = self.ids.shape[0]
+        n = self._n
         rows, _ = scan_frustum(self._s32, n, planes, eye, bool(use_view_distance),
-                               self._max_abs, self._max_r, self._c64, self.r, self.vd,
+                               self._max_abs, self._max_r, self._c64, self._r64, self._vd64,
                                NO_OCCLUDER, parallel=self.parallel, codes=self._codes)
-        return QueryResult(visible=self.ids[rows], working_set=n, nodes_visited=0)
+        return QueryResult(visible=self._ids[rows], working_set=n, nodes_visited=0)
 
     def query_box(self, lo, hi):
-        return _nb_box(self.ids, self._c64[:, 0], self._c64[:, 1], self._c64[:, 2], self.r,
-                       np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64))
+        n = self._n
+        return _nb_box(self._ids[:n], self._c64[:n, 0], self._c64[:n, 1], self._c64[:n, 2],
+                       self._r64[:n], np.asarray(lo, dtype=np.float64),
+                       np.asarray(hi, dtype=np.float64))
+
+    def stats(self) -> dict[str, Any]:
+        return {"objects": len(self), "nodes": 0, "max_depth": 0}
 
 
 class ScanBruteParallel(ScanBrute):
@@ -269,6 +444,15 @@ class RtreePeer(NumpyBrute):
             fin = self.vd[np.isfinite(self.vd)]
             self._maxvd = float(fin.max()) if fin.size else 0.0
             self._allfinite = fin.size == self.vd.size
+
+    def remove(self, ids) -> None:
+        ids = np.asarray(ids, dtype=np.int64)
+        rows = self._row[ids]
+        x, y, z, r = self._x[rows], self._y[rows], self._z[rows], self._r[rows]
+        boxes = np.stack([x - r, y - r, z - r, x + r, y + r, z + r], axis=1).tolist()
+        for i, box in zip(ids.tolist(), boxes, strict=True):  # rtree has no batch delete
+            self._tree.delete(i, box)
+        super().remove(ids)
 
     def query_frustum(self, planes, eye=None, use_view_distance=False, occlusion=None):
         # The rule rejects a sphere only when it is entirely outside one plane, so near the

@@ -16,16 +16,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        description="Build time and per-frame update + query_frustum time of "
                        "every index variant and of the peers (numpy brute force, compiled brute "
                        "force on one and on every core, rtree), on the static, moving, viewdist, "
-                       "remote and world workloads; ratios are against the faster compiled brute "
-                       "force.")
+                       "remote and world workloads, each under several motion patterns on the "
+                       "same index (median and p99 frame per pattern, each index's worst "
+                       "pattern); ratios are against the faster compiled brute force of the "
+                       "same pattern.")
     p.add_argument("--quick", action="store_true",
                    help="1/50 of the objects and 3 frames: a smoke test (well under a minute)")
     p.add_argument("--only", default="", help="comma-separated index names or labels "
                    "(kd, kd/leafy, grid, rtree ...); numpy-brute always runs")
     p.add_argument("--workloads", default="static,moving,viewdist,remote,world",
                    help="comma-separated subset of static,moving,viewdist,remote,world")
+    p.add_argument("--patterns", default="",
+                   help="comma-separated motion patterns, run in this order on one index: "
+                   "fixed,order,churn10,churn100,sizes,turn,fly,teleport,spawn (default all)")
     p.add_argument("--frames", type=int, default=None,
-                   help="measured frames per workload (default 20, 5 with --quick)")
+                   help="measured frames per pattern, after a warm-up frame (default 20, 3 "
+                   "with --quick)")
     p.add_argument("--scale", type=float, default=None,
                    help="fraction of the full object counts (default 1, 0.02 with --quick)")
     p.add_argument("--no-rtree", action="store_true", help="leave the rtree peer out")
@@ -163,6 +169,14 @@ def _run_index(args: argparse.Namespace) -> int:
         if w not in WORKLOADS:
             print(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}", file=sys.stderr)
             return 2
+    from app.bench.workloads import PATTERNS
+
+    patterns = [q.strip() for q in args.patterns.split(",") if q.strip()] or None
+    for q in patterns or ():
+        if q not in PATTERNS:
+            print(f"bench index: unknown pattern {q!r}; choose from {', '.join(PATTERNS)}",
+                  file=sys.stderr)
+            return 2
     only = [o.strip() for o in args.only.split(",") if o.strip()] or None
     problem = _check_index_args(only, scale, frames)
     if problem:
@@ -175,11 +189,17 @@ def _run_index(args: argparse.Namespace) -> int:
     rows = run(workloads, only, scale, frames, args.clock,
                progress=(lambda s: None) if args.quiet else
                (lambda s: print(s, file=sys.stderr, flush=True)),
-               include_rtree=not args.no_rtree, budget_s=3.0 if args.quick else 20.0)
+               include_rtree=not args.no_rtree, budget_s=3.0 if args.quick else 20.0,
+               patterns=patterns)
     elapsed = time.perf_counter() - t0
-    head = (f"bench index: scale {scale:g}, {frames} measured frames (median, after a warm-up "
-            f"frame), {args.clock} clock, {platform.node()} {platform.processor() or ''}".rstrip())
+    ran = ",".join(q for q in PATTERNS if q in (patterns or PATTERNS))
+    head = (f"bench index: scale {scale:g}, {frames} measured frames per pattern (median and "
+            f"p99, after a warm-up frame), patterns {ran}, "
+            f"{args.clock} clock, load average {os.getloadavg()[0]:.1f}, {platform.node()} "
+            f"{platform.processor() or ''}".rstrip())
     print(head)
+    print("a frame = remove + insert + update (update ms) + query_frustum (query ms); x best "
+          "brute = the faster compiled brute force's frame / this one's, same pattern")
     md = ["# `python -m app bench index` results\n", head + "\n"]
     for w in workloads:
         desc = next((r.extra.get("description", "") for r in rows if r.workload == w
@@ -188,14 +208,19 @@ def _run_index(args: argparse.Namespace) -> int:
         md.append(f"\n## {w}\n\n{desc}\n")
         if w == "remote":
             print(report.text_table(report.REMOTE_HEADERS, report.remote_rows(rows)))
-            md.append(report.md_table(report.REMOTE_HEADERS, report.remote_rows(rows)))
-        else:
-            print(report.text_table(report.INDEX_HEADERS, report.index_rows(rows, w)))
-            md.append(report.md_table(report.INDEX_HEADERS, report.index_rows(rows, w)))
+            md.append(report.md_table(report.REMOTE_HEADERS, report.remote_rows(rows)) + "\n")
+        print(f"\n-- {w}: each index's worst pattern")
+        md.append(f"\n### {w}: each index's worst pattern\n")
+        print(report.text_table(report.SUMMARY_HEADERS, report.summary_rows(rows, w)))
+        md.append(report.md_table(report.SUMMARY_HEADERS, report.summary_rows(rows, w)))
         s = report.index_summary(rows, w)
         if s:
             print(s)
             md.append("\n" + s + "\n")
+        print(f"\n-- {w}: every pattern")
+        md.append(f"\n### {w}: every pattern\n")
+        print(report.text_table(report.INDEX_HEADERS, report.index_rows(rows, w)))
+        md.append(report.md_table(report.INDEX_HEADERS, report.index_rows(rows, w)))
     print(f"\n({elapsed:.0f} s)")
     if args.csv:
         h, r = report.index_csv_rows(rows)
@@ -205,10 +230,12 @@ def _run_index(args: argparse.Namespace) -> int:
         Path(args.md).write_text("\n".join(md) + "\n")
     seen = set()
     for r in rows:
-        if r.error and (r.subject, r.error) not in seen:
+        if (r.error and not r.error.startswith(("skipped", "n/a"))
+                and (r.subject, r.error) not in seen):
             seen.add((r.subject, r.error))
-            print(f"failed: {r.subject} ({r.workload}): {r.error}", file=sys.stderr)
-    short = [f"{r.workload}/{r.subject}" for r in rows if not r.error
+            print(f"failed: {r.subject} ({r.workload}, {r.pattern}): {r.error}",
+                  file=sys.stderr)
+    short = [f"{r.workload}/{r.pattern}/{r.subject}" for r in rows if not r.error
              and r.extra.get("frames", frames) < frames]
     if short:
         print("measured fewer frames (time budget): " + ", ".join(short))

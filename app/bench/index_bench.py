@@ -1,10 +1,12 @@
 """``python -m app bench index``: per-frame culling cost of every index, side by side with
-numpy and compiled brute force measured in the same run (issues 2 and 3).
+numpy and compiled brute force measured in the same run (issues 2, 3 and 24).
 
 For every workload and every subject (peers and index variants): build (insert) time, the first
-query (which includes lazy splits) separately, then per frame ``update`` of the moved objects +
-``query_frustum``; medians over the measured frames. The visible set of every frame is compared
-with the reference definition (exactness column). A subject that raises is reported as failed.
+query (which includes lazy splits) separately, then the workload's motion patterns one after
+another on the same instance (as a game's motion changes): per frame ``remove`` + ``insert`` +
+``update`` (the update side) and ``query_frustum``; per pattern the median and the p99 frame.
+The visible set of every frame is compared with the reference definition (exactness column).
+A subject that raises is reported as failed for that pattern, and the run goes on.
 """
 
 from __future__ import annotations
@@ -12,24 +14,30 @@ from __future__ import annotations
 import gc
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from app.bench.baselines import subjects
-from app.bench.workloads import WORKLOADS, Workload, make_workload
+from app.bench.workloads import PATTERNS, WORKLOADS, Frame, Workload, make_workload
 
 
 @dataclass
 class Row:
+    """One (workload, pattern, subject) cell of the matrix."""
+
     workload: str
     subject: str
+    pattern: str = "fixed"
     n: int = 0
     build_s: float = float("nan")
     first_query_ms: float = float("nan")
-    update_ms: float = float("nan")
+    update_ms: float = float("nan")  # remove + insert + update, median
     query_ms: float = float("nan")
-    frame_ms: float = float("nan")
+    frame_ms: float = float("nan")  # median of the frames' totals
+    p99_ms: float = float("nan")  # 99th percentile of the frames' totals
     visible: int = 0
     working_set: int = 0
     nodes_visited: int = 0
@@ -37,21 +45,23 @@ class Row:
     error: str = ""
     # filled in afterwards
     x_numpy: float = float("nan")
-    x_numba: float = float("nan")  # against the faster compiled brute force of the run
+    x_numba: float = float("nan")  # against the faster compiled brute force, same pattern
     verdict: str = ""
-    # remote workload: the same figures without the cluster
+    # remote workload: the same figures without the cluster (fixed pattern)
     base_query_ms: float = float("nan")
     base_frame_ms: float = float("nan")
     growth: float = float("nan")
     extra: dict = field(default_factory=dict)
 
 
-def _clock(kind: str):
+def _clock(kind: str) -> Callable[[], float]:
     return time.process_time if kind == "cpu" else time.perf_counter
 
 
-def _warm(factory, use_vd: bool) -> None:
-    """Load or compile the kernels on a tiny instance, so no timing includes compilation."""
+def _warm(factory: Callable[[], Any], use_vd: bool) -> None:
+    """Load or compile the kernels on a tiny instance, so no timing includes compilation:
+    insert, query, moves, and (errors left to the pattern that needs them) radii and view
+    distances in the batch, remove and insert of new ids."""
     rng = np.random.default_rng(0)
     idx = factory()
     n = 300
@@ -63,9 +73,19 @@ def _warm(factory, use_vd: bool) -> None:
 
     planes = camera_planes(np.full(3, 25.0), np.array([26.0, 25, 25]), far=30.0)
     idx.query_frustum(planes, np.full(3, 25.0), use_vd)
-    idx.update(ids[:50], c[:50] + 0.5)
-    idx.query_frustum(planes, np.full(3, 25.0), use_vd)
+    for step in (0.5, 0.75, 1.0):  # the same movers again: some indexes have a path for that
+        idx.update(ids[:50], c[:50] + step)
+        idx.query_frustum(planes, np.full(3, 25.0), use_vd)
     idx.query_box(np.zeros(3), np.full(3, 20.0))
+    try:
+        idx.update(ids[50:0:-1], c[50:0:-1] + 0.25, r[50:0:-1] * 1.01,
+                   40 * r[50:0:-1] if use_vd else None)
+        idx.remove(ids[200:210])
+        idx.insert(ids[200:210] + n, c[200:210], r[200:210], 40 * r[200:210] if use_vd else None)
+        idx.query_frustum(camera_planes(np.full(3, 25.0), np.array([25.0, 25, 26]), far=30.0),
+                          np.full(3, 25.0), use_vd)
+    except Exception:  # noqa: BLE001 - reported by the pattern that makes the same calls
+        pass
 
 
 def _check(visible: np.ndarray, truth: np.ndarray) -> tuple[bool, str]:
@@ -78,133 +98,284 @@ def _check(visible: np.ndarray, truth: np.ndarray) -> tuple[bool, str]:
     return False, f"-{missing} +{extra}" + (f" dup{dup}" if dup else "")
 
 
-def _run_phase(idx, wl: Workload, ph, clock, budget_s: float):
-    """Insert the phase's objects, first query, then the frames (stopping early, after at least
-    one measured frame, when a slow subject has used up ``budget_s``)."""
-    t0 = clock()
-    idx.insert(ph.ids, ph.centers, ph.radii, ph.vdist if wl.use_vd else None)
-    build = clock() - t0
-    t0 = clock()
-    res = idx.query_frustum(wl.planes, wl.eye, wl.use_vd)
-    first_q = clock() - t0
-    bad = 0
-    first_err = ""
-    ok, msg = _check(res.visible, ph.first_truth)
-    if not ok:
-        bad += 1
-        first_err = f"first query {msg}"
-    ups, qs = [], []
+_STEPS = ("remove", "insert", "update", "query_frustum")
+
+
+def _mutate(idx: Any, fr: Frame, use_vd: bool, first_step: int = 0) -> None:
+    """A frame's remove, insert and update calls (from step ``first_step`` on)."""
+    if first_step <= 0 and fr.remove is not None:
+        idx.remove(fr.remove)
+    if first_step <= 1 and fr.insert is not None:
+        i, c, r, vd = fr.insert
+        idx.insert(i, c, r, vd if use_vd else None)
+    if first_step <= 2:
+        if fr.radii is None and fr.vdist is None:
+            idx.update(fr.ids, fr.centers)
+        else:
+            idx.update(fr.ids, fr.centers, fr.radii, fr.vdist)
+
+
+def _catch_up(idx: Any, frames: list[Frame], use_vd: bool, first_step: int = 0) -> str:
+    """Apply ``frames``' changes untimed and unqueried, so the next pattern starts from the
+    state its truth assumes; an error message when the index refuses."""
+    try:
+        for k, fr in enumerate(frames):
+            _mutate(idx, fr, use_vd, first_step if k == 0 else 0)
+    except Exception as exc:  # noqa: BLE001
+        return f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+    return ""
+
+
+@dataclass
+class _Seg:
+    ups: list[float] = field(default_factory=list)
+    qs: list[float] = field(default_factory=list)
+    res: Any = None
+    bad: int = 0
+    checked: int = 0
+    first_err: str = ""
+    error: str = ""  # the call that raised
+    broken: str = ""  # the index refused the catch-up too: its state is unknown
+
+
+def _run_frames(idx: Any, wl: Workload, frames: list[Frame], clock: Callable[[], float],
+                budget_s: float) -> _Seg:
+    """Run ``frames`` (the first is the warm-up, checked but not timed), stopping early, after
+    at least one measured frame, when ``budget_s`` is used up (the rest applied untimed)."""
+    out = _Seg()
     start = time.perf_counter()
-    for f, ((ids, newc), truth) in enumerate(zip(ph.frames, ph.truth, strict=True)):
+    for f, fr in enumerate(frames):
+        planes = wl.planes if fr.planes is None else fr.planes
+        eye = wl.eye if fr.eye is None else fr.eye
+        step = 0
+        try:
+            t0 = clock()
+            if fr.remove is not None:
+                idx.remove(fr.remove)
+            step = 1
+            if fr.insert is not None:
+                i, c, r, vd = fr.insert
+                idx.insert(i, c, r, vd if wl.use_vd else None)
+            step = 2
+            if fr.radii is None and fr.vdist is None:
+                idx.update(fr.ids, fr.centers)
+            else:
+                idx.update(fr.ids, fr.centers, fr.radii, fr.vdist)
+            t1 = clock()
+            step = 3
+            res = idx.query_frustum(planes, eye, wl.use_vd)
+            t2 = clock()
+        except Exception as exc:  # noqa: BLE001 - a failing index must not stop the run
+            out.error = (f"frame {f} {_STEPS[step]}: {type(exc).__name__}: {exc}"
+                         .splitlines()[0][:300])
+            out.broken = _catch_up(idx, frames[f + 1:] if step == 3 else frames[f:],
+                                   wl.use_vd, 0 if step == 3 else step)
+            return out
+        out.res = res
+        out.checked += 1
+        ok, msg = _check(res.visible, fr.truth)
+        if not ok:
+            out.bad += 1
+            out.first_err = out.first_err or f"frame {f} {msg}"
+        if f > 0:
+            out.ups.append(t1 - t0)
+            out.qs.append(t2 - t1)
+        if out.qs and time.perf_counter() - start > budget_s and f + 1 < len(frames):
+            out.broken = _catch_up(idx, frames[f + 1:], wl.use_vd)
+            break
+    return out
+
+
+def _fill(row: Row, seg: _Seg) -> None:
+    """Medians and p99 of a pattern's measured frames, and its exactness."""
+    if seg.ups:
+        tot = np.add(seg.ups, seg.qs)
+        row.update_ms = float(np.median(seg.ups)) * 1e3
+        row.query_ms = float(np.median(seg.qs)) * 1e3
+        row.frame_ms = float(np.median(tot)) * 1e3
+        row.p99_ms = float(np.percentile(tot, 99)) * 1e3
+    if seg.res is not None:
+        row.visible = int(seg.res.visible.shape[0])
+        row.working_set = int(seg.res.working_set)
+        row.nodes_visited = int(seg.res.nodes_visited)
+    row.extra["frames"] = len(seg.ups)
+    row.exact = "yes" if seg.bad == 0 else f"NO {seg.bad}/{seg.checked}: {seg.first_err}"
+
+
+def run_subject(wl: Workload, label: str, factory: Callable[[], Any], clock_kind: str = "cpu",
+                budget_s: float = 20.0, skip: dict[str, str] | None = None) -> list[Row]:
+    """One row per pattern of ``wl`` for one subject, all on one instance; ``skip`` maps a
+    pattern to why this subject does not run it (its frames are then applied untimed)."""
+    clock = _clock(clock_kind)
+    skip = skip or {}
+    segs = [s for s in wl.segments if not s.na]
+    rows = [Row(wl.name, label, s.pattern, n=wl.n) for s in segs]
+    pre_bad, pre_err = 0, ""
+
+    def first_query(idx: Any, truth: np.ndarray) -> tuple[float, Any]:
+        nonlocal pre_bad, pre_err
         t0 = clock()
-        idx.update(ids, newc)
-        t1 = clock()
         res = idx.query_frustum(wl.planes, wl.eye, wl.use_vd)
-        t2 = clock()
+        dt = clock() - t0
         ok, msg = _check(res.visible, truth)
         if not ok:
-            bad += 1
-            first_err = first_err or f"frame {f} {msg}"
-        if f > 0:  # frame 0 is the warm-up frame
-            ups.append(t1 - t0)
-            qs.append(t2 - t1)
-        if len(qs) >= 1 and time.perf_counter() - start > budget_s:
-            break
-    return build, first_q, ups, qs, res, bad, first_err
+            pre_bad += 1
+            pre_err = pre_err or f"first query {msg}"
+        return dt, res
 
-
-def run_subject(wl: Workload, label: str, factory, clock_kind: str = "cpu",
-                budget_s: float = 20.0) -> Row:
-    clock = _clock(clock_kind)
-    row = Row(wl.name, label, n=wl.n)
     try:
         _warm(factory, wl.use_vd)
         idx = factory()
-        total_bad = 0
-        errs = []
-        phase_out = []
-        builds = []
-        for ph in wl.phases:
-            build, first_q, ups, qs, res, bad, err = _run_phase(idx, wl, ph, clock, budget_s)
-            builds.append(build)
-            phase_out.append((first_q, ups, qs, res))
-            total_bad += bad
-            if err:
-                errs.append(err)
-        first_q, ups, qs, res = phase_out[-1]
-        row.build_s = builds[0]
-        row.first_query_ms = phase_out[0][0] * 1e3
-        row.update_ms = float(np.median(ups)) * 1e3
-        row.query_ms = float(np.median(qs)) * 1e3
-        row.frame_ms = float(np.median(np.add(ups, qs))) * 1e3
-        row.visible = int(res.visible.shape[0])
-        row.working_set = int(res.working_set)
-        row.nodes_visited = int(res.nodes_visited)
-        nframes = sum(len(p[1]) + 2 for p in phase_out)
-        row.extra["frames"] = len(ups)
-        row.exact = "yes" if total_bad == 0 else f"NO {total_bad}/{nframes}: {errs[0]}"
+        ph = wl.phases[0]
+        t0 = clock()
+        idx.insert(ph.ids, ph.centers, ph.radii, ph.vdist if wl.use_vd else None)
+        build = clock() - t0
+        fq, _ = first_query(idx, ph.first_truth)
+        base = None
+        extra: dict[str, Any] = {}
         if len(wl.phases) > 1:
-            fq0, ups0, qs0, _ = phase_out[0]
-            row.base_query_ms = float(np.median(qs0)) * 1e3
-            row.base_frame_ms = float(np.median(np.add(ups0, qs0))) * 1e3
-            row.growth = row.query_ms / row.base_query_ms if row.base_query_ms > 0 else np.nan
-            row.extra["cluster_build_s"] = builds[1]
-            row.extra["cluster_first_query_ms"] = fq0 * 1e3
-        try:
-            st = idx.stats()
+            base = _run_frames(idx, wl, wl.base_frames, clock, budget_s)
+            if base.error or base.broken:
+                raise RuntimeError(f"before the cluster: {base.error or base.broken}")
+            pre_bad += base.bad
+            pre_err = pre_err or (f"before the cluster: {base.first_err}" if base.bad else "")
+            for p2 in wl.phases[1:]:
+                t0 = clock()
+                idx.insert(p2.ids, p2.centers, p2.radii, p2.vdist if wl.use_vd else None)
+                extra["cluster_build_s"] = clock() - t0
+                dt, _ = first_query(idx, p2.first_truth)
+                extra["cluster_first_query_ms"] = dt * 1e3
+    except Exception as exc:  # noqa: BLE001 - a failing index must not stop the run
+        err = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        tb = traceback.format_exc()
+        for row in rows:
+            row.error = err
+            row.exact = "failed"
+            row.extra["traceback"] = tb
+        gc.collect()
+        return rows
+    broken = ""
+    for k, (seg, row) in enumerate(zip(segs, rows, strict=True)):
+        row.build_s = build
+        row.first_query_ms = fq * 1e3
+        row.extra.update(extra)
+        if base is not None and base.ups:
+            row.base_query_ms = float(np.median(base.qs)) * 1e3
+            row.base_frame_ms = float(np.median(np.add(base.ups, base.qs))) * 1e3
+        if broken:
+            row.error = f"not run: {broken}"
+            row.exact = "skipped"
+            continue
+        if seg.pattern in skip:
+            row.error = f"skipped: {skip[seg.pattern]}"
+            row.exact = "skipped"
+            if any(s.pattern not in skip for s in segs[k + 1:]):
+                msg = _catch_up(idx, seg.frames, wl.use_vd)
+                broken = f"the index refused {seg.pattern}'s frames ({msg})" if msg else ""
+            continue
+        out = _run_frames(idx, wl, seg.frames, clock, budget_s)
+        _fill(row, out)
+        if k == 0 and pre_bad:
+            row.exact = (f"NO {pre_bad + out.bad}: {pre_err}" if row.exact == "yes"
+                         else row.exact + f"; {pre_err}")
+        if out.error:
+            row.error = out.error
+            row.exact = "failed" + (f" ({row.exact})" if row.exact != "yes" else "")
+        if out.broken:
+            broken = f"{seg.pattern} left the index in an unknown state ({out.broken})"
+        if seg.pattern == "fixed" and row.base_query_ms > 0:
+            row.growth = row.query_ms / row.base_query_ms
+    try:
+        st = idx.stats()
+        for row in rows:
             row.extra["nodes"] = st.get("nodes", 0)
             row.extra["max_depth"] = st.get("max_depth", 0)
-        except Exception:  # noqa: BLE001
-            pass
-        del idx
-    except Exception as exc:  # noqa: BLE001 - a failing index must not stop the run
-        row.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-        row.exact = "failed"
-        row.extra["traceback"] = traceback.format_exc()
+    except Exception:  # noqa: BLE001
+        pass
+    del idx
     gc.collect()
-    return row
+    return rows
+
+
+def _rtree_skips(name: str, scale: float, patterns: list[str]) -> tuple[str, dict[str, str]]:
+    """(reason to skip rtree altogether, or per-pattern skips with their reasons)."""
+    if name == "world":
+        return "skipped: a Python-level bulk load of 10^7 boxes", {}
+    if name == "moving" and scale > 0.1:
+        # 100,000 Python-level delete + insert per frame (~0.5 ms each): about a
+        # minute per frame. rtree's move cost is measured by bench paper instead.
+        return ("skipped: ~0.5 ms per Python-level delete+insert x 100,000 moves per frame",
+                {})
+    if scale > 0.1:
+        why = ("Python-level delete+insert per moved object; at this scale measured on the "
+               "first pattern only")
+        return "", {p: why for p in patterns[1:]}
+    return "", {}
 
 
 def run(workloads: list[str], only: list[str] | None, scale: float, frames: int,
-        clock_kind: str = "cpu", progress=print, include_rtree: bool = True,
-        budget_s: float = 20.0) -> list[Row]:
+        clock_kind: str = "cpu", progress: Callable[[str], None] = print,
+        include_rtree: bool = True, budget_s: float = 20.0,
+        patterns: list[str] | None = None) -> list[Row]:
+    """Every workload x pattern x subject; ratios against the faster compiled brute force of
+    the same workload and pattern."""
     rows: list[Row] = []
     peers = ("numpy-brute", "numba-brute", "numba-brute-mt") + (
         ("rtree",) if include_rtree else ())
     subs = subjects(only, peers=peers)
     for name in workloads:
         progress(f"[{name}] generating workload (scale {scale:g}) ...")
-        wl = make_workload(name, scale=scale, frames=frames)
-        progress(f"[{name}] {wl.description}; {wl.n:,} objects")
-        wrows = []
+        t0 = time.perf_counter()
+        wl = make_workload(name, scale=scale, frames=frames, patterns=patterns)
+        pats = [s.pattern for s in wl.segments]
+        progress(f"[{name}] {wl.description}; {wl.n:,} objects; patterns "
+                 f"{', '.join(pats)} ({time.perf_counter() - t0:.1f} s)")
+        wrows: list[Row] = [Row(name, "(all)", s.pattern, n=wl.n, exact="n/a",
+                                error=f"n/a: {s.na}") for s in wl.segments if s.na]
         for label, factory in subs:
-            if label == "rtree" and name == "world":
-                row = Row(name, label, n=wl.n, exact="skipped",
-                          error="skipped: a Python-level bulk load of 10^7 boxes")
-                wrows.append(row)
-                progress(f"[{name}] {label:<22} skipped")
-                continue
-            if label == "rtree" and name == "moving" and scale > 0.1:
-                # 100,000 Python-level delete + insert per frame (~0.5 ms each): about a
-                # minute per frame. rtree's move cost is measured by bench paper instead.
-                row = Row(name, label, n=wl.n, exact="skipped",
-                          error="skipped: ~0.5 ms per Python-level delete+insert x 100,000 "
-                          "moves per frame")
-                wrows.append(row)
-                progress(f"[{name}] {label:<22} skipped")
-                continue
-            row = run_subject(wl, label, factory, clock_kind, budget_s)
-            wrows.append(row)
-            progress(f"[{name}] {label:<22} " + (f"frame {row.frame_ms:9.3f} ms  exact {row.exact}"
-                                                 if not row.error else f"FAILED {row.error}"))
-        ref = next((r for r in wrows if r.subject == "numpy-brute" and not r.error), None)
-        brutes = [r for r in wrows if r.subject in BRUTE_PEERS and not r.error]
+            skip: dict[str, str] = {}
+            if label == "rtree":
+                why, skip = _rtree_skips(name, scale, [s.pattern for s in wl.segments
+                                                       if not s.na])
+                if why:
+                    wrows += [Row(name, label, s.pattern, n=wl.n, exact="skipped", error=why)
+                              for s in wl.segments if not s.na]
+                    progress(f"[{name}] {label:<22} skipped")
+                    continue
+            srows = run_subject(wl, label, factory, clock_kind, budget_s, skip)
+            wrows.extend(srows)
+            ok = [r for r in srows if not r.error]
+            bad = [r for r in srows if r.error and not r.error.startswith("skipped")]
+            inexact = [r for r in ok if r.exact != "yes"]
+            slow = max(ok, key=lambda r: r.frame_ms) if ok else None
+            progress(f"[{name}] {label:<22} "
+                     + (f"slowest {slow.pattern} {slow.frame_ms:9.3f} ms (p99 {slow.p99_ms:.3f})"
+                        if slow else "no pattern ran")
+                     + (f"  exact on {len(ok) - len(inexact)}/{len(ok)}" if ok else "")
+                     + (f"  FAILED {bad[0].pattern}: {bad[0].error}" if bad else ""))
+        _ratios(wrows, wl, peers)
+        rows.extend(wrows)
+        del wl
+        gc.collect()
+    return rows
+
+
+def _ratios(wrows: list[Row], wl: Workload, peers: tuple[str, ...]) -> None:
+    """x numpy, x best brute and verdicts, pattern by pattern."""
+    for pat in {r.pattern for r in wrows}:
+        prow = [r for r in wrows if r.pattern == pat]
+        ref = next((r for r in prow if r.subject == "numpy-brute" and not r.error
+                    and r.frame_ms > 0), None)
+        brutes = [r for r in prow if r.subject in BRUTE_PEERS and not r.error
+                  and np.isfinite(r.frame_ms)]
         nb = min(brutes, key=lambda r: r.frame_ms) if brutes else None
-        for r in wrows:
+        for r in prow:
             r.extra["best_brute"] = nb.subject if nb else ""
-        for r in wrows:
+            r.extra["target"] = wl.target
+            r.extra["growth_target"] = wl.growth_target
+            r.extra["description"] = wl.description
             if r.error:
-                r.verdict = "failed"
+                r.verdict = r.exact if r.exact in ("skipped", "n/a") else "failed"
                 continue
             if ref:
                 r.x_numpy = ref.frame_ms / r.frame_ms if r.frame_ms > 0 else np.inf
@@ -212,16 +383,8 @@ def run(workloads: list[str], only: list[str] | None, scale: float, frames: int,
                 r.x_numba = nb.frame_ms / r.frame_ms if r.frame_ms > 0 else np.inf
             if wl.target is not None and nb and r.subject not in peers:
                 r.verdict = "PASS" if r.x_numba >= wl.target else "MISS"
-        if wl.growth_target is not None:
-            _remote_verdicts(wrows, wl.growth_target)
-        for r in wrows:
-            r.extra["target"] = wl.target
-            r.extra["growth_target"] = wl.growth_target
-            r.extra["description"] = wl.description
-        rows.extend(wrows)
-        del wl
-        gc.collect()
-    return rows
+        if wl.growth_target is not None and pat == "fixed":
+            _remote_verdicts(prow, wl.growth_target)
 
 
 TREES = ("kd/", "ternary/", "octree/", "icoseptree/")
@@ -231,7 +394,7 @@ BRUTE_PEERS = ("numba-brute", "numba-brute-mt")
 
 
 def _remote_verdicts(rows: list[Row], target: float) -> None:
-    ok = [r for r in rows if not r.error]
+    ok = [r for r in rows if not r.error and np.isfinite(r.growth)]
     trees = [r for r in ok if r.subject.startswith(TREES)]
     best_tree = min(trees, key=lambda r: r.base_frame_ms) if trees else None
     for r in ok:
@@ -243,4 +406,44 @@ def _remote_verdicts(rows: list[Row], target: float) -> None:
             r.verdict = f"{'<' if r.growth < target else '>='}{target:.2f}"
 
 
-__all__ = ["Row", "WORKLOADS", "run", "run_subject"]
+def worst_patterns(rows: list[Row], workload: str) -> list[dict[str, Any]]:
+    """Per subject of ``workload``: its worst pattern (lowest ratio against the faster
+    compiled brute force; a failed or inexact pattern counts as worst), the ratio there, the
+    median ratio across patterns and the largest p99 / median frame."""
+    out = []
+    wr = [r for r in rows if r.workload == workload and r.subject != "(all)"]
+    for subj in dict.fromkeys(r.subject for r in wr):
+        srows = [r for r in wr if r.subject == subj]
+        ran = [r for r in srows if not r.error and np.isfinite(r.x_numba)]
+        failed = [r for r in srows if r.error and not r.error.startswith(("skipped", "n/a"))]
+        inexact = [r for r in ran if r.exact != "yes"]
+        d: dict[str, Any] = {"subject": subj, "patterns": len(ran),
+                             "median": float(np.median([r.x_numba for r in ran])) if ran
+                             else float("nan")}
+        if ran:
+            w = min(ran, key=lambda r: r.x_numba)
+            d.update(worst=w.pattern, ratio=w.x_numba, frame_ms=w.frame_ms, p99_ms=w.p99_ms,
+                     stall=max(r.p99_ms / r.frame_ms for r in ran if r.frame_ms > 0))
+        else:
+            d.update(worst="-", ratio=float("nan"), frame_ms=float("nan"),
+                     p99_ms=float("nan"), stall=float("nan"))
+        if failed or inexact:
+            bad = (failed or inexact)[0]
+            d["worst"] = bad.pattern
+            d["ratio"] = float("nan")
+            d["note"] = ("failed: " + bad.error) if failed else ("inexact: " + bad.exact)
+        else:
+            skipped = [r.pattern for r in srows if r.error.startswith("skipped")]
+            d["note"] = ("skipped " + ",".join(skipped)) if skipped else ""
+        target = next((r.extra.get("target") for r in srows if "target" in r.extra), None)
+        d["verdict"] = ""
+        if target is not None and subj not in _PEER_LABELS and ran:
+            d["verdict"] = ("PASS" if d["ratio"] >= target and not (failed or inexact)
+                            else "MISS")
+        out.append(d)
+    return out
+
+
+_PEER_LABELS = ("numpy-brute", "numba-brute", "numba-brute-mt", "rtree")
+
+__all__ = ["PATTERNS", "Row", "WORKLOADS", "run", "run_subject", "worst_patterns"]

@@ -8,10 +8,12 @@ follow the same descriptions, are used.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 from app.culling.frustum import camera_planes
 
@@ -114,31 +116,96 @@ def box_truth(centers: np.ndarray, radii: np.ndarray, lo: np.ndarray, hi: np.nda
     return np.flatnonzero(ok)
 
 
+@njit(cache=True)
+def _truth_mask(c, r, vd, alive, planes, eye, use_vd, out):  # pragma: no cover - compiled
+    """``out[i]``: row i is alive and visible by the definition, evaluated exactly like
+    :func:`frustum_truth` (same float64 expressions, no fastmath), over every row at once."""
+    for i in range(c.shape[0]):
+        ok = alive[i]
+        if ok:
+            x = c[i, 0]
+            y = c[i, 1]
+            z = c[i, 2]
+            for p in range(planes.shape[0]):
+                if planes[p, 0] * x + planes[p, 1] * y + planes[p, 2] * z + planes[p, 3] < -r[i]:
+                    ok = False
+                    break
+            if ok and use_vd:
+                dx = x - eye[0]
+                dy = y - eye[1]
+                dz = z - eye[2]
+                ok = math.sqrt(dx * dx + dy * dy + dz * dz) <= vd[i]
+        out[i] = ok
+
+
 # ----------------------------------------------------------------- index-bench workloads
+
+#: The motion patterns of ``bench index`` (issue 24), in the order they run on one index.
+PATTERNS = ("fixed", "order", "churn10", "churn100", "sizes", "turn", "fly", "teleport", "spawn")
+#: Patterns that move the camera (planes and eye change every frame).
+CAMERA_PATTERNS = ("turn", "fly")
+#: Patterns that do not apply when every object moves every frame, and why.
+NOT_FOR_MOVING = {"churn10": "every object already moves every frame",
+                  "churn100": "every object already moves every frame"}
+TURN_DEG = 3.0  # camera yaw per frame of `turn`
+FLY_FRAC = 0.01  # eye advance per frame of `fly`, as a fraction of the far plane
+SIZE_JITTER = 0.03  # `sizes`: radii / view distances change by up to this fraction
+TELEPORT_FRAC = 0.01  # `teleport`: fraction of the movers that jump anywhere
+SPAWN_FRAC = 0.001  # `spawn`: fraction of the live objects removed and inserted anew
+
+
+@dataclass
+class Frame:
+    """One frame's calls: ``remove``, ``insert``, ``update`` (centres, maybe radii and view
+    distances), then ``query_frustum`` with ``planes``/``eye`` (None: the workload's camera)."""
+
+    ids: np.ndarray
+    centers: np.ndarray
+    radii: np.ndarray | None = None
+    vdist: np.ndarray | None = None
+    remove: np.ndarray | None = None
+    insert: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None] | None = None
+    planes: np.ndarray | None = None
+    eye: np.ndarray | None = None
+    truth: np.ndarray | None = None  # sorted visible ids after the frame
+
+
+@dataclass
+class Segment:
+    """A run of frames of one motion pattern; ``na`` says why the pattern does not apply."""
+
+    pattern: str
+    frames: list[Frame] = field(default_factory=list)
+    na: str = ""
+
 
 @dataclass
 class Phase:
-    """Objects to insert, then frames of (ids, new centers) moves."""
+    """Objects inserted at once (remote inserts a second phase: the far cluster)."""
 
     ids: np.ndarray
     centers: np.ndarray
     radii: np.ndarray
     vdist: np.ndarray | None
-    frames: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
-    truth: list[np.ndarray] = field(default_factory=list)  # sorted visible ids per frame
     first_truth: np.ndarray | None = None  # visible ids right after the insert
 
 
 @dataclass
 class Workload:
+    """Objects, the base camera, and the frames: ``base_frames`` run between the phases
+    (remote: the figures without the cluster), then ``segments`` one pattern after another."""
+
     name: str
     description: str
     planes: np.ndarray
     eye: np.ndarray
     use_vd: bool
     phases: list[Phase]
+    segments: list[Segment] = field(default_factory=list)
+    base_frames: list[Frame] = field(default_factory=list)
     target: float | None = None  # speed-up over the faster compiled brute force asked for
     growth_target: float | None = None  # remote: query-time growth allowed
+    far: float = 300.0
 
     @property
     def n(self) -> int:
@@ -152,122 +219,255 @@ def _camera(side: float, far: float) -> tuple[np.ndarray, np.ndarray]:
     return planes, eye
 
 
-def _finish(wl: Workload) -> Workload:
-    """Compute the reference visible set of every frame (row number == id here).
+class _State:
+    """The objects as the index should hold them (rows == ids), their motion, the truth."""
 
-    The camera never moves, so only moved rows can change their verdict: the full test runs
-    once per phase and every frame re-tests its moved rows only (10^7 objects stay cheap).
-    """
-    centers = np.concatenate([p.centers for p in wl.phases])
-    radii = np.concatenate([p.radii for p in wl.phases])
-    vd = None
-    if wl.use_vd:
-        vd = np.concatenate([p.vdist if p.vdist is not None else np.full(p.ids.shape[0], np.inf)
-                             for p in wl.phases])
-    cur = 0
-    for p in wl.phases:
-        cur += p.ids.shape[0]
-        c, r = centers[:cur], radii[:cur]
-        v = vd[:cur] if vd is not None else None
-        seen = np.zeros(cur, dtype=bool)
-        seen[frustum_truth(c, r, wl.planes, wl.eye, v)] = True
-        p.first_truth = np.flatnonzero(seen)
-        for ids, newc in p.frames:
-            centers[ids] = newc
-            seen[ids] = False
-            sub = frustum_truth(centers[ids], radii[ids], wl.planes, wl.eye,
-                                None if vd is None else vd[ids])
-            seen[ids[sub]] = True
-            p.truth.append(np.flatnonzero(seen))
+    def __init__(self, cap: int, side: float, use_vd: bool, rng: np.random.Generator,
+                 radii_range: tuple[float, float], moving: bool) -> None:
+        self.c = np.zeros((cap, 3))
+        self.r = np.zeros(cap)
+        self.vd = np.full(cap, np.inf)
+        self.alive = np.zeros(cap, dtype=bool)
+        self.seen = np.zeros(cap, dtype=bool)
+        self.vel = np.zeros((cap, 3)) if moving else None
+        self.side = side
+        self.use_vd = use_vd
+        self.rng = rng
+        self.radii_range = radii_range
+        self.next_id = 0
+
+    def add(self, ids: np.ndarray, c: np.ndarray, r: np.ndarray, vd: np.ndarray | None) -> None:
+        self.c[ids] = c
+        self.r[ids] = r
+        self.vd[ids] = np.inf if vd is None else vd
+        self.alive[ids] = True
+        if self.vel is not None:
+            self.vel[ids] = random_directions(ids.shape[0], self.rng) * self.rng.uniform(
+                0.1, 1.0, ids.shape[0])[:, None]
+        self.next_id = max(self.next_id, int(ids.max()) + 1 if ids.size else 0)
+
+    def move(self, ids: np.ndarray) -> np.ndarray:
+        """New centres of ``ids`` (a random walk, or velocity + bounce when all move)."""
+        if self.vel is None:
+            pos = self.c[ids] + self.rng.normal(scale=0.3, size=(ids.shape[0], 3))
+        else:
+            pos = self.c[ids] + self.vel[ids]
+            lo = pos < 0.0
+            hi = pos > self.side
+            pos = np.where(lo, -pos, np.where(hi, 2 * self.side - pos, pos))
+            self.vel[ids] = np.where(lo | hi, -self.vel[ids], self.vel[ids])
+        self.c[ids] = pos
+        return pos
+
+    def sample_live(self, k: int, exclude: np.ndarray | None = None) -> np.ndarray:
+        """``k`` distinct random live ids, none where ``exclude`` (a mask over ids) is set."""
+        ok = self.alive if exclude is None else self.alive & ~exclude
+        pool = np.flatnonzero(ok[: self.next_id])
+        return np.sort(self.rng.choice(pool, min(k, pool.shape[0]), replace=False))
+
+    def full_truth(self, planes: np.ndarray, eye: np.ndarray) -> None:
+        _truth_mask(self.c, self.r, self.vd, self.alive, planes, eye, self.use_vd, self.seen)
+
+    def retest(self, ids: np.ndarray, planes: np.ndarray, eye: np.ndarray) -> None:
+        sub = frustum_truth(self.c[ids], self.r[ids], planes, eye,
+                            self.vd[ids] if self.use_vd else None)
+        self.seen[ids] = False
+        self.seen[ids[sub]] = self.alive[ids[sub]]
+
+    def truth(self) -> np.ndarray:
+        return np.flatnonzero(self.seen)
+
+
+def _rotate_y(d: np.ndarray, deg: float) -> np.ndarray:
+    a = math.radians(deg)
+    return np.array([d[0] * math.cos(a) + d[2] * math.sin(a), d[1],
+                     -d[0] * math.sin(a) + d[2] * math.cos(a)])
+
+
+def _segment(st: _State, pattern: str, nframes: int, movers: np.ndarray | None,
+             planes0: np.ndarray, eye0: np.ndarray, far: float) -> Segment:
+    """``nframes`` frames of ``pattern``, applied to ``st`` as they are made, each with its
+    truth. ``movers`` None: every live object moves every frame."""
+    rng = st.rng
+    seg = Segment(pattern)
+    cur = movers
+    direction = np.array([1.0, 0.0, 0.0])
+    eye = eye0.copy()
+    static_cam = pattern not in CAMERA_PATTERNS
+    if static_cam:
+        st.full_truth(planes0, eye0)
+    for f in range(nframes):
+        fr_remove = fr_insert = None
+        if pattern == "spawn":
+            k = max(1, int(round(SPAWN_FRAC * int(st.alive.sum()))))
+            excl = np.zeros(st.alive.shape[0], dtype=bool)
+            if movers is not None:
+                excl[movers] = True
+            fr_remove = st.sample_live(k, excl)
+            st.alive[fr_remove] = False
+            st.seen[fr_remove] = False
+            new = np.arange(st.next_id, st.next_id + fr_remove.shape[0], dtype=np.int64)
+            c = rng.random((new.shape[0], 3)) * st.side
+            r = rng.uniform(*st.radii_range, new.shape[0])
+            vd = 40.0 * r if st.use_vd else None
+            st.add(new, c, r, vd)
+            fr_insert = (new, c, r, vd)
+        if movers is None:
+            ids = np.flatnonzero(st.alive[: st.next_id]).astype(np.int64)
+        elif pattern in ("churn10", "churn100"):
+            m = movers.shape[0]
+            if pattern == "churn100":
+                cur = st.sample_live(m)
+            else:
+                k = max(1, int(round(0.1 * m)))
+                keep = np.sort(rng.choice(cur, m - k, replace=False))
+                excl = np.zeros(st.alive.shape[0], dtype=bool)
+                excl[cur] = True
+                cur = np.sort(np.concatenate([keep, st.sample_live(k, excl)]))
+            ids = cur
+        else:
+            ids = movers
+        if pattern == "order":
+            ids = ids[rng.permutation(ids.shape[0])]
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        c = st.move(ids)
+        if pattern == "teleport":
+            j = rng.choice(ids.shape[0], max(1, int(TELEPORT_FRAC * ids.shape[0])), replace=False)
+            c[j] = rng.random((j.shape[0], 3)) * st.side
+            st.c[ids[j]] = c[j]
+        fr = Frame(ids, c, remove=fr_remove, insert=fr_insert)
+        if pattern == "sizes":
+            # half the frames carry the unchanged values, the other half change by a little
+            jit = 1.0 + (f % 2) * rng.uniform(-SIZE_JITTER, SIZE_JITTER, ids.shape[0])
+            fr.radii = st.r[ids] * jit
+            st.r[ids] = fr.radii
+            if st.use_vd:
+                jit = 1.0 + (f % 2) * rng.uniform(-SIZE_JITTER, SIZE_JITTER, ids.shape[0])
+                fr.vdist = st.vd[ids] * jit
+                st.vd[ids] = fr.vdist
+        if static_cam:
+            planes, eye = planes0, eye0
+            if movers is None:
+                st.full_truth(planes, eye)
+            else:
+                st.retest(ids if fr_insert is None else np.concatenate([ids, fr_insert[0]]),
+                          planes, eye)
+        else:
+            if pattern == "turn":
+                direction = _rotate_y(direction, TURN_DEG)
+            else:
+                eye = eye + direction * (FLY_FRAC * far)
+            planes = camera_planes(eye, eye + direction, fovy_deg=60.0, aspect=16 / 9,
+                                   near=0.1, far=far)
+            fr.planes, fr.eye = planes, eye.copy()
+            st.full_truth(planes, eye)
+        fr.truth = st.truth()
+        seg.frames.append(fr)
+    return seg
+
+
+def _build(name: str, description: str, planes: np.ndarray, eye: np.ndarray, use_vd: bool,
+           phases: list[Phase], st: _State, movers: np.ndarray | None, frames: int,
+           patterns: tuple[str, ...], far: float, base: bool = False, **kw) -> Workload:
+    """Insert the phases into ``st`` and make the (base and) pattern frames with their truth."""
+    wl = Workload(name, description, planes, eye, use_vd, [], far=far, **kw)
+    for i, ph in enumerate(phases):
+        st.add(ph.ids, ph.centers, ph.radii, ph.vdist)
+        st.full_truth(planes, eye)
+        ph.first_truth = st.truth()
+        wl.phases.append(ph)
+        if base and i == 0 and len(phases) > 1:
+            wl.base_frames = _segment(st, "fixed", frames, movers, planes, eye, far).frames
+    for p in patterns:
+        if movers is None and p in NOT_FOR_MOVING:
+            wl.segments.append(Segment(p, na=NOT_FOR_MOVING[p]))
+            continue
+        wl.segments.append(_segment(st, p, frames, movers, planes, eye, far))
     return wl
 
 
-def _static_phase(n: int, side: float, rng: np.random.Generator, frames: int,
-                  with_vd: bool, id0: int = 0, mover_frac: float = 0.01,
+def _spawn_room(n: int, frames: int, patterns: tuple[str, ...]) -> int:
+    """Rows to reserve for the objects that `spawn` inserts."""
+    return (max(1, int(round(SPAWN_FRAC * n))) + 1) * frames if "spawn" in patterns else 0
+
+
+def _static_phase(n: int, side: float, rng: np.random.Generator, with_vd: bool, id0: int = 0,
                   radii_range: tuple[float, float] = (0.3, 3.0)) -> Phase:
     centers = rng.random((n, 3)) * side
     radii = rng.uniform(*radii_range, n)
     vd = 40.0 * radii if with_vd else None
-    ids = np.arange(id0, id0 + n, dtype=np.int64)
-    m = max(1, int(n * mover_frac))
-    movers = np.sort(rng.choice(n, m, replace=False))
-    pos = centers[movers].copy()
-    ph = Phase(ids, centers, radii, vd)
-    for _ in range(frames):
-        pos = pos + rng.normal(scale=0.3, size=pos.shape)  # "a little": ~0.5 unit per frame
-        ph.frames.append((ids[movers], pos.copy()))
-    return ph
+    return Phase(np.arange(id0, id0 + n, dtype=np.int64), centers, radii, vd)
 
 
-def make_workload(name: str, scale: float = 1.0, frames: int = 20, seed: int = 1) -> Workload:
-    """The index-bench workloads (issue 2 and 3). ``scale`` < 1 shrinks the object counts and
-    the cube's volume alike, so densities and visible fractions stay comparable."""
+def make_workload(name: str, scale: float = 1.0, frames: int = 20, seed: int = 1,
+                  patterns: tuple[str, ...] | list[str] | None = None) -> Workload:
+    """The index-bench workloads (issues 2, 3 and 24), each followed by its motion patterns.
+
+    ``scale`` < 1 shrinks the object counts and the cube's volume alike, so densities and
+    visible fractions stay comparable; every segment has ``frames`` measured frames after a
+    warm-up frame; ``patterns`` (default all, run in :data:`PATTERNS` order) selects segments.
+    """
     rng = np.random.default_rng(seed)
     lin = scale ** (1.0 / 3.0)
-    frames = frames + 1  # frame 0 is the warm-up
+    pats = tuple(p for p in PATTERNS if patterns is None or p in patterns)
+    if patterns is not None:
+        bad = [p for p in patterns if p not in PATTERNS]
+        if bad:
+            raise ValueError(f"unknown pattern {bad[0]!r}")
+    frames = frames + 1  # frame 0 of every segment is its warm-up
     if name in ("static", "viewdist", "remote"):
         n = max(1000, int(1_000_000 * scale))
         side = 1000.0 * lin
-        planes, eye = _camera(side, 300.0 * lin)
+        far = 300.0 * lin
+        planes, eye = _camera(side, far)
         with_vd = name != "static"
-        ph = _static_phase(n, side, rng, frames, with_vd)
+        ph = _static_phase(n, side, rng, with_vd)
         phases = [ph]
         if name == "remote":
-            # Phase 2: a million more in a dense cluster 3,000 units away, far beyond every
+            # Phase 2: as many more in a dense cluster 3,000 units away, far beyond every
             # object's view distance (at most 120) and the far plane.
-            m = n
             centre = eye + np.array([3000.0, 0.0, 0.0])
-            c2 = centre + rng.normal(scale=30.0 * lin, size=(m, 3))
-            r2 = rng.uniform(0.3, 3.0, m)
-            ph2 = Phase(np.arange(n, n + m, dtype=np.int64), c2, r2, 40.0 * r2)
-            # Same movers as phase 1, continuing from where they stopped.
-            last_ids, pos = ph.frames[-1]
-            for _ in range(frames):
-                pos = pos + rng.normal(scale=0.3, size=pos.shape)
-                ph2.frames.append((last_ids, pos.copy()))
-            phases.append(ph2)
+            c2 = centre + rng.normal(scale=30.0 * lin, size=(n, 3))
+            r2 = rng.uniform(0.3, 3.0, n)
+            phases.append(Phase(np.arange(n, 2 * n, dtype=np.int64), c2, r2, 40.0 * r2))
+        movers = np.sort(rng.choice(n, max(1, n // 100), replace=False)).astype(np.int64)
+        total = sum(p.ids.shape[0] for p in phases)
+        st = _State(total + _spawn_room(total, frames, pats), side, with_vd, rng, (0.3, 3.0),
+                    moving=False)
         desc = {
             "static": f"{n:,} uniform in a {side:.0f}-unit cube, radii 0.3-3, 1% moving, "
-                      f"60° camera at the centre, far {300 * lin:.0f}",
+                      f"60° camera at the centre, far {far:.0f}",
             "viewdist": "as static, view distance 40 x radius, use_view_distance=True",
             "remote": f"viewdist scene, then {n:,} more in a cluster 3,000 units away",
         }[name]
         target = {"static": 2.0, "viewdist": 3.0, "remote": None}[name]
-        wl = Workload(name, desc, planes, eye, with_vd, phases, target=target,
+        return _build(name, desc, planes, eye, with_vd, phases, st, movers, frames, pats, far,
+                      base=True, target=target,
                       growth_target=1.10 if name == "remote" else None)
-        return _finish(wl)
     if name == "moving":
         n = max(1000, int(100_000 * scale))
         side = 215.0 * lin
-        planes, eye = _camera(side, 300.0 * lin)
-        centers = rng.random((n, 3)) * side
-        radii = rng.uniform(0.3, 3.0, n)
-        ids = np.arange(n, dtype=np.int64)
-        vel = random_directions(n, rng) * rng.uniform(0.1, 1.0, n)[:, None]
-        ph = Phase(ids, centers, radii, None)
-        pos = centers.copy()
-        for _ in range(frames):
-            pos = pos + vel
-            out_lo = pos < 0.0
-            out_hi = pos > side
-            pos = np.where(out_lo, -pos, np.where(out_hi, 2 * side - pos, pos))
-            vel = np.where(out_lo | out_hi, -vel, vel)
-            ph.frames.append((ids, pos.copy()))
-        wl = Workload("moving", f"{n:,} in a {side:.0f}-unit cube, radii 0.3-3, all moving "
-                      "every frame (0.1-1 unit)", planes, eye, False, [ph], target=1.0)
-        return _finish(wl)
+        far = 300.0 * lin
+        planes, eye = _camera(side, far)
+        ph = _static_phase(n, side, rng, False)
+        st = _State(n + _spawn_room(n, frames, pats), side, False, rng, (0.3, 3.0), moving=True)
+        return _build("moving", f"{n:,} in a {side:.0f}-unit cube, radii 0.3-3, all moving "
+                      "every frame (0.1-1 unit)", planes, eye, False, [ph], st, None, frames,
+                      pats, far, target=1.0)
     if name == "world":
         # Matthews' vast world: ten times the static scene's objects at the same density,
         # small (radii 0.1-1) with view distance 40 x radius, 0.1 % of them moving.
         n = max(1000, int(10_000_000 * scale))
         side = 1000.0 * (10.0 * scale) ** (1.0 / 3.0)
-        planes, eye = _camera(side, 300.0 * lin)
-        ph = _static_phase(n, side, rng, frames, True, mover_frac=0.001,
-                           radii_range=(0.1, 1.0))
-        wl = Workload("world", f"{n:,} uniform in a {side:.0f}-unit cube, radii 0.1-1, view "
+        far = 300.0 * lin
+        planes, eye = _camera(side, far)
+        ph = _static_phase(n, side, rng, True, radii_range=(0.1, 1.0))
+        movers = np.sort(rng.choice(n, max(1, n // 1000), replace=False)).astype(np.int64)
+        st = _State(n + _spawn_room(n, frames, pats), side, True, rng, (0.1, 1.0),
+                    moving=False)
+        return _build("world", f"{n:,} uniform in a {side:.0f}-unit cube, radii 0.1-1, view "
                       "distance 40 x radius, 0.1% moving, use_view_distance=True", planes, eye,
-                      True, [ph], target=30.0)
-        return _finish(wl)
+                      True, [ph], st, movers, frames, pats, far, target=30.0)
     raise ValueError(f"unknown workload {name!r}")
 
 

@@ -1,0 +1,203 @@
+"""The motion patterns of ``bench index`` (issue 24): each generator makes what it says, the
+brute-force peers stay exact through removes, inserts of new ids and radii in the batch, and
+``--patterns`` refuses unknown names."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.bench.workloads import (
+    CAMERA_PATTERNS,
+    NOT_FOR_MOVING,
+    PATTERNS,
+    SPAWN_FRAC,
+    frustum_truth,
+    make_workload,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SCALE = 0.005  # 5,000 objects, 50 movers
+
+
+@pytest.fixture(scope="module")
+def static():
+    return make_workload("static", scale=SCALE, frames=4)
+
+
+def _seg(wl, pattern):
+    return next(s for s in wl.segments if s.pattern == pattern)
+
+
+def test_segments_run_in_order_on_one_workload(static):
+    assert [s.pattern for s in static.segments] == list(PATTERNS)
+    for s in static.segments:
+        assert len(s.frames) == 5 and not s.na  # a warm-up frame + 4
+        for fr in s.frames:
+            assert fr.truth is not None and np.all(np.diff(fr.truth) > 0)
+
+
+def test_order_shuffles_the_fixed_movers(static):
+    fixed = _seg(static, "fixed").frames[0].ids
+    assert np.all(np.diff(fixed) > 0)
+    orders = [fr.ids for fr in _seg(static, "order").frames]
+    for ids in orders:
+        assert np.array_equal(np.sort(ids), fixed)  # a permutation of the same movers
+        assert not np.array_equal(ids, fixed)
+    assert not np.array_equal(orders[0], orders[1])  # a new order each frame
+
+
+@pytest.mark.parametrize("pattern,frac", [("churn10", 0.1), ("churn100", 1.0)])
+def test_churn_replaces_the_stated_fraction(static, pattern, frac):
+    fixed = _seg(static, "fixed").frames[0].ids
+    m = fixed.shape[0]
+    prev = fixed
+    for fr in _seg(static, pattern).frames:
+        assert fr.ids.shape[0] == m and np.unique(fr.ids).shape[0] == m
+        kept = np.intersect1d(prev, fr.ids).shape[0]
+        if frac < 1:
+            assert kept == m - round(frac * m)
+        else:
+            assert kept <= m // 5  # a fresh random set: overlap only by chance
+        prev = fr.ids
+
+
+def test_sizes_carry_radii_half_unchanged_half_changed_a_little():
+    wl = make_workload("viewdist", scale=SCALE, frames=4, patterns=["sizes"])
+    st_r = dict(zip(wl.phases[0].ids.tolist(), wl.phases[0].radii.tolist(), strict=True))
+    changed = []
+    for fr in _seg(wl, "sizes").frames:
+        assert fr.radii is not None and fr.vdist is not None  # viewdist: both in the batch
+        old = np.array([st_r[i] for i in fr.ids.tolist()])
+        rel = np.abs(fr.radii / old - 1)
+        assert rel.max() <= 0.03 + 1e-12
+        changed.append(rel.max() > 0)
+        st_r.update(zip(fr.ids.tolist(), fr.radii.tolist(), strict=True))
+    assert changed == [False, True, False, True, False]
+    stat = make_workload("static", scale=SCALE, frames=2, patterns=["sizes"])
+    assert all(fr.radii is not None and fr.vdist is None for fr in stat.segments[0].frames)
+
+
+@pytest.mark.parametrize("pattern", CAMERA_PATTERNS)
+def test_camera_patterns_change_planes_every_frame(static, pattern):
+    frames = _seg(static, pattern).frames
+    planes = [fr.planes for fr in frames]
+    eyes = [fr.eye for fr in frames]
+    assert all(p is not None for p in planes)
+    assert not np.allclose(planes[0], static.planes)
+    for a, b in zip(planes, planes[1:], strict=False):
+        assert not np.allclose(a, b)
+    moved = [not np.allclose(a, b) for a, b in zip(eyes, eyes[1:], strict=False)]
+    assert all(moved) if pattern == "fly" else not any(moved)
+    fixed = _seg(static, "fixed").frames[0].ids
+    assert all(np.array_equal(fr.ids, fixed) for fr in frames)  # movers as in fixed
+    assert all(fr.planes is None for fr in _seg(static, "fixed").frames)
+
+
+def test_teleport_moves_one_percent_anywhere(static):
+    fixed = _seg(static, "fixed").frames[0].ids
+    side = 1000.0 * SCALE ** (1 / 3)
+    prev = _seg(static, "teleport").frames[0]
+    prev_pos = dict(zip(prev.ids.tolist(), map(tuple, prev.centers), strict=True))
+    for fr in _seg(static, "teleport").frames[1:]:
+        assert np.array_equal(fr.ids, fixed)
+        old = np.array([prev_pos[i] for i in fr.ids.tolist()])
+        jump = np.linalg.norm(fr.centers - old, axis=1)
+        assert (jump > 10).sum() >= 1 and (jump > 10).sum() <= max(1, fixed.shape[0] // 100)
+        jumped = fr.centers[jump > 10]
+        assert (jumped >= 0).all() and (jumped <= side).all()
+        prev_pos = dict(zip(fr.ids.tolist(), map(tuple, fr.centers), strict=True))
+
+
+def test_spawn_removes_live_ids_and_inserts_new_ones(static):
+    alive = set(static.phases[0].ids.tolist())
+    movers = set(_seg(static, "fixed").frames[0].ids.tolist())
+    k = max(1, round(SPAWN_FRAC * len(alive)))
+    for seg in static.segments:
+        for fr in seg.frames:
+            if fr.remove is not None:
+                assert seg.pattern == "spawn"
+                rem = fr.remove.tolist()
+                assert len(rem) == k and set(rem) <= alive and not set(rem) & movers
+                alive -= set(rem)
+                new = fr.insert[0].tolist()
+                assert len(new) == k and not set(new) & alive and min(new) >= 5000
+                alive |= set(new)
+            assert set(fr.truth.tolist()) <= alive
+    assert len(alive) == 5000
+
+
+def test_moving_lists_churn_as_not_applicable():
+    wl = make_workload("moving", scale=0.01, frames=2)
+    for s in wl.segments:
+        assert bool(s.na) == (s.pattern in NOT_FOR_MOVING)
+        for fr in s.frames:  # every live object moves every frame
+            live = np.sort(fr.ids)
+            assert live.shape[0] == 1000
+            if fr.insert is not None:
+                assert np.isin(fr.insert[0], live).all()
+
+
+def test_unknown_pattern_is_a_value_error():
+    with pytest.raises(ValueError, match="nosuch"):
+        make_workload("static", scale=SCALE, frames=1, patterns=["fixed", "nosuch"])
+
+
+@pytest.mark.parametrize("peer", ["numpy-brute", "numba-brute", "numba-brute-mt", "rtree"])
+def test_peers_stay_exact_through_remove_insert_and_radii(peer):
+    """Random batches of every kind against the reference, with the id -> row table checked."""
+    from app.bench.baselines import PEERS
+    from app.culling.frustum import camera_planes
+
+    if peer == "rtree":
+        pytest.importorskip("rtree")
+    rng = np.random.default_rng(7)
+    cap = 4000
+    c = rng.random((cap, 3)) * 100
+    r = rng.uniform(0.3, 3, cap)
+    vd = 10 * r
+    alive = np.zeros(cap, dtype=bool)
+    alive[:2000] = True
+    s = PEERS[peer]()
+    s.insert(np.arange(2000), c[:2000], r[:2000], vd[:2000])
+    nxt = 2000
+    eye = np.array([50.0, 50, 50])
+    for step in range(12):
+        live = np.flatnonzero(alive)
+        rem = rng.choice(live, 37, replace=False)
+        s.remove(rem)
+        alive[rem] = False
+        new = np.arange(nxt, nxt + 41 + 200 * (step == 5))  # step 5 makes the store grow
+        nxt = new[-1] + 1
+        s.insert(new, c[new], r[new], vd[new])
+        alive[new] = True
+        live = np.flatnonzero(alive)
+        mv = rng.permutation(rng.choice(live, 150, replace=False))
+        c[mv] += rng.normal(size=(150, 3))
+        if step % 3 == 0:
+            s.update(mv, c[mv])
+        else:
+            r[mv] *= rng.uniform(0.5, 2.5, 150)  # grows the largest radius too
+            if step % 3 == 1:  # radii and view distances; else radii only
+                vd[mv] *= rng.uniform(0.9, 1.1, 150)
+            s.update(mv, c[mv], r[mv], vd[mv] if step % 3 == 1 else None)
+        assert len(s) == alive.sum()
+        d = rng.normal(size=3)
+        planes = camera_planes(eye, eye + d, far=60.0)
+        ids = np.flatnonzero(alive)
+        for use_vd in (False, True):
+            got = np.sort(s.query_frustum(planes, eye, use_vd).visible)
+            want = ids[frustum_truth(c[ids], r[ids], planes, eye, vd[ids] if use_vd else None)]
+            assert np.array_equal(got, want), (peer, step, use_vd)
+
+
+def test_patterns_flag_refuses_unknown_names():
+    p = subprocess.run([sys.executable, "-m", "app", "bench", "index", "--patterns",
+                        "fixed,nosuch"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2
+    err = p.stderr.strip().splitlines()
+    assert len(err) == 1 and "unknown pattern 'nosuch'" in err[0], p.stderr
