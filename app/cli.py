@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -56,16 +57,34 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse ``argv`` and run the chosen subcommand; returns the exit status."""
+    """Parse ``argv`` and run the chosen subcommand; returns the exit status.
+
+    Ctrl-C is one line on stderr (``demo: interrupted``) and status 130 at any moment: while
+    modules load and kernels compile it ends the process at once (a KeyboardInterrupt inside
+    numba's compiler would print hundreds of lines of traceback); ``bench`` and ``plot`` then
+    get an ordinary KeyboardInterrupt so that they can close their files, and the viewer
+    installs its own handling for its frame loops.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     selected = next((a for a in argv if a in SUBCOMMANDS), None)
-    parser = build_parser(selected)
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 2
-    module = importlib.import_module(SUBCOMMANDS[args.command][0])
+    from app.viewer.startup import install_interrupt_exit
+
+    prog = selected or "python -m app"
+    previous = install_interrupt_exit(prog)
     try:
-        return int(module.run(args) or 0)
-    except KeyboardInterrupt:
-        return 130
+        parser = build_parser(selected)
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 2
+        module = importlib.import_module(SUBCOMMANDS[args.command][0])
+        if args.command != "demo" and previous is not None:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            return int(module.run(args) or 0)
+        except KeyboardInterrupt:
+            print(f"{prog}: interrupted", file=sys.stderr, flush=True)
+            return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)

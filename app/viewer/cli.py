@@ -6,7 +6,9 @@ memory the objects need, and every output path (created and removed again to pro
 system takes it). A refusal is one line on stderr and exit status 2.
 
 The parser and its help use plain data only (``app.viewer.catalog``, ``app.spatial.names``):
-``--help`` and a bad option answer at once, without numba, even on a cold kernel cache.
+``--help`` and a bad option answer at once, without numba, even on a cold kernel cache. A
+window run opens its window before anything compiles and checks the scene inside it
+(``app.viewer.startup``); a headless run checks the scene first.
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ from app.viewer.catalog import (
     INDEX_NAMES,
     KEY_LINES,
     MAX_OBJECTS,
-    TREE_HEURISTICS,
     list_scenes,
     scene_descriptions,
 )
+from app.viewer.startup import note_unused_tree_options
 
 OCCLUSION_CHOICES = ("off", "previous", "two-pass")
 BOX_CHOICES = ("off", "depth", "outcome")
@@ -45,12 +47,6 @@ MAX_START_TIME = 1e9
 MAX_ORBIT_OUT = 1000.0
 SIZE_RANGE = (16, 8192)
 
-#: Peak bytes an object costs a viewer run: the scene's store (~200), the index (~150-250),
-#: instance and upload buffers, temporaries, and a second index while the window switches
-#: (headless runs measured 390-530 bytes an object at 10^6 objects over a 350 MB process).
-RUN_BYTES_PER_OBJECT = 800
-RUN_BASE_BYTES = 400_000_000  # the interpreter, numba, the GL driver
-FRAMEBUFFER_BYTES_PER_PIXEL = 48  # colour, depth, id buffer, pyramid, screenshot read-back
 
 
 
@@ -190,8 +186,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="headless: draw from a camera FACTOR times farther out than the "
                         "path's (with --freeze-at, to look at the frozen frustum)")
     p.add_argument("--no-warmup", action="store_true",
-                   help="window: skip compiling every index's kernels at start-up (the first "
-                        "switch to an index then waits for its compilation)")
+                   help="accepted for older scripts; the start compiles only what the first "
+                        "frame needs (another index compiles when first selected, with its "
+                        "progress shown; `python -m app warm` compiles everything ahead)")
     p.add_argument("--paused", action="store_true", help="start with motion paused")
 
 
@@ -287,60 +284,31 @@ def _check_run_args(args: argparse.Namespace) -> str | None:
     return None
 
 
-def run_bytes(objects: int, size: tuple[int, int]) -> int:
-    """Rough peak memory of a viewer run: process, objects, framebuffers."""
-    return (RUN_BASE_BYTES + objects * RUN_BYTES_PER_OBJECT
-            + size[0] * size[1] * FRAMEBUFFER_BYTES_PER_PIXEL)
-
-
-def _check_scene(args: argparse.Namespace) -> str | None:
-    """Validate the scene file and refuse a run whose objects would not fit in memory."""
-    from app.scene import SceneError
-    from app.scene.scene import check_memory, plan_scene
-
-    size = args.size or (1280, 720)
-    try:
-        path, counts = plan_scene(args.scene, args.objects)
-        total = sum(counts)
-        base = run_bytes(0, size)
-        check_memory(path, total, RUN_BYTES_PER_OBJECT, "the scene, its index and GPU buffers",
-                     base=base)
-    except SceneError as exc:
-        return str(exc)
-    return None
-
-
-def _note_unused_tree_options(args: argparse.Namespace) -> None:
-    """Say so when --leafy/--split-threshold are given for an index that has no such option."""
-    given = [flag for flag, v in (("--leafy/--non-leafy", args.leafy),
-                                  ("--split-threshold", args.split_threshold)) if v is not None]
-    if given and args.index is not None and args.index not in TREE_HEURISTICS:
-        print(f"demo: note: {' and '.join(given)} apply to the tree indexes "
-              f"({', '.join(TREE_HEURISTICS)}), not to {args.index}; they are kept for when "
-              "you switch to a tree", file=sys.stderr)
-
-
 def run(args: argparse.Namespace) -> int:
-    """Check everything that can be checked, then run headless or open the window."""
+    """Check everything that can be checked, then run headless or open the window.
+
+    The options and output paths are checked first (instant). A headless run then checks the
+    scene before it starts; the window opens first and checks the scene inside it, so that
+    the user sees a window at once (``app.viewer.window``).
+    """
     if not args.headless and not _has_display():
         print("demo: no display (DISPLAY is not set); use --headless for an offscreen run, "
               "or run under xvfb-run", file=sys.stderr)
         return 2
-    problem = _check_run_args(args) or _check_scene(args)
+    problem = _check_run_args(args)
     if problem:
         print(f"demo: {problem}", file=sys.stderr)
         return 2
-    _note_unused_tree_options(args)
-    from app.framelog import FrameLogError
+    if args.headless:
+        from app.framelog import FrameLogError
+        from app.viewer.headless import run_headless
 
-    try:
-        if args.headless:
-            from app.viewer.headless import run_headless
-
+        try:
             return run_headless(args)
-    except (FrameLogError, OSError) as exc:
-        print(f"demo: {exc}", file=sys.stderr)
-        return 2
+        except (FrameLogError, OSError) as exc:
+            print(f"demo: {exc}", file=sys.stderr)
+            return 2
+    note_unused_tree_options(args)
     from app.viewer.window import run_window
 
     return run_window(args)

@@ -1,34 +1,74 @@
-"""Offscreen runs through EGL: N frames along the scene's camera path, log, screenshot."""
+"""Offscreen runs through EGL: N frames along the scene's camera path, log, screenshot.
+
+The scene is checked and built, and the starting index's kernels compiled, on a worker thread
+(``app.viewer.startup``) while stderr says what compiles at least once a second; the first
+frame (on the main thread: the EGL context lives there) compiles the rest, still reported.
+"""
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from app.viewer.camera import CameraView
-from app.viewer.setup import StartupError, hud_px, load, occlusion_factory
+from app.viewer.startup import (
+    FirstFrame,
+    Progress,
+    TerminalTicker,
+    Worker,
+    listen,
+    note_unused_tree_options,
+    process_age,
+    wait_for,
+)
 
 
 def run_headless(args) -> int:
-    from app.render.context import create_headless_context
-    from app.viewer.frame import Viewer
+    """The headless run of ``demo --headless``; the exit status."""
+    from app.viewer.setup import StartupError
 
+    plan = FirstFrame(args, check=True, step_scene=False)
+    progress = Progress("compiling kernels", [s.label for s in plan.steps()])
+    first_frame = progress.add("first frame (motion, upload and render kernels)")
+    ticker = TerminalTicker(progress, quiet_steps=2).start()  # the check may refuse: quiet
     try:
-        scene, config, toggles = load(args)
+        wait_for(Worker(lambda: plan.run(progress)).start())
     except StartupError as exc:
+        ticker.stop()
         print(f"demo: {exc}", file=sys.stderr)
         return 2
-    from app.viewer.collision_view import apply_collision_index
+    note_unused_tree_options(args)
+    progress.begin(first_frame)
+    try:
+        code = _run(args, plan, progress, ticker)
+    finally:
+        ticker.stop()
+        listen(None)
+    return code
 
-    note = apply_collision_index(scene, getattr(args, "collision_index", None))
-    if note:
-        print(f"demo: {note}", file=sys.stderr)
-    if args.frames < 1:
-        print("demo: --frames must be >= 1", file=sys.stderr)
-        return 2
+
+def _started(progress: Progress, ticker: TerminalTicker) -> None:
+    """After the first frame: stop reporting, say when it came (when the start was long
+    enough to report), and let Ctrl-C end the frame loop cleanly from now on."""
+    progress.finish()
+    ticker.stop()
+    listen(None)
+    if ticker.lines:
+        print(f"demo: first frame at {process_age():.1f} s (headless; {progress.kernels} "
+              "kernels compiled)", file=sys.stderr, flush=True)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _run(args, plan: FirstFrame, progress: Progress, ticker: TerminalTicker) -> int:
+    from app.render.context import create_headless_context
+    from app.viewer.camera import CameraView
+    from app.viewer.frame import Viewer
+    from app.viewer.setup import hud_px, occlusion_factory
+
+    scene, config, toggles = plan.scene, plan.config, plan.toggles
     size = args.size or (1280, 720)
     try:
         ctx = create_headless_context()
@@ -49,11 +89,15 @@ def run_headless(args) -> int:
         viewer.set_occlusion(occ_mode)
     cam = scene.camera
     aspect = size[0] / size[1]
+    started = False
     try:
         for _ in range(max(0, args.warmup)):  # numba kernels compile on first use
             eye, target = scene.camera_at(args.start_time)
             viewer.frame(args.dt, CameraView.make(eye, target, cam.fov_deg, aspect, cam.near,
                                                   cam.far))
+            if not started:
+                started = True
+                _started(progress, ticker)
         viewer.frame_index = 0
         if args.record:
             if Path(args.record).exists():  # a scripted run names its log: replace it, say so
@@ -77,12 +121,16 @@ def run_headless(args) -> int:
                 view = CameraView.make(eye2, target, cam.fov_deg, aspect, cam.near,
                                        cam.far * max(1.0, args.orbit_out * 1.5))
             viewer.frame(args.dt, view)
+            if not started:
+                started = True
+                _started(progress, ticker)
         wall = time.perf_counter() - t0 - viewer.last_screenshot_s
         viewer.close()
     except KeyboardInterrupt:
         viewer.close()
         for line in viewer.written_lines():
             print(f"demo: wrote {line}")
+        print("demo: interrupted", file=sys.stderr, flush=True)
         return 130
     print(f"demo: {args.frames} frames of {scene.name} with {config.label()} in {wall:.2f} s "
           f"({args.frames / wall:.1f} fps)")

@@ -1,23 +1,26 @@
 """Shared start-up of the window and the headless runner: scene, index config, toggles, and
-the occlusion provider factory."""
+the occlusion provider factory.
+
+Imports stay inside the functions: the window imports this before it opens, and the scene
+and viewer modules load numba (and, on a cold cache, compile kernels) when first imported.
+"""
 
 from __future__ import annotations
 
 import sys
-
-from app.culling.pipeline import IndexConfig
-from app.render.occlusion import create_provider
-from app.viewer.frame import Toggles
+from typing import Any
 
 
 class StartupError(Exception):
     """A clear one-line reason the viewer cannot start (exit code 2)."""
 
 
-def load(args):
+def load(args) -> tuple[Any, Any, Any]:
     """(scene, IndexConfig, Toggles) from the demo arguments; raises StartupError."""
+    from app.culling.pipeline import IndexConfig
     from app.scene import SceneError, load_scene
     from app.spatial import INDEX_NAMES
+    from app.viewer.frame import Toggles
 
     try:
         scene = load_scene(args.scene, objects=args.objects, seed=args.seed)
@@ -45,10 +48,13 @@ def load(args):
 
 
 def hud_px(height: int) -> int:
+    """The HUD's font size in pixels for a framebuffer ``height`` pixels tall."""
     return max(10, min(16, height // 48))
 
 
 def occlusion_factory(ground_truth: bool = False):
     """``Viewer(occlusion_factory=...)``: (viewer, mode) -> the occlusion provider of that mode
     (None for "off" without ``ground_truth``)."""
+    from app.render.occlusion import create_provider
+
     return lambda viewer, mode: create_provider(viewer, mode, ground_truth)

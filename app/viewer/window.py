@@ -1,6 +1,14 @@
 """The interactive window (pyglet + moderngl): held flying keys, the mouse, and the shared
 frame sequence; every other key goes to :meth:`app.viewer.frame.Viewer.key` by name.
 
+Start-up in the open: the window opens first (``demo: window <id> open``); a worker thread
+then checks and builds the scene and compiles the starting index's kernels
+(:class:`app.viewer.startup.FirstFrame`) while the window draws what compiles over a progress
+bar and the terminal gets a line at least every second; the first frame follows (``demo:
+first frame at T s (window <id>)``, T counted from the process's start). An index selected
+for the first time (I / Shift+I) compiles the same way, its progress drawn over the last
+frame; nothing is compiled for indexes nobody selects.
+
 Rendering goes into the viewer's offscreen target (colour + depth texture) and is blitted to
 the window each frame, so the window and headless runs draw exactly the same passes. At exit
 every file the session wrote is printed (``demo: wrote ...``).
@@ -13,14 +21,30 @@ import math
 import signal
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import numpy as np
-
-from app.viewer.setup import StartupError, hud_px, load, occlusion_factory
+from app.viewer.catalog import INDEX_NAMES
+from app.viewer.startup import (
+    FirstFrame,
+    Progress,
+    TerminalTicker,
+    Worker,
+    exit_now,
+    interrupted,
+    listen,
+    process_age,
+    still_movers,
+    warm_query,
+)
 
 MOUSE_SENS = 0.0035  # radians per pixel
-START = time.perf_counter()  # process start, near enough: this module loads first
+BACKGROUND = (0.09, 0.10, 0.13, 1.0)  # app.viewer.frame's, without importing it early
+PROGRESS_PAUSE = 0.1  # seconds between progress screens: the compile thread gets the GIL
+PROGRESS_DELAY = 0.2  # a compile over within this shows the last frame only (no flicker)
+FIRST_USE_NOTE = "kernels compile on first use and are cached on disk for later runs"
 
 
 def window_id(window) -> int:
@@ -28,20 +52,70 @@ def window_id(window) -> int:
     return int(getattr(window, "_window", 0) or 0)
 
 
+class ProgressScreen:
+    """A progress bar under a few lines of text, drawn with the HUD's text renderer on the
+    background colour or over the last frame (dimmed)."""
+
+    def __init__(self, ctx, px: int = 18) -> None:
+        from app.render.hud import HudRenderer
+
+        self.ctx = ctx
+        self.hud = HudRenderer(ctx, px)
+
+    def draw(self, size: tuple[int, int], lines: list[str], fraction: float,
+             backdrop: Callable[[], None] | None = None) -> None:
+        """The screen at ``size`` (the window's framebuffer), ``fraction`` of the bar full."""
+        w, h = size
+        ctx = self.ctx
+        ctx.screen.use()
+        ctx.viewport = (0, 0, w, h)
+        if backdrop is None:
+            ctx.clear(*BACKGROUND)
+        else:
+            backdrop()
+            ctx.screen.use()
+            ctx.viewport = (0, 0, w, h)
+            self.hud.panel(0, 0, w, h, color=(0.0, 0.0, 0.0, 0.55))
+        hud = self.hud
+        tw, th = hud.text_size(lines)
+        bar_w = max(40.0, min(w - 48.0, max(640.0, tw)))
+        x = (w - bar_w) / 2
+        y = h / 2 + 8
+        hud.text(max(8.0, x), y - th - 16, lines, color=(0.95, 0.97, 1.0, 1.0),
+                 background=False)
+        hud.panel(x, y, bar_w, 16, color=(1.0, 1.0, 1.0, 0.15))
+        hud.panel(x, y, bar_w * min(max(fraction, 0.0), 1.0), 16, color=(0.35, 0.75, 1.0, 0.95))
+        hud.draw((w, h), (w, h))
+
+
+@dataclass
+class Job:
+    """Work on the compile thread while the window shows its progress; ``then`` runs on the
+    main thread when it is done."""
+
+    worker: Worker
+    progress: Progress
+    ticker: TerminalTicker
+    then: Callable[[Job], None]
+    over_frame: bool = False  # draw the progress over the last frame (an index switch)
+    started: float = 0.0
+
+    def running(self) -> bool:
+        return not self.worker.done()
+
+
 class ViewerWindow:
-    def __init__(self, args, window, ctx, viewer, scene) -> None:
+    """The window's event handlers: start-up, frames, keys and mouse, index switches."""
+
+    def __init__(self, args, window, ctx) -> None:
         import pyglet
 
         self.args = args
         self.window = window
         self.ctx = ctx
-        self.viewer = viewer
-        self.scene = scene
-        self.rig = viewer.rig  # fly camera, camera path (C), outside orbit (X)
-        if args.record:
-            viewer.record_base = Path(args.record)
-        if args.screenshot:
-            viewer.screenshot_base = Path(args.screenshot)
+        self.viewer: Any = None  # made once the start-up job is done
+        self.scene: Any = None
+        self.rig: Any = None  # fly camera, camera path (C), outside orbit (X)
         self.keys = pyglet.window.key.KeyStateHandler()
         # Handlers pushed last run first. The key-state table must see every press before
         # on_key_press below consumes it (returning True stops the event), or WASD never
@@ -50,11 +124,96 @@ class ViewerWindow:
         window.push_handlers(self.keys)
         self.captured = False
         self.last = time.perf_counter()
-        lo = scene.objects.centers.min(axis=0) if len(scene.objects.ids) else np.zeros(3)
-        hi = scene.objects.centers.max(axis=0) if len(scene.objects.ids) else np.ones(3)
-        self.base_speed = max(5.0, float(np.linalg.norm(hi - lo)) / 12.0)  # units per second
+        self.base_speed = 10.0  # units per second; set from the scene's size
         self.closed = False
         self.first_frame_at: float | None = None  # perf_counter of the first frame on screen
+        self.exit_code = 0
+        self.error: str | None = None  # why the start failed (printed after the window)
+        self.job: Job | None = None
+        self.screen = ProgressScreen(ctx)
+        self.warm: set[str] = set()  # indexes whose kernels this process compiled or loaded
+        self._start_ticker: TerminalTicker | None = None
+        self._start_progress: Progress | None = None
+
+    # ------------------------------------------------------------------ start-up
+
+    def start(self) -> None:
+        """Begin the start-up job: the scene and the starting index's kernels."""
+        plan = FirstFrame(self.args, check=True, step_scene=True)
+        progress = Progress("compiling kernels", [s.label for s in plan.steps()])
+        self._first_step = progress.add("first frame (upload and render kernels)")
+        ticker = TerminalTicker(progress).start()
+        self._start_ticker, self._start_progress = ticker, progress
+        self.job = Job(Worker(lambda: plan.run(progress)).start(), progress, ticker,
+                       self._started, started=time.monotonic())
+
+    def _started(self, job: Job) -> None:
+        """The start-up job is done: make the viewer (its first frame follows at once)."""
+        from app.viewer.setup import StartupError
+
+        try:
+            plan = job.worker.result()
+        except StartupError as exc:
+            self.fail(str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - one line, like every refusal
+            self.fail(f"cannot start: {type(exc).__name__}: {exc}")
+            return
+        job.progress.begin(self._first_step)
+        self.draw_progress(job)  # what the window shows while the first frame compiles
+        self.window.flip()
+        from app.viewer.frame import Viewer
+        from app.viewer.setup import hud_px, occlusion_factory
+
+        args, scene = self.args, plan.scene
+        fb = self.window.get_framebuffer_size()
+        toggles = plan.toggles
+        occ_mode = toggles.occlusion
+        toggles.occlusion = "off"
+        try:
+            viewer = Viewer(self.ctx, scene, plan.config, fb, toggles,
+                            occlusion_factory=occlusion_factory(bool(args.ground_truth)),
+                            hud_px=hud_px(fb[1]))
+        except Exception as exc:  # noqa: BLE001
+            self.fail(f"cannot start: {exc}")
+            return
+        if occ_mode != "off" or args.ground_truth:
+            viewer.set_occlusion(occ_mode)
+        if args.record:
+            viewer.record_base = Path(args.record)
+        if args.screenshot:
+            viewer.screenshot_base = Path(args.screenshot)
+        self.viewer, self.scene, self.rig = viewer, scene, viewer.rig
+        self.warm.add(plan.config.name)
+        objs = scene.objects
+        if len(objs.ids):
+            import numpy as np
+
+            extent = float(np.linalg.norm(objs.centers.max(axis=0) - objs.centers.min(axis=0)))
+            self.base_speed = max(5.0, extent / 12.0)
+        self.window.set_caption(f"cullview - {scene.name}")
+        if args.record:
+            viewer.start_recording(args.record)
+        self.last = time.perf_counter()
+
+    def fail(self, message: str, code: int = 2) -> None:
+        """End the run with ``message`` (printed after the window closed) and ``code``."""
+        import pyglet
+
+        if self._start_ticker is not None:
+            self._start_ticker.stop()
+        self.error, self.exit_code = message, code
+        pyglet.app.exit()
+
+    def draw_progress(self, job: Job) -> None:
+        """The progress screen of ``job`` (over the last frame for an index switch)."""
+        w, h = self.window.get_framebuffer_size()
+        p = job.progress
+        title = f"cullview - {self.scene.name if self.scene is not None else self.args.scene}"
+        lines = [title, "", p.headline(), p.detail(), "", FIRST_USE_NOTE]
+        over = job.over_frame and self.viewer is not None
+        self.screen.draw((w, h), lines, p.fraction(),
+                         (lambda: self.blit_to_screen((w, h))) if over else None)
 
     # ------------------------------------------------------------------ per frame
 
@@ -70,6 +229,21 @@ class ViewerWindow:
             self.rig.move(fwd * speed, right * speed, up * speed)
 
     def on_draw(self) -> None:
+        job = self.job
+        if job is not None:
+            if job.running():
+                if job.over_frame and time.monotonic() - job.started < PROGRESS_DELAY:
+                    self.blit_to_screen(self.window.get_framebuffer_size())
+                else:
+                    self.draw_progress(job)
+                time.sleep(PROGRESS_PAUSE)  # the compile thread runs meanwhile
+                return
+            self.job = None
+            job.then(job)
+        if self.viewer is None:
+            self.ctx.screen.use()
+            self.ctx.clear(*BACKGROUND)
+            return
         now = time.perf_counter()
         dt = min(now - self.last, 0.1)
         self.last = now
@@ -81,8 +255,20 @@ class ViewerWindow:
         if self.first_frame_at is None:
             # The line tests and scripts wait for: the window shows a frame from now on.
             self.first_frame_at = now
-            print(f"demo: first frame at {now - START:.1f} s (window {window_id(self.window)})",
-                  flush=True)
+            self._end_start_report()
+            print(f"demo: first frame at {process_age():.1f} s (window "
+                  f"{window_id(self.window)})", flush=True)
+
+    def _end_start_report(self) -> None:
+        """Stop the start-up's terminal lines (the first frame is on screen)."""
+        p, ticker = self._start_progress, self._start_ticker
+        if p is not None and ticker is not None:
+            p.finish()
+            ticker.stop()
+            listen(None)
+            if p.kernels:
+                print(f"demo: ready: {p.kernels} kernels compiled in {p.elapsed():.1f} s "
+                      "(cached for the next start)", file=sys.stderr, flush=True)
 
     def blit_to_screen(self, size) -> None:
         """Colour only: the target's depth format need not match the window's."""
@@ -95,23 +281,82 @@ class ViewerWindow:
                              gl.GL_COLOR_BUFFER_BIT, gl.GL_NEAREST)
         gl.glBindFramebuffer(gl.GL_FRAMEBUFFER, 0)
 
+    # ------------------------------------------------------------------ index switches
+
+    def _next_index(self, step: int) -> str:
+        """The index I (+1) or Shift+I (-1) selects (as ``Viewer.cycle_index``)."""
+        names = list(INDEX_NAMES)
+        cur = self.viewer.config.name
+        i = names.index(cur) if cur in names else 0
+        return names[(i + step) % len(names)]
+
+    def switch_index(self, shift: bool) -> None:
+        """I / Shift+I to an index not used yet in this process: the viewer builds it on the
+        compile thread, then its update and query run once there too, while the window
+        shows the progress over the last frame; frames resume when it is ready."""
+        v, target = self.viewer, self._next_index(-1 if shift else 1)
+        view = v.last_view
+        progress = Progress("compiling kernels", [f"{target} index: build",
+                                                  f"{target} index: update",
+                                                  f"{target} index: query"])
+        progress.fields["index"] = target
+
+        def work() -> None:
+            listen(progress)
+            progress.begin(0)
+            v.key("i", shift)  # rebuilds on this thread (a failure keeps the old index)
+            if v.config.name != target or view is None:
+                return
+            progress.begin(1)
+            v.pipeline.update(still_movers(v.scene), v.scene.objects.centers)
+            progress.begin(2)
+            warm_query(v.pipeline, v.scene, v.toggles, view)
+
+        ticker = TerminalTicker(progress).start()
+        self.job = Job(Worker(work).start(), progress, ticker, self._switched, over_frame=True,
+                       started=time.monotonic())
+
+    def _switched(self, job: Job) -> None:
+        job.progress.finish()
+        job.ticker.stop()
+        listen(None)
+        try:
+            job.worker.result()
+        except Exception as exc:  # noqa: BLE001 - the old index stays; say why
+            self.viewer.notice(f"cannot switch the index: {exc}", 6.0)
+            return
+        name = self.viewer.config.name
+        self.warm.add(name)
+        p = job.progress
+        if p.kernels:
+            msg = f"{name}: {p.kernels} kernels compiled in {p.elapsed():.1f} s (first use)"
+            self.viewer.notice(msg, 6.0)
+            print(f"demo: {msg}", file=sys.stderr, flush=True)
+        self.last = time.perf_counter()
+
     # ------------------------------------------------------------------ input
 
     def on_key_press(self, symbol, modifiers):
         from pyglet.window import key
 
-        v = self.viewer
-        shift = modifiers & key.MOD_SHIFT
+        shift = bool(modifiers & key.MOD_SHIFT)
         if symbol == key.ESCAPE:
             if self.captured:
                 self.set_capture(False)
             else:
                 self.quit()
             return True  # pyglet's default handler would close the window itself
+        v = self.viewer
+        if v is None or self.job is not None:
+            return True  # starting, or an index compiling: keys wait for the frames
         if symbol == key.M:
             self.set_capture(not self.captured)
             return True
-        v.key(key.symbol_string(symbol).lower(), bool(shift))
+        name = key.symbol_string(symbol).lower()
+        if name == "i" and self._next_index(-1 if shift else 1) not in self.warm:
+            self.switch_index(shift)
+            return True
+        v.key(name, shift)
         return True
 
     def set_capture(self, on: bool) -> None:
@@ -119,13 +364,16 @@ class ViewerWindow:
         self.window.set_exclusive_mouse(on)
 
     def on_mouse_drag(self, x, y, dx, dy, buttons, modifiers):
-        self.rig.rotate(dx * MOUSE_SENS, dy * MOUSE_SENS)
+        if self.rig is not None:
+            self.rig.rotate(dx * MOUSE_SENS, dy * MOUSE_SENS)
 
     def on_mouse_motion(self, x, y, dx, dy):
-        if self.captured:
+        if self.captured and self.rig is not None:
             self.rig.rotate(dx * MOUSE_SENS, dy * MOUSE_SENS)
 
     def on_mouse_scroll(self, x, y, scroll_x, scroll_y):
+        if self.rig is None:
+            return
         if self.rig.mode == "orbit":
             self.rig.zoom(math.pow(1.2, -scroll_y))
         else:
@@ -134,15 +382,24 @@ class ViewerWindow:
     def quit(self) -> None:
         import pyglet
 
-        self.viewer.close()  # the log is complete before the window goes
+        if self.viewer is not None:
+            self.viewer.close()  # the log is complete before the window goes
         pyglet.app.exit()
 
     def on_close(self):
-        self.viewer.close()
+        if self.viewer is not None:
+            self.viewer.close()
         self.closed = True
+
+    def written_lines(self) -> list[str]:
+        """``demo: wrote ...`` lines of the files the session wrote."""
+        if self.viewer is None:
+            return []
+        return [f"demo: wrote {line}" for line in self.viewer.written_lines()]
 
 
 def run_window(args) -> int:
+    """The window of ``demo``: open it, start up inside it, run the frames; the exit status."""
     try:
         import pyglet
 
@@ -150,21 +407,11 @@ def run_window(args) -> int:
     except ImportError as exc:
         print(f"demo: pyglet is not installed ({exc}); use --headless", file=sys.stderr)
         return 2
-    try:
-        scene, config, toggles = load(args)
-    except StartupError as exc:
-        print(f"demo: {exc}", file=sys.stderr)
-        return 2
-    from app.viewer.collision_view import apply_collision_index
-
-    note = apply_collision_index(scene, getattr(args, "collision_index", None))
-    if note:
-        print(f"demo: {note}", file=sys.stderr)
     size = args.size or (1280, 720)
     try:
         gl_config = pyglet.gl.Config(major_version=3, minor_version=3, forward_compatible=True,
                                      double_buffer=True, depth_size=24)
-        window = pyglet.window.Window(size[0], size[1], caption=f"cullview - {scene.name}",
+        window = pyglet.window.Window(size[0], size[1], caption=f"cullview - {args.scene}",
                                       resizable=True, config=gl_config, vsync=False)
     except Exception as exc:  # noqa: BLE001 - NoSuchDisplayException, no GL 3.3, ...
         print(f"demo: cannot open a window ({type(exc).__name__}: {exc}); use --headless "
@@ -173,51 +420,46 @@ def run_window(args) -> int:
     print(f"demo: window {window_id(window)} open", flush=True)
     import moderngl
 
-    from app.culling.pipeline import warm_up
-
-    if not args.no_warmup:
-        t0 = time.perf_counter()
-        print("demo: compiling the index kernels (cached after the first run) ...", flush=True)
-        warm_up()
-        print(f"demo: ready in {time.perf_counter() - t0:.1f} s", flush=True)
-    from app.viewer.frame import Viewer
-
     ctx = moderngl.create_context()
-    fb = window.get_framebuffer_size()
-    occ_mode = toggles.occlusion
-    toggles.occlusion = "off"
-    try:
-        viewer = Viewer(ctx, scene, config, fb, toggles,
-                        occlusion_factory=occlusion_factory(bool(args.ground_truth)),
-                        hud_px=hud_px(fb[1]))
-    except Exception as exc:  # noqa: BLE001
-        window.close()
-        print(f"demo: cannot start: {exc}", file=sys.stderr)
-        return 2
-    if occ_mode != "off" or args.ground_truth:
-        viewer.set_occlusion(occ_mode)
-    app = ViewerWindow(args, window, ctx, viewer, scene)
-    if args.record:
-        viewer.start_recording(args.record)
+    app = ViewerWindow(args, window, ctx)
 
-    def stop(signum, _frame):
-        # Ctrl-C / SIGTERM: finish the frame in flight, close the log, leave the loop.
-        viewer.close()
+    def on_signal(signum, _frame):
+        # Ctrl-C while kernels compile: at once (a compile thread cannot be stopped), after
+        # closing the log; otherwise finish the frame in flight, close the log, leave the loop.
+        if app.job is not None and app.job.running():
+            if app.viewer is not None:
+                app.viewer.close()
+                for line in app.written_lines():
+                    print(line, flush=True)
+            if signum == signal.SIGINT:
+                interrupted("demo")
+            exit_now(0)
+        app.exit_code = 130 if signum == signal.SIGINT else 0
+        if app.viewer is not None:
+            app.viewer.close()
         pyglet.app.exit()
 
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    app.start()
     # Wake the event loop regularly so a signal is handled even when no events arrive.
     pyglet.clock.schedule_interval(lambda dt: None, 0.1)
     try:
         pyglet.app.run(interval=0)
     except KeyboardInterrupt:
-        pass
+        app.exit_code = 130
     finally:
-        viewer.close()
+        if app.viewer is not None:
+            app.viewer.close()
         if not app.closed:
             with contextlib.suppress(Exception):
                 window.close()
-        for line in viewer.written_lines():
-            print(f"demo: wrote {line}", flush=True)
-    return 0
+        for line in app.written_lines():
+            print(line, flush=True)
+    if app.error:
+        print(f"demo: {app.error}", file=sys.stderr, flush=True)
+    if app.exit_code == 130:
+        print("demo: interrupted", file=sys.stderr, flush=True)
+    if app.job is not None and app.job.running():
+        exit_now(app.exit_code)  # closed while compiling: do not wait for the compile thread
+    return app.exit_code
