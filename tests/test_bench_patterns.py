@@ -201,3 +201,29 @@ def test_patterns_flag_refuses_unknown_names():
     assert p.returncode == 2
     err = p.stderr.strip().splitlines()
     assert len(err) == 1 and "unknown pattern 'nosuch'" in err[0], p.stderr
+
+
+def test_a_pattern_that_raises_is_reported_failed_and_the_run_goes_on():
+    """An index refusing radii in the batch fails `sizes` only: the frames are caught up, the
+    later patterns run and stay exact."""
+    from app.bench.baselines import ScanBrute
+    from app.bench.index_bench import run_subject, worst_patterns
+
+    class NoRadii(ScanBrute):
+        def update(self, ids, centers, radii=None, view_distances=None):
+            if radii is not None:
+                raise ValueError("radii not supported")
+            super().update(ids, centers)
+
+    wl = make_workload("viewdist", scale=0.002, frames=2,
+                       patterns=["fixed", "sizes", "turn", "spawn"])
+    rows = run_subject(wl, "noradii", NoRadii, "wall")
+    by = {r.pattern: r for r in rows}
+    assert by["sizes"].exact.startswith("failed") and "radii not supported" in by["sizes"].error
+    for p in ("fixed", "turn", "spawn"):
+        assert by[p].exact == "yes" and not by[p].error, (p, by[p].exact, by[p].error)
+        assert by[p].p99_ms >= by[p].frame_ms > 0
+    for r in rows:
+        r.x_numba = 1.0
+    (d,) = worst_patterns(rows, "viewdist")
+    assert d["worst"] == "sizes" and d["note"].startswith("failed")

@@ -152,6 +152,39 @@ def _catch_up(idx: Any, frames: list[Frame], use_vd: bool, first_step: int = 0) 
     return ""
 
 
+def _rebuild(factory: Callable[[], Any], wl: Workload, upto: int) -> Any:
+    """A fresh instance holding the objects as they are after segment ``upto`` (replayed in
+    numpy from the frames): how the run goes on when an index refused a pattern's batches."""
+    segs = [s for s in wl.segments if not s.na][: upto + 1]
+    frames = list(wl.base_frames) + [fr for s in segs for fr in s.frames]
+    top = max([int(p.ids.max()) for p in wl.phases]
+              + [int(fr.insert[0].max()) for fr in frames if fr.insert is not None]) + 1
+    c = np.zeros((top, 3))
+    r = np.zeros(top)
+    vd = np.full(top, np.inf)
+    alive = np.zeros(top, dtype=bool)
+    for ph in wl.phases:
+        c[ph.ids], r[ph.ids], alive[ph.ids] = ph.centers, ph.radii, True
+        if ph.vdist is not None:
+            vd[ph.ids] = ph.vdist
+    for fr in frames:
+        if fr.remove is not None:
+            alive[fr.remove] = False
+        if fr.insert is not None:
+            i, ci, ri, vi = fr.insert
+            c[i], r[i], alive[i] = ci, ri, True
+            vd[i] = np.inf if vi is None else vi
+        c[fr.ids] = fr.centers
+        if fr.radii is not None:
+            r[fr.ids] = fr.radii
+        if fr.vdist is not None:
+            vd[fr.ids] = fr.vdist
+    ids = np.flatnonzero(alive).astype(np.int64)
+    idx = factory()
+    idx.insert(ids, c[ids], r[ids], vd[ids] if wl.use_vd else None)
+    return idx
+
+
 @dataclass
 class _Seg:
     ups: list[float] = field(default_factory=list)
@@ -296,12 +329,13 @@ def run_subject(wl: Workload, label: str, factory: Callable[[], Any], clock_kind
             row.error = f"not run: {broken}"
             row.exact = "skipped"
             continue
+        later = any(s.pattern not in skip for s in segs[k + 1:])
         if seg.pattern in skip:
             row.error = f"skipped: {skip[seg.pattern]}"
             row.exact = "skipped"
-            if any(s.pattern not in skip for s in segs[k + 1:]):
-                msg = _catch_up(idx, seg.frames, wl.use_vd)
-                broken = f"the index refused {seg.pattern}'s frames ({msg})" if msg else ""
+            msg = _catch_up(idx, seg.frames, wl.use_vd) if later else ""
+            if msg:
+                idx, broken = _go_on(factory, wl, k, idx, f"{seg.pattern}'s frames: {msg}")
             continue
         out = _run_frames(idx, wl, seg.frames, clock, budget_s)
         _fill(row, out)
@@ -311,8 +345,13 @@ def run_subject(wl: Workload, label: str, factory: Callable[[], Any], clock_kind
         if out.error:
             row.error = out.error
             row.exact = "failed" + (f" ({row.exact})" if row.exact != "yes" else "")
-        if out.broken:
-            broken = f"{seg.pattern} left the index in an unknown state ({out.broken})"
+        if out.broken and not out.error:  # refused the untimed rest of its own frames
+            row.error = f"after the time budget: {out.broken}"
+            row.exact = "failed"
+        if out.broken and later:
+            idx, broken = _go_on(factory, wl, k, idx, f"{seg.pattern}: {out.broken}")
+            row.error += ("; later patterns on a fresh instance (the index refused the "
+                          "catch-up)" if not broken else "")
         if seg.pattern == "fixed" and row.base_query_ms > 0:
             row.growth = row.query_ms / row.base_query_ms
     try:
@@ -325,6 +364,16 @@ def run_subject(wl: Workload, label: str, factory: Callable[[], Any], clock_kind
     del idx
     gc.collect()
     return rows
+
+
+def _go_on(factory: Callable[[], Any], wl: Workload, k: int, idx: Any,
+           why: str) -> tuple[Any, str]:
+    """(instance to go on with, reason the rest cannot run or ""): a fresh instance rebuilt
+    from the state after segment ``k`` when the old one refused to catch up."""
+    try:
+        return _rebuild(factory, wl, k), ""
+    except Exception as exc:  # noqa: BLE001
+        return idx, f"the index refused {why}; a rebuild failed too ({type(exc).__name__})"
 
 
 def _rtree_skips(name: str, scale: float, patterns: list[str]) -> tuple[str, dict[str, str]]:
