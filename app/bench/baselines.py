@@ -96,7 +96,8 @@ class _Store:
             new[: self._n] = old[: self._n]
             setattr(self, f, new)
 
-    def insert(self, ids, centers, radii, view_distances=None) -> None:
+    def insert(self, ids: np.ndarray, centers: np.ndarray, radii: np.ndarray,
+               view_distances: np.ndarray | None = None) -> None:
         ids = np.asarray(ids, dtype=np.int64)
         centers = np.asarray(centers, dtype=np.float64)
         k = ids.shape[0]
@@ -112,7 +113,8 @@ class _Store:
         self._vd[s] = np.inf if view_distances is None else view_distances
         self._n += k
 
-    def update(self, ids, centers, radii=None, view_distances=None) -> None:
+    def update(self, ids: np.ndarray, centers: np.ndarray, radii: np.ndarray | None = None,
+               view_distances: np.ndarray | None = None) -> None:
         rows = self._row[np.asarray(ids, dtype=np.int64)]
         centers = np.asarray(centers, dtype=np.float64)
         self._x[rows] = centers[:, 0]
@@ -123,7 +125,7 @@ class _Store:
         if view_distances is not None:
             self._vd[rows] = view_distances
 
-    def remove(self, ids) -> None:
+    def remove(self, ids: np.ndarray) -> None:
         ids = np.asarray(ids, dtype=np.int64)
         holes, src = _swap_plan(self._row[ids], self._n)
         for f in self._FIELDS:
@@ -145,11 +147,12 @@ class NumpyBrute(_Store):
     def _mask(self, planes, eye, use_vd):
         return _sphere_mask(self.x, self.y, self.z, self.r, self.vd, planes, eye, use_vd)
 
-    def query_frustum(self, planes, eye=None, use_view_distance=False, occlusion=None):
+    def query_frustum(self, planes: np.ndarray, eye: np.ndarray | None = None,
+                      use_view_distance: bool = False, occlusion: Any = None) -> QueryResult:
         ok = self._mask(planes, eye, use_view_distance)
         return QueryResult(visible=self.ids[ok], working_set=len(self), nodes_visited=0)
 
-    def query_box(self, lo, hi):
+    def query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         x, y, z, r = self.x, self.y, self.z, self.r
         ok = ((x - r <= hi[0]) & (x + r >= lo[0]) & (y - r <= hi[1]) & (y + r >= lo[1])
               & (z - r <= hi[2]) & (z + r >= lo[2]))
@@ -313,7 +316,8 @@ class ScanBrute:
         self._vd64[:n] = old[3][:n]
         self._s32 = grown32(old[4], self._ids.shape[0])
 
-    def insert(self, ids, centers, radii, view_distances=None) -> None:
+    def insert(self, ids: np.ndarray, centers: np.ndarray, radii: np.ndarray,
+               view_distances: np.ndarray | None = None) -> None:
         ids = np.asarray(ids, dtype=np.int64)
         top = int(ids.max()) + 1 if ids.size else 0
         if top > self._row.shape[0]:
@@ -329,7 +333,8 @@ class ScanBrute:
         self._max_abs = max(self._max_abs, float(big))
         self._max_r = max(self._max_r, float(br))
 
-    def update(self, ids, centers, radii=None, view_distances=None) -> None:
+    def update(self, ids: np.ndarray, centers: np.ndarray, radii: np.ndarray | None = None,
+               view_distances: np.ndarray | None = None) -> None:
         big, br = _write_batch(
             self._row, np.asarray(ids, dtype=np.int64), np.asarray(centers, dtype=np.float64),
             _EMPTY if radii is None else np.asarray(radii, dtype=np.float64),
@@ -338,11 +343,12 @@ class ScanBrute:
         self._max_abs = max(self._max_abs, float(big))
         self._max_r = max(self._max_r, float(br))
 
-    def remove(self, ids) -> None:
+    def remove(self, ids: np.ndarray) -> None:
         self._n = int(_swap_remove(self._row, np.asarray(ids, dtype=np.int64), self._n,
                                    self._c64, self._r64, self._vd64, self._ids, self._s32))
 
-    def query_frustum(self, planes, eye=None, use_view_distance=False, occlusion=None):
+    def query_frustum(self, planes: np.ndarray, eye: np.ndarray | None = None,
+                      use_view_distance: bool = False, occlusion: Any = None) -> QueryResult:
         eye = np.zeros(3) if eye is None else np.asarray(eye, dtype=np.float64)
         planes = np.ascontiguousarray(planes, dtype=np.float64)
         n = self._n
@@ -351,7 +357,7 @@ class ScanBrute:
                                NO_OCCLUDER, parallel=self.parallel, codes=self._codes)
         return QueryResult(visible=self._ids[rows], working_set=n, nodes_visited=0)
 
-    def query_box(self, lo, hi):
+    def query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         n = self._n
         return _nb_box(self._ids[:n], self._c64[:n, 0], self._c64[:n, 1], self._c64[:n, 2],
                        self._r64[:n], np.asarray(lo, dtype=np.float64),
@@ -408,7 +414,8 @@ class RtreePeer(NumpyBrute):
         p.variant = self._rindex.RT_Star
         return p
 
-    def insert(self, ids, centers, radii, view_distances=None) -> None:
+    def insert(self, ids: np.ndarray, centers: np.ndarray, radii: np.ndarray,
+               view_distances: np.ndarray | None = None) -> None:
         super().insert(ids, centers, radii, view_distances)
         ids = np.asarray(ids, dtype=np.int64)
         c = np.asarray(centers, dtype=np.float64)
@@ -424,7 +431,8 @@ class RtreePeer(NumpyBrute):
         self._maxvd = float(fin.max()) if fin.size else 0.0
         self._allfinite = fin.size == self.vd.size
 
-    def update(self, ids, centers, radii=None, view_distances=None) -> None:
+    def update(self, ids: np.ndarray, centers: np.ndarray, radii: np.ndarray | None = None,
+               view_distances: np.ndarray | None = None) -> None:
         ids = np.asarray(ids, dtype=np.int64)
         rows = self._row[ids]
         old_lo = np.stack([self.x[rows] - self.r[rows], self.y[rows] - self.r[rows],
@@ -445,7 +453,7 @@ class RtreePeer(NumpyBrute):
             self._maxvd = float(fin.max()) if fin.size else 0.0
             self._allfinite = fin.size == self.vd.size
 
-    def remove(self, ids) -> None:
+    def remove(self, ids: np.ndarray) -> None:
         ids = np.asarray(ids, dtype=np.int64)
         rows = self._row[ids]
         x, y, z, r = self._x[rows], self._y[rows], self._z[rows], self._r[rows]
@@ -454,7 +462,8 @@ class RtreePeer(NumpyBrute):
             self._tree.delete(i, box)
         super().remove(ids)
 
-    def query_frustum(self, planes, eye=None, use_view_distance=False, occlusion=None):
+    def query_frustum(self, planes: np.ndarray, eye: np.ndarray | None = None,
+                      use_view_distance: bool = False, occlusion: Any = None) -> QueryResult:
         # The rule rejects a sphere only when it is entirely outside one plane, so near the
         # frustum's edges it accepts spheres that do not touch the frustum itself: the centres
         # that can pass fill the frustum with every plane pushed out by the largest radius.
@@ -477,7 +486,7 @@ class RtreePeer(NumpyBrute):
                           use_view_distance)
         return QueryResult(visible=cand[ok], working_set=int(cand.shape[0]), nodes_visited=0)
 
-    def query_box(self, lo, hi):
+    def query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         if self._tree is None:
             return np.zeros(0, dtype=np.int64)
         cand, _ = self._tree.intersection_v(np.asarray(lo, float)[None, :],

@@ -188,6 +188,7 @@ CSV_HEADERS = ["workload", "pattern", "index", "n", "build_s", "first_query_ms",
 
 
 def index_csv_rows(rows) -> tuple[list[str], list[list]]:
+    """(headers, rows) of the CSV: one line per workload x pattern x subject."""
     out = [[r.workload, r.pattern, r.subject, r.n, r.build_s, r.first_query_ms, r.update_ms,
             r.query_ms, r.frame_ms, r.p99_ms, r.x_numpy, r.x_numba, r.visible, r.working_set,
             r.nodes_visited, r.exact, r.verdict, r.base_query_ms, r.growth, r.error]
