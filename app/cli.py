@@ -1,9 +1,9 @@
-"""Command line: ``python -m app {demo,bench,plot}`` (contract in design.md).
+"""Command line: ``python -m app {demo,bench,plot,warm}`` (contract in design.md).
 
 Each subcommand lives in its own module exposing ``add_arguments(parser)`` and
 ``run(args) -> int``; modules load only when their subcommand runs, so ``plot`` never
 compiles an index and ``bench`` never opens OpenGL (``bench occlusion`` runs the viewer in
-child processes).
+child processes), and no parser needs numba: ``--help`` answers at once on a cold cache.
 """
 
 from __future__ import annotations
@@ -17,12 +17,16 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("app.viewer.cli", "open the viewer (or render headless with --headless)"),
     "bench": ("app.bench.cli", "run the benchmarks (index, paper, occlusion)"),
     "plot": ("app.plot", "plot one or more frame logs"),
+    "warm": ("app.viewer.warm", "compile every kernel into the cache ahead of use (run.sh "
+                                "does it once after installing)"),
 }
 
 
 EPILOG = """\
 python -m app demo --help     lists the scenes, the indexes and the window's keys
 python -m app bench --help    the benchmarks
+python -m app warm            compile the kernels ahead (a first start otherwise compiles
+                              what it uses, with its progress shown)
 
 examples:
   python -m app demo                                 window on the demo scene (F1: keys)
@@ -62,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     Ctrl-C is one line on stderr (``demo: interrupted``) and status 130 at any moment: while
     modules load and kernels compile it ends the process at once (a KeyboardInterrupt inside
     numba's compiler would print hundreds of lines of traceback); ``bench`` and ``plot`` then
-    get an ordinary KeyboardInterrupt so that they can close their files, and the viewer
-    installs its own handling for its frame loops.
+    get an ordinary KeyboardInterrupt so that they can close their files, the viewer installs
+    its own handling for its frame loops, and ``warm`` keeps ending at once.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     selected = next((a for a in argv if a in SUBCOMMANDS), None)
@@ -78,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 2
         module = importlib.import_module(SUBCOMMANDS[args.command][0])
-        if args.command != "demo" and previous is not None:
+        if args.command not in ("demo", "warm") and previous is not None:
             signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             return int(module.run(args) or 0)

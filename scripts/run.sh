@@ -8,6 +8,13 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/ensure-env.sh"
 cd "$ROOT"
+# Once after installing (and after an edit of app/): compile the kernels the viewer uses, with a
+# progress bar, so that the viewer opens and switches indexes without compiling. A stamp in
+# the kernel cache makes this a check of a few milliseconds the next time.
+case " $* " in
+    *" -h "* | *" --help "*) ;;
+    *) if [ $# -eq 0 ] || [ "$1" = demo ]; then .venv/bin/python -m app warm --if-needed; fi ;;
+esac
 if [ $# -gt 0 ]; then
     exec .venv/bin/python -m app "$@"
 fi

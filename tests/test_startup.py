@@ -92,7 +92,7 @@ def _is_progress(line: str) -> bool:
 HELP_PROBE = r"""
 import sys
 from app.cli import build_parser
-for sub in ("demo", "bench", "plot"):
+for sub in ("demo", "bench", "plot", "warm"):
     parser = build_parser(sub)
     parser.format_help()
     next(a for a in parser._actions if a.dest == "command").choices[sub].format_help()
@@ -116,7 +116,7 @@ def test_the_parsers_and_their_help_load_no_kernel_module(tmp_path):
 
 @pytest.mark.parametrize(("args", "code"), [
     (["--help"], 0), (["demo", "--help"], 0), (["bench", "--help"], 0), (["plot", "--help"], 0),
-    (["demo", "--index", "nope"], 2),
+    (["warm", "--help"], 0), (["demo", "--index", "nope"], 2),
     (["demo", "--headless", "--frames", "0"], 2), (["demo", "--no-such-option"], 2),
 ])
 def test_help_and_bad_options_answer_at_once_on_an_empty_cache(tmp_path, args, code):
@@ -260,3 +260,31 @@ def test_the_window_opens_at_once_and_ctrl_c_while_it_compiles_is_130(tmp_path):
     finally:
         xvfb.terminate()
         xvfb.wait(10)
+
+
+# ---------------------------------------------------------------------------- warm
+
+
+def test_warm_if_needed_is_a_quick_check_once_stamped(tmp_path, monkeypatch):
+    """``warm --if-needed`` (what run.sh calls before the viewer) returns at once, compiling
+    nothing, when the stamp of the current sources is in the cache folder."""
+    from app.viewer import warm
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    stamp = warm.stamp_path()
+    assert stamp is not None and not warm.is_warm()
+    stamp.parent.mkdir(parents=True)
+    stamp.write_text("test\n")
+    assert warm.is_warm()
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "app", "warm", "--if-needed"], cwd=tmp_path,
+                       env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert time.monotonic() - t0 < 5.0
+    assert sorted(p.name for p in (tmp_path / "numba").iterdir()) == [stamp.name]
+
+
+def test_run_sh_warms_before_the_viewer_when_needed():
+    text = (ROOT / "scripts" / "run.sh").read_text()
+    assert "-m app warm --if-needed" in text
+    assert text.index("warm --if-needed") < text.index("-m app demo")

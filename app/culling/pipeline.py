@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -254,34 +255,60 @@ def newly_visible(late: np.ndarray, early: np.ndarray) -> np.ndarray:
     return late[~np.isin(late, early, assume_unique=True)]
 
 
-def warm_up(names: tuple[str, ...] | list[str] | None = None) -> dict[str, float]:
-    """Build, update and query a tiny instance of every index (both variants of the trees) so
-    that numba compiles (or loads from its cache) their kernels now rather than at the first
-    switch. Returns ms per label; an index that fails is skipped (the switch will report it)."""
-    rng = np.random.default_rng(0)
-    n = 256
-    ids = np.arange(n, dtype=np.int64)
-    centers = rng.uniform(-50, 50, (n, 3))
-    radii = rng.uniform(0.5, 2.0, n)
-    vd = rng.uniform(20, 80, n)
-    planes = camera_planes(np.array([0.0, 0.0, 120.0]), np.zeros(3))
+def warm_up(names: tuple[str, ...] | list[str] | None = None, objects: tuple | None = None,
+            view: tuple[np.ndarray, np.ndarray] | None = None,
+            on_label: Callable[[str], None] | None = None,
+            leafy: bool | None = None) -> dict[str, float]:
+    """Build, update and query every index of ``names`` (default: all; the trees in both
+    variants) through :class:`CullPipeline`, the frames' own path, so that numba compiles (or
+    loads from its cache) the specialisations the frames call, ahead of the first switch.
+
+    ``objects``: a scene's ``(ids, centers, radii, view_distances, movers)`` (``movers`` read
+    only, as a scene hands them); default 256 random spheres. ``view``: ``(planes, eye)``,
+    default a camera that sees those spheres. ``on_label`` hears each label before it starts;
+    ``leafy`` picks one variant of the trees (default both).
+    Returns ms per label; an index that fails is skipped (the switch will report it).
+    """
+    if objects is None:
+        rng = np.random.default_rng(0)
+        n = 256
+        ids = np.arange(n, dtype=np.int64)
+        centers = rng.uniform(-50, 50, (n, 3))
+        radii = rng.uniform(0.5, 2.0, n)
+        vd = rng.uniform(20, 80, n)
+        movers = ids[::2].copy()
+        movers.flags.writeable = False
+    else:
+        ids, centers, radii, vd, movers = objects
+    if view is None:
+        eye = np.array([0.0, 0.0, 120.0])
+        planes = camera_planes(eye, np.zeros(3))
+    else:
+        planes, eye = view
     out: dict[str, float] = {}
-    for parallel in (False, True):  # the stage counts' kernels
-        count_in_view(centers, radii, vd, planes, np.array([0.0, 0.0, 120.0]), True, parallel)
+    counted = False
     for name in names or INDEX_NAMES:
-        variants = [True, False] if name in TREE_HEURISTICS else [True]
-        for leafy in variants:
-            cfg = IndexConfig(name, leafy)
+        variants = [True, False] if name in TREE_HEURISTICS and leafy is None else [
+            True if leafy is None else leafy]
+        for variant in variants:
+            cfg = IndexConfig(name, variant)
+            if on_label is not None:
+                on_label(cfg.label())
             t0 = time.perf_counter()
             try:
-                idx = create_index(name, **cfg.index_kwargs())
-                idx.insert(ids, centers, radii, vd)
-                idx.update(ids[::2], centers[::2] + 1.0)
-                eye = np.array([0.0, 0.0, 120.0])
-                idx.query_frustum(planes, eye=eye, use_view_distance=False)
-                idx.query_frustum(planes, eye=eye, use_view_distance=True)
-                idx.node_boxes()
-                idx.node_outcomes()
+                p = CullPipeline(cfg)
+                p.build(ids, centers, radii, vd)
+                p.update(movers, centers)
+                for use_vd in (False, True):
+                    res = p.cull(planes, eye, frustum=True, view_distance=use_vd)
+                    if not counted:  # the HUD's stage counts, once
+                        n_vis = int(res.visible.shape[0])
+                        p.stage_counts(planes, eye, frustum=True, view_distance=use_vd,
+                                       occlusion=False, visible=n_vis, drawn=n_vis,
+                                       centers=centers, radii=radii, view_distances=vd)
+                counted = True
+                p.index.node_boxes()
+                p.index.node_outcomes()
             except Exception:  # noqa: BLE001, S112 - reported when the user switches to it
                 continue
             out[cfg.label()] = (time.perf_counter() - t0) * 1e3
