@@ -65,7 +65,7 @@ def _gather_by_mesh(visible, everything, mask, runs, runs_end, centers, looks, b
         starts[k] = row
         q1 = runs_end[k]
         if occluders:  # llvmpipe's early depth test then rejects what they hide
-            n = 0
+            n = np.int64(0)  # not the literal 0: one compiled _nearest_first, not two
             for q in range(q0, q1):
                 for j in range(runs[q, 0], runs[q, 1]):
                     if big[j] and (everything or mask[j]):

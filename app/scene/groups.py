@@ -25,8 +25,6 @@ import math
 import numpy as np
 
 from app.scene.schema import FrameSpec, GroupSpec, SceneSpec
-from app.spatial.nested.groups import canonical_scale, refresh_world
-from app.spatial.nested.query import world_spheres_of
 
 
 def rotation(axis: np.ndarray, degrees: float) -> np.ndarray:
@@ -205,6 +203,11 @@ class Hierarchy:
         return out
 
     def _refresh(self) -> None:
+        # Imported here, not at the top: the nested index's per-frame entry points carry
+        # explicit signatures, so importing them compiles them (about 12 s on an empty kernel
+        # cache), and every scene, hierarchical or not, imports this module.
+        from app.spatial.nested.groups import canonical_scale, refresh_world
+
         scale = canonical_scale(self.matrices)
         refresh_world(self.order, self.parent, np.ascontiguousarray(self.matrices[:, :3, :]),
                       scale, self.W, self.ws, self._dhi, self._dlo)
@@ -212,6 +215,8 @@ class Hierarchy:
     def _write_world(self, objects, rows: np.ndarray) -> None:
         if not rows.shape[0]:
             return
+        from app.spatial.nested.query import world_spheres_of  # see _refresh
+
         c, r, v = world_spheres_of(rows, self.local, self.local_radii, self.local_vd,
                                    self.instance_of, self.W, self.ws)
         objects.centers[rows] = c

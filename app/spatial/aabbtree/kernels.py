@@ -171,7 +171,7 @@ def free_node(nd, n: int) -> None:
 @njit(cache=True)
 def attach_child(nd, n: int, c: int) -> int:
     """Create child ``c`` of node ``n`` (an empty leaf)."""
-    ch = allocate_node(nd, n)
+    ch = allocate_node(nd, np.int64(n))
     nd.child[n, c] = ch
     nd.slot_in_parent[ch] = c
     nd.nchild[n] += 1
@@ -220,14 +220,14 @@ def unlink_arrays(head, count, nxt, prv, node, s: int) -> None:
 @njit(cache=True, _nrt=False)
 def relink_arrays(head, count, nxt, prv, node, n: int, s: int) -> None:
     """Move slot ``s`` from its node's object list to node ``n``'s."""
-    unlink_arrays(head, count, nxt, prv, node, s)
-    link_arrays(head, count, nxt, prv, node, n, s)
+    unlink_arrays(head, count, nxt, prv, node, np.int64(s))
+    link_arrays(head, count, nxt, prv, node, np.int64(n), np.int64(s))
 
 
 @njit(cache=True, inline="always")
 def unlink_object(nd, ob, s: int) -> None:
     """Take slot ``s`` out of its node's object list and clear its links."""
-    unlink_arrays(nd.head, nd.count, ob.next, ob.prev, ob.node, s)
+    unlink_arrays(nd.head, nd.count, ob.next, ob.prev, ob.node, np.int64(s))
     ob.node[s] = -1
     ob.next[s] = -1
     ob.prev[s] = -1
@@ -306,7 +306,7 @@ def grow_up(lo, hi, maxvd, parent, n: int, cx: float, cy: float, cz: float, r: f
     Stops at the first node that already covers it: its ancestors contain its box.
     """
     lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
-    while n >= 0 and not covers(lo, hi, maxvd, n, lx, ly, lz, hx, hy, hz, vd):
+    while n >= 0 and not covers(lo, hi, maxvd, np.int64(n), lx, ly, lz, hx, hy, hz, vd):
         grow_node(lo, hi, maxvd, n, lx, ly, lz, hx, hy, hz, vd)
         n = parent[n]
 
@@ -361,7 +361,7 @@ def refit_node(nd, ob, sp, n: int, threshold: int) -> None:
         sz += cz
         w += 1.0
         s = nxt[s]
-    finish_refit(nd, n, lx, ly, lz, hx, hy, hz, mv, sx, sy, sz, w, threshold)
+    finish_refit(nd, np.int64(n), lx, ly, lz, hx, hy, hz, mv, sx, sy, sz, w, threshold)
 
 
 @njit(cache=True, _nrt=False)
@@ -425,7 +425,7 @@ def find_place(child, is_split, axis, split, lo, hi, keep: int, n: int,
     while True:
         if not is_split[n]:
             return n, -1
-        c = which_child(child, is_split, axis, split, lo, hi, keep, n, cx, cy, cz, r)
+        c = which_child(child, is_split, axis, split, lo, hi, keep, np.int64(n), cx, cy, cz, r)
         if c < 0:
             return n, -1
         ch = child[n, c]
@@ -449,7 +449,7 @@ def climb_to_cover(lo, hi, parent, x: int, lx: float, ly: float, lz: float, hx: 
 @njit(cache=True)
 def new_leaf(nd, n: int, c: int, cx: float, cy: float, cz: float) -> int:
     """Create child c of n as an empty leaf for an object centred at (cx, cy, cz)."""
-    ch = attach_child(nd, n, c)
+    ch = attach_child(nd, np.int64(n), c)
     # Seed the split point for fragmentation avoidance until the leaf is refitted.
     nd.split[ch, 0] = cx
     nd.split[ch, 1] = cy
@@ -552,7 +552,7 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
     separated = False
     s = head[n]
     while s >= 0:
-        c = which_child(child, is_split, axis, split, lo, hi, keep, n, centers[s, 0],
+        c = which_child(child, is_split, axis, split, lo, hi, keep, np.int64(n), centers[s, 0],
                         centers[s, 1], centers[s, 2], radii[s])
         if c < 0 or (first >= 0 and c != first):
             separated = True
@@ -565,8 +565,8 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
             maxvd, parent, dirty = nd.maxvd, nd.parent, nd.dirty
             s = head[n]
             while s >= 0:
-                invalidate_up(lo, hi, maxvd, parent, dirty, n, centers[s, 0], centers[s, 1],
-                              centers[s, 2], radii[s], vdist[s])
+                invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(n), centers[s, 0],
+                              centers[s, 1], centers[s, 2], radii[s], vdist[s])
                 s = nxt[s]
         return 2
 
@@ -574,19 +574,19 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
     s = head[n]
     while s >= 0:
         after = nxt[s]
-        c = which_child(child, is_split, axis, split, lo, hi, keep, n, centers[s, 0],
+        c = which_child(child, is_split, axis, split, lo, hi, keep, np.int64(n), centers[s, 0],
                         centers[s, 1], centers[s, 2], radii[s])
         if c >= 0:
             ch = child[n, c]
             if ch < 0:
-                ch = attach_child(nd, n, c)
-            relink_arrays(head, count, nxt, prv, node, ch, s)
+                ch = attach_child(nd, np.int64(n), c)
+            relink_arrays(head, count, nxt, prv, node, np.int64(ch), np.int64(s))
         s = after
     # The children's boxes lie inside n's box, which does not change: n still bounds them all.
     for j in range(k):
         ch = child[n, j]
         if ch >= 0:
-            refit_node(nd, ob, sp, ch, rules.threshold)
+            refit_node(nd, ob, sp, np.int64(ch), rules.threshold)
     return 1
 
 
@@ -628,10 +628,10 @@ def insert_objects(nd, ob, sp, slots, keep: int) -> None:
     nxt, prv, node = ob.next, ob.prev, ob.node
     for s in slots:
         cx, cy, cz, r = slot_sphere(centers, radii, s)
-        n, c = find_place(child, is_split, axis, split, lo, hi, keep, ROOT, cx, cy, cz, r)
+        n, c = find_place(child, is_split, axis, split, lo, hi, keep, np.int64(ROOT), cx, cy, cz, r)
         if c >= 0:
-            n = new_leaf(nd, n, c, cx, cy, cz)
-        link_arrays(head, count, nxt, prv, node, n, s)
+            n = new_leaf(nd, np.int64(n), c, cx, cy, cz)
+        link_arrays(head, count, nxt, prv, node, np.int64(n), np.int64(s))
         grow_up(lo, hi, maxvd, parent, n, cx, cy, cz, r, vdist[s])
 
 
@@ -641,7 +641,8 @@ def take_out(nd, ob, sp, s: int) -> int:
     recomputation (2.1.3); returns the node, which the caller checks for garbage."""
     n = ob.node[s]
     cx, cy, cz, r = slot_sphere(sp.centers, sp.radii, s)
-    invalidate_up(nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty, n, cx, cy, cz, r, sp.vdist[s])
+    invalidate_up(nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty, np.int64(n), cx, cy, cz, r,
+                  sp.vdist[s])
     unlink_object(nd, ob, s)
     return n
 
@@ -680,10 +681,10 @@ def update_objects(nd, ob, sp, slots, old, keep: int) -> int:
         ovd = old_v[i]
         x = node[s]
         lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
-        if covers(lo, hi, maxvd, x, lx, ly, lz, hx, hy, hz, vd) & (not is_split[x]):
+        if covers(lo, hi, maxvd, np.int64(x), lx, ly, lz, hx, hy, hz, vd) & (not is_split[x]):
             # Same node, nothing grows (grow_up would stop at x at once); invalidate_up
             # returns at once unless the old sphere was flush against x's box.
-            invalidate_up(lo, hi, maxvd, parent, dirty, x, ox, oy, oz, orad, ovd)
+            invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, ovd)
             continue
         d = climb_to_cover(lo, hi, parent, x, lx, ly, lz, hx, hy, hz)
         c = -1
@@ -691,13 +692,13 @@ def update_objects(nd, ob, sp, slots, old, keep: int) -> int:
         # this call (shared with the paper mode) made the moving bench's update 10-20 %
         # slower (kd and icoseptree, 10^4 objects all moving).
         if is_split[d]:
-            d, c = find_place(nd.child, is_split, nd.axis, nd.split, lo, hi, keep, d,
+            d, c = find_place(nd.child, is_split, nd.axis, nd.split, lo, hi, keep, np.int64(d),
                               cx, cy, cz, r)
         if c >= 0:
-            d = new_leaf(nd, d, c, cx, cy, cz)
-        invalidate_up(lo, hi, maxvd, parent, dirty, x, ox, oy, oz, orad, ovd)
+            d = new_leaf(nd, np.int64(d), c, cx, cy, cz)
+        invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, ovd)
         if d != x:
-            relink_arrays(nd.head, nd.count, ob.next, ob.prev, node, d, s)
+            relink_arrays(nd.head, nd.count, ob.next, ob.prev, node, np.int64(d), np.int64(s))
             moved += 1
         grow_up(lo, hi, maxvd, parent, d, cx, cy, cz, r, vd)
         if (d != x) & is_empty_node(nd.count, nd.nchild, x):

@@ -541,7 +541,7 @@ def _descend(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, 
     low; the driver flushes and grows them and resumes it."""
     m = size.shape[0]
     out = new_pairs(pts.shape[0])
-    k = 0
+    k = np.int64(0)
     if m == 0:
         return out[:0]
     longest = 1
@@ -553,7 +553,7 @@ def _descend(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, 
     stack = np.empty((4 * STACK_SLACK, 2), np.int64)
     stack[0, 0] = 0
     stack[0, 1] = -1
-    top = 1
+    top = np.int64(1)
     while True:
         top, npend = _descend_steps(size, ostart, ocnt, oend, box, obox, mag, nsel_own,
                                     nsel_sub, pts, margin, sel.shape[0] > 0, sa, sb, pend,
@@ -580,7 +580,7 @@ def _descend_steps(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub,
     only when its boxes meet and, under a filter (``nsel_*``), one side holds a filtered
     object.
     """
-    npend = 0
+    npend = np.int64(0)
     cap = stack.shape[0]
     while top > 0:
         if npend > PENDING - PENDING_ROOM or top + STACK_SLACK > cap:
@@ -706,7 +706,7 @@ def _seed_tasks(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pt
     run alone on a stack with room for one task's children only, so it stops right after it
     (or, with a single child pushed, after that child too)."""
     out = new_pairs(1024)
-    k = 0
+    k = np.int64(0)
     filtered = sel.shape[0] > 0
     longest = 1
     for i in range(size.shape[0]):
@@ -726,7 +726,8 @@ def _seed_tasks(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pt
             one[0, 0] = cur[t, 0]
             one[0, 1] = cur[t, 1]
             top, npend = _descend_steps(size, ostart, ocnt, oend, box, obox, mag, nsel_own,
-                                        nsel_sub, pts, margin, filtered, sa, sb, pend, one, 1)
+                                        nsel_sub, pts, margin, filtered, sa, sb, pend, one,
+                                        np.int64(1))
             out, k = _flush(pend, npend, slot, sel, out, k)
             if nn + top > nxt.shape[0]:
                 bigger = np.empty((2 * (nn + top), 2), np.int64)
@@ -768,7 +769,7 @@ def _worker(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, s
             if k + npend > out.shape[0]:
                 break
             k = _flush_into(pend, npend, slot, sel, out, k)
-            npend = 0
+            npend = np.int64(0)
         if top == 0 or top + STACK_SLACK > stack.shape[0]:
             break
         top, npend = _descend_steps(size, ostart, ocnt, oend, box, obox, mag, nsel_own,
@@ -908,7 +909,7 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
                 if nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit):
                     paper_get_extents(nd, ob, sp, n, rules)  # as the paper mode's queries
             elif needs_split(nd.is_split, nd.count, n, limit):
-                refit_node(nd, ob, sp, n, threshold)  # the split reads the box
+                refit_node(nd, ob, sp, np.int64(n), threshold)  # the split reads the box
                 split_node(nd, ob, sp, n, rules)
             i = m
             m += 1
@@ -933,8 +934,8 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
             ocnt[i] = op - ostart[i]
             nsel_own[i] = ns
             if ocnt[i] > REFINE_ABOVE:
-                m = refine_own_list(i, m, pts, slot, size, ostart, ocnt, oend, box, obox, mag,
-                                    nsel_own, nsel_sub, sel)
+                m = refine_own_list(np.int64(i), m, pts, slot, size, ostart, ocnt, oend, box,
+                                    obox, mag, nsel_own, nsel_sub, sel)
             stack[top] = (i << 1) | 1
             top += 1
             if nd.nchild[n] > 0:
@@ -949,7 +950,7 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
             size[i] = m - i
             oend[i] = op
             if nd.dirty[n]:
-                refit_node(nd, ob, sp, n, threshold)  # children are clean: exact now
+                refit_node(nd, ob, sp, np.int64(n), threshold)  # children are clean: exact now
             for a in range(3):
                 box[i, a] = nd.lo[n, a]
                 box[i, 3 + a] = nd.hi[n, a]
@@ -993,7 +994,7 @@ def pairs_of_slots(nd, ob, sp, rules, qslots, sel, margin: float) -> np.ndarray:
             if out_of_reach(lo, hi, n, qx, qy, qz, base, qmag):
                 continue
             if nd.dirty[n] and not lazy:
-                refit_node(nd, ob, sp, n, threshold)
+                refit_node(nd, ob, sp, np.int64(n), threshold)
                 if out_of_reach(lo, hi, n, qx, qy, qz, base, qmag):
                     continue
             if needs_split(nd.is_split, nd.count, n, limit):

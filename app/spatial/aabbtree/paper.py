@@ -71,7 +71,7 @@ def paper_grow_up(lo, hi, plo, phi, dirty, maxvd, parent, n: int, cx: float, cy:
     and a clean ancestor's paper box is its conservative box.
     """
     lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
-    while n >= 0 and not covers(lo, hi, maxvd, n, lx, ly, lz, hx, hy, hz, vd):
+    while n >= 0 and not covers(lo, hi, maxvd, np.int64(n), lx, ly, lz, hx, hy, hz, vd):
         grow_node(lo, hi, maxvd, n, lx, ly, lz, hx, hy, hz, vd)
         if not dirty[n]:
             copy_box(lo, hi, plo, phi, n)
@@ -81,7 +81,7 @@ def paper_grow_up(lo, hi, plo, phi, dirty, maxvd, parent, n: int, cx: float, cy:
 @njit(cache=True)
 def paper_new_leaf(nd, n: int, c: int) -> int:
     """``GetChild``: a new child c of n, an empty leaf whose extents are not yet correct."""
-    ch = attach_child(nd, n, c)
+    ch = attach_child(nd, np.int64(n), c)
     nd.dirty[ch] = True
     return ch
 
@@ -107,10 +107,11 @@ def paper_insert_objects(nd, ob, sp, slots, keep: int) -> None:
     lo, hi, dirty, maxvd, parent = nd.lo, nd.hi, nd.dirty, nd.maxvd, nd.parent
     for s in slots:
         cx, cy, cz, r = slot_sphere(centers, radii, s)
-        n, c = find_place(child, is_split, axis, split, plo, phi, keep, ROOT, cx, cy, cz, r)
+        n, c = find_place(child, is_split, axis, split, plo, phi, keep, np.int64(ROOT), cx, cy,
+                          cz, r)
         if c >= 0:
             n = paper_new_leaf(nd, n, c)
-        link_arrays(nd.head, nd.count, ob.next, ob.prev, ob.node, n, s)
+        link_arrays(nd.head, nd.count, ob.next, ob.prev, ob.node, np.int64(n), np.int64(s))
         paper_grow_up(lo, hi, plo, phi, dirty, maxvd, parent, n, cx, cy, cz, r, vdist[s])
 
 
@@ -145,15 +146,15 @@ def paper_update_objects(nd, ob, sp, slots, old, keep: int) -> int:
         x = node[s]
         lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
         a = climb_to_cover(plo, phi, parent, x, lx, ly, lz, hx, hy, hz)
-        d, c = find_place(child, is_split, axis, split, plo, phi, keep, a, cx, cy, cz, r)
+        d, c = find_place(child, is_split, axis, split, plo, phi, keep, np.int64(a), cx, cy, cz, r)
         if c >= 0:
             d = paper_new_leaf(nd, d, c)
         if d != x:
-            relink_arrays(nd.head, nd.count, ob.next, ob.prev, node, d, s)
+            relink_arrays(nd.head, nd.count, ob.next, ob.prev, node, np.int64(d), np.int64(s))
             moved += 1
         paper_grow_up(lo, hi, plo, phi, dirty, maxvd, parent, d, cx, cy, cz, r, vdist[s])
         ox, oy, oz, orad = slot_sphere(old_c, old_r, i)
-        invalidate_up(lo, hi, maxvd, parent, dirty, x, ox, oy, oz, orad, old_v[i])
+        invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, old_v[i])
         if (d != x) & is_empty_node(nd.count, nd.nchild, x):
             paper_collect_garbage(nd, x)
     return moved
@@ -183,7 +184,7 @@ def paper_update_extents(nd, ob, sp, n: int, weight: int) -> None:
         if down >= 0:
             cur = down
             continue
-        refit_node(nd, ob, sp, cur, weight)  # all children clean: cur is clean now
+        refit_node(nd, ob, sp, np.int64(cur), weight)  # all children clean: cur is clean now
         if cur == n:
             return
         cur = nd.parent[cur]

@@ -276,7 +276,7 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules):
             # leaf reached here is split even if its refitted box turns out to be outside:
             # otherwise a big leaf grazing the view, dirtied by its movers, would be walked
             # for a refit every frame. Below a node inside the planes nothing is refitted.
-            refit_node(nd, ob, sp, n, rules.threshold)
+            refit_node(nd, ob, sp, np.int64(n), rules.threshold)
             if needs_split(nd.is_split, nd.count, n, limit):
                 split_node(nd, ob, sp, n, rules)
             v = _verdict(nd.lo, nd.hi, nd.maxvd, n, planes_m, eye, use_vd, occ)
@@ -360,7 +360,7 @@ def _region_query(nd, ob, sp, rules, kind: int, qa, qb, qr: float, total: int):
         if not _node_hit(kind, nd.lo[n], nd.hi[n], qa, qb, reach, idx, idy, idz):
             continue
         if nd.dirty[n] and not lazy:
-            refit_node(nd, ob, sp, n, rules.threshold)
+            refit_node(nd, ob, sp, np.int64(n), rules.threshold)
             if not _node_hit(kind, nd.lo[n], nd.hi[n], qa, qb, reach, idx, idy, idz):
                 continue
         if needs_split(nd.is_split, nd.count, n, limit):

@@ -72,7 +72,7 @@ class AABBTree(SpatialIndex):
         self._rules = kn.make_rules(self.leafy, self.split_threshold, flags)
         self._keep = int(self._rules.keep)
         self._nodes = kn.new_nodes(64, CHILDREN[heuristic])
-        root = kn.allocate_node(self._nodes, -1)
+        root = kn.allocate_node(self._nodes, np.int64(-1))
         assert root == kn.ROOT
         self._objs = kn.new_objects(self.capacity)
         self.last_moved = 0  # objects that changed node in the last update
