@@ -282,7 +282,8 @@ def test_held_keys_fly_the_camera_and_ctrl_c_leaves_a_parseable_log(tmp_path, la
     v.wait_file(tmp_path / "fly-3.png")
     v.wait_rows(log, 5)
     v.interrupt()
-    v.wait_exit()
+    assert v.wait_exit() == 130, v.output()
+    assert "demo: interrupted" in v.text() and "Traceback" not in v.text(), v.output()
     a, b, c = (_image(tmp_path / n) for n in ("fly.png", "fly-2.png", "fly-3.png"))
     assert np.array_equal(a, b), "the image changed although nothing moved"
     assert np.abs(c - b).mean() > 1.0, "holding W did not move the camera"

@@ -425,7 +425,7 @@ def run_window(args) -> int:
 
     def on_signal(signum, _frame):
         # Ctrl-C while kernels compile: at once (a compile thread cannot be stopped), after
-        # closing the log; otherwise finish the frame in flight, close the log, leave the loop.
+        # closing the log; otherwise finish the frame in flight, then leave the loop.
         if app.job is not None and app.job.running():
             if app.viewer is not None:
                 app.viewer.close()
@@ -434,9 +434,9 @@ def run_window(args) -> int:
             if signum == signal.SIGINT:
                 interrupted("demo")
             exit_now(0)
+        # Only ask the loop to stop: the frame in flight may be writing its log row, and
+        # closing the log under it ended in a traceback. The ``finally`` below closes it.
         app.exit_code = 130 if signum == signal.SIGINT else 0
-        if app.viewer is not None:
-            app.viewer.close()
         pyglet.app.exit()
 
     signal.signal(signal.SIGINT, on_signal)
