@@ -148,23 +148,41 @@ class SourceGraph:
             os.replace(tmp, self.memo)
             self._dirty = False
 
-    def facts(self, modname: str) -> tuple[str, list[str]]:
-        """(code digest, package modules imported) of one module."""
-        if modname in self._facts:
-            return self._facts[modname]
+    def _known_facts(self, modname: str) -> tuple[str, list[str]]:
+        """(code digest, every module name imported) from the memo, or parsed anew."""
         path = self._files[modname]
         st = path.stat()
         key = str(path.relative_to(self.package.parent))
         known = self._known.get(key)
         if known and known[0] == st.st_size and known[1] == st.st_mtime_ns:
-            digest, names = known[2], known[3]
-        else:
-            digest, names = module_facts(path, modname)
-            self._known[key] = [st.st_size, st.st_mtime_ns, digest, names]
-            self._dirty = True
+            return known[2], known[3]
+        digest, names = module_facts(path, modname)
+        self._known[key] = [st.st_size, st.st_mtime_ns, digest, names]
+        self._dirty = True
+        return digest, names
+
+    def facts(self, modname: str) -> tuple[str, list[str]]:
+        """(code digest, package modules imported) of one module."""
+        if modname in self._facts:
+            return self._facts[modname]
+        digest, names = self._known_facts(modname)
         deps = sorted({d for d in (self._resolve(n) for n in names) if d and d != modname})
         self._facts[modname] = (digest, deps)
         return digest, deps
+
+    def kernel_modules(self) -> list[str]:
+        """The modules that import numba: the only ones that can hold cached kernels."""
+        return [m for m in self._files
+                if any(n == "numba" or n.startswith("numba.") for n in self._known_facts(m)[1])]
+
+    def kernels_stamp(self) -> str:
+        """One digest of every kernel module's stamp: it changes exactly when some cached
+        kernel would be compiled again (``python -m app warm`` keys its stamp on it)."""
+        h = hashlib.blake2b(digest_size=8)
+        for m in self.kernel_modules():
+            h.update(f"{m}\0{self.stamp(m)}\n".encode())
+        self._save_memo()
+        return h.hexdigest()
 
     def _resolve(self, name: str) -> str | None:
         """The package module an imported name stands for: the module itself, or for

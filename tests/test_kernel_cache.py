@@ -181,3 +181,20 @@ def test_importing_app_configures_numba_unless_the_user_chose(tmp_path: Path,
     else:
         assert Path(cache_dir) == ROOT / ".numba-cache"
         assert locators.split(",")[0] == "app.kernel_locator.ClosureLocator"
+
+
+def test_the_kernels_stamp_follows_the_kernel_modules_only(tmp_path: Path) -> None:
+    """``python -m app warm --if-needed`` trusts this stamp: it must change with any kernel's
+    closure, and stay when only modules without kernels change."""
+    pkg = _package(tmp_path)
+
+    def stamp() -> str:
+        return kernel_cache.SourceGraph(pkg, memo=tmp_path / "memo.json").kernels_stamp()
+
+    graph = kernel_cache.SourceGraph(pkg)
+    assert graph.kernel_modules() == ["kpkg.lib", "kpkg.main"]
+    first = stamp()
+    _rewrite(pkg / "other.py", "LABEL = 'changed'\n")
+    assert stamp() == first
+    _rewrite(pkg / "lib.py", LIB.format(3))
+    assert stamp() != first

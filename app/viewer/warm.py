@@ -4,8 +4,8 @@ A first start compiles what its first frame uses (with its progress shown), and 
 own kernels when it is first selected. ``scripts/run.sh`` runs this once after installing so
 that neither waits: the demo scene's first frame (headless, through EGL), every index (both
 variants of the trees) on the demo's objects, then every other scene's first frame. numba
-caches what compiles; a stamp in the cache folder (the sources' state, numba's and Python's
-versions) lets ``--if-needed`` return at once the next time.
+caches what compiles; a stamp in the cache folder (the kernels' own stamps, numba's and
+Python's versions) lets ``--if-needed`` return at once the next time.
 """
 
 from __future__ import annotations
@@ -38,20 +38,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def sources_key() -> str:
-    """The state warmed: every ``app/**/*.py`` file's path, size and modification time, and
-    numba's and Python's versions (stat only, a few milliseconds)."""
+    """The state warmed: the kernels' own stamps (each kernel module's import closure, see
+    :mod:`app.kernel_cache`: an edit of the viewer or a docstring keeps it), numba's and
+    Python's versions. Stats files and reads a memo, a few milliseconds."""
     from importlib.metadata import PackageNotFoundError, version
 
-    h = hashlib.blake2b(digest_size=8)
-    for path in sorted(PACKAGE.rglob("*.py")):
-        st = path.stat()
-        h.update(f"{path.relative_to(PACKAGE).as_posix()}\0{st.st_size}\0{st.st_mtime_ns}\n"
-                 .encode())
+    from app.kernel_cache import graph_for
+
+    found = graph_for(PACKAGE / "__init__.py")
+    kernels = found[0].kernels_stamp() if found is not None else "unconfigured"
     try:
         numba_version = version("numba")
     except PackageNotFoundError:
         numba_version = "?"
-    h.update(f"{numba_version}\0{sys.version}\0{sys.executable}".encode())
+    h = hashlib.blake2b(digest_size=8)
+    h.update(f"{kernels}\0{numba_version}\0{sys.version}\0{sys.executable}".encode())
     return h.hexdigest()
 
 
