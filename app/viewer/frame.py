@@ -61,6 +61,7 @@ from app.render.meshes import load_mesh
 from app.render.objects import ObjectRenderer
 from app.spatial import INDEX_NAMES, TREE_HEURISTICS
 from app.viewer.camera import CameraRig, CameraView, view_depth_range
+from app.viewer.catalog import KEY_LINES
 
 BACKGROUND = (0.09, 0.10, 0.13, 1.0)
 LIGHT_DIR = np.array([0.35, 0.85, 0.40])
@@ -77,35 +78,8 @@ EXTRA_COLUMNS = ("motion_ms", "index_update_ms", "upload_ms", "overlay_ms", "cpu
                  "split_threshold", "frustum", "view_distance", "frozen", "moved",
                  "frustum_culled", "distance_culled", "occlusion_culled", "stages_ms")
 
-HELP_LINES = [
-    "KEYS",
-    "  F1            this help",
-    "  W A S D       fly forward / left / back / right",
-    "  Q / E         down / up  (also Ctrl / Space)",
-    "  Shift         move 5x faster",
-    "  mouse drag    look around (left or right button held)",
-    "  M             capture the mouse (free look), Esc releases",
-    "  I / Shift+I   next / previous index (rebuilds from the current objects)",
-    "  L             toggle leafy / non-leafy (tree indexes)",
-    "  + / -         raise / lower the split threshold",
-    "  F             toggle frustum culling (off: draw everything)",
-    "  V             toggle view-distance culling",
-    "  O             cycle occlusion culling off / previous / two-pass",
-    "  B             cycle node-box overlay: off / by depth / by outcome",
-    "  N / Shift+N   boxes shown: all / leaves only / depth <= 1, 2, 3, 4",
-    "  Z             freeze culling (culling camera stays, its frustum is drawn)",
-    "  X             outside view: orbit the frozen culling camera (freezes it)",
-    "  C             play / stop the scene's camera path (flying takes over)",
-    "  P             pause / resume motion",
-    "  R             start / stop recording the frame log (out/logs/)",
-    "  F12 or K      screenshot (PNG, out/screenshots/)",
-    "  T             collision view: tint balls in contact, HUD line (collide scene)",
-    "  Y             pair lines: off / pairs in contact / broad-phase candidates",
-    "  U / Shift+U   next / previous collision index (swept spheres, collide scene)",
-    "  H             hide / show the HUD",
-    "  Home          back to the scene's start camera",
-    "  Esc           release mouse, else quit",
-]
+#: F1's key list: one table in app/viewer/catalog.py, which --help reads without OpenGL.
+HELP_LINES = list(KEY_LINES)
 
 
 class OcclusionProvider(Protocol):
