@@ -35,16 +35,22 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.load_profile("thorough")
 
 
+#: Tests that take minutes: started first, so that a worker begins them at once while the
+#: other worker takes the rest, instead of one of them starting last and running alone.
+LONG_FIRST = ("tests/test_cold_compile.py",)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Leave the thorough tier out unless asked for (reported as deselected, not skipped)."""
-    if config.getoption("--thorough"):
-        return
-    keep, drop = [], []
-    for item in items:
-        (drop if item.get_closest_marker("thorough") else keep).append(item)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+    """Leave the thorough tier out unless asked for (reported as deselected, not skipped);
+    put the long tests first."""
+    if not config.getoption("--thorough"):
+        keep, drop = [], []
+        for item in items:
+            (drop if item.get_closest_marker("thorough") else keep).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))  # stable
 
 
 @pytest.fixture(scope="module")
