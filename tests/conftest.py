@@ -53,6 +53,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))  # stable
 
 
+def _whole_suite(config: pytest.Config) -> bool:
+    """The suite was asked for as a whole (no files, -k or -m chosen): it will run the
+    cold-compile test."""
+    opt = config.option
+    return not (opt.file_or_dir or opt.keyword or opt.markexpr)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """On a fresh clone (the suite's kernel cache is empty), run the cold-compile check into
+    that cache before the workers start (see ``tests/cold_start.py``); its test judges it."""
+    config = session.config
+    if hasattr(config, "workerinput") or not _whole_suite(config):
+        return
+    from tests.cold_start import is_empty, run_cold, suite_cache
+
+    cache = suite_cache()
+    if cache is None or not is_empty(cache):
+        return
+    say = config.pluginmanager.get_plugin("terminalreporter")
+    line = say.write_line if say is not None else print
+    line(f"the kernel cache {cache} is empty: the cold-compile check compiles every index "
+         "kind into it first, in one process (about two minutes; the tests then load them)")
+    config.cold_compile = run_cold(cache)
+    took = config.cold_compile["kinds"]["seconds"] + (
+        config.cold_compile["nested"] or {"seconds": 0.0})["seconds"]
+    line(f"cold-compile check done in {took:.0f} s")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """xdist: hand the session start's cold-compile result to every worker."""
+    node.workerinput["cold_compile"] = getattr(node.config, "cold_compile", None)
+
+
 @pytest.fixture(scope="module")
 def ctx():
     """A headless EGL context for the tests that drive the viewer (skips without EGL)."""
