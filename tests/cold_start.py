@@ -11,10 +11,17 @@ When the suite's own kernel cache is empty (a fresh clone), the session start ru
 into that cache before the test workers start: the check is as cold as ever, and the workers
 then load what it compiled instead of compiling it a second time (about two minutes of the
 fresh clone's run). Otherwise the test runs it into a folder of its own.
+
+The check's outcome is decided by the kernels' sources, numba, Python and this file, nothing
+else: a passing run leaves a proof named by all of them in the suite's cache folder, and the
+everyday tier skips the check while that proof stands (any edit of a kernel's module or of a
+module it imports changes the name). ``--thorough`` always runs it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -120,3 +127,33 @@ def suite_cache() -> Path | None:
 def is_empty(cache: Path) -> bool:
     """No compiled kernel in ``cache`` yet."""
     return next(cache.rglob("*.nbi"), None) is None if cache.is_dir() else True
+
+
+def proof_key(cache: Path) -> str:
+    """Everything that decides the check's outcome: every kernel module's import closure
+    (``app.kernel_cache``, its facts remembered in ``cache``), numba's and Python's versions,
+    and this file."""
+    from importlib.metadata import version
+
+    from app.kernel_cache import MEMO_NAME, SourceGraph
+
+    graph = SourceGraph(ROOT / "app", memo=cache / MEMO_NAME)
+    h = hashlib.blake2b(digest_size=8)
+    h.update(graph.kernels_stamp().encode())
+    h.update(f"{version('numba')}\0{sys.version}\0".encode())
+    h.update(Path(__file__).read_bytes())
+    return h.hexdigest()
+
+
+def proof_path(cache: Path) -> Path:
+    """Where a passing check for the current sources is recorded."""
+    return cache / f"cold-compile-ok-{proof_key(cache)}.json"
+
+
+def record_proof(cache: Path, result: dict) -> None:
+    """Record a passing check (the run's own output, for whoever wants to read it)."""
+    if result["kinds"]["returncode"] == 0 and result["nested"] is not None \
+            and result["nested"]["returncode"] == 0:
+        for old in cache.glob("cold-compile-ok-*.json"):
+            old.unlink(missing_ok=True)
+        proof_path(cache).write_text(json.dumps(result, indent=1))
