@@ -207,35 +207,15 @@ def _write_batch(row, ids, centers, radii, vdist, c64, r64, vd64, s32):
 
 @njit(cache=True)
 def _append(row, ids, n, centers, radii, vdist, c64, r64, vd64, idarr, s32):
-    """Rows ``n .. n+k-1`` get the new objects (float64 and float32); the id table points to
-    them. Returns (largest |coord|, largest radius) written."""
-    bx = by = bz = 0.0
-    br = 0.0
-    has_vd = vdist.shape[0] > 0
+    """Rows ``n .. n+k-1`` get the new objects (float64 and float32, through
+    :func:`_write_batch`; no view distance is an infinite one); the id table points to them.
+    Returns (largest |coord|, largest radius) written."""
     for i in range(ids.shape[0]):
-        k = n + i
-        row[ids[i]] = k
-        idarr[k] = ids[i]
-        cx = centers[i, 0]
-        cy = centers[i, 1]
-        cz = centers[i, 2]
-        c64[k, 0] = cx
-        c64[k, 1] = cy
-        c64[k, 2] = cz
-        s32.x[k] = to32(cx)
-        s32.y[k] = to32(cy)
-        s32.z[k] = to32(cz)
-        ri = radii[i]
-        r64[k] = ri
-        s32.r[k] = to32(ri)
-        v = vdist[i] if has_vd else np.inf
-        vd64[k] = v
-        s32.vd[k] = to32(v)
-        bx = max(bx, abs(cx))
-        by = max(by, abs(cy))
-        bz = max(bz, abs(cz))
-        br = max(br, ri)
-    return max(bx, by, bz), br
+        row[ids[i]] = n + i
+        idarr[n + i] = ids[i]
+    if vdist.shape[0] == 0:
+        vdist = np.full(ids.shape[0], np.inf)
+    return _write_batch(row, ids, centers, radii, vdist, c64, r64, vd64, s32)
 
 
 @njit(cache=True)
