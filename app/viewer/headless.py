@@ -22,6 +22,7 @@ from app.viewer.startup import (
     listen,
     note_unused_tree_options,
     process_age,
+    stop_reporting,
     wait_for,
 )
 
@@ -53,9 +54,7 @@ def run_headless(args) -> int:
 def _started(progress: Progress, ticker: TerminalTicker) -> None:
     """After the first frame: stop reporting, say when it came (when the start was long
     enough to report), and let Ctrl-C end the frame loop cleanly from now on."""
-    progress.finish()
-    ticker.stop()
-    listen(None)
+    stop_reporting(progress, ticker)
     if ticker.lines:
         print(f"demo: first frame at {process_age():.1f} s (headless; {progress.kernels} "
               "kernels compiled)", file=sys.stderr, flush=True)

@@ -329,6 +329,14 @@ class TerminalTicker:
                 last, shown = now, p.i
 
 
+def stop_reporting(progress: Progress, ticker: TerminalTicker) -> None:
+    """End a start's (or a switch's) reporting: the bar's last state, no more terminal
+    lines, no more compile events."""
+    progress.finish()
+    ticker.stop()
+    listen(None)
+
+
 def wait_for(worker: Worker) -> Any:
     """Wait for ``worker`` (Ctrl-C still reaches the main thread at once); its result."""
     while not worker.wait(0.1):

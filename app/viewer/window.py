@@ -37,6 +37,7 @@ from app.viewer.startup import (
     listen,
     process_age,
     still_movers,
+    stop_reporting,
     warm_query,
 )
 
@@ -263,9 +264,7 @@ class ViewerWindow:
         """Stop the start-up's terminal lines (the first frame is on screen)."""
         p, ticker = self._start_progress, self._start_ticker
         if p is not None and ticker is not None:
-            p.finish()
-            ticker.stop()
-            listen(None)
+            stop_reporting(p, ticker)
             if p.kernels:
                 print(f"demo: ready: {p.kernels} kernels compiled in {p.elapsed():.1f} s "
                       "(cached for the next start)", file=sys.stderr, flush=True)
@@ -317,9 +316,7 @@ class ViewerWindow:
                        started=time.monotonic())
 
     def _switched(self, job: Job) -> None:
-        job.progress.finish()
-        job.ticker.stop()
-        listen(None)
+        stop_reporting(job.progress, job.ticker)
         try:
             job.worker.result()
         except Exception as exc:  # noqa: BLE001 - the old index stays; say why
