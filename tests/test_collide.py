@@ -323,7 +323,8 @@ def test_a_collision_table_sets_walls_index_and_response(tmp_path):
 def _viewer(ctx, scene_name="collide", objects=3000, size=(480, 270), **toggles):
     from app.culling.pipeline import IndexConfig
     from app.scene import load_scene
-    from app.viewer.frame import Toggles, Viewer
+    from app.viewer.state import Toggles
+    from app.viewer.viewer import Viewer
 
     scene = load_scene(scene_name, objects=objects, seed=7)
     return Viewer(ctx, scene, IndexConfig("octree", False), size, Toggles(**toggles))
@@ -441,7 +442,7 @@ def test_collision_keys_in_a_scene_without_balls_say_so(ctx):
 
 
 def test_help_lists_the_collision_keys():
-    from app.viewer.frame import HELP_LINES
+    from app.viewer.overlays import HELP_LINES
 
     text = "\n".join(HELP_LINES)
     for key in ("  T ", "  Y ", "  U / Shift+U"):

@@ -400,8 +400,9 @@ def test_two_pass_image_equals_frustum_only_image(ctx, tmp_path):
     from app.culling.pipeline import IndexConfig
     from app.scene import load_scene
     from app.viewer.camera import CameraView
-    from app.viewer.frame import Toggles, Viewer
     from app.viewer.setup import occlusion_factory
+    from app.viewer.state import Toggles
+    from app.viewer.viewer import Viewer
 
     src = (Path(__file__).resolve().parents[1] / "scenes" / "fig26.toml").read_text()
     path = tmp_path / "small.toml"

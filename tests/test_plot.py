@@ -26,7 +26,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from app import plot as appplot
 from app.framelog import CONTRACT_COLUMNS, FrameLog, read_log
 from app.render.occlusion import BASE_COLUMNS, GROUND_TRUTH_COLUMNS
-from app.viewer.frame import EXTRA_COLUMNS
+from app.viewer.capture import EXTRA_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.gl
 def _viewer(ctx, scene_name="demo", objects=1500, index="brute", size=(320, 180), **toggles):
     from app.culling.pipeline import IndexConfig
     from app.scene import load_scene
-    from app.viewer.frame import Toggles, Viewer
+    from app.viewer.state import Toggles
+    from app.viewer.viewer import Viewer
 
     scene = load_scene(scene_name, objects=objects, seed=7)
     tg = Toggles(hud=False, **toggles)

@@ -99,7 +99,7 @@ for sub in ("demo", "bench", "plot", "warm"):
 heavy = sorted(m for m in sys.modules
                if m.split(".")[0] in ("numba", "llvmlite", "moderngl", "pyglet")
                or (m.startswith(("app.spatial", "app.scene", "app.culling", "app.geom",
-                                 "app.render", "app.viewer.frame"))
+                                 "app.render", "app.viewer.frame", "app.viewer.viewer"))
                    and m != "app.spatial.names"))
 print("HEAVY", heavy)
 """
@@ -134,12 +134,13 @@ def test_the_catalogues_match_the_indexes_scenes_and_keys():
     from app import spatial
     from app.scene import scene as scene_module
     from app.viewer import catalog
-    from app.viewer.frame import HELP_LINES
+    from app.viewer.keys import help_lines
+    from app.viewer.overlays import HELP_LINES
 
     assert catalog.INDEX_NAMES == spatial.INDEX_NAMES == tuple(spatial._REGISTRY)
     assert catalog.TREE_HEURISTICS == spatial.TREE_HEURISTICS
     assert set(catalog.INDEX_HELP) == set(catalog.INDEX_NAMES)
-    assert list(HELP_LINES) == catalog.KEY_LINES
+    assert list(HELP_LINES) == help_lines()
     assert catalog.SCENES_DIR == scene_module.SCENES_DIR
     assert catalog.list_scenes() == scene_module.list_scenes()
     assert catalog.scene_descriptions() == scene_module.scene_descriptions()

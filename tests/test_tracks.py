@@ -23,7 +23,8 @@ pytestmark = pytest.mark.gl
 def _viewer(ctx, index="icoseptree", leafy=False, size=(320, 180), **toggles):
     from app.culling.pipeline import IndexConfig
     from app.scene import load_scene
-    from app.viewer.frame import Toggles, Viewer
+    from app.viewer.state import Toggles
+    from app.viewer.viewer import Viewer
 
     scene = load_scene("tracks")
     return Viewer(ctx, scene, IndexConfig(index, leafy), size, Toggles(**toggles))
@@ -160,7 +161,8 @@ def test_boxes_are_turned_with_their_groups(ctx):
     h = v.pipeline.index
     gc, gids, _, codes = h.group_boxes()
     nc = h.node_boxes()
-    assert v.box_total == gc.shape[0] + nc.shape[0] and v.box_count == v.box_total
+    ov = v.overlays
+    assert ov.box_total == gc.shape[0] + nc.shape[0] and ov.box_count == ov.box_total
     assert gc.shape[0] == 218  # the groups holding objects: 216 segments, cloud, lights
     # a segment's box is turned with its segment: its edges follow the world matrix's axes
     g = 10
@@ -172,7 +174,7 @@ def test_boxes_are_turned_with_their_groups(ctx):
     # outcome colouring: the group codes of the last query; the legend names outcomes
     v.key("b")
     v.frame(1 / 30, view)
-    assert v._legend[0] == "box outcome:"
+    assert v.overlays.legend[0] == "box outcome:"
     from app.geom.predicates import NODE_INSIDE, NODE_PARTIAL, NODE_REJECT_FRUSTUM
 
     codes = v.pipeline.index.group_boxes()[3]
@@ -181,7 +183,7 @@ def test_boxes_are_turned_with_their_groups(ctx):
     # N keeps fewer boxes, the HUD counts them
     v.key("n")
     v.frame(1 / 30, view)
-    assert 0 < v.box_count <= v.box_total
+    assert 0 < v.overlays.box_count <= v.overlays.box_total
 
 
 def test_boxes_draw_the_figure(ctx, tmp_path):

@@ -1,7 +1,7 @@
 """The viewer driven by key names through real OpenGL (EGL headless): what the HUD says, what
 the log records, which files are written and what the overlays draw.
 
-Every test runs :class:`app.viewer.frame.Viewer` with a real context and a real index; keys
+Every test runs :class:`app.viewer.viewer.Viewer` with a real context and a real index; keys
 go through :meth:`Viewer.key`, the same dispatch the window uses.
 """
 
@@ -24,8 +24,9 @@ def _viewer(ctx, scene_name="demo", objects=3000, index="octree", size=(320, 180
             occlusion=False, **toggles):
     from app.culling.pipeline import IndexConfig
     from app.scene import load_scene
-    from app.viewer.frame import Toggles, Viewer
     from app.viewer.setup import occlusion_factory
+    from app.viewer.state import Toggles
+    from app.viewer.viewer import Viewer
 
     scene = load_scene(scene_name, objects=objects, seed=7)
     toggles.setdefault("view_distance", bool(scene.use_view_distance))
@@ -131,7 +132,7 @@ def test_no_nodes_is_explained_instead_of_a_bare_zero(ctx, scene_name, index, se
     assert st.nodes_visited == 0
     assert "nodes visited       -" in _line(v, "visible")
     if not setup:  # (with frustum culling off a tree still has its boxes)
-        assert v.box_total == 0
+        assert v.overlays.box_total == 0
         assert says in _line(v, "no nodes, no boxes to draw:")
     v.key("b")  # outcome
     v.key("b")  # off
@@ -143,7 +144,7 @@ def test_no_nodes_is_explained_instead_of_a_bare_zero(ctx, scene_name, index, se
 def test_a_tree_with_nodes_gets_no_excuse(ctx):
     v = _viewer(ctx, index="octree", boxes="depth")
     v.tick(1 / 60)
-    assert v.stats.nodes_visited > 0 and v.box_total > 0
+    assert v.stats.nodes_visited > 0 and v.overlays.box_total > 0
     assert not any(s.startswith("no nodes") for s in v.hud_lines(v.stats))
     v.close()
 
@@ -157,26 +158,26 @@ def test_box_filter_key_and_legends(ctx):
     v.key("b")
     v.tick(1 / 60)
     lo, hi, depth = v.pipeline.index.node_boxes()
-    assert v.box_count == v.box_total == lo.shape[0] > 8
-    title, items = v._legend
+    assert v.overlays.box_count == v.overlays.box_total == lo.shape[0] > 8
+    title, items = v.overlays.legend
     assert title == "box depth:" and len(items) == min(int(depth.max()) + 1, 8)
     assert items[1][1][:3] == tuple(DEPTH_PALETTE[1].tolist())
     all_img = v.target.read_rgb()
     v.key("n")
     v.tick(1 / 60)
     leaves = int(leaf_boxes(lo, hi, depth).sum())
-    assert 0 < v.box_count == leaves < v.box_total
-    assert f"leaves only: {leaves:,} of {v.box_total:,}" in _line(v, "frustum")
+    assert 0 < v.overlays.box_count == leaves < v.overlays.box_total
+    assert f"leaves only: {leaves:,} of {v.overlays.box_total:,}" in _line(v, "frustum")
     assert not np.array_equal(all_img, v.target.read_rgb())
     v.key("n")
     v.tick(1 / 60)
-    assert v.box_count == int((depth <= 1).sum())
+    assert v.overlays.box_count == int((depth <= 1).sum())
     assert "depth <= 1" in _line(v, "frustum")
     v.key("n", shift=True)
     assert v.toggles.box_filter == "leaves"
     v.key("b")  # outcome colours, their legend
     v.tick(1 / 60)
-    title, items = v._legend
+    title, items = v.overlays.legend
     assert title == "box outcome:"
     assert [t for t, _ in items] == ["inside", "partial", "frustum-rejected",
                                      "view-distance-rejected", "occluded", "not visited"]
@@ -203,7 +204,7 @@ def test_frozen_camera_outside_orbit_draws_planes_marker_and_labels(ctx, tmp_pat
         v.tick(1 / 30)
     assert np.linalg.norm(v.last_view.eye - eye0) > 50  # the view is outside now
     assert v.stats.visible == inside_view  # culled by the frozen camera
-    labels = [t for _, _, t in v._labels]
+    labels = [t for _, _, t in v.overlays.labels]
     assert labels == ["culling camera", "near plane 0.5", "far plane 600"]
     assert "orbit around the frozen culling camera" in _line(v, "scene")
     shot = v.screenshot(tmp_path / "orbit.png")
@@ -309,3 +310,19 @@ def test_headless_run_prints_every_file_it_wrote(tmp_path):
     assert f"demo: wrote {png}" in r.stdout.splitlines()
     data = read_log(log)
     assert (data["frustum_culled"] > 0).all() and (data["distance_culled"] >= 0).all()
+
+
+def test_the_viewer_does_every_action_of_the_key_table(ctx):
+    """Each action of app/viewer/keys.py's table is the viewer's, and no other: the table is
+    the one list of what a key does."""
+    from app.viewer.keys import ACTIONS, BINDINGS
+
+    v = _viewer(ctx, objects=500, paused=True)
+    assert set(v._actions) == set(ACTIONS)
+    v.tick(1 / 60)
+    for b in BINDINGS:
+        for name in b.names:
+            if b.action not in ("record", "screenshot"):  # (these write files)
+                assert v.key(name), name
+    assert not v.key("m") and not v.key("escape")
+    v.close()

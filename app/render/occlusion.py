@@ -1,7 +1,8 @@
 """Occlusion culling for the frame sequence: the viewer's occlusion provider.
 
 The provider builds Z-pyramids and measures ground truth; it never culls. The culls are the
-viewer's (:meth:`app.viewer.frame.Viewer.frame`, through :meth:`CullPipeline.cull`):
+pipeline's (:meth:`CullPipeline.first_cull`, :meth:`CullPipeline.late_cull`), run by the
+frame's passes (:meth:`app.viewer.frame.Frame.run`):
 
 ``previous``  Shagam 2.2.3 / Greene: the cull of frame N tests node boxes and object spheres
               against the Z-pyramid of frame N-1's depth, with frame N-1's view-projection

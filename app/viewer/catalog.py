@@ -1,11 +1,12 @@
 """What ``demo --help`` lists, as plain data: the indexes, the shipped scenes with their
-descriptions, the window's keys, the largest object count a scene may ask for.
+descriptions, the largest object count a scene may ask for (the window's keys are
+``app.viewer.keys``, plain data too).
 
-Reading these through ``app.spatial``, ``app.scene`` or ``app.viewer.frame`` would import
+Reading these through ``app.spatial``, ``app.scene`` or ``app.viewer.viewer`` would import
 numba and, on a cold kernel cache, compile kernels for half a minute before the help prints.
 This module loads ``app/spatial/names.py`` by itself (not through ``app/spatial/__init__.py``),
-reads the scene files' ``description`` with ``tomllib`` and keeps the key list as text; tests
-check that all of it matches what the indexes, the scene loader and the viewer use.
+reads the scene files' ``description`` with ``tomllib``; tests check that all of it matches
+what the indexes and the scene loader use.
 """
 
 from __future__ import annotations
@@ -46,36 +47,6 @@ SCENES_DIR = Path(__file__).resolve().parents[2] / "scenes"
 #: ``--objects`` upper bound (``app.scene.scene.MAX_OBJECTS``).
 MAX_OBJECTS = 10**15
 
-#: The window's keys (``app.viewer.frame.HELP_LINES``, which F1 shows in the window).
-KEY_LINES: list[str] = [
-    "KEYS",
-    "  F1            this help",
-    "  W A S D       fly forward / left / back / right",
-    "  Q / E         down / up  (also Ctrl / Space)",
-    "  Shift         move 5x faster",
-    "  mouse drag    look around (left or right button held)",
-    "  M             capture the mouse (free look), Esc releases",
-    "  I / Shift+I   next / previous index (rebuilds from the current objects)",
-    "  L             toggle leafy / non-leafy (tree indexes)",
-    "  + / -         raise / lower the split threshold",
-    "  F             toggle frustum culling (off: draw everything)",
-    "  V             toggle view-distance culling",
-    "  O             cycle occlusion culling off / previous / two-pass",
-    "  B             cycle node-box overlay: off / by depth / by outcome",
-    "  N / Shift+N   boxes shown: all / leaves only / depth <= 1, 2, 3, 4",
-    "  Z             freeze culling (culling camera stays, its frustum is drawn)",
-    "  X             outside view: orbit the frozen culling camera (freezes it)",
-    "  C             play / stop the scene's camera path (flying takes over)",
-    "  P             pause / resume motion",
-    "  R             start / stop recording the frame log (out/logs/)",
-    "  F12 or K      screenshot (PNG, out/screenshots/)",
-    "  T             collision view: tint balls in contact, HUD line (collide scene)",
-    "  Y             pair lines: off / pairs in contact / broad-phase candidates",
-    "  U / Shift+U   next / previous collision index (swept spheres, collide scene)",
-    "  H             hide / show the HUD",
-    "  Home          back to the scene's start camera",
-    "  Esc           release mouse, else quit",
-]
 
 
 def list_scenes() -> list[str]:

@@ -27,11 +27,11 @@ from pathlib import Path
 from app.viewer.catalog import (
     INDEX_HELP,
     INDEX_NAMES,
-    KEY_LINES,
     MAX_OBJECTS,
     list_scenes,
     scene_descriptions,
 )
+from app.viewer.keys import help_lines
 from app.viewer.startup import note_unused_tree_options
 
 OCCLUSION_CHOICES = ("off", "previous", "two-pass")
@@ -97,11 +97,8 @@ def _size(text: str) -> tuple[int, int]:
 
 
 def _key_lines() -> list[str]:
-    """The window's key list (what F1 shows in the window)."""
-    lines = list(KEY_LINES)
-    if lines and lines[0].strip() == "KEYS":
-        lines[0] = "KEYS (in the window; F1 shows them there too)"
-    return lines
+    """The window's key list (what F1 shows in the window, from the same table)."""
+    return help_lines("KEYS (in the window; F1 shows them there too)")
 
 
 def epilog() -> str:

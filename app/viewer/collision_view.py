@@ -4,7 +4,7 @@ The simulation (``app/scene/collide.py``) runs inside ``scene.step``: its own co
 of swept spheres, one pair query a step, the narrow phase and the response. This module only
 reads it: it tints the balls in contact, draws pair lines (the pairs in contact or every
 broad-phase candidate) and the walls, writes the HUD's collision line and the frame log's
-columns, and switches the collision index (U). :class:`app.viewer.frame.Viewer` calls it
+columns, and switches the collision index (U). :class:`app.viewer.viewer.Viewer` calls it
 from small hooks in its frame.
 """
 

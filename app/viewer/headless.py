@@ -64,8 +64,8 @@ def _started(progress: Progress, ticker: TerminalTicker) -> None:
 def _run(args, plan: FirstFrame, progress: Progress, ticker: TerminalTicker) -> int:
     from app.render.context import create_headless_context
     from app.viewer.camera import CameraView
-    from app.viewer.frame import Viewer
     from app.viewer.setup import hud_px, occlusion_factory
+    from app.viewer.viewer import Viewer
 
     scene, config, toggles = plan.scene, plan.config, plan.toggles
     size = args.size or (1280, 720)
@@ -123,7 +123,7 @@ def _run(args, plan: FirstFrame, progress: Progress, ticker: TerminalTicker) -> 
             if not started:
                 started = True
                 _started(progress, ticker)
-        wall = time.perf_counter() - t0 - viewer.last_screenshot_s
+        wall = time.perf_counter() - t0 - viewer.capture.last_screenshot_s
         viewer.close()
     except KeyboardInterrupt:
         viewer.close()

@@ -82,6 +82,7 @@ class NestedPipeline(CullPipeline):
         """(Re)build the nested index with the configured inner kind: from the hierarchy the
         first time, then ``NestedIndex.rebuild`` (the same groups, transforms and objects)."""
         t0 = time.perf_counter()
+        self._hold(ids, centers, radii, view_distances)
         kw = self.config.index_kwargs()
         probe = create_index(self.config.name, **kw)  # a bad kind or argument fails here
         split = getattr(probe, "split_threshold", None)
@@ -117,7 +118,7 @@ class NestedPipeline(CullPipeline):
 
     # ------------------------------------------------------------------ per frame
 
-    def update(self, moved: np.ndarray, centers: np.ndarray) -> None:
+    def update(self, moved: np.ndarray, centers: np.ndarray | None = None) -> None:
         """After a scene step: the turning groups' new transforms in one batch, the objects
         that moved in their groups in one call (nothing when the step moved nothing)."""
         if not moved.shape[0] or self.index is None:
@@ -254,13 +255,14 @@ def draw_boxes(viewer, view) -> None:
 
     p, tg = viewer.pipeline, viewer.toggles
     corners, cols, depth, legend = p.box_data(tg.boxes)
-    viewer.box_total = int(corners.shape[0])
-    viewer._legend = legend
+    ov = viewer.overlays
+    ov.box_total = int(corners.shape[0])
+    ov.legend = legend
     if tg.box_filter != "all" and corners.shape[0]:
         keep = select_boxes(corners.min(axis=1), corners.max(axis=1), depth, tg.box_filter)
         corners, cols = corners[keep], cols[keep]
     if p.boxes is None:
         p.boxes = OrientedBoxes(viewer.ctx)
     viewer.ctx.disable(moderngl.DEPTH_TEST)
-    viewer.box_count = p.boxes.set_boxes(corners, cols)
+    ov.box_count = p.boxes.set_boxes(corners, cols)
     p.boxes.draw(view.viewproj)

@@ -1,6 +1,6 @@
 """Headless occlusion runs for tests and measurements: the viewer's frame without its HUD.
 
-:func:`run` drives :class:`app.viewer.frame.Viewer` (the same frame sequence as the window and
+:func:`run` drives :class:`app.viewer.viewer.Viewer` (the same frame sequence as the window and
 ``python -m app demo --headless``) along a scene's camera path with any index and occlusion
 mode and returns one dict per frame; :func:`summary` averages them. From the shell::
 
@@ -17,8 +17,9 @@ import numpy as np
 
 from app.culling.pipeline import IndexConfig
 from app.viewer.camera import CameraView
-from app.viewer.frame import Toggles, Viewer
 from app.viewer.setup import occlusion_factory
+from app.viewer.state import Toggles
+from app.viewer.viewer import Viewer
 
 
 def run(ctx: moderngl.Context, scene, *, index: str = "brute", mode: str = "two-pass",

@@ -20,7 +20,7 @@ def load(args) -> tuple[Any, Any, Any]:
     from app.culling.pipeline import IndexConfig
     from app.scene import SceneError, load_scene
     from app.spatial import INDEX_NAMES
-    from app.viewer.frame import Toggles
+    from app.viewer.state import Toggles
 
     try:
         scene = load_scene(args.scene, objects=args.objects, seed=args.seed)

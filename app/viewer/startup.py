@@ -469,7 +469,7 @@ class FirstFrame:
 
     def import_viewer(self) -> None:
         import app.render.occlusion  # noqa: F401
-        import app.viewer.frame  # noqa: F401
+        import app.viewer.viewer  # noqa: F401
 
         if getattr(self.scene, "hierarchy", None) is not None:
             import app.viewer.nested_view  # noqa: F401

@@ -107,8 +107,8 @@ class _Frames:
         try:
             from app.render.context import create_headless_context
             from app.viewer.camera import CameraView
-            from app.viewer.frame import Viewer
             from app.viewer.setup import hud_px, occlusion_factory
+            from app.viewer.viewer import Viewer
 
             if self.ctx is None:
                 self.ctx = create_headless_context()

@@ -1,5 +1,5 @@
 """The interactive window (pyglet + moderngl): held flying keys, the mouse, and the shared
-frame sequence; every other key goes to :meth:`app.viewer.frame.Viewer.key` by name.
+frame sequence; every other key goes to :meth:`app.viewer.viewer.Viewer.key` by name.
 
 Start-up in the open: the window opens first (``demo: window <id> open``); a worker thread
 then checks and builds the scene and compiles the starting index's kernels
@@ -163,8 +163,8 @@ class ViewerWindow:
         job.progress.begin(self._first_step)
         self.draw_progress(job)  # what the window shows while the first frame compiles
         self.window.flip()
-        from app.viewer.frame import Viewer
         from app.viewer.setup import hud_px, occlusion_factory
+        from app.viewer.viewer import Viewer
 
         args, scene = self.args, plan.scene
         fb = self.window.get_framebuffer_size()
@@ -181,9 +181,9 @@ class ViewerWindow:
         if occ_mode != "off" or args.ground_truth:
             viewer.set_occlusion(occ_mode)
         if args.record:
-            viewer.record_base = Path(args.record)
+            viewer.capture.record_base = Path(args.record)
         if args.screenshot:
-            viewer.screenshot_base = Path(args.screenshot)
+            viewer.capture.screenshot_base = Path(args.screenshot)
         self.viewer, self.scene, self.rig = viewer, scene, viewer.rig
         self.warm.add(plan.config.name)
         objs = scene.objects

@@ -1,0 +1,143 @@
+"""The HUD's text as pure functions of plain values: no OpenGL, no index, no viewer.
+
+:class:`app.viewer.viewer.Viewer` gathers a :class:`HudState` each frame and draws
+:func:`hud_lines`; the tests call these functions with made-up values. Each line's meaning is
+described in docs/viewer.md ("The HUD").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from app.culling.pipeline import StageCounts
+from app.viewer.state import FrameStats, Toggles
+
+# The HUD calls a frame render-bound when drawing takes this share of frames this slow (ms).
+RENDER_BOUND_SHARE = 0.6
+RENDER_BOUND_MS = 33.0
+#: Frames of (render, frame) times :func:`render_bound` needs before it says anything.
+RENDER_BOUND_MIN_FRAMES = 10
+
+
+@dataclass
+class HudState:
+    """Everything the HUD prints besides one frame's :class:`FrameStats`."""
+
+    fps: float
+    frame_ms: float  # the last finished frame's
+    objects: int
+    index: str  # the index's name
+    variant: str  # "leafy", "non-leafy" or "-"
+    split: int | None  # the split threshold in effect
+    describe: str  # the index's own one-line description
+    toggles: Toggles
+    box_count: int = 0  # boxes the overlay drew (of box_total)
+    box_total: int = 0
+    recording: str | None = None  # the log's file name while recording
+    scene: str = ""
+    camera: str = ""
+    reason: str | None = None  # why there are no nodes (no_nodes_reason)
+    hint: str | None = None  # render_bound's advice
+    extra: list[str] = field(default_factory=list)  # the occlusion, collision, nested lines
+
+
+def box_filter_label(box_filter: str) -> str:
+    """N's filter as the HUD names it: ``all``, ``leaves only``, ``depth <= 2``."""
+    return {"all": "all", "leaves": "leaves only"}.get(box_filter,
+                                                       box_filter.replace("<=", " <= "))
+
+
+def stages_line(c: StageCounts | None) -> str | None:
+    """Unreal's ``stat initviews`` in one line: how many objects each stage culled."""
+    if c is None:
+        return None
+
+    def part(name: str, v: int | None) -> str:
+        return f"{name} {'off' if v is None else f'{v:,}'}"
+
+    share = c.culled / c.objects if c.objects else 0.0
+    line = (f"culled {c.culled:,} of {c.objects:,} ({share:.1%}):  "
+            f"{part('frustum', c.frustum)}   {part('distance', c.distance)}   "
+            f"{part('occlusion', c.occlusion)}   -> drawn {c.drawn:,}")
+    if not c.counted:
+        line += "  (recounted every few frames)"
+    return line
+
+
+def no_nodes_reason(index: str, frustum: bool, stats: Mapping | None,
+                    live: int) -> str | None:
+    """Why ``index`` visits no nodes and has no boxes to draw when that is by design (brute,
+    viewdist without view distances, chunks in slot order, frustum culling off); None
+    otherwise. ``stats``: the index's ``stats()`` (None when there is no index); ``live``: its
+    object count."""
+    if not frustum:
+        return "frustum culling is off (F), so no query walks the index"
+    if index == "brute":
+        return "brute is a flat scan of every object, it has none"
+    if stats is None:
+        return None
+    if index == "viewdist" and live and stats.get("infinite", 0) >= live:
+        return ("viewdist keeps objects without a view distance in a flat list beside its "
+                "tree, and no object of this scene has one (meadow has)")
+    if stats.get("order") == "slot":
+        return "chunks went to slot order because most objects move every frame, and scans " \
+               "them flat"
+    return None
+
+
+def render_bound(timings: Sequence[tuple[float, float]], drawn: int, size: tuple[int, int],
+                 objects: int, software_gl: bool) -> str | None:
+    """A hint when drawing dominates slow frames (llvmpipe draws in software): ``timings``
+    are the last frames' (render ms, frame ms)."""
+    if len(timings) < RENDER_BOUND_MIN_FRAMES:
+        return None
+    render = sum(r for r, _ in timings)
+    frame = sum(f for _, f in timings)
+    mean = frame / len(timings)
+    if frame <= 0 or render < RENDER_BOUND_SHARE * frame or mean < RENDER_BOUND_MS:
+        return None
+    w, h = size
+    gl = ", software GL" if software_gl else ""
+    return (f"render-bound: drawing is {render / frame:.0%} of a {mean:.0f} ms frame "
+            f"({drawn:,} objects at {w}x{h}{gl}); try --size {w // 2}x{h // 2} or "
+            f"fewer objects (--objects {max(objects // 2, 1)})")
+
+
+def hud_lines(st: FrameStats, s: HudState) -> list[str]:
+    """The HUD's lines for frame ``st``: times, counts, the stages, the index, the toggles,
+    the scene and camera, then the lines that apply (no nodes, render-bound, extras)."""
+    tg = s.toggles
+    on = {True: "on", False: "off"}
+    nodes = "      -" if s.reason and st.nodes_visited == 0 else f"{st.nodes_visited:>7,}"
+    boxes = tg.boxes if tg.boxes == "off" or tg.box_filter == "all" else \
+        f"{tg.boxes} ({box_filter_label(tg.box_filter)}: {s.box_count:,} of {s.box_total:,})"
+    lines = [
+        f"{s.fps:6.1f} fps   frame {s.frame_ms:6.1f} ms   update {st.update_ms:5.2f}  cull "
+        f"{st.cull_ms:5.2f}  upload {st.upload_ms:5.2f}  render {st.render_ms:6.1f}",
+        f"visible {st.visible:>8,}   working set {st.working_set:>8,}   nodes visited "
+        f"{nodes}   objects {s.objects:,}   drawn {st.drawn:,}",
+    ]
+    stages = stages_line(st.stages)
+    if stages:
+        lines.append(stages)
+    lines += [
+        f"index {s.index}  variant {s.variant}  split threshold "
+        f"{s.split if s.split is not None else '-'}   [{s.describe}]",
+        f"frustum {on[tg.frustum]}  view distance {on[tg.view_distance]}  occlusion "
+        f"{tg.occlusion}  boxes {boxes}  frozen {on[tg.frozen]}  motion "
+        f"{'paused' if tg.paused else 'running'}  rec {s.recording or 'off'}",
+        f"scene {s.scene}   camera: {s.camera}   F1 help",
+    ]
+    if s.reason:
+        empty = tg.boxes != "off" and s.box_total == 0
+        lines.append(f"{'no nodes, no boxes to draw' if empty else 'no nodes visited'}: "
+                     f"{s.reason}")
+    if s.hint:
+        lines.append(s.hint)
+    return lines + list(s.extra)
+
+
+def needs_reason(st: FrameStats, toggles: Toggles, box_total: int) -> bool:
+    """Whether the HUD asks why there are no nodes: none visited, or boxes on and none."""
+    return st.nodes_visited == 0 or (toggles.boxes != "off" and box_total == 0)

@@ -1,0 +1,152 @@
+"""What the frame draws over the scene: node boxes (with the legend of their colours), the frozen
+culling camera with its labels, and the HUD text, notices and help panel.
+
+The text itself comes from :mod:`app.viewer.hud_text` (pure functions) and
+:mod:`app.viewer.keys` (the help); this module only places and draws it.
+"""
+
+from __future__ import annotations
+
+import moderngl
+import numpy as np
+
+from app.render.boxes import (
+    BoxOverlay,
+    depth_colors,
+    depth_legend,
+    outcome_colors,
+    outcome_legend,
+    select_boxes,
+)
+from app.render.context import SceneTarget
+from app.render.frustum_lines import FrustumLines
+from app.render.hud import HudRenderer
+from app.viewer.camera import CameraView, view_depth_range
+from app.viewer.keys import help_lines
+
+#: F1's key list (app/viewer/keys.py's table, which --help and docs/viewer.md print too).
+HELP_LINES = help_lines()
+
+
+class Overlays:
+    """Boxes, the frozen camera and the HUD, drawn into the scene target."""
+
+    def __init__(self, ctx: moderngl.Context, target: SceneTarget, hud_px: int = 14) -> None:
+        self.ctx = ctx
+        self.target = target
+        self.boxes = BoxOverlay(ctx)
+        self.frustum_lines = FrustumLines(ctx)
+        self.hud = HudRenderer(ctx, hud_px)
+        self.labels: list[tuple[float, float, str]] = []  # world labels, pixels
+        self.legend: tuple[str, list] | None = None  # the box colours' legend
+        self.box_count = 0  # boxes drawn last frame (of box_total)
+        self.box_total = 0
+
+    def begin(self) -> None:
+        """Blended drawing into the scene target; last frame's boxes and labels forgotten."""
+        self.bind_target()
+        self.ctx.disable(moderngl.CULL_FACE)
+        self.ctx.enable(moderngl.BLEND)
+        self.ctx.blend_func = moderngl.SRC_ALPHA, moderngl.ONE_MINUS_SRC_ALPHA
+        self.labels = []
+        self.legend = None
+        self.box_count = self.box_total = 0
+
+    def bind_target(self) -> None:
+        """Draw into the scene target, whatever pass (pyramid, id buffer) ran before."""
+        self.target.fbo.use()
+        self.ctx.viewport = (0, 0, *self.target.size)
+
+    # ------------------------------------------------------------------ node boxes
+
+    def draw_boxes(self, view: CameraView, index, mode: str, box_filter: str,
+                   word: str = "depth") -> None:
+        """``index``'s node boxes that ``box_filter`` keeps, coloured by depth (``word``
+        names the depth in the legend) or by the last query's outcome (``mode``)."""
+        lo, hi, depth = index.node_boxes()
+        self.box_total = int(lo.shape[0])
+        if mode == "depth":
+            cols = depth_colors(depth)
+            self.legend = (f"box {word}:", depth_legend(depth))
+        else:
+            codes = index.node_outcomes()
+            if codes.shape[0] != lo.shape[0]:
+                codes = np.zeros(lo.shape[0], np.int8)
+            cols = outcome_colors(codes)
+            self.legend = ("box outcome:", outcome_legend())
+        if box_filter != "all" and lo.shape[0]:
+            keep = select_boxes(lo, hi, depth, box_filter)
+            lo, hi, cols = lo[keep], hi[keep], cols[keep]
+        self.ctx.disable(moderngl.DEPTH_TEST)
+        self.box_count = self.boxes.set_boxes(lo, hi, cols)
+        self.boxes.draw(view.viewproj)
+
+    # ------------------------------------------------------------------ the frozen camera
+
+    def draw_frozen_camera(self, view: CameraView, cull_view: CameraView) -> None:
+        """The frozen culling camera: its frustum, near and far planes, a marker at its eye
+        (sized to show from the view camera) and labels naming them."""
+        self.ctx.disable(moderngl.DEPTH_TEST)
+        eye = np.asarray(cull_view.eye, np.float64)
+        away = float(np.linalg.norm(np.asarray(view.eye) - eye))
+        near, far = view_depth_range(cull_view.proj)
+        size = 0.025 * away if away > 1e-6 else 0.0
+        self.frustum_lines.set_frustum(cull_view.viewproj, eye, view=cull_view.view,
+                                       marker_size=size)
+        self.frustum_lines.draw(view.viewproj)
+        if size <= 0:
+            return  # the view is the culling camera: nothing to label
+        fwd = -np.asarray(cull_view.view[2, :3], np.float64)
+        for point, text, dy in ((eye, "culling camera", -1.6),
+                                (eye + fwd * near, f"near plane {near:g}", 0.6),
+                                (eye + fwd * far * 0.999, f"far plane {far:g}", 0.0)):
+            at = self.screen_point(view, point)
+            if at is not None:
+                self.labels.append((at[0], at[1] + dy * self.hud.ch, text))
+
+    def screen_point(self, view: CameraView, p: np.ndarray) -> tuple[float, float] | None:
+        """Pixel (x right, y down) of a world point in the view, None behind or off screen."""
+        c = view.viewproj @ np.append(np.asarray(p, np.float64), 1.0)
+        if c[3] <= 1e-9:
+            return None
+        x, y = c[0] / c[3], c[1] / c[3]
+        if abs(x) > 1.0 or abs(y) > 1.0:
+            return None
+        w, h = self.target.size
+        return (x + 1) / 2 * w, (1 - y) / 2 * h
+
+    # ------------------------------------------------------------------ text
+
+    def draw_text(self, hud_lines: list[str], notices: list[str], help_on: bool,
+                  lines: bool = True) -> None:
+        """The HUD text (``hud_lines``; empty when the HUD is hidden) with the box legend and
+        the frozen camera's labels, the ``notices`` under it and the help panel; ``lines``
+        False draws the notices only (a frame saved without them gets them afterwards)."""
+        w, h = self.target.size
+        shown = hud_lines + notices + (HELP_LINES if help_on else [])
+        legend = self.legend if hud_lines and self.box_total else None
+        if legend:
+            shown = shown + [legend[0] + "".join(f"     {t}" for t, _ in legend[1])]
+        # Text is laid out in a virtual screen at least as wide as the widest line, then
+        # scaled to the real one: in a small window the HUD shrinks instead of being cut off.
+        # (The scale counts the HUD lines even when only the notices are drawn, so that the
+        # notices keep their size.)
+        scale = max(1.0, (self.hud.text_size(shown)[0] + 16) / max(w, 1))
+        if help_on:  # and the help panel as tall as the screen, at most
+            scale = max(scale, (self.hud.text_size(HELP_LINES)[1] + 16) / max(h, 1))
+        vw, vh = w * scale, h * scale
+        if hud_lines and lines:
+            _, th = self.hud.text(8, 6, hud_lines, color=(0.95, 0.97, 1.0, 1.0))
+            if legend:
+                self.hud.legend(8, 6 + th + 6, legend[0], legend[1])
+            for x, y, text in self.labels:
+                self.hud.text(x * scale + 6, y * scale, [text], color=(1.0, 0.75, 0.4, 1.0))
+        if notices:
+            _, th = self.hud.text_size(notices)
+            self.hud.text(8, vh - th - 8, notices, color=(1.0, 0.85, 0.3, 1.0))
+        if help_on and lines:
+            tw, th = self.hud.text_size(HELP_LINES)
+            self.hud.panel(0, 0, vw, vh, color=(0.0, 0.0, 0.0, 0.45))  # dim the scene behind
+            self.hud.text(max(8, (vw - tw) // 2), max(8, (vh - th) // 2), HELP_LINES,
+                          color=(0.85, 1.0, 0.85, 1.0))
+        self.hud.draw((vw, vh), (w, h))

@@ -1,0 +1,447 @@
+"""The viewer: one scene, its live index and its frame, driven by keys and a camera; no window.
+
+Its rooms, one job each: the frame's passes (:mod:`app.viewer.frame`, over the pipeline of
+:mod:`app.culling.pipeline`), the key table (:mod:`app.viewer.keys`), the HUD's text
+(:mod:`app.viewer.hud_text`), the overlays' drawing (:mod:`app.viewer.overlays`), the log and
+screenshots (:mod:`app.viewer.capture`). The viewer holds the state the keys change (index,
+toggles, frozen camera), feeds the frame its input and reads its results.
+
+Keys reach the viewer as names (:meth:`Viewer.key`), so the window and headless tests drive
+the same code; the view camera is a :class:`app.viewer.camera.CameraRig` (fly, the scene's
+camera path, the outside orbit around a frozen culling camera) used by :meth:`Viewer.tick`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+import moderngl
+
+from app.culling.pipeline import SPLIT_STEPS, IndexConfig
+from app.render.boxes import BOX_FILTERS
+from app.render.context import SceneTarget
+from app.render.meshes import load_mesh
+from app.render.objects import ObjectRenderer
+from app.spatial import INDEX_NAMES, TREE_HEURISTICS
+from app.viewer import hud_text
+from app.viewer.camera import CameraRig, CameraView
+from app.viewer.capture import EXTRA_COLUMNS, Capture, log_row
+from app.viewer.frame import Frame, OcclusionProvider
+from app.viewer.keys import DOWN_NAMES, action_of
+from app.viewer.nested_view import make_pipeline
+from app.viewer.overlays import Overlays
+from app.viewer.state import BOX_MODES, OCCLUSION_MODES, FrameStats, Toggles
+
+
+class Viewer:
+    """Scene + live index + frame + overlays + capture, driven by key names. Owns no
+    window."""
+
+    def __init__(self, ctx: moderngl.Context, scene, config: IndexConfig, size: tuple[int, int],
+                 toggles: Toggles | None = None, occlusion: OcclusionProvider | None = None,
+                 occlusion_factory=None, hud_px: int = 14) -> None:
+        self.ctx = ctx
+        self.scene = scene
+        self.toggles = toggles or Toggles(view_distance=bool(scene.use_view_distance))
+        self.occlusion_factory = occlusion_factory  # mode -> provider, for the O key
+        self.target = SceneTarget(ctx, size)
+        self.objects = ObjectRenderer(ctx, [load_mesh(name) for name in scene.meshes])
+        o = scene.objects
+        self.objects.set_objects(o.centers, o.radii, o.colors, o.mesh)
+        self.overlays = Overlays(ctx, self.target, hud_px)
+        self.notices: deque[tuple[float, str]] = deque(maxlen=4)
+        self.capture = Capture(self.notice)
+        self.pipeline = make_pipeline(config, scene)
+        self.collision = None  # the collision view of a scene with colliding balls
+        world = getattr(scene, "collision", None)
+        if world is not None:
+            from app.viewer.collision_view import CollisionView
+
+            self.collision = CollisionView(ctx, self.objects, world)
+            if world.note:
+                self.notice(world.note, 8.0)
+        self.passes = Frame(ctx, scene, self.pipeline, self.target, self.objects,
+                            self.collision)
+        self.passes.occlusion = occlusion
+        self.stats = FrameStats()
+        self.frame_index = 0
+        self.frozen_cull: CameraView | None = None
+        self.rig = CameraRig.for_scene(scene)  # the view camera of tick() (the window's)
+        self.camera_label: str | None = None  # the HUD's camera field when tick() is not used
+        self.last_view: CameraView | None = None  # the view camera of the last frame
+        self.fps = 0.0
+        self._fps_times: deque[float] = deque(maxlen=60)
+        self._timings: deque[tuple[float, float]] = deque(maxlen=30)  # (render, passes) ms
+        self._orbit_froze = False  # X froze the culling camera (X again unfreezes)
+        self._reason: tuple[tuple, str | None] = ((), None)  # why no nodes, cached
+        renderer = str(ctx.info.get("GL_RENDERER", "")) if hasattr(ctx, "info") else ""
+        self.software_gl = "llvmpipe" in renderer.lower() or "softpipe" in renderer.lower()
+        self._actions: dict[str, Callable[[str, bool], None]] = {
+            "help": lambda _n, _s: self._flip("help"),
+            "index": lambda _n, s: self.cycle_index(-1 if s else 1),
+            "leafy": lambda _n, _s: self.toggle_leafy(),
+            "split": lambda n, _s: self.step_split_threshold(-1 if n in DOWN_NAMES else 1),
+            "frustum": lambda _n, _s: self._flip("frustum"),
+            "view_distance": lambda _n, _s: self._flip("view_distance"),
+            "occlusion": lambda _n, _s: self.cycle_occlusion(),
+            "boxes": lambda _n, _s: self.cycle_boxes(),
+            "box_filter": lambda _n, s: self.cycle_box_filter(-1 if s else 1),
+            "freeze": lambda _n, _s: self.toggle_freeze(),
+            "orbit": lambda _n, _s: self.toggle_orbit(),
+            "path": lambda _n, _s: self.toggle_path(),
+            "pause": lambda _n, _s: self._flip("paused"),
+            "record": lambda _n, _s: self.toggle_recording(),
+            # written when the next frame ends, without the transient notices
+            "screenshot": lambda _n, _s: self.request_screenshot(
+                self.capture.next_screenshot_path()),
+            "hud": lambda _n, _s: self._flip("hud"),
+            "collision": lambda n, s: self.collision_key(n, s),
+            "pair_lines": lambda n, s: self.collision_key(n, s),
+            "collision_index": lambda n, s: self.collision_key(n, s),
+            "home": lambda _n, _s: self.rig.home(),
+        }
+        self.rebuild()
+
+    # ------------------------------------------------------------------ what others read
+
+    @property
+    def config(self) -> IndexConfig:
+        return self.pipeline.config
+
+    @property
+    def occlusion(self) -> OcclusionProvider | None:
+        return self.passes.occlusion
+
+    @property
+    def sim_time(self) -> float:
+        return self.passes.sim_time
+
+    def notice(self, text: str, seconds: float = 4.0) -> None:
+        self.notices.append((time.perf_counter() + seconds, text))
+
+    # ------------------------------------------------------------------ the index
+
+    def rebuild(self) -> float:
+        o = self.scene.objects
+        return self.pipeline.build(o.ids, o.centers, o.radii, o.view_distances)
+
+    def set_index(self, config: IndexConfig) -> float:
+        """Switch the index (or its parameters) and rebuild it from the current objects."""
+        old = self.pipeline.config
+        old_split = self.pipeline.split_threshold()
+        self.pipeline.config = config
+        try:
+            ms = self.rebuild()
+        except Exception as exc:  # noqa: BLE001 - keep the old index and say why
+            self.pipeline.config = old
+            self.rebuild()
+            self.notice(f"cannot build {config.label()}: {exc}", 6.0)
+            return 0.0
+        new_split = self.pipeline.split_threshold()
+        extra = f" split {new_split}" if new_split is not None else ""
+        self.notice(f"rebuilt {config.label()}{extra}: {len(self.scene.objects.ids):,} objects "
+                    f"in {ms:.0f} ms")
+        if old_split is not None and new_split is not None and old_split != new_split:
+            why = "" if config.split_threshold is not None else " (this variant's default)"
+            self.notice(f"split threshold {old_split} -> {new_split}{why}", 6.0)
+        return ms
+
+    def cycle_index(self, step: int = 1) -> None:
+        names = list(INDEX_NAMES)
+        cur = self.config.name
+        i = names.index(cur) if cur in names else 0
+        name = names[(i + step) % len(names)]
+        self.set_index(IndexConfig(name, self.config.leafy, self.config.split_threshold))
+
+    def toggle_leafy(self) -> None:
+        c = self.config
+        if c.name not in TREE_HEURISTICS:
+            self.notice(f"{c.name} has no leafy/non-leafy variant")
+            return
+        self.set_index(IndexConfig(c.name, not c.leafy, c.split_threshold))
+
+    def step_split_threshold(self, step: int) -> None:
+        c = self.config
+        cur = self.pipeline.split_threshold()
+        if cur is None:
+            cur = 8
+        steps = list(SPLIT_STEPS)
+        if step > 0:
+            new = next((s for s in steps if s > cur), steps[-1])
+        else:
+            new = next((s for s in reversed(steps) if s < cur), steps[0])
+        self.set_index(IndexConfig(c.name, c.leafy, new))
+
+    # ------------------------------------------------------------------ toggles
+
+    def _flip(self, toggle: str) -> None:
+        setattr(self.toggles, toggle, not getattr(self.toggles, toggle))
+
+    def set_occlusion(self, mode: str) -> bool:
+        """Occlusion ``mode`` from now on, with a new provider (the early set starts empty)."""
+        if mode != "off" and self.occlusion_factory is None:
+            self.passes.pipeline.forget_visible()
+            self.notice("occlusion culling is not available here (no occlusion factory)")
+            return False
+        self.passes.set_occlusion(None)  # the old provider's GL objects go first
+        # "off": a ground-truth-only provider (--ground-truth with occlusion off), else None
+        if self.occlusion_factory is not None:
+            self.passes.set_occlusion(self.occlusion_factory(self, mode))
+        self.toggles.occlusion = mode
+        return True
+
+    def cycle_occlusion(self) -> None:
+        i = OCCLUSION_MODES.index(self.toggles.occlusion)
+        self.set_occlusion(OCCLUSION_MODES[(i + 1) % len(OCCLUSION_MODES)])
+
+    def toggle_freeze(self, current: CameraView | None = None) -> None:
+        """Z: freeze the culling camera at ``current`` (default: the last frame's view)."""
+        self.toggles.frozen = not self.toggles.frozen
+        self.frozen_cull = (current or self.last_view) if self.toggles.frozen else None
+        if not self.toggles.frozen:
+            self._orbit_froze = False
+            if self.rig.mode == "orbit":
+                self.rig.stop_orbit()
+
+    def toggle_orbit(self) -> None:
+        """X: view the frozen culling camera from an orbit around it (freezing it first when
+        needed); X again returns to the fly camera and unfreezes what X froze."""
+        if self.rig.mode == "orbit":
+            self.rig.stop_orbit()
+            if self._orbit_froze and self.toggles.frozen:
+                self.toggle_freeze()
+            self._orbit_froze = False
+            self.notice("outside view off: back to the camera")
+            return
+        if not self.toggles.frozen or self.frozen_cull is None:
+            if self.last_view is None:
+                self.notice("outside view: no frame drawn yet")
+                return
+            self.toggles.frozen = False
+            self.toggle_freeze(self.last_view)
+            self._orbit_froze = True
+        self.rig.start_orbit(self.frozen_cull)
+        self.notice("outside view: orbiting the frozen culling camera (drag to turn, W/S "
+                    "zoom, X returns)", 6.0)
+
+    def toggle_path(self) -> None:
+        """C: play the scene's camera path in the view, or stop it."""
+        if self.rig.mode == "orbit":
+            self.toggle_orbit()
+        if self.rig.toggle_path():
+            self.notice(f"playing the camera path from {self.rig.path_time:.1f} s (C stops, "
+                        "flying takes over)")
+        else:
+            self.notice("camera path stopped")
+
+    def cycle_boxes(self) -> None:
+        self.toggles.boxes = BOX_MODES[(BOX_MODES.index(self.toggles.boxes) + 1) % len(BOX_MODES)]
+
+    def cycle_box_filter(self, step: int = 1) -> None:
+        """N: which node boxes the overlay shows (all, leaves, down to a depth)."""
+        i = BOX_FILTERS.index(self.toggles.box_filter)
+        self.toggles.box_filter = BOX_FILTERS[(i + step) % len(BOX_FILTERS)]
+        if self.toggles.boxes == "off":
+            self.toggles.boxes = "depth"
+        self.notice(f"boxes shown: {hud_text.box_filter_label(self.toggles.box_filter)}")
+
+    def collision_key(self, name: str, shift: bool = False) -> None:
+        """T: the collision view on / off; Y: pair lines off / contacts / candidates (turns
+        the view on); U / Shift+U: the next / previous collision index."""
+        if self.collision is None:
+            self.notice("no colliding balls in this scene (try --scene collide)")
+            return
+        tg = self.toggles
+        if name == "t":
+            tg.collision = not tg.collision
+        elif name == "y":
+            from app.viewer.collision_view import LINE_MODES
+
+            tg.pair_lines = LINE_MODES[(LINE_MODES.index(tg.pair_lines) + 1) % len(LINE_MODES)]
+            tg.collision = True
+            self.notice(f"pair lines: {tg.pair_lines}")
+        else:
+            self.notice(self.collision.cycle_index(-1 if shift else 1))
+
+    def key(self, name: str, shift: bool = False) -> bool:
+        """One key press by name (pyglet's symbol string, lower case: ``"f1"``, ``"i"``,
+        ``"plus"`` ...), dispatched through the key table (:mod:`app.viewer.keys`); False
+        for a key the viewer does not use. The window handles Esc, M (mouse capture) and the
+        held flying keys itself."""
+        action = action_of(name)
+        if action is None:
+            return False
+        self._actions[action](name, shift)
+        return True
+
+    # ------------------------------------------------------------------ capture
+
+    def log_columns(self) -> tuple[str, ...]:
+        """The frame log's columns beyond the contract's: the frame's, the occlusion
+        provider's, the collision view's, a nested index's."""
+        cols = EXTRA_COLUMNS + tuple(getattr(self.occlusion, "log_columns", ()) or ())
+        if self.collision is not None:
+            from app.viewer.collision_view import COLUMNS
+
+            cols += COLUMNS
+        if hasattr(self.pipeline, "log_values"):  # a nested index (nested_view)
+            cols += self.pipeline.LOG_COLUMNS
+        return cols
+
+    def start_recording(self, path: str | Path | None = None) -> Path:
+        return self.capture.start_recording(path, self.log_columns())
+
+    def stop_recording(self) -> None:
+        self.capture.stop_recording()
+
+    def toggle_recording(self, default_path: str | Path | None = None) -> None:
+        """R: stop, or start a new log (``default_path``, else --record's, else one under
+        out/logs/; never overwriting an earlier one)."""
+        if self.capture.recording:
+            self.stop_recording()
+        else:
+            self.start_recording(self.capture.next_log_path(default_path))
+
+    def screenshot(self, path: str | Path) -> Path:
+        """Save the frame on the target now (with whatever notices it shows)."""
+        return self.capture.screenshot(self.target, path)
+
+    def request_screenshot(self, path: str | Path) -> Path:
+        """Save the next frame, drawn without the transient notices."""
+        return self.capture.request_screenshot(path)
+
+    def written_lines(self) -> list[str]:
+        return self.capture.written_lines()
+
+    def log_row(self, st: FrameStats) -> dict:
+        extras = [x.log_values() for x in (self.occlusion, self.collision) if x is not None]
+        if hasattr(self.pipeline, "log_values"):
+            extras.append(self.pipeline.log_values())
+        return log_row(st, self.toggles, objects=int(self.scene.objects.ids.shape[0]),
+                       index=self.config.label(), split=self.pipeline.split_threshold(),
+                       extras=extras)
+
+    def close(self) -> None:
+        self.capture.close(self.target)
+        if self.occlusion is not None:
+            self.occlusion.release()
+
+    # ------------------------------------------------------------------ the frame
+
+    def tick(self, dt: float) -> FrameStats:
+        """One frame seen by the camera rig (the window's frame): time passes for the rig
+        (the path plays, the orbit turns), then :meth:`frame`."""
+        self.rig.advance(dt)
+        w, h = self.target.size
+        return self.frame(dt, self.rig.view(w / max(h, 1)))
+
+    def frame(self, dt: float, view: CameraView) -> FrameStats:
+        """One frame: the passes (:class:`app.viewer.frame.Frame`) with the culling camera
+        (frozen or the view camera), then the overlays, then the log row."""
+        t_start = time.perf_counter()
+        tg = self.toggles
+        self.last_view = view
+        cull_view = self.frozen_cull if (tg.frozen and self.frozen_cull is not None) else view
+        st = self.passes.run(dt, view, cull_view, tg, frame_index=self.frame_index,
+                             count_stages=tg.hud or self.capture.recording)
+        t5 = time.perf_counter()
+        self._fps_times.append(t_start)
+        if len(self._fps_times) > 1:
+            span = self._fps_times[-1] - self._fps_times[0]
+            self.fps = (len(self._fps_times) - 1) / span if span > 0 else 0.0
+        self._timings.append((st.render_ms, self.passes.passes_ms))
+        shot = self.capture.shot_pending
+        self.draw_overlays(view, cull_view, st, notices=not shot)
+        self.ctx.finish()
+        t6 = time.perf_counter()
+        # The stage count is a measurement for the HUD and the log (like ground truth): its
+        # time is stages_ms, outside overlay_ms and frame_ms, so that runs compare alike.
+        st.overlay_ms = (t6 - t5) * 1e3
+        st.frame_ms = (t6 - t_start) * 1e3 - st.stages_ms
+        self.stats = st
+        if self.capture.recording:
+            self.capture.write(self.log_row(st))
+        self.frame_index += 1
+        if shot:
+            self.capture.take_requested(self.target)
+            if tg.hud and not tg.help:
+                self.overlays.bind_target()
+                self.draw_hud(st, lines=False)  # the notices, on screen only
+        return st
+
+    # ------------------------------------------------------------------ overlays and HUD
+
+    def draw_overlays(self, view: CameraView, cull_view: CameraView, st: FrameStats,
+                      notices: bool = True) -> None:
+        tg, ov = self.toggles, self.overlays
+        ov.begin()
+        if tg.boxes != "off" and self.pipeline.index is not None:
+            if hasattr(self.pipeline, "box_data"):  # a nested index: turned boxes
+                from app.viewer.nested_view import draw_boxes
+
+                draw_boxes(self, view)
+            else:
+                ov.draw_boxes(view, self.pipeline.index, tg.boxes, tg.box_filter,
+                              "level" if self.config.name == "grid" else "depth")
+        if tg.frozen and self.frozen_cull is not None:
+            ov.draw_frozen_camera(view, cull_view)
+        if self.collision is not None and tg.collision:
+            self.ctx.disable(moderngl.DEPTH_TEST)
+            self.collision.draw_lines(tg.pair_lines, view.viewproj, self.scene.objects.centers,
+                                      self.passes.drawn_ids)
+        if tg.hud or tg.help:
+            self.draw_hud(st, notices=notices)
+
+    def draw_hud(self, st: FrameStats, lines: bool = True, notices: bool = True) -> None:
+        """The HUD text, the notices under it (``notices``; shown only with the HUD) and the
+        help panel; ``lines`` False: the notices only."""
+        hud_on = self.toggles.hud and not self.toggles.help
+        now = time.perf_counter()
+        while self.notices and self.notices[0][0] < now:
+            self.notices.popleft()
+        msgs = [m for _, m in self.notices] if hud_on and notices else []
+        self.overlays.draw_text(self.hud_lines(st) if hud_on else [], msgs, self.toggles.help,
+                                lines)
+
+    def hud_lines(self, st: FrameStats) -> list[str]:
+        """The HUD's lines for ``st`` (:func:`app.viewer.hud_text.hud_lines`)."""
+        tg, c, ov = self.toggles, self.config, self.overlays
+        reason = self.no_nodes_reason() if hud_text.needs_reason(st, tg, ov.box_total) else None
+        w, h = self.target.size
+        n = int(self.scene.objects.ids.shape[0])
+        extra = list(self.occlusion.hud_lines()) if self.occlusion is not None else []
+        if self.collision is not None and tg.collision:
+            extra += self.collision.hud_lines(tg.pair_lines)
+        if hasattr(self.pipeline, "hud_lines"):  # a nested index (nested_view)
+            extra += self.pipeline.hud_lines()
+        rec = self.capture.recorder
+        state = hud_text.HudState(
+            fps=self.fps, frame_ms=self.stats.frame_ms, objects=n, index=c.name,
+            variant=("leafy" if c.leafy else "non-leafy") if c.is_tree() else "-",
+            split=self.pipeline.split_threshold(), describe=self.pipeline.describe(),
+            toggles=tg, box_count=ov.box_count, box_total=ov.box_total,
+            recording=rec.path.name if rec.active else None, scene=self.scene.name,
+            camera=self.camera_label or self.rig.describe(), reason=reason,
+            hint=hud_text.render_bound(self._timings, st.drawn, (w, h), n, self.software_gl),
+            extra=extra)
+        return hud_text.hud_lines(st, state)
+
+    def no_nodes_reason(self) -> str | None:
+        """Why the index visits no nodes (:func:`app.viewer.hud_text.no_nodes_reason`), asked
+        of the index's stats at most every 15 frames."""
+        index = self.pipeline.index
+        key = (id(index), self.config.name, self.toggles.frustum, self.frame_index // 15)
+        if self._reason[0] != key:
+            stats = None
+            if index is not None and self.toggles.frustum and self.config.name != "brute":
+                try:
+                    stats = index.stats()
+                except Exception:  # noqa: BLE001 - a HUD line must never break a frame
+                    stats = {}
+            live = len(index) if index is not None else 0
+            self._reason = (key, hud_text.no_nodes_reason(self.config.name,
+                                                          self.toggles.frustum, stats, live))
+        return self._reason[1]
