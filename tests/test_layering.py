@@ -117,6 +117,37 @@ def test_no_import_cycles():
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
+SPATIAL = APP / "spatial"
+
+
+def _index_package(module: str) -> str | None:
+    """The index package of ``app.spatial`` a module belongs to (``aabbtree``, ``nested``
+    ...), or None for the package itself and its shared modules (storage, scans, pairs)."""
+    parts = module.split(".")
+    if len(parts) > 2 and parts[1] == "spatial" and (SPATIAL / parts[2]).is_dir():
+        return parts[2]
+    return None
+
+
+def test_index_packages_import_no_other_index():
+    """Inside ``spatial/`` an index package imports only the shared modules (storage, scans,
+    pairs, the contract) and ``geom``, never another index package, and a shared module
+    imports no index package: what two indexes share is a shared module of its own.
+    ``app.spatial`` itself (the registry, which loads an index by name) is allowed: the
+    nested index builds its inner indexes through it."""
+    sideways = []
+    for mod, deps in _graph().items():
+        if not mod.startswith("app.spatial"):
+            continue
+        own = _index_package(mod)
+        for d in deps:
+            other = _index_package(d)
+            if other is not None and other != own:
+                sideways.append(f"{mod} -> {d}")
+    assert not sideways, "imports between index packages of spatial/:\n" + "\n".join(
+        sorted(sideways))
+
+
 def test_named_tuple_class_names_are_unique():
     """numba caches argument types by a named tuple's class name: two classes of one name
     (two structures' ``Nodes``) made one index's every kernel call re-type its arguments in

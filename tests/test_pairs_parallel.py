@@ -1,4 +1,4 @@
-"""The trees' pair descent on both cores (app/spatial/aabbtree/pairs.py, ``_descend_parallel``).
+"""The trees' pair descent on both cores (app/spatial/tree_pairs.py, ``_descend_parallel``).
 
 A snapshot of at least ``PARALLEL_PAIRS_MIN`` objects is expanded breadth first into seed tasks
 that the threads descend independently; here the threshold is lowered so that small inputs
@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.spatial import create_index
+from app.spatial import tree_pairs as tp
 from app.spatial.aabbtree import pairs as ap
 from app.spatial.pairs import selection
 from app.spatial.viewdist_tree import pairs as vp
@@ -29,21 +30,21 @@ KINDS = ["kd", "kd-leafy", "octree", "octree-leafy", "icoseptree", "viewdist"]
 @contextmanager
 def parallel_from(n: int):
     """Snapshots of at least n objects take the parallel descent inside (counted calls)."""
-    saved_min = ap.PARALLEL_PAIRS_MIN
-    real = ap._descend_parallel
+    saved_min = tp.PARALLEL_PAIRS_MIN
+    real = tp._descend_parallel
     calls = [0]
 
     def counted(*args):
         calls[0] += 1
         return real(*args)
 
-    ap.PARALLEL_PAIRS_MIN = n
-    ap._descend_parallel = counted
+    tp.PARALLEL_PAIRS_MIN = n
+    tp._descend_parallel = counted
     try:
         yield calls
     finally:
-        ap.PARALLEL_PAIRS_MIN = saved_min
-        ap._descend_parallel = real
+        tp.PARALLEL_PAIRS_MIN = saved_min
+        tp._descend_parallel = real
 
 
 def make(kind: str, rng: np.random.Generator, n: int, oracle: Oracle):
@@ -64,7 +65,7 @@ def make(kind: str, rng: np.random.Generator, n: int, oracle: Oracle):
     return idx, ids, c
 
 
-def snapshot(idx, kind: str, sel: np.ndarray) -> ap.TreePairSnapshot:
+def snapshot(idx, kind: str, sel: np.ndarray) -> tp.TreePairSnapshot:
     if kind == "viewdist":
         return vp.build_snapshot(idx._nodes, idx._objs, idx._packed, idx._tree,
                                  idx._spheres(), sel)
@@ -113,8 +114,8 @@ def test_parallel_descent_equals_serial(seed, n, kind, nt, want, out_rows, stack
     margin = float(rng.uniform(0, 2))
     args = (sn.size, sn.ostart, sn.ocnt, sn.oend, sn.box, sn.obox, sn.mag, sn.nsel_own,
             sn.nsel_sub, sn.pts, sn.slot, margin, sel)
-    serial = ap._descend(*args)
-    got = ap._descend_parallel(*args, nt, want, out_rows, stack_rows)
+    serial = tp._descend(*args)
+    got = tp._descend_parallel(*args, nt, want, out_rows, stack_rows)
     assert got.dtype == np.int64 and got.shape == serial.shape, (got.shape, serial.shape)
     assert np.array_equal(sorted_rows(np.sort(got, axis=1)), sorted_rows(np.sort(serial, axis=1)))
 

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.spatial import TREE_HEURISTICS, create_index
+from app.spatial import tree_pairs as tp
 from app.spatial.aabbtree import pairs as ap
 from app.spatial.pairs import selection
 from app.spatial.viewdist_tree import pairs as vp
@@ -135,7 +136,7 @@ def test_aabb_pass_splits_refits_and_answers(heuristic, leafy):
     both_id_paths(idx, oracle, ids[::7], 0.5)
 
 
-def check_snapshot(sn: ap.TreePairSnapshot, centers: np.ndarray, radii: np.ndarray,
+def check_snapshot(sn: tp.TreePairSnapshot, centers: np.ndarray, radii: np.ndarray,
                    live: np.ndarray) -> None:
     """Depth-first ranges nest, every object is packed once, boxes contain what they bound,
     and no own list is longer than the refinement bound."""
@@ -143,7 +144,7 @@ def check_snapshot(sn: ap.TreePairSnapshot, centers: np.ndarray, radii: np.ndarr
     assert np.array_equal(np.sort(sn.slot), np.sort(live))
     assert np.array_equal(sn.pts[:, :3], centers[sn.slot])
     assert np.array_equal(sn.pts[:, 3], radii[sn.slot])
-    assert (sn.ocnt <= ap.REFINE_ABOVE).all()
+    assert (sn.ocnt <= tp.REFINE_ABOVE).all()
     lo = sn.pts[:, :3] - sn.pts[:, 3:]
     hi = sn.pts[:, :3] + sn.pts[:, 3:]
     for i in range(m):

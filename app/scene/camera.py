@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.culling.frustum import look_at, perspective, planes_from_matrix
+from app.geom.camera import look_at, perspective, planes_from_matrix
 
 #: Aspect ratios a view can have (the viewer's sizes run from 16 to 8192 pixels a side).
 ASPECT_RANGE = (16 / 8192, 8192 / 16)

@@ -25,6 +25,7 @@ from app.spatial.aabbtree.heuristics import (
 )
 from app.spatial.base import QueryResult, SpatialIndex
 from app.spatial.pairs import selection
+from app.spatial.tree_pairs import snapshot_pairs
 
 
 class AABBTree(SpatialIndex):
@@ -186,7 +187,7 @@ class AABBTree(SpatialIndex):
                                        selection(self.capacity, slots), margin)
         sel = selection(self.capacity, slots)
         snap = self._run_query(pr.build_snapshot, self._rules, sel, self._count)
-        return pr.snapshot_pairs(snap, margin, sel)
+        return snapshot_pairs(snap, margin, sel)
 
     # ------------------------------------------------------------------ inspection
 

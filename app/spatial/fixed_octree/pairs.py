@@ -38,9 +38,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-# The vectorised window and the exact test on its hits are the grid's: the same packed
-# spheres, one array per field.
-from app.spatial.hashgrid.pairs import emit, grown_to, window
+# The vectorised window and the exact test on its hits are shared with the grid: the same
+# packed spheres, one array per field.
+from app.spatial.pair_windows import emit, grown_to, window
 from app.spatial.pairs import pair_touch
 
 _EPS = 1e-9  # relative slack of box overlaps (rounding never drops a pair)

@@ -35,6 +35,7 @@ import numpy as np
 from numba import njit
 
 from app.spatial.hashgrid.store import ST_HW, Items, as_grid, coord, probe
+from app.spatial.pair_windows import emit, grown_to, window
 from app.spatial.pairs import pair_touch
 
 _EPS = 1e-9  # relative padding of reach ranges (float rounding never drops a cell)
@@ -42,22 +43,10 @@ _EPS = 1e-9  # relative padding of reach ranges (float rounding never drops a ce
 #: spheres that far apart whatever their radii (tiny scenes then scan whole levels).
 _TINY = 1e-150
 _BIG = 1 << 62  # start of a range union
-_WIDEN = 1.0 + 1e-12  # relative widening of the vectorised distance prefilter
 #: With at least this fraction of the objects given, the all-pairs walk (filtered) is cheaper
 #: than one look-up per given object (each of which sees both sides of its neighbourhood,
 #: without the packed windows): measured even at 25-30 % for 10^4 and 10^5 uniform objects.
 ALL_PAIRS_FROM = 0.25
-
-
-@njit(cache=True)
-def grown_to(out: np.ndarray, need: int) -> np.ndarray:
-    """``out`` copied into a pair buffer of at least ``need`` rows (doubling)."""
-    cap = out.shape[0]
-    while cap < need:
-        cap = 2 * cap + 16
-    bigger = np.empty((cap, 2), dtype=np.int64)
-    bigger[: out.shape[0]] = out
-    return bigger
 
 
 @njit(cache=True)
@@ -144,48 +133,6 @@ def _gather(table, ckey, lcells, lstart, lvl, rng, own, cand):
                 if b >= 0:
                     cand[k] = b
                     k += 1
-    return k
-
-
-@njit(cache=True, inline="always")
-def window(px, py, pz, pr, j0, j1, ax, ay, az, reach, hit):
-    """Branch-free: ``hit[j - j0]`` = 1 where |c_a - c_j| <= reach + r_j may hold, for j in
-    j0 .. j1-1 of the packed spheres; returns how many. Conservative for :func:`pair_touch`:
-    the bound is widened by 1e-12 relative (the squares and sums round a few times), and
-    sums under 1e-100 always pass (their squares lose precision). Unsigned indices from a
-    base and bytes from index 0: the loop vectorises."""
-    m = 0
-    base = np.uint64(j0)
-    for j in range(np.uint64(max(j1 - j0, 0))):
-        q = base + j
-        dx = ax - px[q]
-        dy = ay - py[q]
-        dz = az - pz[q]
-        t = (reach + pr[q]) * _WIDEN
-        h = np.uint8((dx * dx + dy * dy + dz * dz <= t * t) | (t < 1e-100))
-        hit[j] = h
-        m += h
-    return m
-
-
-@njit(cache=True, inline="always")
-def emit(a, ax, ay, az, ar, fa, j0, nhit, px, py, pz, pr, ps, hit, margin, sel, out, k):
-    """The exact test on the ``nhit`` hits of the :func:`window` from ``j0`` (``fa``: a is
-    filtered out, only pairs with a marked member count), stopping at the last hit; rows at
-    out[k:] as far as they fit; returns the end."""
-    cap = out.shape[0]
-    j = j0 - 1
-    for _ in range(nhit):
-        j += 1
-        while not hit[j - j0]:
-            j += 1
-        b = ps[j]
-        if not (fa and not sel[b]) and pair_touch(ax, ay, az, ar, px[j], py[j], pz[j], pr[j],
-                                                  margin):
-            if k < cap:
-                out[k, 0] = a
-                out[k, 1] = b
-            k += 1
     return k
 
 

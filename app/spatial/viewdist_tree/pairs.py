@@ -5,9 +5,9 @@ Matthews' tree files each object by its *view* sphere (a node of size S holds vi
 what bounds a subtree's own spheres is its grow-only sphere box (``slo``/``shi``). Every pair is
 therefore the same node-against-node descent as the AABB tree's: the octree's nodes, each with
 its own object list (a radius class of view distances) and up to eight children, are taken in
-one depth-first pass into a :class:`~app.spatial.aabbtree.pairs.TreePairSnapshot` with exact
+one depth-first pass into a :class:`~app.spatial.tree_pairs.TreePairSnapshot` with exact
 boxes (the stored bounds are loose between rebuilds: every move only grows them) and handed to
-:func:`~app.spatial.aabbtree.pairs.snapshot_pairs`. The objects come from the packed copy
+:func:`~app.spatial.tree_pairs.snapshot_pairs`. The objects come from the packed copy
 (sequential rows) and, for those linked since the last rebuild, from the store. The objects of
 unbounded view distance (the infinite list, which holds *every* object when none has a view
 distance) form the own list of a virtual root above the real one: the descent sweeps that list
@@ -23,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from app.spatial.aabbtree.pairs import (
+from app.spatial.pairs import new_pairs
+from app.spatial.tree_pairs import (
     REFINE_ABOVE,
     TreePairSnapshot,
     given_sphere,
@@ -39,7 +40,6 @@ from app.spatial.aabbtree.pairs import (
     subtree_box,
     sum_children_sel,
 )
-from app.spatial.pairs import new_pairs
 from app.spatial.viewdist_tree.queries import push_children, start_walk
 
 # A node's list holds first the objects linked since the last rebuild (read from the store),
@@ -63,7 +63,7 @@ def _pack_linked(nxt, row, centers, radii, s: int, pts, slot, op: int, sel):
 @njit(cache=True, inline="always")
 def _linked_hits(nxt, row, centers, radii, s: int, q: int, sel, qx: float, qy: float,
                  qz: float, qr: float, margin: float, hits, c: int) -> int:
-    """:func:`~app.spatial.aabbtree.pairs.hit_if_partner` over the list from slot s up to its
+    """:func:`~app.spatial.tree_pairs.hit_if_partner` over the list from slot s up to its
     first packed object; returns the new hit count."""
     while s != -1 and row[s] < 0:
         c = hit_if_partner(hits, c, s, q, sel, qx, qy, qz, qr + radii[s] + margin,

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from app.geom.zpyramid import ZPyramid, occluder
-from app.spatial.aabbtree.pairs import snapshot_pairs
 from app.spatial.base import QueryResult, SpatialIndex
 from app.spatial.pairs import selection
+from app.spatial.tree_pairs import snapshot_pairs
 from app.spatial.viewdist_tree import check as ck
 from app.spatial.viewdist_tree import pairs as pr
 from app.spatial.viewdist_tree import queries as qu

@@ -1,0 +1,851 @@
+"""The pair descent of a tree snapshot: every touching pair of a tree's objects, whatever
+the tree (the AABB tree and the view distance tree both build a :class:`TreePairSnapshot`
+from their own nodes and hand it to :func:`snapshot_pairs`).
+
+A snapshot is a tree in depth-first order with exact boxes: every node's objects packed into
+one array (centre, radius, slot), so that a node's own objects are one contiguous range and so
+is its whole subtree, and the descent reads spheres sequentially instead of chasing linked
+lists through a store; besides the subtree box it keeps the box of each node's *own* objects
+(tight for the big objects a non-leafy tree keeps at inner nodes). An own list longer than
+REFINE_ABOVE (an unsplittable leaf, a crowd of big objects at an inner node, a view-distance
+class of the viewdist tree, its unbounded list) is refined in the snapshot only into a kd
+subtree cut along the Morton curve (:func:`refine`), so the descent never meets a long list.
+
+:func:`snapshot_pairs` descends (explicit stack, no recursion). An *item* is either a node's
+subtree or a node's own object list (the list acts as a leaf). ``self(n)`` tests n's own list
+against itself and against every child subtree, recurses into each child and pairs every two
+children whose boxes are within the margin; ``pair(x, y)`` of two items whose boxes overlap
+(grown by the margin) splits the bigger subtree into its own list and its children, until
+both are lists, which are filtered by the other's box and tested exactly
+(:func:`app.spatial.pairs.pair_touch`); small products are tested directly on the packed
+ranges.
+
+A snapshot of at least ``PARALLEL_PAIRS_MIN`` objects (:data:`app.parallelism.PARALLEL_MIN`)
+is descended on every thread: self(root) is expanded breadth first into a few dozen seed
+tasks per thread (independent: together they are the serial descent's task tree, so every
+pair is found once), dealt out by size, and each thread descends its share with its own
+stack, pending buffer and output; the outputs are concatenated. Below it the serial driver
+runs (waking the workers costs ~0.2 ms).
+
+The helpers of a per-object descent on a live tree (:func:`given_sphere`,
+:func:`out_of_reach`, :func:`hit_if_partner`, :func:`push_hits`) are here too: both trees'
+pairs of given objects use them.
+
+Node pruning is conservative: boxes are grown by the margin plus a relative pad
+(``_REL_PAD`` of the magnitudes involved) so that rounding never drops a pair the exact test
+keeps; exactness rests on the per-pair test alone.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from app.geom.predicates import box_point_dist6
+from app.parallelism import PARALLEL_MIN, threads_for
+from app.spatial.pairs import keep, new_pairs, push_pair
+
+_REL_PAD = 1e-9  # node pruning slack, relative to the magnitudes involved
+SMALL_SELF = 8  # a subtree of at most this many objects: all its pairs tested directly
+SMALL_PAIRS = 64  # two items whose object counts multiply to at most this: tested directly
+# An own list longer than REFINE_ABOVE is refined, in the snapshot only, into a kd subtree
+# (median cuts across the longest extent of the centres) with lists of at most LEAF_ROWS.
+REFINE_ABOVE = 48
+LEAF_ROWS = 32
+# Room kept free on the task stack: one task pushes at most K(K-1)/2 + 2K tasks (405 for
+# the icoseptree's 27 children).
+STACK_SLACK = 1024
+# The pending-pair buffer (packed rows) and the room it keeps for one batch of direct tests
+# (at most REFINE_ABOVE ** 2 rows).
+PENDING = 16384
+PENDING_ROOM = REFINE_ABOVE * REFINE_ABOVE
+
+
+class TreePairSnapshot(NamedTuple):
+    """A tree in depth-first order for the pair descent (m nodes, total objects).
+
+    Node i's subtree is nodes [i, i + size[i]); its children are i + 1, then each next one
+    right after the previous child's subtree. Its own objects are rows [ostart[i],
+    ostart[i] + ocnt[i]) of ``pts``/``slot``, its subtree's rows [ostart[i], oend[i]).
+    """
+
+    size: np.ndarray  # (m,) nodes in the subtree
+    ostart: np.ndarray  # (m,) first packed row of the node's own objects
+    ocnt: np.ndarray  # (m,) own objects
+    oend: np.ndarray  # (m,) end of the subtree's packed rows
+    box: np.ndarray  # (m, 6) exact box of the subtree's spheres (lo xyz, hi xyz)
+    obox: np.ndarray  # (m, 6) exact box of the node's own spheres (empty: +inf, -inf)
+    mag: np.ndarray  # (m,) largest |coordinate| of the subtree box (for the rounding pad)
+    nsel_own: np.ndarray  # (m,) own objects in the ids filter (unused without a filter)
+    nsel_sub: np.ndarray  # (m,) subtree objects in the ids filter
+    pts: np.ndarray  # (total, 4) packed x, y, z, r
+    slot: np.ndarray  # (total,) packed slot
+
+
+# ---------------------------------------------------------------------- snapshot helpers
+
+@njit(cache=True)
+def new_snapshot_arrays(m: int, total: int):
+    """Uninitialised snapshot arrays for up to m nodes and ``total`` objects (a tuple)."""
+    return (np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64),
+            np.empty(m, np.int64), np.empty((m, 6)), np.empty((m, 6)), np.empty(m),
+            np.zeros(m, np.int64), np.zeros(m, np.int64), np.empty((total, 4)),
+            np.empty(total, np.int64))
+
+
+@njit(cache=True, _nrt=False)
+def set_mag(box, mag, i: int) -> None:
+    """mag[i] = the largest |coordinate| of box row i."""
+    v = 0.0
+    for a in range(6):
+        v = max(v, abs(box[i, a]))
+    mag[i] = v
+
+
+@njit(cache=True, _nrt=False)
+def sum_children_sel(size, nsel_sub, i: int) -> int:
+    """Filtered objects in node i's children's subtrees (each already complete)."""
+    t = 0
+    c = i + 1
+    end = i + size[i]
+    while c < end:
+        t += nsel_sub[c]
+        c += size[c]
+    return t
+
+
+@njit(cache=True, _nrt=False)
+def rows_box(pts, r0: int, r1: int, obox, i: int) -> None:
+    """obox[i] = the box of the packed spheres [r0, r1) (empty: +inf, -inf)."""
+    for a in range(3):
+        obox[i, a] = np.inf
+        obox[i, 3 + a] = -np.inf
+    for p in range(r0, r1):
+        r = pts[p, 3]
+        for a in range(3):
+            obox[i, a] = min(obox[i, a], pts[p, a] - r)
+            obox[i, 3 + a] = max(obox[i, 3 + a], pts[p, a] + r)
+
+
+@njit(cache=True, _nrt=False)
+def subtree_box(size, box, obox, i: int) -> None:
+    """box[i] = obox[i] united with the boxes of i's children (each already complete)."""
+    for a in range(6):
+        box[i, a] = obox[i, a]
+    c = i + 1
+    end = i + size[i]
+    while c < end:
+        for a in range(3):
+            box[i, a] = min(box[i, a], box[c, a])
+            box[i, 3 + a] = max(box[i, 3 + a], box[c, 3 + a])
+        c += size[c]
+
+
+@njit(cache=True, inline="always")
+def pack_row(pts, slot, op: int, s: int, x: float, y: float, z: float, r: float) -> int:
+    """Packed row op = slot s's sphere (x, y, z, r); returns the next row."""
+    pts[op, 0] = x
+    pts[op, 1] = y
+    pts[op, 2] = z
+    pts[op, 3] = r
+    slot[op] = s
+    return op + 1
+
+
+@njit(cache=True, inline="always")
+def hit_if_partner(hits, c: int, s: int, q: int, sel, qx: float, qy: float, qz: float,
+                   reach: float, x: float, y: float, z: float) -> int:
+    """hits[c] = s; returns c + 1 if s is a partner of the given object q, else c.
+
+    A partner's centre (x, y, z) is within ``reach`` (both radii plus the margin) of q's, and
+    it is neither q nor a given object of smaller slot (that pair is kept from its side). A
+    branch-free compaction: the per-node lists are short and their hits unpredictable.
+    """
+    dx = qx - x
+    dy = qy - y
+    dz = qz - z
+    hits[c] = s
+    return c + ((s != q) & ~(sel[s] & (s < q)) & (math.sqrt(dx * dx + dy * dy + dz * dz)
+                                                 <= reach))
+
+
+@njit(cache=True, inline="always")
+def given_sphere(centers, radii, q: int, margin: float):
+    """A given object's (qx, qy, qz, qr), its reach ``base`` (qr plus the margin) and the
+    magnitude ``qmag`` its rounding pad scales with."""
+    qx, qy, qz, qr = centers[q, 0], centers[q, 1], centers[q, 2], radii[q]
+    base = qr + margin
+    return qx, qy, qz, qr, base, 1.0 + max(abs(qx), abs(qy), abs(qz)) + base
+
+
+@njit(cache=True, inline="always")
+def out_of_reach(lo, hi, n: int, qx: float, qy: float, qz: float, base: float,
+                 qmag: float) -> bool:
+    """Box row n of lo/hi is farther than ``base`` from (qx, qy, qz), by more than the
+    rounding pad: no object in it can be a partner."""
+    nmag = max(abs(lo[n, 0]), abs(lo[n, 1]), abs(lo[n, 2]),
+               abs(hi[n, 0]), abs(hi[n, 1]), abs(hi[n, 2]))
+    return box_point_dist6(lo[n, 0], lo[n, 1], lo[n, 2], hi[n, 0], hi[n, 1], hi[n, 2],
+                           qx, qy, qz) > base + _REL_PAD * (qmag + nmag)
+
+
+@njit(cache=True, inline="always")
+def push_hits(out, k: int, q: int, hits, c: int):
+    """Append the pairs (q, hits[u]) for u < c to ``out`` (grown as needed); (out, k)."""
+    for u in range(c):
+        out = push_pair(out, k, q, hits[u])
+        k += 1
+    return out, k
+
+
+@njit(cache=True, _nrt=False)
+def _count_sel(slot, r0: int, r1: int, sel) -> int:
+    n = 0
+    for p in range(r0, r1):
+        n += sel[slot[p]]
+    return n
+
+
+@njit(cache=True)
+def refine_own_list(i: int, m: int, pts, slot, size, ostart, ocnt, oend, box, obox, mag,
+                    nsel_own, nsel_sub, sel) -> int:
+    """Snapshot node i's own list, longer than REFINE_ABOVE, refined into a kd subtree from
+    node m (:func:`refine`); node i keeps no own objects. Returns the next free node.
+
+    Called only for such a list: a call at every node, with these arrays to reference-count,
+    made query_pairs ~10 % slower (kd, 10^5 objects)."""
+    r0 = ostart[i]
+    r1 = r0 + ocnt[i]
+    ocnt[i] = 0
+    nsel_own[i] = 0
+    return refine(pts, slot, r0, r1, m, size, ostart, ocnt, oend, box, obox, mag, nsel_own,
+                  nsel_sub, sel)
+
+
+@njit(cache=True)
+def refine_room(total: int) -> int:
+    """Snapshot nodes that refining lists of ``total`` objects may add (see :func:`refine`)."""
+    return total // 2 + 16  # every refined list of L rows takes at most L / 2 nodes
+
+
+@njit(cache=True, inline="always")
+def _spread_bits(v: int) -> int:
+    """The low 10 bits of v spread to every third bit (the Morton code's per-axis part)."""
+    v &= 0x3FF
+    v = (v | (v << 16)) & 0x30000FF
+    v = (v | (v << 8)) & 0x300F00F
+    v = (v | (v << 4)) & 0x30C30C3
+    v = (v | (v << 2)) & 0x9249249
+    return v
+
+
+@njit(cache=True)
+def _morton_sort(pts, slot, r0: int, r1: int):
+    """Reorder packed rows [r0, r1) along the Morton curve of their centres: 10 bits per axis
+    over the rows' own bounding box, sorted by three 10-bit radix passes (numba's argsort, a
+    quicksort, took 80 % of refining an unbounded list of 10^5 objects). Returns the sorted
+    codes (code[t] for row r0 + t)."""
+    n = r1 - r0
+    lo = np.full(3, np.inf)
+    hi = np.full(3, -np.inf)
+    for p in range(r0, r1):
+        for a in range(3):
+            lo[a] = min(lo[a], pts[p, a])
+            hi[a] = max(hi[a], pts[p, a])
+    scale = np.zeros(3)
+    for a in range(3):
+        if hi[a] > lo[a]:
+            scale[a] = 1023.0 / (hi[a] - lo[a])
+    code = np.empty(n, np.int64)
+    for p in range(r0, r1):
+        c = 0
+        for a in range(3):
+            q = min(int((pts[p, a] - lo[a]) * scale[a]), 1023)
+            c |= _spread_bits(q) << a
+        code[p - r0] = c
+    order = np.arange(n)
+    tmp = np.empty(n, np.int64)
+    count = np.empty(1025, np.int64)
+    for shift in range(0, 30, 10):
+        count[:] = 0
+        for t in range(n):
+            count[((code[order[t]] >> shift) & 1023) + 1] += 1
+        for d in range(1024):
+            count[d + 1] += count[d]
+        for t in range(n):
+            d = (code[order[t]] >> shift) & 1023
+            tmp[count[d]] = order[t]
+            count[d] += 1
+        order, tmp = tmp, order
+    order += r0
+    moved = pts[order]
+    pts[r0:r1] = moved
+    moved_slots = slot[order]
+    slot[r0:r1] = moved_slots
+    return code[order - r0]
+
+
+@njit(cache=True)
+def _cut(code, c0: int, c1: int) -> int:
+    """Where to halve Morton-sorted codes[c0:c1]: at the first code with the highest bit in
+    which the range's ends differ (the two halves are then apart across one axis), unless
+    that leaves a side under LEAF_ROWS / 4 rows (or all codes are equal): then the middle."""
+    mid = (c0 + c1) // 2
+    x = code[c0] ^ code[c1 - 1]
+    if x == 0:
+        return mid
+    bit = 0
+    while x > 1:
+        x >>= 1
+        bit += 1
+    target = (code[c1 - 1] >> bit) << bit
+    cut = c0 + np.searchsorted(code[c0:c1], target)
+    least = LEAF_ROWS // 4
+    if cut - c0 < least or c1 - cut < least:
+        return mid
+    return cut
+
+
+@njit(cache=True)
+def refine(pts, slot, r0: int, r1: int, m: int, size, ostart, ocnt, oend, box, obox, mag,
+           nsel_own, nsel_sub, sel) -> int:
+    """Packed rows [r0, r1), a long own list, as a kd subtree rooted at snapshot node m.
+
+    Sorts the rows along the Morton curve of their centres (one sort), then cuts the range
+    where the curve crosses its highest level (:func:`_cut`) until a list holds at most
+    LEAF_ROWS objects (and at least LEAF_ROWS / 4: a list of L rows takes at most L / 2
+    nodes); boxes are computed on the way up. A structure whose node
+    holds many objects (an unsplittable leaf, a view-distance class, the unbounded list) thus
+    meets the descent with short lists as any well-split tree does; its own structure is
+    untouched. Returns the next free node.
+    """
+    filtered = sel.shape[0] > 0
+    code = _morton_sort(pts, slot, r0, r1)
+    stack = np.empty((200, 3), np.int64)  # depth <= 30 bit cuts + 64 halvings, 2 left each
+    stack[0, 0] = r0
+    stack[0, 1] = r1
+    stack[0, 2] = -1
+    top = 1
+    while top > 0:
+        top -= 1
+        a0 = stack[top, 0]
+        a1 = stack[top, 1]
+        j = stack[top, 2]
+        if j >= 0:  # on the way up: both halves are done
+            size[j] = m - j
+            subtree_box(size, box, obox, j)
+            set_mag(box, mag, j)
+            if filtered:
+                nsel_sub[j] = sum_children_sel(size, nsel_sub, j)
+            continue
+        j = m
+        m += 1
+        ostart[j] = a0
+        oend[j] = a1
+        if a1 - a0 <= LEAF_ROWS:
+            ocnt[j] = a1 - a0
+            size[j] = 1
+            rows_box(pts, a0, a1, obox, j)
+            for a in range(6):
+                box[j, a] = obox[j, a]
+            set_mag(box, mag, j)
+            if filtered:
+                nsel_own[j] = _count_sel(slot, a0, a1, sel)
+                nsel_sub[j] = nsel_own[j]
+            continue
+        ocnt[j] = 0
+        nsel_own[j] = 0
+        for a in range(3):
+            obox[j, a] = np.inf
+            obox[j, 3 + a] = -np.inf
+        mid = r0 + _cut(code, a0 - r0, a1 - r0)
+        stack[top, 0] = a0
+        stack[top, 1] = a1
+        stack[top, 2] = j
+        stack[top + 1, 0] = mid
+        stack[top + 1, 1] = a1
+        stack[top + 1, 2] = -1
+        stack[top + 2, 0] = a0
+        stack[top + 2, 1] = mid
+        stack[top + 2, 2] = -1
+        top += 3
+    return m
+
+
+# ---------------------------------------------------------------------- the descent
+#
+# numba increments and decrements the reference count of every array handed to a helper,
+# inlined or not, at every call (an atomic operation each): with plain helpers that was 60 %
+# of the descent. The helpers called per node or per object are therefore compiled with
+# ``_nrt=False`` (they allocate nothing; the caller holds the arrays), and the exact tests
+# write their hits to a fixed pending buffer of packed row pairs, branch-free, which the
+# descent's driver flushes into the growable output now and then. The descent's loop itself
+# is compiled without reference counting and returns to its driver to grow the task stack.
+
+
+@njit(cache=True, _nrt=False)
+def _meet(b, i: int, c, j: int, g: float) -> bool:
+    """Box row i of b and box row j of c are within g of each other on every axis."""
+    return ((b[i, 0] <= c[j, 3] + g) & (c[j, 0] <= b[i, 3] + g)
+            & (b[i, 1] <= c[j, 4] + g) & (c[j, 1] <= b[i, 4] + g)
+            & (b[i, 2] <= c[j, 5] + g) & (c[j, 2] <= b[i, 5] + g))
+
+
+@njit(cache=True, _nrt=False)
+def _obj_meets(pts, p: int, c, j: int, g: float) -> bool:
+    """The bounding box of packed sphere p and box row j of c are within g."""
+    x = pts[p, 0]
+    y = pts[p, 1]
+    z = pts[p, 2]
+    r = pts[p, 3]
+    return ((x - r <= c[j, 3] + g) & (c[j, 0] <= x + r + g)
+            & (y - r <= c[j, 4] + g) & (c[j, 1] <= y + r + g)
+            & (z - r <= c[j, 5] + g) & (c[j, 2] <= z + r + g))
+
+
+@njit(cache=True, _nrt=False)
+def _gap(mag, i: int, j: int, margin: float) -> float:
+    """The margin plus the rounding pad for boxes of nodes i and j."""
+    return margin + _REL_PAD * (1.0 + max(mag[i], mag[j]) + margin)
+
+
+@njit(cache=True, _nrt=False)
+def _extent(box, i: int) -> float:
+    """Sum of box row i's edge lengths (which of two subtrees to split)."""
+    return (box[i, 3] - box[i, 0]) + (box[i, 4] - box[i, 1]) + (box[i, 5] - box[i, 2])
+
+
+@njit(cache=True, _nrt=False)
+def _filter(pts, r0: int, r1: int, c, j: int, g: float, rows) -> int:
+    """Rows in [r0, r1) whose sphere box meets box row j of c, into ``rows``; how many."""
+    n = 0
+    for p in range(r0, r1):
+        rows[n] = p
+        n += _obj_meets(pts, p, c, j, g)
+    return n
+
+
+@njit(cache=True, inline="always")
+def _item(size, c: int) -> int:
+    """The descent's item for node c's subtree: a leaf's is its own list (see
+    :func:`_descend_steps`)."""
+    return (c << 1) | (1 if size[c] == 1 else 0)
+
+
+@njit(cache=True, inline="always")
+def _pend_touch(pts, p: int, ax: float, ay: float, az: float, ar: float, q: int,
+                margin: float, pend, npend: int) -> int:
+    """Write (p, q) at ``pend[npend]``; returns npend + 1 if row q touches row p's sphere
+    (ax, ay, az, ar), else npend.
+
+    The exact test in :func:`~app.spatial.pairs.pair_touch`'s arithmetic, with a branch-free
+    compaction (appending to the growable output inside the loop made it 7x slower).
+    """
+    dx = ax - pts[q, 0]
+    dy = ay - pts[q, 1]
+    dz = az - pts[q, 2]
+    pend[npend, 0] = p
+    pend[npend, 1] = q
+    return npend + (math.sqrt(dx * dx + dy * dy + dz * dz) <= ar + pts[q, 3] + margin)
+
+
+@njit(cache=True, _nrt=False)
+def _touch_range(pts, p: int, q0: int, q1: int, margin: float, pend, npend: int) -> int:
+    """Append (p, q) for the rows q in [q0, q1) touching row p; returns the new count."""
+    ax, ay, az, ar = pts[p, 0], pts[p, 1], pts[p, 2], pts[p, 3]
+    for q in range(q0, q1):
+        npend = _pend_touch(pts, p, ax, ay, az, ar, q, margin, pend, npend)
+    return npend
+
+
+@njit(cache=True, _nrt=False)
+def _touch_rows(pts, p: int, rows, n: int, margin: float, pend, npend: int) -> int:
+    """Like :func:`_touch_range` over the rows ``rows[:n]``."""
+    ax, ay, az, ar = pts[p, 0], pts[p, 1], pts[p, 2], pts[p, 3]
+    for t in range(n):
+        npend = _pend_touch(pts, p, ax, ay, az, ar, rows[t], margin, pend, npend)
+    return npend
+
+
+@njit(cache=True, _nrt=False)
+def _within(pts, r0: int, r1: int, margin: float, pend, npend: int) -> int:
+    """Every touching pair of rows [r0, r1), appended to ``pend``."""
+    for p in range(r0, r1 - 1):
+        npend = _touch_range(pts, p, p + 1, r1, margin, pend, npend)
+    return npend
+
+
+@njit(cache=True, _nrt=False)
+def _between(pts, a0: int, a1: int, b0: int, b1: int, margin: float, pend, npend: int) -> int:
+    """Every touching pair across rows [a0, a1) and [b0, b1), appended to ``pend``."""
+    for p in range(a0, a1):
+        npend = _touch_range(pts, p, b0, b1, margin, pend, npend)
+    return npend
+
+
+@njit(cache=True, _nrt=False)
+def _across(pts, sa, na: int, sb, nb: int, margin: float, pend, npend: int) -> int:
+    """Every touching pair across the rows sa[:na] and sb[:nb], appended to ``pend``."""
+    for u in range(na):
+        npend = _touch_rows(pts, sa[u], sb, nb, margin, pend, npend)
+    return npend
+
+
+@njit(cache=True)
+def _flush(pend, npend: int, slot, sel, out, k: int):
+    """Move the pending row pairs into ``out`` as slot pairs the filter keeps; (out, k)."""
+    if k + npend > out.shape[0]:
+        bigger = np.empty((max(2 * out.shape[0], k + npend), 2), np.int64)
+        bigger[:k] = out[:k]
+        out = bigger
+    for t in range(npend):
+        a = slot[pend[t, 0]]
+        b = slot[pend[t, 1]]
+        if keep(sel, a, b):
+            out[k, 0] = a
+            out[k, 1] = b
+            k += 1
+    return out, k
+
+
+@njit(cache=True)
+def _descend(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
+             margin, sel):
+    """:func:`snapshot_pairs` on the snapshot's arrays (see the module docstring): the driver
+    of :func:`_descend_steps`, which stops whenever its task stack or pending buffer runs
+    low; the driver flushes and grows them and resumes it."""
+    m = size.shape[0]
+    out = new_pairs(pts.shape[0])
+    k = np.int64(0)
+    if m == 0:
+        return out[:0]
+    longest = 1
+    for i in range(m):
+        longest = max(longest, ocnt[i])
+    sa = np.empty(longest, np.int64)
+    sb = np.empty(longest, np.int64)
+    pend = np.empty((PENDING, 2), np.int64)
+    stack = np.empty((4 * STACK_SLACK, 2), np.int64)
+    stack[0, 0] = 0
+    stack[0, 1] = -1
+    top = np.int64(1)
+    while True:
+        top, npend = _descend_steps(size, ostart, ocnt, oend, box, obox, mag, nsel_own,
+                                    nsel_sub, pts, margin, sel.shape[0] > 0, sa, sb, pend,
+                                    stack, top)
+        out, k = _flush(pend, npend, slot, sel, out, k)
+        if top == 0:
+            return out[:k]
+        if top + STACK_SLACK > stack.shape[0]:
+            bigger = np.empty((2 * stack.shape[0], 2), np.int64)
+            bigger[:top] = stack[:top]
+            stack = bigger
+
+
+@njit(cache=True, _nrt=False)
+def _descend_steps(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts,
+                   margin: float, filtered: bool, sa, sb, pend, stack, top: int):
+    """Run the descent's tasks from ``stack[:top]``; returns (top, pending pairs) when done
+    (top 0), or when the stack has less than STACK_SLACK rows left or the pending buffer
+    less than PENDING_ROOM. Without reference counting: a loop that may replace an array
+    (the growing stack, the output) had numba count it at every task (11 % of the time).
+
+    Tasks: (i, -1) is self(i); (x, y) pairs two items, an item being i << 1 (node i's
+    subtree) or i << 1 | 1 (node i's own list; a leaf is always its list). A pair is pushed
+    only when its boxes meet and, under a filter (``nsel_*``), one side holds a filtered
+    object.
+    """
+    npend = np.int64(0)
+    cap = stack.shape[0]
+    while top > 0:
+        if npend > PENDING - PENDING_ROOM or top + STACK_SLACK > cap:
+            return top, npend
+        top -= 1
+        a = stack[top, 0]
+        b = stack[top, 1]
+        if b < 0:
+            # self(i): own list with itself and with each child, each child with itself and
+            # every two children.
+            i = a
+            if filtered and nsel_sub[i] == 0:
+                continue
+            r0 = ostart[i]
+            if oend[i] - r0 <= SMALL_SELF:
+                npend = _within(pts, r0, oend[i], margin, pend, npend)
+                continue
+            n_own = ocnt[i]
+            if n_own > 1 and (not filtered or nsel_own[i] > 0):
+                npend = _within(pts, r0, r0 + n_own, margin, pend, npend)
+            end = i + size[i]
+            c = i + 1
+            while c < end:
+                ic = _item(size, c)
+                stack[top, 0] = c
+                stack[top, 1] = -1
+                top += 1
+                if n_own > 0 and (not filtered or nsel_own[i] + nsel_sub[c] > 0) and _meet(
+                        obox, i, box, c, _gap(mag, i, c, margin)):
+                    stack[top, 0] = (i << 1) | 1
+                    stack[top, 1] = ic
+                    top += 1
+                d = c + size[c]
+                while d < end:
+                    if (not filtered or nsel_sub[c] + nsel_sub[d] > 0) and _meet(
+                            box, c, box, d, _gap(mag, c, d, margin)):
+                        stack[top, 0] = ic
+                        stack[top, 1] = _item(size, d)
+                        top += 1
+                    d += size[d]
+                c += size[c]
+            continue
+        # pair(a, b) of two disjoint items whose boxes are within the margin
+        i = a >> 1
+        j = b >> 1
+        a_own = (a & 1) == 1
+        b_own = (b & 1) == 1
+        a0 = ostart[i]
+        a1 = a0 + ocnt[i] if a_own else oend[i]
+        b0 = ostart[j]
+        b1 = b0 + ocnt[j] if b_own else oend[j]
+        if (a1 - a0) * (b1 - b0) <= SMALL_PAIRS:
+            npend = _between(pts, a0, a1, b0, b1, margin, pend, npend)
+            continue
+        if a_own and b_own:
+            g = _gap(mag, i, j, margin)
+            na = _filter(pts, a0, a1, obox, j, g, sa)
+            if na == 0:
+                continue
+            nb = _filter(pts, b0, b1, obox, i, g, sb)
+            if nb == 0:
+                continue
+            npend = _across(pts, sa, na, sb, nb, margin, pend, npend)
+            continue
+        if a_own or (not b_own and _extent(box, j) > _extent(box, i)):
+            # split the other one: swap so that a is the subtree to split
+            a, b = b, a
+            i, j = j, i
+            a_own, b_own = b_own, a_own
+            a0, a1, b0, b1 = b0, b1, a0, a1
+        # b against a's own list and each of a's children, on b's box: its own list's or its
+        # subtree's.
+        nsel_b = nsel_own[j] if b_own else nsel_sub[j]
+        bbox = obox if b_own else box
+        if ocnt[i] > 0 and (not filtered or nsel_own[i] + nsel_b > 0) and _meet(
+                obox, i, bbox, j, _gap(mag, i, j, margin)):
+            stack[top, 0] = (i << 1) | 1
+            stack[top, 1] = b
+            top += 1
+        end = i + size[i]
+        c = i + 1
+        while c < end:
+            if (not filtered or nsel_sub[c] + nsel_b > 0) and _meet(
+                    box, c, bbox, j, _gap(mag, c, j, margin)):
+                stack[top, 0] = _item(size, c)
+                stack[top, 1] = b
+                top += 1
+            c += size[c]
+    return 0, npend
+
+
+# ---------------------------------------------------------------------- both cores
+
+#: Snapshots of at least this many objects run the descent on every thread (tests lower it).
+PARALLEL_PAIRS_MIN = PARALLEL_MIN
+#: Seed tasks per thread that the breadth-first expansion of the root aims at.
+SEEDS_PER_THREAD = 48
+
+
+def snapshot_pairs(sn: TreePairSnapshot, margin: float, sel: np.ndarray) -> np.ndarray:
+    """Every touching pair of the snapshot's objects (slot pairs, int64 (K, 2)).
+
+    ``sel``: the ids filter of :func:`app.spatial.pairs.selection` (empty: every pair). A
+    snapshot of at least PARALLEL_PAIRS_MIN objects runs :func:`_descend_parallel` on every
+    thread, a smaller one the serial :func:`_descend`.
+    """
+    args = (sn.size, sn.ostart, sn.ocnt, sn.oend, sn.box, sn.obox, sn.mag, sn.nsel_own,
+            sn.nsel_sub, sn.pts, sn.slot, margin, sel)
+    n = sn.pts.shape[0]
+    if n < PARALLEL_PAIRS_MIN:
+        return _descend(*args)
+    with threads_for(n):
+        nt = max(2, numba.get_num_threads())
+        return _descend_parallel(*args, nt, SEEDS_PER_THREAD * nt, n // nt + 1024,
+                                 3 * STACK_SLACK)
+
+
+@njit(cache=True)
+def _seed_tasks(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
+                margin, sel, want: int):
+    """Expand self(root) breadth first, one task at a time, until at least ``want`` tasks
+    are open (or none is): (open tasks (T, 2), pairs found on the way (K, 2)). Each task is
+    run alone on a stack with room for one task's children only, so it stops right after it
+    (or, with a single child pushed, after that child too)."""
+    out = new_pairs(1024)
+    k = np.int64(0)
+    filtered = sel.shape[0] > 0
+    longest = 1
+    for i in range(size.shape[0]):
+        longest = max(longest, ocnt[i])
+    sa = np.empty(longest, np.int64)
+    sb = np.empty(longest, np.int64)
+    pend = np.empty((PENDING, 2), np.int64)
+    one = np.empty((STACK_SLACK + 1, 2), np.int64)
+    cur = np.empty((1, 2), np.int64)
+    cur[0, 0] = 0
+    cur[0, 1] = -1
+    ncur = 1
+    while 0 < ncur < want:
+        nxt = np.empty((16, 2), np.int64)
+        nn = 0
+        for t in range(ncur):
+            one[0, 0] = cur[t, 0]
+            one[0, 1] = cur[t, 1]
+            top, npend = _descend_steps(size, ostart, ocnt, oend, box, obox, mag, nsel_own,
+                                        nsel_sub, pts, margin, filtered, sa, sb, pend, one,
+                                        np.int64(1))
+            out, k = _flush(pend, npend, slot, sel, out, k)
+            if nn + top > nxt.shape[0]:
+                bigger = np.empty((2 * (nn + top), 2), np.int64)
+                bigger[:nn] = nxt[:nn]
+                nxt = bigger
+            nxt[nn:nn + top] = one[:top]
+            nn += top
+        cur = nxt
+        ncur = nn
+    return cur[:ncur], out[:k]
+
+
+@njit(cache=True, _nrt=False)
+def _flush_into(pend, npend: int, slot, sel, out, k: int) -> int:
+    """:func:`_flush` into ``out`` with room for every pending pair; returns the new k."""
+    filtered = sel.shape[0] > 0
+    for t in range(npend):
+        a = slot[pend[t, 0]]
+        b = slot[pend[t, 1]]
+        if not filtered or sel[a] or sel[b]:
+            out[k, 0] = a
+            out[k, 1] = b
+            k += 1
+    return k
+
+
+@njit(cache=True, _nrt=False)
+def _worker(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot, margin,
+            sel, sa, sb, pend, stack, out, state) -> None:
+    """One thread's descent of the tasks on its ``stack``, resumed from ``state`` (top,
+    pairs in ``out``, pending pairs); stops when done or when its stack or output needs
+    room (the driver grows them and calls again)."""
+    filtered = sel.shape[0] > 0
+    top = state[0]
+    k = state[1]
+    npend = state[2]
+    while True:
+        if npend > 0:
+            if k + npend > out.shape[0]:
+                break
+            k = _flush_into(pend, npend, slot, sel, out, k)
+            npend = np.int64(0)
+        if top == 0 or top + STACK_SLACK > stack.shape[0]:
+            break
+        top, npend = _descend_steps(size, ostart, ocnt, oend, box, obox, mag, nsel_own,
+                                    nsel_sub, pts, margin, filtered, sa, sb, pend, stack, top)
+    state[0] = top
+    state[1] = k
+    state[2] = npend
+
+
+@njit(cache=True, parallel=True)
+def _run_workers(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
+                 margin, sel, sa, sb, pend, stack, out, state) -> None:
+    """:func:`_worker` of every thread, each on its own buffers."""
+    for w in prange(state.shape[0]):
+        _worker(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
+                margin, sel, sa[w], sb[w], pend[w], stack[w], out[w], state[w])
+
+
+@njit(cache=True)
+def _descend_parallel(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
+                      margin, sel, nt: int, want: int, out_rows: int, stack_rows: int):
+    """:func:`_descend` on ``nt`` threads: self(root) expanded breadth first into ``want``
+    or more independent seed tasks (:func:`_seed_tasks`), dealt out in a snake over their
+    sizes (largest first) to the threads, which descend them independently, each with its
+    own stack, pending buffer and output (grown between rounds when one runs short); then
+    every output concatenated. The tasks partition the serial descent's: the same pairs.
+
+    ``out_rows`` / ``stack_rows``: each thread's first output / free stack room (tests make
+    them small to exercise the growing)."""
+    m = size.shape[0]
+    if m == 0:
+        return new_pairs(0)[:0]
+    seeds, first = _seed_tasks(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub,
+                               pts, slot, margin, sel, want)
+    ns = seeds.shape[0]
+    weight = np.empty(ns, np.int64)
+    for t in range(ns):
+        a = seeds[t, 0]
+        b = seeds[t, 1]
+        if b < 0:
+            weight[t] = oend[a] - ostart[a]
+        else:
+            i = a >> 1
+            j = b >> 1
+            na = ocnt[i] if a & 1 else oend[i] - ostart[i]
+            nb = ocnt[j] if b & 1 else oend[j] - ostart[j]
+            weight[t] = na + nb
+    order = np.argsort(-weight, kind="mergesort")
+    longest = 1
+    for i in range(m):
+        longest = max(longest, ocnt[i])
+    sa = np.empty((nt, longest), np.int64)
+    sb = np.empty((nt, longest), np.int64)
+    pend = np.empty((nt, PENDING, 2), np.int64)
+    stack = np.empty((nt, STACK_SLACK + max(1, stack_rows) + ns // nt + 1, 2), np.int64)
+    state = np.zeros((nt, 3), np.int64)
+    for u in range(ns):  # snake: 0, 1, ..., nt-1, nt-1, ..., 0, 0, 1, ...
+        r = u % (2 * nt)
+        w = r if r < nt else 2 * nt - 1 - r
+        t = order[u]
+        stack[w, state[w, 0], 0] = seeds[t, 0]
+        stack[w, state[w, 0], 1] = seeds[t, 1]
+        state[w, 0] += 1
+    # the tasks are pushed largest first: the stack runs them last, small ones fill it first
+    out = np.empty((nt, max(1, out_rows), 2), np.int64)
+    while True:
+        _run_workers(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
+                     margin, sel, sa, sb, pend, stack, out, state)
+        need_stack = False
+        need_out = False
+        want_rows = 2 * out.shape[1]
+        for w in range(nt):
+            if state[w, 2] > 0 and state[w, 1] + state[w, 2] > out.shape[1]:
+                need_out = True
+                want_rows = max(want_rows, state[w, 1] + state[w, 2])
+            elif state[w, 0] > 0:
+                need_stack = True
+        if not need_stack and not need_out:
+            break
+        if need_stack:
+            bigger = np.empty((nt, 2 * stack.shape[1], 2), np.int64)
+            for w in range(nt):
+                bigger[w, :state[w, 0]] = stack[w, :state[w, 0]]
+            stack = bigger
+        if need_out:
+            grown = np.empty((nt, want_rows, 2), np.int64)
+            for w in range(nt):
+                grown[w, :state[w, 1]] = out[w, :state[w, 1]]
+            out = grown
+    total = first.shape[0]
+    for w in range(nt):
+        total += state[w, 1]
+    res = np.empty((total, 2), np.int64)
+    res[:first.shape[0]] = first
+    at = first.shape[0]
+    for w in range(nt):
+        kw = state[w, 1]
+        res[at:at + kw] = out[w, :kw]
+        at += kw
+    return res
