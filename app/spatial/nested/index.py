@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from app.spatial.base import QueryResult, SpatialIndex, _name_ids, _reject_repeats
+from app.spatial.base import QueryResult
+from app.spatial.checks import check_batch, check_ids, check_point, name_ids, reject_repeats
 from app.spatial.idmap import IdMap
 from app.spatial.nested.boxes import NodeBoxCache, group_box_corners
 from app.spatial.nested.check import (
@@ -89,8 +90,6 @@ _ZERO3 = np.zeros(3)  # the default eye (read only)
 _F64 = np.dtype(np.float64)
 _KEY_TYPES = frozenset((int, str))  # group ids as the fast paths compare them (not bools)
 _I64 = np.dtype(np.int64)
-# The base class's batch checks, used without an index (they read no state).
-_CHECK = SpatialIndex.__new__(SpatialIndex)
 
 
 def _key(gid: Any) -> int | str:
@@ -459,15 +458,15 @@ class NestedIndex:
                view_distances: Any = None) -> None:
         """Add objects to group ``gid``, in its local coordinates; ids unique in the scene."""
         g = self._group(gid, "insert")
-        ids, c, r, vd = _CHECK._check_batch(ids, local_centers, radii, view_distances)
+        ids, c, r, vd = check_batch(ids, local_centers, radii, view_distances)
         n = ids.shape[0]
         if n == 0:
             return
         self._check_limits("insert", ids, c, r, vd)
-        _reject_repeats("insert", ids)
+        reject_repeats("insert", ids)
         known = self._idmap.lookup(ids) >= 0
         if known.any():
-            raise ValueError(f"insert: ids already in the scene: {_name_ids(ids[known])}")
+            raise ValueError(f"insert: ids already in the scene: {name_ids(ids[known])}")
         if vd is None:
             vd = np.full(n, np.inf)
         self._inner[g].insert(ids, c, r, vd)  # checked above: cannot fail
@@ -503,8 +502,8 @@ class NestedIndex:
         want = -1 if gid is None else self._group(gid, "update")
         if self._update_fast(want, ids, local_centers, radii, view_distances, tried):
             return
-        ids, c, r, vd = _CHECK._check_batch(ids, local_centers, radii, view_distances,
-                                            radii_optional=True)
+        ids, c, r, vd = check_batch(ids, local_centers, radii, view_distances,
+                                    radii_optional=True)
         if ids.shape[0] == 0:
             return
         self._check_limits("update", ids, c, r, vd)
@@ -513,12 +512,12 @@ class NestedIndex:
             other = self._R.grp[rows] != want
             if other.any():
                 raise ValueError(f"update: ids not in group {self._keys[want]!r}: "
-                                 f"{_name_ids(ids[other])}")
+                                 f"{name_ids(ids[other])}")
         self._apply(rows, self._R.grp[rows], c, r, vd)
 
     def remove(self, ids: Any) -> None:
         """Remove objects by id, from whichever groups hold them."""
-        ids = SpatialIndex._check_ids(ids)
+        ids = check_ids(ids)
         if ids.shape[0] == 0:
             return
         rows = self._rows_of("remove", ids)
@@ -539,23 +538,23 @@ class NestedIndex:
 
     def contains(self, ids: Any) -> np.ndarray:
         """Boolean mask: which of ``ids`` are in the scene."""
-        return self._idmap.lookup(SpatialIndex._check_ids(ids)) >= 0
+        return self._idmap.lookup(check_ids(ids)) >= 0
 
     def object_groups(self, ids: Any) -> list[int | str]:
         """The group id of each of ``ids``."""
-        rows = self._rows_of("object_groups", SpatialIndex._check_ids(ids))
+        rows = self._rows_of("object_groups", check_ids(ids))
         return [self._keys[g] for g in self._R.grp[rows].tolist()]
 
     def local_spheres(self, ids: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(local centres, radii, view distances) of ``ids``, as inserted or last updated."""
-        rows = self._rows_of("local_spheres", SpatialIndex._check_ids(ids))
+        rows = self._rows_of("local_spheres", check_ids(ids))
         R = self._R
         return R.lc[rows].copy(), R.rad[rows].copy(), R.vd[rows].copy()
 
     def world_spheres(self, ids: Any, with_view_distances: bool = False) -> tuple[np.ndarray, ...]:
         """(world centres (n, 3), radii (n,)) of ``ids``, the canonical ones queries answer
         for (groups.py); with ``with_view_distances`` also the world view distances."""
-        rows = self._rows_of("world_spheres", SpatialIndex._check_ids(ids))
+        rows = self._rows_of("world_spheres", check_ids(ids))
         self._refresh_world()
         c, r, v = world_spheres_of(rows, self._R.lc, self._R.rad, self._R.vd, self._R.grp,
                                    self._G.W, self._G.ws)
@@ -591,7 +590,7 @@ class NestedIndex:
                     f"query_frustum: planes must be a finite (K, 4) array, got {planes.shape}")
             if use_view_distance and eye is None:
                 raise ValueError("query_frustum: use_view_distance=True needs an eye position")
-            eye = _ZERO3 if eye is None else np.array(SpatialIndex._check_point(eye, "eye"),
+            eye = _ZERO3 if eye is None else np.array(check_point(eye, "eye"),
                                                       dtype=np.float64)
             use_vd = bool(use_view_distance)
             if self._bounds_dirty or self._world_dirty or self._order_dirty:
@@ -599,7 +598,7 @@ class NestedIndex:
             res = query_hot(self._st or self._state(), planes, eye, use_vd, self.inner_min)
         vis, working, visited, n_inner, bad = res
         if bad == 2:
-            SpatialIndex._check_point(eye, "eye")  # raises, naming the eye
+            check_point(eye, "eye")  # raises, naming the eye
         if bad:
             raise ValueError(
                 f"query_frustum: planes must be a finite (K, 4) array, got {planes.shape}")
@@ -807,13 +806,13 @@ class NestedIndex:
             bad |= (vd > LIMIT) & (vd != np.inf)
         if bad.any():
             raise ValueError(f"{op}: local coordinates, radii and finite view distances must be "
-                             f"at most {LIMIT:g}; too large for ids {_name_ids(ids[bad])}")
+                             f"at most {LIMIT:g}; too large for ids {name_ids(ids[bad])}")
 
     def _rows_of(self, op: str, ids: np.ndarray) -> np.ndarray:
         rows = self._idmap.lookup(ids)
         if (rows < 0).any():
-            raise ValueError(f"{op}: unknown ids: {_name_ids(ids[rows < 0])}")
-        _reject_repeats(op, ids)
+            raise ValueError(f"{op}: unknown ids: {name_ids(ids[rows < 0])}")
+        reject_repeats(op, ids)
         return rows
 
     def _update_fast(self, want: int, ids: Any, c: Any, r: Any, vd: Any, tried: bool) -> bool:

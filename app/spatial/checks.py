@@ -1,0 +1,105 @@
+"""The input checks of the index contract (design.md): every batch is checked before anything
+changes, and bad input raises ``ValueError`` naming the offending ids. Plain functions that
+read no index state, so that every index (the flat ones through ``SpatialIndex``, the nested
+one directly) checks and words its errors the same way."""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAX_NAMED = 8  # how many offending ids an error message lists
+
+
+def name_ids(ids: np.ndarray) -> str:
+    """The distinct ``ids`` as an error message lists them: the first MAX_NAMED, then how
+    many more."""
+    ids = np.unique(np.asarray(ids))
+    shown = ", ".join(str(int(i)) for i in ids[:MAX_NAMED])
+    more = f" and {len(ids) - MAX_NAMED} more" if len(ids) > MAX_NAMED else ""
+    return f"[{shown}{more}]"
+
+
+def reject_repeats(op: str, ids: np.ndarray) -> None:
+    """ValueError naming the ids given more than once in one batch of ``op``."""
+    uniq, counts = np.unique(ids, return_counts=True)
+    if uniq.shape[0] != ids.shape[0]:
+        raise ValueError(f"{op}: ids given more than once in the batch: "
+                         f"{name_ids(uniq[counts > 1])}")
+
+
+def is_f64(a: object, shape: tuple[int, ...]) -> bool:
+    """``a`` is a C-contiguous float64 array of this shape (what the compiled fast paths take
+    without a copy)."""
+    return (isinstance(a, np.ndarray) and a.dtype == np.float64 and a.shape == shape
+            and a.flags.c_contiguous)
+
+
+def check_ids(ids: np.ndarray) -> np.ndarray:
+    """The ids as a contiguous int64 1-D array; ValueError for another shape, non-integers or
+    unsigned ids beyond int64 (casting would wrap them onto other objects' ids)."""
+    arr = np.asarray(ids)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.ndim != 1:
+        raise ValueError(f"ids must be a 1-D array, got shape {arr.shape}")
+    if arr.shape[0] and not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"ids must be integers, got dtype {arr.dtype}")
+    if arr.dtype.kind == "u" and arr.shape[0] and int(arr.max()) > np.iinfo(np.int64).max:
+        big = arr[arr > np.iinfo(np.int64).max]
+        raise ValueError(f"ids must fit in int64; too large: {name_ids(big)}")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def check_point(p: np.ndarray, what: str) -> np.ndarray:
+    """``p`` as 3 finite float64 numbers; ValueError naming ``what`` otherwise."""
+    arr = np.asarray(p, dtype=np.float64).reshape(-1)
+    if arr.shape != (3,) or not np.isfinite(arr).all():
+        raise ValueError(f"{what} must be 3 finite numbers, got {p!r}")
+    return arr
+
+
+def check_batch(ids: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
+                view_distances: np.ndarray | None, radii_optional: bool = False
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """(ids, centers, radii, view distances) of an insert or update batch as contiguous int64
+    / float64 arrays (a scalar radius or view distance applies to every row); ValueError
+    naming the ids with non-finite centres, bad radii (negative, not finite) or bad view
+    distances (negative, NaN; infinite is allowed)."""
+    ids = check_ids(ids)
+    n = ids.shape[0]
+    centers = np.ascontiguousarray(np.asarray(centers, dtype=np.float64))
+    if centers.ndim == 1 and centers.shape[0] == 3 and n == 1:
+        centers = centers.reshape(1, 3)
+    if centers.shape != (n, 3):
+        raise ValueError(
+            f"centers must have shape ({n}, 3) to match {n} ids, got {centers.shape}")
+    bad = ~np.isfinite(centers).all(axis=1)
+    if bad.any():
+        raise ValueError(f"non-finite (NaN or infinite) centers for ids {name_ids(ids[bad])}")
+    if radii is None:
+        if not radii_optional:
+            raise ValueError("radii are required")
+    else:
+        radii = np.ascontiguousarray(np.broadcast_to(np.asarray(radii, dtype=np.float64), (n,))
+                                     if np.ndim(radii) == 0 else np.asarray(radii, np.float64))
+        if radii.shape != (n,):
+            raise ValueError(
+                f"radii must have shape ({n},) to match {n} ids, got {radii.shape}")
+        bad = ~np.isfinite(radii) | (radii < 0)
+        if bad.any():
+            raise ValueError(
+                f"radii must be finite and >= 0; bad for ids {name_ids(ids[bad])}")
+    if view_distances is not None:
+        vd = np.asarray(view_distances, dtype=np.float64)
+        if vd.ndim == 0:
+            vd = np.full(n, float(vd))
+        vd = np.ascontiguousarray(vd)
+        if vd.shape != (n,):
+            raise ValueError(
+                f"view_distances must have shape ({n},) to match {n} ids, got {vd.shape}")
+        bad = np.isnan(vd) | (vd < 0)
+        if bad.any():
+            raise ValueError(
+                f"view distances must be >= 0 (inf allowed); bad for ids {name_ids(ids[bad])}")
+        view_distances = vd
+    return ids, centers, radii, view_distances

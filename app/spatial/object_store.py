@@ -1,0 +1,294 @@
+"""The object store every flat index shares: a structure of arrays indexed by *slot*
+(centres, radii, view distances, ids, alive), a free list of slots, the id -> slot map, and the
+compiled per-frame update path (ids resolved, values checked, new values swapped in).
+
+:class:`ObjectStore` is the base :class:`~app.spatial.base.SpatialIndex` stands on: a
+structure reads the arrays by slot (``_centers``, ``_radii``, ``_vdist``, ``_ids``) and is told
+of changes through two hooks the store calls, ``_on_update`` (after a batch's new values are
+in) and ``_grow`` (its per-slot arrays must grow with the store).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from app.spatial.checks import is_f64, name_ids
+from app.spatial.idmap import IdMap, hash_lookup
+from app.spatial.pool import grown, grown_free_stack
+
+
+@njit(cache=True)
+def repeated_slots(slots: np.ndarray, stamp: np.ndarray, epoch: np.int64) -> np.ndarray:
+    """Positions in ``slots`` that repeat an earlier entry: O(n) with a per-slot stamp, no sort."""
+    out = np.empty(0, dtype=np.int64)
+    bad = 0
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        if stamp[s] == epoch:
+            bad += 1
+        stamp[s] = epoch
+    if bad == 0:
+        return out
+    out = np.empty(bad, dtype=np.int64)
+    k = 0
+    for i in range(slots.shape[0]):
+        stamp[slots[i]] = epoch - 1
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        if stamp[s] == epoch:
+            out[k] = i
+            k += 1
+        stamp[s] = epoch
+    return out
+
+
+@njit(cache=True, parallel=True)
+def _swap_in(slots, centers, radii, vdist, store_c, store_r, store_v, old_c, old_r, old_v):
+    """Copy the old values out and the new ones in; slots are distinct, so rows never race."""
+    has_r = radii.shape[0] == slots.shape[0]
+    has_v = vdist.shape[0] == slots.shape[0]
+    for i in prange(slots.shape[0]):
+        s = slots[i]
+        for a in range(3):
+            old_c[i, a] = store_c[s, a]
+            store_c[s, a] = centers[i, a]
+        old_r[i] = store_r[s]
+        old_v[i] = store_v[s]
+        if has_r:
+            store_r[s] = radii[i]
+        if has_v:
+            store_v[s] = vdist[i]
+
+
+@njit(cache=True, parallel=True)
+def _resolve_batch(ids, centers, radii, vdist, keys, vals, dense, stamp, epoch, slots) -> bool:
+    """Resolve an update batch's ids into ``slots`` and check its values; changes nothing.
+
+    Look-ups and value checks run on both cores, the repeat check runs serially. False means
+    "something is wrong": the caller then takes the slow path, which names the offending ids.
+    """
+    n = ids.shape[0]
+    has_r = radii.shape[0] == n
+    has_v = vdist.shape[0] == n
+    nd = dense.shape[0]
+    bad = np.zeros(n, dtype=np.bool_)
+    for i in prange(n):
+        k = ids[i]
+        s = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
+        slots[i] = s
+        ok = s >= 0
+        for a in range(3):
+            ok = ok and np.isfinite(centers[i, a])
+        if has_r:
+            ok = ok and np.isfinite(radii[i]) and radii[i] >= 0.0
+        if has_v:
+            ok = ok and vdist[i] >= 0.0  # NaN fails too; inf is allowed
+        bad[i] = not ok
+    increasing = True
+    for i in range(n):
+        if bad[i]:
+            return False
+        if i > 0 and ids[i] <= ids[i - 1]:
+            increasing = False
+    if increasing:  # distinct ids (the usual sorted batch): no per-slot marks to touch
+        return True
+    return repeated_slots(slots, stamp, epoch).shape[0] == 0
+
+
+@njit(cache=True, inline="always")
+def write_row(i: int, s: int, centers, radii, vdist, store_c, store_r, store_v) -> None:
+    """Row ``i`` of a checked batch into store slot ``s``: the centre, and the radius and view
+    distance when the batch has them (empty arrays: unchanged)."""
+    for a in range(3):
+        store_c[s, a] = centers[i, a]
+    if radii.shape[0]:
+        store_r[s] = radii[i]
+    if vdist.shape[0]:
+        store_v[s] = vdist[i]
+
+
+@njit(cache=True, parallel=True)
+def _write_in(slots, centers, radii, vdist, store_c, store_r, store_v):
+    """Copy the new values in (for subclasses that never read the old ones)."""
+    for i in prange(slots.shape[0]):
+        write_row(i, slots[i], centers, radii, vdist, store_c, store_r, store_v)
+
+
+EMPTY_F = np.zeros(0, dtype=np.float64)  # "not given" for a radius or view distance column
+_NO_OLD_C = np.zeros((0, 3), dtype=np.float64)
+
+
+class ObjectStore:
+    """Slots of spheres keyed by caller ids: the arrays, the free list, the id map, and the
+    batch paths that resolve ids and write values. Subclasses implement the hooks."""
+
+    #: Whether ``_on_update`` reads the old values; an index that does not skips copying them
+    #: out (a cache miss fewer per moved object on large stores), and gets empty arrays.
+    _reads_old_values: bool = True
+
+    def __init__(self, capacity: int = 1024) -> None:
+        capacity = max(int(capacity), 16)
+        self._ids = np.full(capacity, -1, dtype=np.int64)
+        self._centers = np.zeros((capacity, 3), dtype=np.float64)
+        self._radii = np.zeros(capacity, dtype=np.float64)
+        self._vdist = np.full(capacity, np.inf, dtype=np.float64)
+        self._alive = np.zeros(capacity, dtype=np.bool_)
+        # Free slots as a stack; the top is at the end so popping a batch is a slice.
+        self._free = np.arange(capacity - 1, -1, -1, dtype=np.int64)
+        self._nfree = capacity
+        self._idmap = IdMap(capacity)
+        self._count = 0
+        self._slot_mark = np.zeros(capacity, dtype=np.int64)  # per-slot marks for repeat checks
+        self._mark_epoch = 0
+        self._scratch_n = 0  # size of the reused old-value buffers of _apply_update
+
+    @property
+    def capacity(self) -> int:
+        """Number of object slots currently allocated."""
+        return self._ids.shape[0]
+
+    # ------------------------------------------------------------------ hooks
+
+    def _on_update(self, slots: np.ndarray, old_centers: np.ndarray, old_radii: np.ndarray,
+                   old_vdist: np.ndarray) -> None:
+        """Objects at ``slots`` changed; the store holds the new values.
+
+        ``old_*`` may be views of reused buffers: copy them to keep them past the call.
+        """
+
+    def _grow(self, new_capacity: int) -> None:
+        """Per-slot arrays of the subclass must grow to ``new_capacity``."""
+
+    # ------------------------------------------------------------------ batches
+
+    def _store_new(self, ids: np.ndarray, centers: np.ndarray, radii: np.ndarray,
+                   vd: np.ndarray) -> np.ndarray:
+        """Checked new objects into free slots (the store grows when short); their slots."""
+        slots = self._alloc_slots(ids.shape[0])
+        self._ids[slots] = ids
+        self._centers[slots] = centers
+        self._radii[slots] = radii
+        self._vdist[slots] = vd
+        self._alive[slots] = True
+        self._idmap.insert(ids, slots)
+        self._count += ids.shape[0]
+        return slots
+
+    def _drop(self, ids: np.ndarray, slots: np.ndarray) -> None:
+        """Free the slots of removed objects (the structure has forgotten them)."""
+        self._idmap.delete(ids)
+        self._alive[slots] = False
+        self._ids[slots] = -1
+        self._free_slots(slots)
+        self._count -= ids.shape[0]
+
+    def _apply_update(self, slots: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
+                      vd: np.ndarray | None) -> None:
+        """Swap a checked batch's values into the store, then tell the subclass.
+
+        The old values go to reused buffers (fresh multi-megabyte arrays every frame cost page
+        faults), so hooks get views of them and must copy what they keep; ``slots`` itself is
+        the caller's and may be kept (fixed-octree queues it).
+        """
+        n = slots.shape[0]
+        if not self._reads_old_values:
+            _write_in(slots, centers, EMPTY_F if radii is None else radii,
+                      EMPTY_F if vd is None else vd, self._centers, self._radii, self._vdist)
+            self._on_update(slots, _NO_OLD_C, EMPTY_F, EMPTY_F)
+            return
+        if self._scratch_n < n:
+            cap = max(n, 1024)
+            self._scratch = (np.empty((cap, 3)), np.empty(cap), np.empty(cap))
+            self._scratch_n = cap
+        old_c, old_r, old_v = (a[:n] for a in self._scratch)
+        _swap_in(slots, centers, EMPTY_F if radii is None else radii,
+                 EMPTY_F if vd is None else vd,
+                 self._centers, self._radii, self._vdist, old_c, old_r, old_v)
+        self._on_update(slots, old_c, old_r, old_v)
+
+    def _update_fast(self, ids, centers, radii, vd) -> bool:
+        """The per-frame path: well-typed arrays, compiled checks. False -> use the slow path."""
+        if not (isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.ndim == 1
+                and ids.flags.c_contiguous):
+            return False
+        n = ids.shape[0]
+        if n == 0 or not is_f64(centers, (n, 3)):
+            return False
+        if (radii is not None and not is_f64(radii, (n,))) or (
+                vd is not None and not is_f64(vd, (n,))):
+            return False
+        slots = np.empty(n, dtype=np.int64)
+        keys, vals, dense = self._idmap.arrays()
+        epoch = self._next_mark_epoch()  # first: it may reallocate the marks
+        if not _resolve_batch(ids, centers, EMPTY_F if radii is None else radii,
+                              EMPTY_F if vd is None else vd, keys, vals, dense,
+                              self._slot_mark, epoch, slots):
+            return False
+        self._apply_update(slots, centers, radii, vd)
+        return True
+
+    def _next_mark_epoch(self) -> np.int64:
+        """A fresh epoch for the per-slot marks (two values: repeated_slots uses epoch - 1).
+
+        Call it before reading ``self._slot_mark``: it grows the marks to the store's capacity.
+        """
+        if self._slot_mark.shape[0] < self.capacity:
+            self._slot_mark = np.zeros(self.capacity, dtype=np.int64)
+            self._mark_epoch = 0
+        self._mark_epoch += 2
+        return np.int64(self._mark_epoch)
+
+    def _resolve_known(self, op: str, ids: np.ndarray) -> np.ndarray:
+        """Slots of ``ids``; ValueError naming unknown or repeated ids (nothing changed)."""
+        slots = self._idmap.lookup(ids)
+        unknown = slots < 0
+        if unknown.any():
+            raise ValueError(f"{op}: unknown ids: {name_ids(ids[unknown])}")
+        epoch = self._next_mark_epoch()  # first: it may reallocate the marks
+        rep = repeated_slots(slots, self._slot_mark, epoch)
+        if rep.shape[0]:
+            raise ValueError(f"{op}: ids given more than once in the batch: {name_ids(ids[rep])}")
+        return slots
+
+    # ------------------------------------------------------------------ slots
+
+    def _alloc_slots(self, n: int) -> np.ndarray:
+        if n > self._nfree:
+            self._grow_store(max(2 * self.capacity, self._count + n))
+        slots = self._free[self._nfree - n : self._nfree][::-1].copy()
+        self._nfree -= n
+        return slots
+
+    def _free_slots(self, slots: np.ndarray) -> None:
+        n = slots.shape[0]
+        self._free[self._nfree : self._nfree + n] = slots
+        self._nfree += n
+
+    def _grow_store(self, new_cap: int) -> None:
+        old = self.capacity
+        self._ids = grown(self._ids, new_cap, -1)
+        self._centers = grown(self._centers, new_cap, 0.0)
+        self._radii = grown(self._radii, new_cap, 0.0)
+        self._vdist = grown(self._vdist, new_cap, np.inf)
+        self._alive = grown(self._alive, new_cap, False)
+        self._free, self._nfree = grown_free_stack(self._free, self._nfree, old, new_cap)
+        self._grow(new_cap)
+
+    def _validate_store(self) -> None:
+        """AssertionError when the count, the id map, the live slots and the free list
+        disagree."""
+        alive = np.flatnonzero(self._alive)
+        if alive.shape[0] != self._count:
+            raise AssertionError(f"{self._count} objects counted but {alive.shape[0]} slots alive")
+        if len(self._idmap) != self._count:
+            raise AssertionError("id map size differs from object count")
+        if self._count:
+            found = self._idmap.lookup(self._ids[alive])
+            if not np.array_equal(found, alive):
+                raise AssertionError("id map does not point back at the live slots")
+        free = self._free[: self._nfree]
+        if np.intersect1d(free, alive).shape[0]:
+            raise AssertionError("a live slot is on the free list")
+        if free.shape[0] + alive.shape[0] != self.capacity:
+            raise AssertionError("slots leaked: free + alive != capacity")
