@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -271,6 +273,18 @@ def test_requested_screenshot_is_the_next_frame_without_notices(ctx, tmp_path):
     later = v.request_screenshot(tmp_path / "at-close.png")
     v.close()
     assert later.exists() and later.stat().st_size > 0
+
+
+@settings(deadline=None)
+@given(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0, 7.25]), max_size=70), st.integers(0, 3))
+def test_the_occluders_sort_is_numpys_stable_argsort(keys, extra):
+    """The upload's own merge sort orders the first n keys exactly as numpy's stable argsort
+    (ties by position), whatever follows them in the buffer."""
+    from app.render.objects import _stable_argsort
+
+    k = np.array(keys + [-1.0] * extra, np.float64)
+    n = len(keys)
+    assert np.array_equal(_stable_argsort(k, n), np.argsort(k[:n], kind="stable"))
 
 
 def test_upload_writes_the_visible_rows_grouped_by_mesh_occluders_nearest_first(ctx):

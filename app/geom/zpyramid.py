@@ -38,6 +38,8 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+from numba.core import types
+from numba.extending import overload
 
 #: Slack in window depth: a volume counts as occluded only when it is farther than the
 #: pyramid by more than this (24-bit depth quanta are 6e-8; float32 rounding near 1 is 6e-8).
@@ -236,6 +238,27 @@ _NO_OCC = (
 
 #: The occluder meaning "occlusion off": every test answers "not hidden".
 NO_OCCLUDER = Occluder(*_NO_OCC)
+
+
+class OcclusionOff(NamedTuple):
+    """"Occlusion off" as a type of its own: a traversal compiled with :data:`OCCLUSION_OFF`
+    (a global constant inside a kernel) leaves every pyramid test out at compile time, so a
+    run without occlusion never compiles them (3-6 s at a first start)."""
+
+    viewproj: np.ndarray
+    data: np.ndarray
+    offsets: np.ndarray
+    widths: np.ndarray
+    heights: np.ndarray
+
+
+#: See :class:`OcclusionOff`; the same empty arrays as :data:`NO_OCCLUDER`.
+OCCLUSION_OFF = OcclusionOff(*_NO_OCC)
+
+
+def _is_off(occ) -> bool:
+    """At compile time: ``occ`` is typed as :class:`OcclusionOff`."""
+    return isinstance(occ, types.BaseNamedTuple) and occ.instance_class is OcclusionOff
 
 
 def occluder(occlusion: ZPyramid | None) -> Occluder:
@@ -481,22 +504,44 @@ def spheres_occluded(centers: np.ndarray, radii: np.ndarray,
     return out
 
 
-@njit(cache=True, inline="always")
 def box_hidden(occ: Occluder, lo: np.ndarray, hi: np.ndarray) -> bool:
     """:func:`box_occluded` against an :class:`Occluder` (False when occlusion is off)."""
-    return box_occluded(lo, hi, occ.viewproj, occ.data, occ.offsets, occ.widths, occ.heights)
+    return bool(box_occluded(lo, hi, *occ))
 
 
-@njit(cache=True, inline="always")
 def box_hidden6(occ: Occluder, lx: float, ly: float, lz: float, hx: float, hy: float,
                 hz: float) -> bool:
     """:func:`box_occluded6` against an :class:`Occluder` (False when occlusion is off)."""
-    return box_occluded6(lx, ly, lz, hx, hy, hz, occ.viewproj, occ.data, occ.offsets,
-                         occ.widths, occ.heights)
+    return bool(box_occluded6(lx, ly, lz, hx, hy, hz, *occ))
 
 
-@njit(cache=True, inline="always")
 def sphere_hidden(occ: Occluder, cx: float, cy: float, cz: float, r: float) -> bool:
     """:func:`sphere_occluded` against an :class:`Occluder` (False when occlusion is off)."""
-    return sphere_occluded(cx, cy, cz, r, occ.viewproj, occ.data, occ.offsets, occ.widths,
-                           occ.heights)
+    return bool(sphere_occluded(cx, cy, cz, r, *occ))
+
+
+# Compiled, the three are chosen by the occluder's type: with OCCLUSION_OFF a constant False,
+# so that the pyramid tests are not compiled into a traversal that never uses them.
+
+@overload(box_hidden, inline="always")
+def _box_hidden(occ, lo, hi):
+    if _is_off(occ):
+        return lambda occ, lo, hi: False
+    return lambda occ, lo, hi: box_occluded(lo, hi, occ.viewproj, occ.data, occ.offsets,
+                                            occ.widths, occ.heights)
+
+
+@overload(box_hidden6, inline="always")
+def _box_hidden6(occ, lx, ly, lz, hx, hy, hz):
+    if _is_off(occ):
+        return lambda occ, lx, ly, lz, hx, hy, hz: False
+    return lambda occ, lx, ly, lz, hx, hy, hz: box_occluded6(
+        lx, ly, lz, hx, hy, hz, occ.viewproj, occ.data, occ.offsets, occ.widths, occ.heights)
+
+
+@overload(sphere_hidden, inline="always")
+def _sphere_hidden(occ, cx, cy, cz, r):
+    if _is_off(occ):
+        return lambda occ, cx, cy, cz, r: False
+    return lambda occ, cx, cy, cz, r: sphere_occluded(
+        cx, cy, cz, r, occ.viewproj, occ.data, occ.offsets, occ.widths, occ.heights)

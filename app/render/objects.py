@@ -41,7 +41,34 @@ def _nearest_first(ids, n, centers, eye, dist):  # pragma: no cover - compiled
         dy = centers[j, 1] - eye[1]
         dz = centers[j, 2] - eye[2]
         dist[i] = dx * dx + dy * dy + dz * dz
-    return np.argsort(dist[:n], kind="mergesort")
+    return _stable_argsort(dist, n)
+
+
+@njit(cache=True)
+def _stable_argsort(keys, n):  # pragma: no cover - compiled
+    """Positions of ``keys[:n]`` in ascending order, ties in index order: a bottom-up merge
+    sort. Not numba's ``argsort(kind="mergesort")``: that one compiles for 1.5-3 s on the
+    first start, this one in a third of a second, and runs as fast to within 20 %."""
+    a = np.arange(n)
+    b = np.empty(n, np.int64)
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            i = lo
+            j = mid
+            for k in range(lo, hi):
+                # The left run's element goes first unless the right one is smaller: stable.
+                if j >= hi or (i < mid and keys[a[i]] <= keys[a[j]]):
+                    b[k] = a[i]
+                    i += 1
+                else:
+                    b[k] = a[j]
+                    j += 1
+        a, b = b, a
+        width *= 2
+    return a
 
 
 @njit(cache=True)

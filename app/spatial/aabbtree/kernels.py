@@ -58,17 +58,23 @@ Spheres = namedtuple("AABBSpheres", ["centers", "radii", "vdist"])
 #: split point in the re-centring), the mode's feature bits (heuristics.PAPER_*) and the
 #: non-leafy rule as heuristics.KEEP_* (what which_child takes).
 Rules = namedtuple("AABBRules", ["leafy", "threshold", "flags", "keep"])
+#: The same rules for a tree in the paper mode's extents bookkeeping (PAPER_LAZY). A class of
+#: its own so that a traversal compiled for our mode leaves the listing's GetExtents out at
+#: compile time (``paper.reach_node``): compiled in, it cost every first start 2-4 s.
+LazyRules = namedtuple("AABBLazyRules", Rules._fields)
 # Each class also under its own name: numba's cache pickles argument types with cloudpickle,
 # which pickles a class *by value* unless module.<class name> is that class; by value, every
 # process unpickled a new class, never matched its cached kernels and compiled them again
 # (20-40 s at the first query, and a new cache entry each run).
 AABBNodes, AABBObjects, AABBSpheres, AABBRules = Nodes, Objects, Spheres, Rules
+AABBLazyRules = LazyRules
 
 
 def make_rules(leafy: bool, threshold: int, flags: int = 0) -> Rules:
     """The Rules of a tree: ``keep`` follows from leafy and the PAPER_NONLEAFY bit."""
     keep = KEEP_NONE if leafy else (KEEP_PAPER if flags & PAPER_NONLEAFY else KEEP_OURS)
-    return Rules(bool(leafy), int(threshold), int(flags), keep)
+    kind = LazyRules if flags & PAPER_LAZY else Rules
+    return kind(bool(leafy), int(threshold), int(flags), keep)
 
 # Per-node field -> (dtype, row shape, value of a free node); the child table is (K,) wide.
 _NODE_FIELDS = {

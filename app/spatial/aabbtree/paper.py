@@ -37,10 +37,13 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.core import types
+from numba.extending import overload
 
 from app.spatial.aabbtree.heuristics import PAPER_THRESHOLD
 from app.spatial.aabbtree.kernels import (
     ROOT,
+    LazyRules,
     attach_child,
     climb_to_cover,
     copy_box,
@@ -51,6 +54,7 @@ from app.spatial.aabbtree.kernels import (
     invalidate_up,
     is_empty_node,
     link_arrays,
+    needs_split,
     refit_node,
     relink_arrays,
     reset_root,
@@ -199,6 +203,28 @@ def paper_get_extents(nd, ob, sp, n: int, rules) -> None:
     t = rules.threshold - 1 if rules.flags & PAPER_THRESHOLD else rules.threshold
     if (not nd.is_split[n]) and nd.count[n] > t:
         split_node(nd, ob, sp, n, rules)
+
+
+def reach_node(nd, ob, sp, n: int, rules, limit: int) -> None:
+    """What a traversal does first at every node it reaches: in the paper mode (PAPER_LAZY,
+    :class:`~.kernels.LazyRules`) the listing's ``GetExtents`` when the node is invalid or
+    overfull; in our mode nothing. Chosen by the rules' type when a traversal is compiled,
+    so that our mode's kernels do not compile the listing's bookkeeping."""
+    raise NotImplementedError("only callable from compiled code")
+
+
+@overload(reach_node)
+def _reach_node(nd, ob, sp, n, rules, limit):
+    if isinstance(rules, types.BaseNamedTuple) and rules.instance_class is LazyRules:
+        def get_extents(nd, ob, sp, n, rules, limit):
+            # Only then: a call with the pool's tuples costs more than the test.
+            if nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit):
+                paper_get_extents(nd, ob, sp, n, rules)
+        return get_extents
+
+    def nothing(nd, ob, sp, n, rules, limit):
+        return None
+    return nothing
 
 
 def check_paper_boxes(nd) -> tuple[int, int]:

@@ -12,7 +12,7 @@ speed; the predicates of ``app.geom.predicates`` for the other queries).
 
 In the paper mode with its extents bookkeeping (PAPER_LAZY) every node a traversal reaches
 is first brought up to date as the listing's ``GetExtents`` does (recomputed if invalid,
-split if overfull; :func:`~.paper.paper_get_extents`), before its box is tested, and not
+split if overfull; :func:`~.paper.reach_node`), before its box is tested, and not
 refitted again within the visit (a pathological split leaves its node invalid until the next
 visit, as in the listing).
 """
@@ -38,7 +38,7 @@ from app.geom.predicates import (
     sphere_in_frustum,
     within_view_distance,
 )
-from app.geom.zpyramid import NO_OCCLUDER, sphere_hidden
+from app.geom.zpyramid import OCCLUSION_OFF, sphere_hidden
 from app.spatial.aabbtree.kernels import (
     META_WANT_GROW,
     ROOT,
@@ -47,7 +47,7 @@ from app.spatial.aabbtree.kernels import (
     refit_node,
     split_node,
 )
-from app.spatial.aabbtree.paper import paper_get_extents
+from app.spatial.aabbtree.paper import reach_node
 
 LANES = 16  # object lists walked side by side (see _gather_objects)
 MASK_BITS = 9  # stack entries are node << MASK_BITS | plane mask
@@ -218,15 +218,22 @@ def _gather_objects(nd, ob, sp, qnode, qmask, ps, eye, use_vd: bool, occ, out):
 
 
 @njit(cache=True)
-def query_frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules):
-    """Visible slots and counters: (slots, working_set, nodes_visited, occ_nodes, occ_objects).
+def query_frustum(nd, ob, sp, planes, eye, use_vd: bool, rules):
+    """Visible slots and counters without occlusion: (slots, working_set, nodes_visited,
+    occ_nodes, occ_objects), the last two 0.
 
-    Without occlusion the traversal gets the constant NO_OCCLUDER, whose arrays numba does not
-    reference-count: passing the caller's occluder into the shared node test at every node
-    made the query 1.5x slower.
+    The traversal gets the constant OCCLUSION_OFF, whose arrays numba does not reference-count
+    (passing the caller's occluder into the shared node test at every node made the query
+    1.5x slower) and whose type leaves the pyramid tests out at compile time. A kernel of its
+    own (not a branch on the occluder) so that a run without occlusion never compiles the
+    occluded traversal (3-6 s at the first start).
     """
-    if occ.widths.shape[0] == 0:
-        return _frustum(nd, ob, sp, planes, eye, use_vd, NO_OCCLUDER, rules)
+    return _frustum(nd, ob, sp, planes, eye, use_vd, OCCLUSION_OFF, rules)
+
+
+@njit(cache=True)
+def query_frustum_occluded(nd, ob, sp, planes, eye, use_vd: bool, occ, rules):
+    """:func:`query_frustum` against the Z-pyramid ``occ``."""
     return _frustum(nd, ob, sp, planes, eye, use_vd, occ, rules)
 
 
@@ -264,9 +271,7 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules):
         n = e >> MASK_BITS
         mask = e & low
         visited += 1
-        if lazy and (nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit)):
-            # Only then: a call with the pool's tuples costs more than the test.
-            paper_get_extents(nd, ob, sp, n, rules)
+        reach_node(nd, ob, sp, n, rules, limit)
         planes_m = subsets[mask, :counts[mask]]
         v = _verdict(nd.lo, nd.hi, nd.maxvd, n, planes_m, eye, use_vd, occ)
         if v in (NODE_PARTIAL, NODE_INSIDE) and mask != 0 and nd.dirty[n] and not lazy:
@@ -354,9 +359,7 @@ def _region_query(nd, ob, sp, rules, kind: int, qa, qb, qr: float, total: int):
     while top > 0:
         top -= 1
         n = stack[top] >> MASK_BITS
-        if lazy and (nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit)):
-            # Only then: a call with the pool's tuples costs more than the test.
-            paper_get_extents(nd, ob, sp, n, rules)
+        reach_node(nd, ob, sp, n, rules, limit)
         if not _node_hit(kind, nd.lo[n], nd.hi[n], qa, qb, reach, idx, idy, idz):
             continue
         if nd.dirty[n] and not lazy:

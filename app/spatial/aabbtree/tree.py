@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from app.geom.zpyramid import ZPyramid, occluder
+from app.geom.zpyramid import ZPyramid
 from app.spatial.aabbtree import check as ck
 from app.spatial.aabbtree import kernels as kn
 from app.spatial.aabbtree import pairs as pr
@@ -157,8 +157,12 @@ class AABBTree(SpatialIndex):
         if self._count == 0:
             self._nodes.outcome[:] = 0
             return QueryResult(visible=np.zeros(0, np.int64), working_set=0, nodes_visited=0)
-        slots, working, visited, occ_nodes, occ_objects = self._run_query(
-            qu.query_frustum, planes, eye, use_vd, occluder(occlusion), self._rules)
+        if occlusion is None:
+            out = self._run_query(qu.query_frustum, planes, eye, use_vd, self._rules)
+        else:
+            out = self._run_query(qu.query_frustum_occluded, planes, eye, use_vd,
+                                  occlusion.occluder(), self._rules)
+        slots, working, visited, occ_nodes, occ_objects = out
         return QueryResult(visible=slots, working_set=int(working), nodes_visited=int(visited),
                            occluded_nodes=int(occ_nodes), occluded_objects=int(occ_objects))
 
