@@ -438,6 +438,37 @@ def test_bad_scene_paths_are_one_line(tmp_path, monkeypatch, capsys):
     assert _files(tmp_path) == {"adir"}
 
 
+def test_a_scene_file_that_is_not_text_is_one_line(tmp_path, monkeypatch, capsys):
+    """A picture or any binary given as the scene: one line naming the file and the first
+    byte that is not UTF-8, exit 2, nothing written (not tomllib's decoding traceback)."""
+    monkeypatch.chdir(tmp_path)
+    png = tmp_path / "shot.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    latin = tmp_path / "latin.toml"
+    latin.write_bytes('[scene]\nname = "caf\xe9"\n'.encode("latin-1"))
+    for path, byte in ((png, "0x89"), (latin, "0xe9")):
+        code, err = _main(capsys, "demo", "--headless", "--scene", str(path))
+        _refused(code, err, path.name, "not a text file", byte)
+    assert _files(tmp_path) == {"shot.png", "latin.toml"}
+
+
+def test_near_misses_get_did_you_mean(tmp_path, capsys):
+    """A mistyped scene name, scene-file key or index name in a scene file is answered with
+    the closest right one; a name close to none gets no guess."""
+    code, err = _main(capsys, "demo", "--headless", "--scene", "citty")
+    _refused(code, err, "no scene named 'citty'", "did you mean 'city'?", "available: ")
+    code, err = _main(capsys, "demo", "--headless", "--scene", "qqqqq")
+    _refused(code, err, "no scene named 'qqqqq'", "available: ")
+    assert "did you mean" not in err
+    typo_key = _scene(tmp_path, 'name = "small"', 'nmae = "small"')
+    code, err = _main(capsys, "demo", "--headless", "--scene", str(typo_key))
+    _refused(code, err, "unknown key scene.nmae", "did you mean 'name'?")
+    typo_index = _scene(tmp_path, 'name = "small"', 'name = "small"\ndefault_index = "octre"',
+                        name="t.toml")
+    code, err = _main(capsys, "demo", "--headless", "--scene", str(typo_index))
+    _refused(code, err, "scene.default_index", "did you mean 'octree'?")
+
+
 # ------------------------------------------------------------- help
 
 

@@ -30,6 +30,7 @@ from app.scene.schema import (
     parse_scene,
     read_toml,
 )
+from app.suggest import with_hint
 
 SCENES_DIR = Path(__file__).resolve().parents[2] / "scenes"
 #: Peak bytes an object costs while a scene is built (the store's 64 plus placement and motion
@@ -392,8 +393,9 @@ def resolve(name_or_path: str | Path) -> Path:
     candidate = SCENES_DIR / f"{text}.toml"
     if _exists(candidate):
         return candidate
-    raise SceneError(f"{candidate}: no scene named {text!r}; available: "
-                     f"{', '.join(list_scenes()) or '(none)'}")
+    names = list_scenes()
+    raise SceneError(with_hint(f"{candidate}: no scene named {text!r}", text, names)
+                     + f" (available: {', '.join(names) or 'none'})")
 
 
 def list_scenes() -> list[str]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from app.scene.camera import CameraPath, view_problem
 from app.scene.motion import AXES, MOTIONS
+from app.suggest import with_hint
 
 DISTRIBUTIONS = ("uniform", "clustered", "lissajous", "sphere", "grid", "lanes", "box_list")
 ASSETS_DIR = Path(__file__).resolve().parents[2] / "assets"
@@ -167,16 +168,20 @@ class _Checker:
         unknown = sorted(set(table) - allowed)
         if unknown:
             self.fail(unknown[0], f"one of the known keys ({', '.join(sorted(allowed))})",
-                      prefix="unknown key")
+                      prefix="unknown key", near=(unknown[0], allowed))
         self.table = table
 
     def field(self, key: str) -> str:
         return f"{self.where}.{key}" if self.where and key else (self.where or key)
 
-    def fail(self, key: str, expected: str, got: Any = None, prefix: str = "") -> None:
+    def fail(self, key: str, expected: str, got: Any = None, prefix: str = "",
+             near: tuple[str, Any] | None = None) -> None:
+        """Raise the SceneError; ``near`` = (what was written, the names it may be a typo
+        of) adds "did you mean"."""
         head = f"{prefix} " if prefix else ""
         tail = f", got {got!r}" if got is not None else ""
-        raise SceneError(f"{self.path}: {head}{self.field(key)}: expected {expected}{tail}")
+        message = f"{self.path}: {head}{self.field(key)}: expected {expected}{tail}"
+        raise SceneError(with_hint(message, *near) if near else message)
 
     def has(self, key: str) -> bool:
         return key in self.table
@@ -193,7 +198,7 @@ class _Checker:
         if not isinstance(v, str):
             self.fail(key, "a string", v)
         if choices is not None and v not in choices:
-            self.fail(key, f"one of {', '.join(choices)}", v)
+            self.fail(key, f"one of {', '.join(choices)}", v, near=(v, choices))
         return v
 
     def boolean(self, key: str, default: Any = ...) -> bool:
@@ -261,6 +266,9 @@ def read_toml(path: Path) -> dict:
         raise SceneError(f"{path}: cannot read scene file: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise SceneError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:  # a picture, a binary: TOML is UTF-8 text
+        raise SceneError(f"{path}: not a text file (a scene file is UTF-8 TOML): byte "
+                         f"0x{exc.object[exc.start]:02x} at offset {exc.start}") from None
 
 
 def parse_scene(path: Path, data: dict, known_indexes: tuple[str, ...]) -> SceneSpec:
