@@ -198,3 +198,83 @@ def test_the_kernels_stamp_follows_the_kernel_modules_only(tmp_path: Path) -> No
     assert stamp() == first
     _rewrite(pkg / "lib.py", LIB.format(3))
     assert stamp() != first
+
+
+TYPED_LIB = textwrap.dedent("""\
+    from collections import namedtuple
+
+    Pair = namedtuple("Pair", ["a", "b"])
+    """)
+TYPED_MAIN = textwrap.dedent("""\
+    from numba import njit
+
+    {imports}
+
+
+    @njit(cache=True)
+    def total(p):
+        return p[0] + p[1]
+    """)
+TYPED_RUN = textwrap.dedent("""\
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, {root!r})
+    sys.path.insert(0, {tmp!r})
+    from app.kernel_cache import configure
+    configure(Path({pkg!r}))
+    from kpkg.main import total
+    {call}
+    print(int(r), sum(total.stats.cache_misses.values()))
+    """)
+
+
+def _typed_run(tmp: Path, pkg: Path, with_pair: bool) -> tuple[int, int]:
+    """(the kernel's answer, kernels compiled) for the version that passes a NamedTuple
+    (``with_pair``) or the older one, which has no such class, a plain tuple instead."""
+    main = TYPED_MAIN.format(imports="from kpkg.lib import Pair" if with_pair else "")
+    _rewrite(pkg / "main.py", main)
+    _rewrite(pkg / "lib.py", TYPED_LIB if with_pair else "")
+    call = "from kpkg.lib import Pair; r = total(Pair(2, 3))" if with_pair else "r = total((2, 3))"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CACHE")}
+    env["NUMBA_CACHE_DIR"] = str(tmp / "closure-cache")
+    code = TYPED_RUN.format(root=str(ROOT), tmp=str(tmp), pkg=str(pkg), call=call)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    value, compiled = out.stdout.split()
+    return int(value), int(compiled)
+
+
+def test_switching_versions_never_reads_the_other_versions_index(tmp_path: Path) -> None:
+    """An index written by a version whose kernels take a class the other version lacks
+    (a branch switch, a worktree sharing the cache) is a file of its own: the other version
+    compiles instead of failing to unpickle it, and switching back loads each one's kernels."""
+    pkg = _package(tmp_path)
+    assert _typed_run(tmp_path, pkg, with_pair=True) == (5, 1)
+    assert _typed_run(tmp_path, pkg, with_pair=False) == (5, 1)
+    assert _typed_run(tmp_path, pkg, with_pair=True) == (5, 0)
+    assert _typed_run(tmp_path, pkg, with_pair=False) == (5, 0)
+
+
+def test_stale_versions_cache_files_are_pruned_after_a_week(tmp_path: Path,
+                                                           monkeypatch) -> None:
+    """Files of another stamp untouched for STALE_AFTER_S go; this stamp's files and recent
+    ones of other stamps stay (another branch may still use them)."""
+    from app import kernel_locator as kl
+
+    folder = tmp_path / "app" / "mod"
+    folder.mkdir(parents=True)
+    loc = kl.ClosureLocator.__new__(kl.ClosureLocator)
+    loc._stamp, loc._cache_path = "a" * 32, str(folder)
+    names = {"mine": f"f-{'a' * 16}.py311.nbi", "mine_data": f"f-{'a' * 16}.py311.1.nbc",
+             "old": f"f-{'b' * 16}.py311.nbi", "old_data": f"f-{'b' * 16}.py311.1.nbc",
+             "recent": f"f-{'c' * 16}.py311.nbi", "other": "notes.txt"}
+    now = 10 * kl.STALE_AFTER_S
+    for key, name in names.items():
+        (folder / name).write_text(key)
+        age = 2 * kl.STALE_AFTER_S if key != "recent" else kl.STALE_AFTER_S / 2
+        os.utime(folder / name, (now - age, now - age))
+    monkeypatch.setattr(kl, "_PRUNED", set())
+    loc.prune_stale(now=now)
+    left = {p.name for p in folder.iterdir()}
+    assert left == {names[k] for k in ("mine", "mine_data", "recent", "other")}
