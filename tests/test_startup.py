@@ -114,19 +114,31 @@ def test_the_parsers_and_their_help_load_no_kernel_module(tmp_path):
     assert "HEAVY []" in r.stdout, r.stdout
 
 
+#: ``python -m app ARGS`` that reports at exit which heavy modules it imported.
+HEAVY_IMPORTS = """
+import atexit, runpy, sys
+heavy = ("numba", "moderngl", "pyglet", "matplotlib")
+atexit.register(lambda: print("heavy imports:", [m for m in heavy if m in sys.modules],
+                              file=sys.stderr))
+sys.argv = ["app"] + sys.argv[1:]
+runpy.run_module("app", run_name="__main__", alter_sys=True)
+"""
+
+
 @pytest.mark.parametrize(("args", "code"), [
     (["--help"], 0), (["demo", "--help"], 0), (["bench", "--help"], 0), (["plot", "--help"], 0),
     (["warm", "--help"], 0), (["demo", "--index", "nope"], 2),
     (["demo", "--headless", "--frames", "0"], 2), (["demo", "--no-such-option"], 2),
 ])
 def test_help_and_bad_options_answer_at_once_on_an_empty_cache(tmp_path, args, code):
-    t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "app", *args], cwd=tmp_path, env=_env(tmp_path),
-                       capture_output=True, text=True, timeout=60)
-    took = time.monotonic() - t0
+    """At once, judged by what the answer loads, not by a clock (a timed assertion fails on
+    a loaded machine): neither numba nor OpenGL nor matplotlib is imported, nothing compiled.
+    On a quiet machine that is 0.1-0.2 s."""
+    r = subprocess.run([sys.executable, "-c", HEAVY_IMPORTS, *args], cwd=tmp_path,
+                       env=_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert r.returncode == code, r.stderr
     assert "Traceback" not in r.stderr
-    assert took < 5.0, f"{took:.1f} s"  # well under 1 s on a quiet machine
+    assert r.stderr.splitlines()[-1] == "heavy imports: []", r.stderr
     assert not list((tmp_path / "numba").rglob("*.nbi")), "something was compiled"
 
 
@@ -277,11 +289,10 @@ def test_warm_if_needed_is_a_quick_check_once_stamped(tmp_path, monkeypatch):
     stamp.parent.mkdir(parents=True, exist_ok=True)  # the kernels' stamp left its memo there
     stamp.write_text("test\n")
     assert warm.is_warm()
-    t0 = time.monotonic()
+    # Judged by what it wrote, not by a clock: a timed assertion fails on a loaded machine.
     r = subprocess.run([sys.executable, "-m", "app", "warm", "--if-needed"], cwd=tmp_path,
                        env=_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stderr == "", r.stderr
-    assert time.monotonic() - t0 < 5.0
     folder = tmp_path / "numba"
     assert [p.name for p in folder.iterdir() if p.name.startswith(warm.STAMP_PREFIX)] == \
         [stamp.name]
