@@ -467,6 +467,14 @@ def test_near_misses_get_did_you_mean(tmp_path, capsys):
                         name="t.toml")
     code, err = _main(capsys, "demo", "--headless", "--scene", str(typo_index))
     _refused(code, err, "scene.default_index", "did you mean 'octree'?")
+    for args, hint in ((["demo", "--index", "octre"], "did you mean 'octree'?"),
+                       (["demo", "--collision-index", "gird"], "did you mean 'grid'?"),
+                       (["bench", "index", "--only", "kd/lefy"], "did you mean 'kd/leafy'?"),
+                       (["bench", "pairs", "--only", "swep"], "did you mean 'sweep'?")):
+        code, err = _main(capsys, *args)
+        _refused(code, err, "unknown index", hint, "choose from")
+    code, err = _main(capsys, "demo", "--index", "zzzz")
+    assert "did you mean" not in _refused(code, err, "unknown index 'zzzz'", "choose from")
 
 
 # ------------------------------------------------------------- help

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from app.suggest import with_hint
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="bench", metavar="BENCH")
@@ -152,8 +154,8 @@ def _check_index_args(only: list[str] | None, scale: float, frames: int) -> str 
             known.update((label, name))
         unknown = [o for o in only if o not in known]
         if unknown:
-            return (f"unknown index {', '.join(map(repr, unknown))}; choose from "
-                    f"{', '.join(sorted(known))}")
+            return (with_hint(f"unknown index {', '.join(map(repr, unknown))}", unknown[0],
+                              known) + f" (choose from {', '.join(sorted(known))})")
     return None
 
 
@@ -290,8 +292,8 @@ def _run_pairs(args: argparse.Namespace) -> int:
         known = pairs.known_labels()
         unknown = [o for o in only if o not in known]
         if unknown:
-            return fail(f"unknown index {', '.join(map(repr, unknown))}; choose from "
-                        f"{', '.join(sorted(known))}")
+            return fail(with_hint(f"unknown index {', '.join(map(repr, unknown))}",
+                                  unknown[0], known) + f" (choose from {', '.join(sorted(known))})")
     bar = None
     if not args.quiet:
         from tqdm import tqdm

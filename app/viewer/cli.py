@@ -24,6 +24,7 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+from app.suggest import with_hint
 from app.viewer.catalog import (
     INDEX_HELP,
     INDEX_NAMES,
@@ -65,6 +66,15 @@ def _int_option(lo: int, hi: int) -> Callable[[str], int]:
 
     parse.__name__ = "integer"
     return parse
+
+
+def _index_option(text: str) -> str:
+    """An argparse type: one of INDEX_NAMES, with "did you mean" for a near miss."""
+    if text not in INDEX_NAMES:
+        raise argparse.ArgumentTypeError(
+            with_hint(f"unknown index {text!r}", text, INDEX_NAMES)
+            + f" (choose from {', '.join(INDEX_NAMES)})")
+    return text
 
 
 def _float_option(lo: float, hi: float) -> Callable[[str], float]:
@@ -126,9 +136,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scene", default="demo", metavar="NAME|PATH",
                    help=f"scene: {', '.join(list_scenes())} (listed below), or a TOML file "
                         "(default demo)")
-    p.add_argument("--index", default=None, choices=names, metavar="NAME",
+    p.add_argument("--index", default=None, type=_index_option, metavar="NAME",
                    help=f"spatial index: {', '.join(names)} (default: the scene's)")
-    p.add_argument("--collision-index", default=None, choices=names, metavar="NAME",
+    p.add_argument("--collision-index", default=None, type=_index_option, metavar="NAME",
                    help="collision index of a scene with colliding balls (collide): one of "
                         f"{', '.join(names)} (default: the scene's, else the fastest measured; "
                         "U / Shift+U switch in the window)")
