@@ -149,6 +149,38 @@ def test_slot_order_when_everything_moves_and_back():
     assert orders[1] == "slot" and orders[-1] == "curve", orders
 
 
+def test_slot_order_spawns_take_their_slots_and_keep_boxes_open():
+    """In slot order, inserted objects take their slots' positions (no re-sort, the order
+    stays slot), also when the insert grows the capacity (the new tree's boxes open again:
+    the moves after it do not refit); removed slots are reused; answers stay exact."""
+    rng = np.random.default_rng(5)
+    n = 1020  # one short of the store's 1,024: the first spawn grows it
+    idx = create_index("chunks")
+    oracle = Oracle()
+    c = rng.uniform(0, 100, (n + 100, 3))
+    live = np.arange(n, dtype=np.int64)
+    idx.insert(live, c[live], np.full(n, 0.5))
+    oracle.insert(live, c[live], np.full(n, 0.5))
+    eye = np.full(3, 50.0)
+    next_id = n
+    for step in range(8):
+        if step >= 2:  # spawn: two removed, five new
+            gone = rng.choice(live, 2, replace=False)
+            idx.remove(gone)
+            oracle.remove(gone)
+            new = np.arange(next_id, next_id + 5, dtype=np.int64)
+            next_id += 5
+            idx.insert(new, c[new], np.full(5, 0.5))
+            oracle.insert(new, c[new], np.full(5, 0.5))
+            live = np.concatenate([np.setdiff1d(live, gone), new])
+        c[live] += rng.normal(size=(live.shape[0], 3))
+        idx.update(live, c[live])
+        oracle.update(live, c[live])
+        if step >= 1:
+            assert idx.stats()["order"] == "slot"
+        _check(idx, oracle, eye, eye + rng.normal(size=3), far=70.0)
+
+
 def test_whole_scene_batches_in_slot_order_stay_exact_and_reject_bad_input():
     """Every object moving every frame in slot order: the same movers write through cached
     positions in one pass (a run of consecutive positions, or a scattered set after removals

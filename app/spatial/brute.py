@@ -96,11 +96,23 @@ class BruteIndex(SpatialIndex):
 
     def update(self, ids: np.ndarray, centers: np.ndarray, radii: np.ndarray | None = None,
                view_distances: np.ndarray | None = None) -> None:
-        """Move objects; last frame's movers again take one checking pass
-        (``app.spatial.moves``), anything else the contract's general path."""
-        if moves.plain_moves(ids, centers, radii, view_distances) and self._move_known(
-                ids, centers):
-            return
+        """Move objects: last frame's movers again take one checking pass, any other
+        well-typed batch (ids in any order, radii and view distances or not) one checking
+        pass and one writing pass (``app.spatial.moves``); a bad one the contract's general
+        path, which names what is wrong."""
+        batch = moves.batch_of(ids, centers, radii, view_distances)
+        if batch is not None:
+            if radii is None and view_distances is None and self._move_known(ids, centers):
+                return
+            slots = np.empty(batch.ids.shape[0], dtype=np.int64)
+            epoch = self._next_mark_epoch()  # first: it may reallocate the marks
+            if moves.find_batch(batch, self._idmap.arrays(), self._slot_mark, epoch, 0,
+                                slots) >= 0:
+                big, rad = moves.write_batch(batch, slots, moves.Records(
+                    self._slot_of, self._centers, self._radii, self._vdist, self._s32))
+                self._note_bounds(big, rad)
+                self._last_movers = moves.remember(self._epoch, slots, True)
+                return
         super().update(ids, centers, radii, view_distances)
 
     def _move_known(self, ids: np.ndarray, centers: np.ndarray) -> bool:
@@ -109,8 +121,13 @@ class BruteIndex(SpatialIndex):
         if done is None:
             return False
         big, self._centers, self._spare_c = done
-        self._max_abs = max(self._max_abs, big)
+        self._note_bounds(big, 0.0)
         return True
+
+    def _note_bounds(self, big: float, rad: float) -> None:
+        # Bounds only grow: a stale larger bound only widens the float64 band, never wrong.
+        self._max_abs = max(self._max_abs, float(big))
+        self._max_r = max(self._max_r, float(rad))
 
     def _query_frustum(self, planes, eye, use_vd, occlusion):
         n = self._rows  # the slots ever used: the pool's spare capacity is never scanned
@@ -147,9 +164,7 @@ class BruteIndex(SpatialIndex):
     def _copy32(self, slots):
         with threads_for(slots.shape[0]):
             big, rad = store32(self._s32, slots, self._centers, self._radii, self._vdist, slots)
-        # Bounds only grow: a stale larger bound only widens the float64 band, never wrong.
-        self._max_abs = max(self._max_abs, float(big))
-        self._max_r = max(self._max_r, float(rad))
+        self._note_bounds(big, rad)
 
     def _query_box(self, lo, hi):
         return _box(self._alive, self._centers, self._radii, lo, hi)

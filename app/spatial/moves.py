@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from app.spatial.idmap import hash_lookup
 from app.spatial.scan import F32_BIG, Spheres32, to32
 
 
@@ -199,3 +200,135 @@ def move_same(last: LastMovers | None, epoch: int, count: int, ids: np.ndarray,
     if not known_movers(ids, centers, last.pos, pos_id):
         return None
     return write_movers(last.pos, centers, pos_slot, store, s32), store, spare
+
+
+# ------------------------------------------------------------------ any batch, one pass each
+
+
+class Batch(NamedTuple):
+    """An update batch as compiled code takes it: ``radii`` / ``vdist`` empty when the batch
+    does not carry them (unchanged)."""
+
+    ids: np.ndarray
+    centers: np.ndarray
+    radii: np.ndarray
+    vdist: np.ndarray
+
+
+class Records(NamedTuple):
+    """Where a moved object's values live: the store by slot (float64, what the contract
+    keeps) and the float32 copy the scan reads by position (``pos_slot`` maps the two)."""
+
+    pos_slot: np.ndarray
+    store_c: np.ndarray
+    store_r: np.ndarray
+    store_v: np.ndarray
+    s32: Spheres32
+
+
+_NONE_F = np.zeros(0, dtype=np.float64)
+
+
+def batch_of(ids: object, centers: object, radii: object,
+             view_distances: object) -> Batch | None:
+    """The batch as a :class:`Batch` when it is well-typed (int64 ids, float64 rows, all
+    contiguous, at least one row), else None: the contract's general path converts it."""
+    if not (isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.ndim == 1
+            and ids.flags.c_contiguous and ids.shape[0] > 0):
+        return None
+    n = ids.shape[0]
+    rows = []
+    for a, shape in ((centers, (n, 3)), (radii, (n,)), (view_distances, (n,))):
+        if a is None and shape == (n,):
+            rows.append(_NONE_F)
+            continue
+        if not (isinstance(a, np.ndarray) and a.dtype == np.float64 and a.shape == shape
+                and a.flags.c_contiguous):
+            return None
+        rows.append(a)
+    return Batch(ids, rows[0], rows[1], rows[2])
+
+
+@njit(cache=True)
+def find_batch(batch: Batch, tables, mark, epoch: int, awake0: int, pos) -> int:
+    """Resolve ``batch``'s ids to positions (``pos``) through the id tables ``(keys, vals,
+    dense)`` of ``app.spatial.idmap`` and check the whole batch; changes nothing but marks.
+
+    Returns how many movers sit before ``awake0`` (still ones the caller wakes), or -1 when
+    anything is wrong: an unknown id, a non-finite centre, a bad radius or view distance, or
+    an id given twice (found by stamping ``mark[position]`` with ``epoch``, which the caller
+    makes fresh for every batch: any order of ids costs the same). The contract's general
+    path then names what is wrong.
+    """
+    keys, vals, dense = tables
+    ids = batch.ids
+    centers = batch.centers
+    radii = batch.radii
+    vdist = batch.vdist
+    has_r = radii.shape[0] == ids.shape[0]
+    has_v = vdist.shape[0] == ids.shape[0]
+    nd = dense.shape[0]
+    asleep = 0
+    for i in range(ids.shape[0]):
+        k = ids[i]
+        p = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
+        if p < 0 or mark[p] == epoch:
+            return -1
+        mark[p] = epoch
+        pos[i] = p
+        ok = np.isfinite(centers[i, 0]) & np.isfinite(centers[i, 1]) & np.isfinite(
+            centers[i, 2])
+        if has_r:
+            ok &= np.isfinite(radii[i]) & (radii[i] >= 0.0)
+        if has_v:
+            ok &= vdist[i] >= 0.0  # NaN fails too; inf is allowed
+        if not ok:
+            return -1
+        asleep += p < awake0
+    return asleep
+
+
+@njit(cache=True)
+def write_batch(batch: Batch, pos, rec: Records):
+    """Write a checked batch: each row's store slot (``pos_slot[pos]``) and its float32 record
+    at its position, centres and whatever the batch carries, in one pass. Returns (largest
+    coordinate magnitude, largest radius written): the float32 tolerances' bounds."""
+    centers = batch.centers
+    radii = batch.radii
+    vdist = batch.vdist
+    has_r = radii.shape[0] == pos.shape[0]
+    has_v = vdist.shape[0] == pos.shape[0]
+    pos_slot = rec.pos_slot
+    store_c = rec.store_c
+    store_r = rec.store_r
+    store_v = rec.store_v
+    x = rec.s32.x
+    y = rec.s32.y
+    z = rec.s32.z
+    r32 = rec.s32.r
+    vd32 = rec.s32.vd
+    bx = by = bz = 0.0  # three running maxima: one chain of max() was the loop's bottleneck
+    rad = 0.0
+    for i in range(pos.shape[0]):
+        p = pos[i]
+        s = pos_slot[p]
+        cx = centers[i, 0]
+        cy = centers[i, 1]
+        cz = centers[i, 2]
+        store_c[s, 0] = cx
+        store_c[s, 1] = cy
+        store_c[s, 2] = cz
+        x[p] = to32(cx)
+        y[p] = to32(cy)
+        z[p] = to32(cz)
+        bx = max(bx, abs(cx))
+        by = max(by, abs(cy))
+        bz = max(bz, abs(cz))
+        if has_r:
+            store_r[s] = radii[i]
+            r32[p] = to32(radii[i])
+            rad = max(rad, radii[i])
+        if has_v:
+            store_v[s] = vdist[i]
+            vd32[p] = to32(vdist[i])
+    return max(bx, by, bz), rad

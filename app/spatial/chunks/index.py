@@ -11,8 +11,13 @@ Layout: ``[still objects 0 .. awake0) [awake objects awake0 .. npos) [free capac
 covers the whole capacity (empty chunks count 0 and are never visited), so it is rebuilt only
 when the capacity grows.
 
-When a batch moves most objects, everything wakes in place (the awake region becomes the
-whole layout, as sorted). Awake objects stay awake until the whole layout is re-sorted.
+Every update batch, whatever its shape (ids in any order, radii and view distances or not,
+movers seen last frame or not), costs in proportion to itself: one checking pass (id ->
+position, values, repeats by a per-position stamp), a compiled wake of its still movers, one
+writing pass, and a refit of the chunks it wrote (``app.spatial.moves``, :mod:`.update`). A
+small insert (spawns) joins the awake region; a large one goes still, before it. When a batch
+moves most objects, everything wakes in place (the awake region becomes the whole layout, as
+sorted). Awake objects stay awake until the whole layout is re-sorted.
 
 When most objects move every frame, curve order costs more to keep than it saves: every move
 writes somewhere else in memory and the chunks spread apart within frames. After two such
@@ -61,6 +66,9 @@ WAKE_ALL = 0.5
 #: to slot order; in slot order, a batch below :data:`CURVE_FRACTION` brings the curve back.
 SLOT_FRACTION = 0.5
 CURVE_FRACTION = 0.25
+#: An insert of at most 1/SPAWN_FRACTION of the objects (or of the awake region's size) joins
+#: the awake region; a larger one goes still, before it (which moves the awake records up).
+SPAWN_FRACTION = 32
 
 class ChunkedIndex(SpatialIndex):
     """Spheres in curve-ordered chunks of 64 under an implicit 16-ary tree of boxes."""
@@ -90,6 +98,7 @@ class ChunkedIndex(SpatialIndex):
         self._last_movers: moves.LastMovers | None = None
         self._spare_c: np.ndarray | None = None  # the store's twin for all-object batches
         self._big_batches = 0  # consecutive batches moving at least SLOT_FRACTION
+        self._mark = 0  # the last stamp given to _pos_mark / _chunk_mark
         self._set_capacity(CHUNK * 16)
 
     def describe(self) -> str:
@@ -115,8 +124,12 @@ class ChunkedIndex(SpatialIndex):
         self._sure = np.empty(cap, np.int64)
         self._near = np.empty(cap, np.int64)
         self._out = np.empty(cap, np.int64)  # reused answer buffer: a fresh one faults pages
+        self._pos_mark = np.zeros(cap, np.int64)  # a batch's stamps: ids given twice
+        self._chunk_mark = np.zeros(cap // CHUNK, np.int64)  # a batch's stamps: chunks written
         self._tree = layout.new_tree(cap // CHUNK)
         self._refit(0)
+        if self._slot_order:  # in slot order every box stays open (moves never refit)
+            layout.open_boxes(self._tree)
 
     def _reserve(self, m: int) -> None:
         """Room for ``m`` more positions."""
@@ -234,37 +247,71 @@ class ChunkedIndex(SpatialIndex):
     # ------------------------------------------------------------------ hooks
 
     def _on_insert(self, slots: np.ndarray) -> None:
-        if self._slot_order:  # new objects take curve order with everything else
-            self._resort()
-        # New objects are still: they go before the awake region, which moves up behind them.
-        end = self._npos
+        if self._slot_order:  # each new object takes its slot's position, as everything does
+            self._place_at_slots(slots)
+            return
+        first = self._npos
+        awake = self._npos - self._awake0
+        if slots.shape[0] <= max(awake, self._count // SPAWN_FRACTION):
+            # A few new objects (spawns) join the awake region: no record moves, the cost is
+            # the batch's own. Their chunks widen the awake region's reference extent.
+            self._append(slots)
+            self._refit(first)
+            self._awake_extent = max(self._awake_extent,
+                                     layout.mean_extent(self._tree, *self._awake_chunks()))
+            return
+        # Many (a build, a level streamed in): they go still, before the awake region, which
+        # moves up behind them (it is no larger than the batch).
         first = self._awake0
-        awake = self._take_out(self._awake0)
+        moved_up = self._take_out(self._awake0)
         self._append(slots)
         self._awake0 = self._npos
-        if awake.shape[0]:
-            self._append(awake)
-        self._refit(first, max(end, self._npos))
+        if moved_up.shape[0]:
+            self._append(moved_up)
+        self._refit(first, max(first + awake, self._npos))
+
+    def _place_at_slots(self, slots: np.ndarray) -> None:
+        """Slot order: new objects at the positions of their slots (holes, or past the end)."""
+        self._layout_epoch += 1
+        top = int(slots.max()) + 1
+        if top > self._npos:
+            self._reserve(top - self._npos)
+        ids = self._ids[slots]
+        self._pos_slot[slots] = slots
+        self._slot_pos[slots] = slots
+        self._pos_id[slots] = ids
+        self._id_pos.insert(ids, slots)
+        with threads_for(slots.shape[0]):
+            big, rad = store32(self._s32, slots, self._centers, self._radii, self._vdist, slots)
+        self._note_bounds(big, rad)
+        end = max(self._npos, top)
+        self._holes += (end - self._npos) - slots.shape[0]
+        self._npos = end
+        layout.count_up_open(self._tree, slots)
 
     def update(self, ids: np.ndarray, centers: np.ndarray, radii: np.ndarray | None = None,
                view_distances: np.ndarray | None = None) -> None:
-        """Move objects. The per-frame case (awake objects, sorted ids, centres only) takes a
-        path with one table look-up per id, or none for the same movers as last time;
-        anything else goes the general way."""
-        if moves.plain_moves(ids, centers, radii, view_distances):
-            if self._move_known(ids, centers):
+        """Move objects. Any well-typed batch (ids in any order, with or without radii and
+        view distances, its movers awake or still) takes one checking pass and one writing
+        pass, plus a compiled wake of its still movers; last batch's movers again, centres
+        only, skip the id look-up. A batch with anything wrong goes the contract's general
+        way, which names what is wrong and changes nothing."""
+        batch = moves.batch_of(ids, centers, radii, view_distances)
+        if batch is not None:
+            if radii is None and view_distances is None and self._move_known(ids, centers):
                 return
-            pos = self._movers_positions(ids, centers)
-            if pos is not None:
-                big = moves.write_movers(pos, centers, self._pos_slot, self._centers,
-                                         self._s32)
-                self._moved(pos.shape[0], big)
+            pos = np.empty(batch.ids.shape[0], dtype=np.int64)
+            asleep = moves.find_batch(batch, self._id_pos.arrays(), self._pos_mark,
+                                      self._fresh_mark(), self._awake0, pos)
+            if asleep >= 0:
+                self._move(batch, pos, asleep)
                 return
         super().update(ids, centers, radii, view_distances)
 
-    def _moved(self, n: int, big: float) -> None:
-        self._note_bounds(big, 0.0)
-        self._after_moves(n)
+    def _fresh_mark(self) -> int:
+        """A new stamp for the per-position and per-chunk marks (one per pass that uses them)."""
+        self._mark = self._mark + 1
+        return self._mark
 
     def _move_known(self, ids: np.ndarray, centers: np.ndarray) -> bool:
         """The same movers as last time (a scene's moving objects, frame after frame): write
@@ -276,69 +323,73 @@ class ChunkedIndex(SpatialIndex):
         if done is None:
             return False
         big, self._centers, self._spare_c = done
-        self._moved(ids.shape[0], big)
+        self._note_bounds(big, 0.0)
+        self._after_moves(self._last_movers.pos, woke=False)
         return True
 
-    def _movers_positions(self, ids: np.ndarray, centers: np.ndarray) -> np.ndarray | None:
-        """Positions of a checked batch of awake movers (remembered for the next batch), or
-        None for the general path."""
-        pos = np.empty(ids.shape[0], dtype=np.int64)
-        if not update.check_awake_moves(ids, centers, self._id_arrays(), self._awake0, pos):
-            return None
-        self._last_movers = moves.remember(self._layout_epoch, pos, self._slot_order)
-        return pos
-
-    def _id_arrays(self) -> layout.IdArrays:
-        return layout.IdArrays(*self._id_pos.arrays())
-
     def _apply_update(self, slots, centers, radii, vd) -> None:
-        """The store and the float32 records take the batch in one pass, from the batch's own
-        rows, so a move reads nothing of the store back (a cache miss fewer per object)."""
-        r = _EMPTY_F if radii is None else radii
-        v = _EMPTY_F if vd is None else vd
-        store = (self._centers, self._radii, self._vdist)
-        asleep, big, rad = update.write_moved(self._s32, self._slot_pos, slots, centers, r, v,
-                                              self._awake0, *store)
-        if asleep:  # still objects moved: wake them, then write again (writes are idempotent)
-            if self._wake(slots):
-                return  # the whole layout was re-sorted from the store
-            _, big, rad = update.write_moved(self._s32, self._slot_pos, slots, centers, r, v, 0,
-                                             *store)
+        """The general path's checked batch: the same moves as :meth:`update` makes."""
+        pos = self._slot_pos[slots]
+        batch = moves.Batch(slots, centers, _EMPTY_F if radii is None else radii,
+                            _EMPTY_F if vd is None else vd)
+        self._move(batch, pos, int(np.count_nonzero(pos < self._awake0)))
+
+    def _move(self, batch: moves.Batch, pos: np.ndarray, asleep: int) -> None:
+        """Write a checked batch found at ``pos`` (``asleep`` of them before the awake
+        region): wake those, write every record, refit what was written."""
+        woke = asleep > 0 and self._wake(pos, batch.centers, asleep)
+        big, rad = moves.write_batch(batch, pos, self._records())
         self._note_bounds(big, rad)
-        self._after_moves(slots.shape[0])
+        self._last_movers = moves.remember(self._layout_epoch, pos, self._slot_order)
+        self._after_moves(pos, woke)
 
-    def _after_moves(self, moved: int) -> None:
-        """Tight boxes for the awake chunks; re-sort them once they have spread; slot or
-        curve order for what comes next."""
+    def _after_moves(self, pos: np.ndarray, woke: bool) -> None:
+        """Tight boxes for the chunks just written; re-sort the awake ones once they have
+        spread (or everything, once holes abound); slot or curve order for what comes next."""
         if not self._slot_order:  # (in slot order every box is open: nothing to refit)
-            self._refit(self._awake0)
-            if layout.mean_extent(self._tree, *self._awake_chunks()) > (
-                    RESORT_GROWTH * self._awake_extent):
-                self._sort_awake()
-        self._choose_order(moved)
+            if self._holes > MAX_HOLES * self._npos:
+                self._resort()
+            else:
+                self._refit_written(pos)
+                extent = layout.mean_extent(self._tree, *self._awake_chunks())
+                if woke:  # new awake chunks: the reference widens with them
+                    self._awake_extent = max(self._awake_extent, extent)
+                elif extent > RESORT_GROWTH * self._awake_extent:
+                    self._sort_awake()
+        self._choose_order(pos.shape[0])
 
-    def _wake(self, slots: np.ndarray) -> bool:
-        """Wake the still ones of ``slots``; True when that re-sorted the whole layout."""
-        woken = slots[self._slot_pos[slots] < self._awake0]
-        if woken.shape[0] >= WAKE_ALL * self._count:
+    def _refit_written(self, pos: np.ndarray) -> None:
+        """Tight boxes and counts for the chunks of ``pos`` and the nodes above them."""
+        chunks, c0, c1 = update.written_chunks(pos, self._chunk_mark, self._fresh_mark())
+        update.refit_listed(self._tree, self._s32, chunks,
+                            layout.pad_for(self._max_abs, self._max_r))
+        if c1 > c0:
+            layout.refit_upper(self._tree, c0, c1)
+
+    def _records(self) -> moves.Records:
+        return moves.Records(self._pos_slot, self._centers, self._radii, self._vdist, self._s32)
+
+    def _places(self) -> update.Places:
+        return update.Places(self._slot_pos, self._pos_slot, self._pos_id, *self._id_pos.arrays())
+
+    def _wake(self, pos: np.ndarray, centers: np.ndarray, asleep: int) -> bool:
+        """Wake the still movers of a batch, rewriting their ``pos`` (in curve order of their
+        new centres, behind the awake region); True when records moved."""
+        if asleep >= WAKE_ALL * self._count:
             # Most objects move: the layout as sorted is the best awake region there is.
             self._awake0 = 0
             self._awake_extent = layout.mean_extent(self._tree, *self._awake_chunks())
             return False
-        was_empty = self._npos == self._awake0
-        woken = woken[layout.curve_order(self._centers[woken])]
+        rows = np.flatnonzero(pos < self._awake0)
+        rows = rows[layout.curve_order(centers[rows])]
+        if self._npos == self._awake0:
+            self._awake_extent = 0.0  # a new awake region: its first extent is the reference
         self._layout_epoch += 1
-        self._reserve(woken.shape[0])
-        self._npos = update.wake(self._tree, self._s32, self._slot_pos, self._pos_slot,
-                                 self._pos_id, self._id_arrays(), woken, self._npos)
-        self._holes += woken.shape[0]
-        if self._holes > MAX_HOLES * self._npos:
-            self._resort()
-            return True
-        if was_empty:  # a new awake region: its first extent is the reference
-            self._refit(self._awake0)
-            self._awake_extent = layout.mean_extent(self._tree, *self._awake_chunks())
-        return False
+        self._reserve(rows.shape[0])
+        self._npos = update.wake_movers(self._tree, self._s32, self._places(), pos, rows,
+                                        self._npos)
+        self._holes += rows.shape[0]
+        return True
 
     def _on_remove(self, slots: np.ndarray) -> None:
         self._layout_epoch += 1
@@ -349,7 +400,7 @@ class ChunkedIndex(SpatialIndex):
         kill32(self._s32, pos)
         layout.count_down(self._tree, pos)
         self._holes += slots.shape[0]
-        if self._holes > MAX_HOLES * self._npos:
+        if self._holes > MAX_HOLES * self._npos and not self._slot_order:  # (slots are reused)
             self._resort()
 
     # ------------------------------------------------------------------ queries
@@ -364,13 +415,13 @@ class ChunkedIndex(SpatialIndex):
             return QueryResult(visible=self._pos_id[rows], working_set=self._count,
                                nodes_visited=0, occluded_objects=int(occluded))
         p32, tol, tol_d = tolerances(planes, eye, self._max_abs, self._max_r)
-        out = self._out
         k, occluded, working, visited = queries.query_frustum(
-            self._tree, self._s32, self._pos_slot, self._pos_id, self._npos, p32,
-            eye.astype(np.float32), tol, tol_d, planes, six_planes(planes), eye, use_vd,
-            occluder(occlusion), self._centers, self._radii, self._vdist, self._codes,
-            self._sure, self._near, out)
-        return QueryResult(visible=out[:k].copy(), working_set=int(working),
+            queries.Layout(self._tree, self._s32, self._pos_slot, self._pos_id, self._npos),
+            queries.View(planes, six_planes(planes), eye, use_vd, p32, eye.astype(np.float32),
+                         tol, tol_d),
+            occluder(occlusion), self._records(),
+            queries.Answer(self._codes, self._sure, self._near, self._out))
+        return QueryResult(visible=self._out[:k].copy(), working_set=int(working),
                            nodes_visited=int(visited), occluded_objects=int(occluded))
 
     def _query_box(self, lo, hi):

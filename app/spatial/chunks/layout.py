@@ -32,14 +32,6 @@ FANOUT = 16  # children of a tree node: a node test saves 16 below it
 NO_POS = -1  # position or slot of nothing
 
 
-class IdArrays(NamedTuple):
-    """An ``IdMap``'s tables as compiled code takes them (see ``app.spatial.idmap``)."""
-
-    keys: np.ndarray
-    vals: np.ndarray
-    dense: np.ndarray
-
-
 class Tree(NamedTuple):
     """The boxes over the chunks, every level back to back (level 0 = the chunks).
 
@@ -101,9 +93,16 @@ def curve_order(centers: np.ndarray) -> np.ndarray:
         return np.arange(centers.shape[0], dtype=np.int64)
     lo = centers.min(axis=0)
     ext = np.maximum(centers.max(axis=0) - lo, 1e-300)
-    top = (1 << CURVE_BITS) - 1
+    bits = curve_bits(centers.shape[0])
+    top = (1 << bits) - 1
     q = np.minimum(((centers - lo) / ext * top).astype(np.int64), top)
-    return np.argsort(hilbert_codes(q, CURVE_BITS), kind="stable")
+    return np.argsort(hilbert_codes(q, bits), kind="stable")
+
+
+def curve_bits(n: int) -> int:
+    """Bits per axis of the curve's grid for ``n`` points: about 2^12 cells a point, far finer
+    than any chunk (a code costs in proportion to its bits; :data:`CURVE_BITS` at most)."""
+    return min(CURVE_BITS, max(4, -(-int(n).bit_length() // 3) + 4))
 
 
 #: Bits per axis of the curve's grid (2^36 cells: far finer than any chunk).
@@ -167,17 +166,17 @@ def refit_chunks(tree: Tree, s32: Spheres32, c0: int, c1: int, pad: float) -> No
 @njit(cache=True, parallel=True)
 def _fit_chunks_parallel(tree: Tree, s32: Spheres32, c0: int, c1: int, pad: float) -> None:
     for c in prange(c0, c1):
-        _fit_chunk(tree, s32, c, pad)
+        fit_chunk(tree, s32, c, pad)
 
 
 @njit(cache=True)
 def _fit_chunks(tree: Tree, s32: Spheres32, c0: int, c1: int, pad: float) -> None:
     for c in range(c0, c1):
-        _fit_chunk(tree, s32, c, pad)
+        fit_chunk(tree, s32, c, pad)
 
 
 @njit(cache=True)
-def _fit_chunk(tree: Tree, s32: Spheres32, c: int, pad: float) -> None:
+def fit_chunk(tree: Tree, s32: Spheres32, c: int, pad: float) -> None:
     """One chunk's box (padded), view-distance bounds and count from its float32 lanes.
 
     Branch-free: a hole's radius is -inf, so ``x - r`` is +inf and ``x + r`` is -inf and the
@@ -276,6 +275,24 @@ def open_boxes(tree: Tree) -> None:
                 b[HI + a, g] = OPEN
             b[MAXVD, g] = np.inf
             b[MINVD, g] = 0.0
+
+
+@njit(cache=True)
+def count_up_open(tree: Tree, positions: np.ndarray) -> None:
+    """One object more at each position's chunk and its ancestors, their boxes open (slot
+    order: every non-empty box holds everything, see :func:`open_boxes`)."""
+    b = tree.box
+    for i in range(positions.shape[0]):
+        local = positions[i] // CHUNK
+        for lv in range(tree.loff.shape[0] - 1):
+            g = tree.loff[lv] + local
+            tree.count[g] += 1
+            for a in range(3):
+                b[LO + a, g] = -OPEN
+                b[HI + a, g] = OPEN
+            b[MAXVD, g] = np.inf
+            b[MINVD, g] = 0.0
+            local //= FANOUT
 
 
 @njit(cache=True)

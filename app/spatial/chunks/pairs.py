@@ -17,6 +17,8 @@ re-sorted when its chunks have swollen.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -35,6 +37,7 @@ from app.spatial.chunks.layout import (
     refit_chunks,
     refit_upper,
 )
+from app.spatial.moves import Records
 from app.spatial.pairs import (
     grown_pairs,
     keep,
@@ -43,7 +46,7 @@ from app.spatial.pairs import (
     push_pair,
     selection,
 )
-from app.spatial.scan import Spheres32, spheres32, store32
+from app.spatial.scan import spheres32, store32
 
 #: Re-sort the slot-order view when its chunks' mean extent has grown this much since its sort
 #: (the layout's own awake region uses the same rule).
@@ -153,35 +156,52 @@ def chunk_pairs(box, count, loff, marked, reach: float) -> np.ndarray:
     return out[:k]
 
 
+class Reach(NamedTuple):
+    """How near two spheres must come to pair (``margin``), and the widenings that keep the
+    float32 and box tests conservative: ``reach`` (margin plus :func:`node_slack`) for boxes,
+    ``tol`` (:func:`lane_tolerance`) for lanes."""
+
+    margin: float
+    reach: float
+    tol: float
+
+
 @njit(cache=True)
-def query_pairs(tree: Tree, s32: Spheres32, pos_slot, centers, radii, margin: float,
-                reach: float, tol: float, sel, marked) -> np.ndarray:
+def query_pairs(tree: Tree, rec: Records, near: Reach, sel, marked) -> np.ndarray:
     """Touching slot pairs (K, 2) of the layout (see the module docstring).
 
-    ``reach``: margin plus :func:`node_slack`; ``tol``: :func:`lane_tolerance`; ``sel``: the
+    ``rec``: the float32 records by position and the float64 spheres by slot; ``sel``: the
     ids filter by slot (empty: none); ``marked``: :func:`mark_nodes` of it (empty: none).
     """
-    chunks = chunk_pairs(tree.box, tree.count, tree.loff, marked, reach)
+    chunks = chunk_pairs(tree.box, tree.count, tree.loff, marked, near.reach)
     hit = np.empty(CHUNK, np.uint8)
     out = new_pairs(chunks.shape[0] * 4)
-    k = 0
-    q = 0
-    i = 0
+    at = (0, 0, 0)
     while True:  # the lane pass stops before overflowing the buffer; grow it and go on
-        k, q, i = _lane_pairs(chunks, q, i, s32.x, s32.y, s32.z, s32.r, tree.box, pos_slot,
-                              centers, radii, margin, reach, tol, sel, hit, out, k)
-        if q >= chunks.shape[0]:
-            return out[:k]
+        at = _lane_pairs(chunks, at, tree.box, rec, near, sel, hit, out)
+        if at[1] >= chunks.shape[0]:
+            return out[:at[0]]
         out = grown_pairs(out)  # (doubled: it holds one lane's hits, at most 64)
 
 
 @njit(cache=True)
-def _lane_pairs(chunks, q0: int, i0: int, x, y, z, r, box, pos_slot, centers, radii,
-                margin: float, reach: float, tol: float, sel, hit, out, k: int):
-    """The lanes of chunk pairs ``q0 ..`` (from lane ``i0`` of the first), pairs written at
-    ``out[k]``; returns (k, q, i): q = number of chunk pairs when done, else where the next
-    lane's hits would not fit (the caller grows ``out``: a function that reassigns it does
-    not get its lane loop vectorised)."""
+def _lane_pairs(chunks, at, box, rec: Records, near: Reach, sel, hit, out):
+    """The lanes of the chunk pairs from ``at`` = (pairs written, chunk pair, lane) on, pairs
+    written at ``out[k]``; returns where it stopped in the same form: the chunk pair is the
+    number of chunk pairs when done, else where the next lane's hits would not fit (the
+    caller grows ``out``: a function that reassigns it does not get its lane loop
+    vectorised). The records' fields are taken out once here: the loops read plain arrays."""
+    k, q0, i0 = at
+    x = rec.s32.x
+    y = rec.s32.y
+    z = rec.s32.z
+    r = rec.s32.r
+    pos_slot = rec.pos_slot
+    centers = rec.store_c
+    radii = rec.store_r
+    margin = near.margin
+    reach = near.reach
+    tol = near.tol
     mt = np.float32(margin + tol)
     for q in range(q0, chunks.shape[0]):
         c = chunks[q, 0]
@@ -327,6 +347,6 @@ def index_pairs(index, slots: np.ndarray | None, margin: float) -> np.ndarray:
     marked = np.zeros(0, dtype=np.bool_)
     if slots is not None:
         marked = mark_nodes(tree, slot_pos[slots])
-    return query_pairs(tree, s32, pos_slot, index._centers, index._radii, margin,
-                       margin + node_slack(big, rad, margin), lane_tolerance(big, rad, margin),
-                       selection(index.capacity, slots), marked)
+    rec = Records(pos_slot, index._centers, index._radii, index._vdist, s32)
+    near = Reach(margin, margin + node_slack(big, rad, margin), lane_tolerance(big, rad, margin))
+    return query_pairs(tree, rec, near, selection(index.capacity, slots), marked)

@@ -10,6 +10,7 @@ spheres the float32 test cannot decide, and occlusion, are settled in float64 at
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -31,6 +32,7 @@ from app.geom.predicates import (
 )
 from app.geom.zpyramid import Occluder, box_hidden6
 from app.spatial.chunks.layout import CHUNK, FANOUT, HI, LO, MAXVD, MINVD, Tree
+from app.spatial.moves import Records
 from app.spatial.scan import FAST, Spheres32, compact, distance_code, settle, verdict_words
 
 
@@ -127,17 +129,60 @@ def children_verdicts(box, k0: int, k1: int, pl6, eye, use_vd: bool, codes, whol
         whole[j] = (code == NODE_INSIDE) & near_all
 
 
+class Layout(NamedTuple):
+    """The chunked layout as a query reads it."""
+
+    tree: Tree
+    s32: Spheres32  # the float32 records, by position
+    pos_slot: np.ndarray  # position -> store slot (NO_POS: a hole)
+    pos_id: np.ndarray  # position -> caller id
+    npos: int  # positions in use
+
+
+class View(NamedTuple):
+    """A frustum query's volume, in float64 (the contract's test) and as the float32 scan
+    takes it (``app.spatial.scan.tolerances``)."""
+
+    planes: np.ndarray  # (K, 4) float64
+    pl6: np.ndarray  # the planes padded to six rows (nothing is outside a padding plane)
+    eye: np.ndarray  # float64
+    use_vd: bool
+    p32: np.ndarray  # (6, 4) float32 planes
+    eye32: np.ndarray
+    tol: float  # float32 plane tolerance
+    tol_d: float  # float32 distance tolerance
+
+
+class Answer(NamedTuple):
+    """A query's reused buffers, one entry a position: verdict bytes, sure and near
+    positions, and the drawn ids (``out[:k]``)."""
+
+    codes: np.ndarray
+    sure: np.ndarray
+    near: np.ndarray
+    out: np.ndarray
+
+
 @njit(cache=True)
-def query_frustum(tree: Tree, s32: Spheres32, pos_slot, pos_id, npos: int, p32, eye32,
-                  tol: float, tol_d: float, planes, pl6, eye, use_vd: bool, occ: Occluder,
-                  centers, radii, vdist, codes, sure, near, out):
-    """Drawn ids in ``out[:k]``; returns (k, occluded, working_set, nodes_visited).
+def query_frustum(lay: Layout, view: View, occ: Occluder, store: Records, ans: Answer):
+    """Drawn ids in ``ans.out[:k]``; returns (k, occluded, working_set, nodes_visited).
 
     Three phases: the walk decides the nodes (a node's children at once, with
     :func:`children_verdicts`) and lists the chunks to scan and the nodes to take whole; one
-    call scans every listed chunk; one pass compacts and copies. ``pl6`` is ``planes`` padded
-    to six rows; a volume of more than six planes tests nodes one by one (``node_verdict6``).
+    call scans every listed chunk; one pass compacts and copies. A volume of more than six
+    planes tests nodes one by one (``node_verdict6``). ``store`` holds the float64 spheres
+    that decide what float32 cannot.
     """
+    tree = lay.tree
+    npos = lay.npos
+    pos_slot = lay.pos_slot
+    planes = view.planes
+    pl6 = view.pl6
+    eye = view.eye
+    use_vd = view.use_vd
+    codes = ans.codes
+    sure = ans.sure
+    near = ans.near
     box = tree.box
     count = tree.count
     outcome = tree.outcome
@@ -203,8 +248,7 @@ def query_frustum(tree: Tree, s32: Spheres32, pos_slot, pos_id, npos: int, p32, 
         lv = _level_of(tree, g) - 1
         k0 = tree.loff[lv] + (g - tree.loff[lv + 1]) * FANOUT
         k1 = min(k0 + FANOUT, tree.loff[lv + 1])
-    _scan_chunks(s32.x, s32.y, s32.z, s32.r, s32.vd, p32, eye32[0], eye32[1], eye32[2], use_vd,
-                 np.float32(tol), np.float32(tol_d), scan, nscan, codes)
+    _scan_chunks(lay.s32, view, scan, nscan, codes)
     ns = 0
     nn = 0
     words = verdict_words(codes)
@@ -217,21 +261,35 @@ def query_frustum(tree: Tree, s32: Spheres32, pos_slot, pos_id, npos: int, p32, 
         for p in range(p0, p1):
             sure[ns] = p
             ns += pos_slot[p] >= 0
-    k, occluded = settle(sure, ns, near, nn, centers, radii, vdist, planes, eye, use_vd, occ,
-                         pos_slot)
+    k, occluded = settle(sure, ns, near, nn, store.store_c, store.store_r, store.store_v,
+                         planes, eye, use_vd, occ, pos_slot)
+    out = ans.out
+    pos_id = lay.pos_id
     for i in range(k):
         out[i] = pos_id[sure[i]]
     return k, occluded, working, visited
 
 
 @njit(cache=True, fastmath=FAST)
-def _scan_chunks(x, y, z, r, vd, p32, ex, ey, ez, use_vd: bool, tol, tol_d, chunks,
-                 nchunks: int, codes) -> None:
+def _scan_chunks(s32: Spheres32, view: View, chunks, nchunks: int, codes) -> None:
     """The branch-free verdict bytes (``app.spatial.scan``) of every lane of the listed chunks.
 
     64 lanes a chunk, a constant count, and unsigned positions (no negative-index checks): the
     lane loop vectorises as the flat scan does. Holes carry radius -inf and come out OUT.
+    The records' fields are taken out once here: the lane loop reads plain arrays.
     """
+    x = s32.x
+    y = s32.y
+    z = s32.z
+    r = s32.r
+    vd = s32.vd
+    p32 = view.p32
+    ex = view.eye32[0]
+    ey = view.eye32[1]
+    ez = view.eye32[2]
+    use_vd = view.use_vd
+    tol = np.float32(view.tol)
+    tol_d = np.float32(view.tol_d)
     for j in range(nchunks):
         p0 = np.uint64(chunks[j] * CHUNK)
         for lane in range(CHUNK):
