@@ -104,11 +104,15 @@ class BruteIndex(SpatialIndex):
         if batch is not None:
             if radii is None and view_distances is None and self._move_known(ids, centers):
                 return
-            slots = np.empty(batch.ids.shape[0], dtype=np.int64)
-            epoch = self._next_mark_epoch()  # first: it may reallocate the marks
-            if moves.find_batch(batch, self._idmap.arrays(), self._slot_mark, epoch, 0,
-                                slots) >= 0:
-                big, rad = moves.write_batch(batch, slots, moves.Records(
+            slots = moves.known_positions(self._last_movers, self._epoch, batch, self._ids)
+            if slots is None:
+                slots = np.empty(batch.ids.shape[0], dtype=np.int64)
+                epoch = self._next_mark_epoch()  # first: it may reallocate the marks
+                if moves.find_batch(batch, self._idmap.arrays(), self._slot_mark, epoch, 0,
+                                    slots) < 0:
+                    slots = None
+            if slots is not None:
+                big, rad = moves.write_batch(batch, slots, moves.SphereRecords(
                     self._slot_of, self._centers, self._radii, self._vdist, self._s32))
                 self._note_bounds(big, rad)
                 self._last_movers = moves.remember(self._epoch, slots, True)

@@ -158,9 +158,24 @@ def remember(epoch: int, pos: np.ndarray, positions_are_slots: bool) -> LastMove
     return LastMovers(epoch, pos, run)
 
 
-def same_movers(last: LastMovers | None, epoch: int, ids: np.ndarray) -> bool:
-    """Whether ``ids`` may be last batch's (same size, layout unchanged): the pass decides."""
-    return last is not None and last.epoch == epoch and last.pos.shape[0] == ids.shape[0]
+def same_movers(last: LastMovers | None, epoch: int, ids: np.ndarray,
+                pos_id: np.ndarray) -> bool:
+    """Whether ``ids`` may be last batch's (same size, layout unchanged, the first, middle and
+    last ids where they were: a shuffled or changed batch fails here, before a pass is
+    spent on it); the pass decides."""
+    if last is None or last.epoch != epoch or last.pos.shape[0] != ids.shape[0]:
+        return False
+    n = ids.shape[0]
+    return all(pos_id[last.pos[i]] == ids[i] for i in (0, n // 2, n - 1))
+
+
+def known_positions(last: LastMovers | None, epoch: int, batch: UpdateBatch,
+                    pos_id: np.ndarray) -> np.ndarray | None:
+    """Last batch's positions when ``batch`` is its movers again with good values (any
+    batch: radii and view distances too), else None (nothing changed)."""
+    if same_movers(last, epoch, batch.ids, pos_id) and known_batch(batch, last.pos, pos_id):
+        return last.pos
+    return None
 
 
 def write_all_known(last: LastMovers, ids: np.ndarray, centers: np.ndarray, store: np.ndarray,
@@ -190,7 +205,7 @@ def move_same(last: LastMovers | None, epoch: int, count: int, ids: np.ndarray,
     store, the spare) for the caller to keep (a batch of all ``count`` live objects goes into
     the spare, and the two swap). None: not last batch, or a bad one; nothing changed, and
     the contract's general path decides (and names what is wrong)."""
-    if not same_movers(last, epoch, ids):
+    if not same_movers(last, epoch, ids, pos_id):
         return None
     if ids.shape[0] == count:
         if spare is None or spare.shape != store.shape:
@@ -205,7 +220,7 @@ def move_same(last: LastMovers | None, epoch: int, count: int, ids: np.ndarray,
 # ------------------------------------------------------------------ any batch, one pass each
 
 
-class Batch(NamedTuple):
+class UpdateBatch(NamedTuple):
     """An update batch as compiled code takes it: ``radii`` / ``vdist`` empty when the batch
     does not carry them (unchanged)."""
 
@@ -215,7 +230,7 @@ class Batch(NamedTuple):
     vdist: np.ndarray
 
 
-class Records(NamedTuple):
+class SphereRecords(NamedTuple):
     """Where a moved object's values live: the store by slot (float64, what the contract
     keeps) and the float32 copy the scan reads by position (``pos_slot`` maps the two)."""
 
@@ -230,8 +245,8 @@ _NONE_F = np.zeros(0, dtype=np.float64)
 
 
 def batch_of(ids: object, centers: object, radii: object,
-             view_distances: object) -> Batch | None:
-    """The batch as a :class:`Batch` when it is well-typed (int64 ids, float64 rows, all
+             view_distances: object) -> UpdateBatch | None:
+    """The batch as a :class:`UpdateBatch` when it is well-typed (int64 ids, float64 rows, all
     contiguous, at least one row), else None: the contract's general path converts it."""
     if not (isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.ndim == 1
             and ids.flags.c_contiguous and ids.shape[0] > 0):
@@ -246,50 +261,78 @@ def batch_of(ids: object, centers: object, radii: object,
                 and a.flags.c_contiguous):
             return None
         rows.append(a)
-    return Batch(ids, rows[0], rows[1], rows[2])
+    return UpdateBatch(ids, rows[0], rows[1], rows[2])
+
+
+@njit(cache=True, inline="always")
+def _row_ok(batch: UpdateBatch, i: int, has_r: bool, has_v: bool) -> bool:
+    """Row ``i``'s values are what the contract accepts: a finite centre, a finite radius
+    >= 0 and a view distance >= 0 (inf allowed) when the batch carries them."""
+    c = batch.centers
+    ok = np.isfinite(c[i, 0]) & np.isfinite(c[i, 1]) & np.isfinite(c[i, 2])
+    if has_r:
+        ok &= np.isfinite(batch.radii[i]) & (batch.radii[i] >= 0.0)
+    if has_v:
+        ok &= batch.vdist[i] >= 0.0  # NaN fails too
+    return ok
 
 
 @njit(cache=True)
-def find_batch(batch: Batch, tables, mark, epoch: int, awake0: int, pos) -> int:
+def find_batch(batch: UpdateBatch, tables, mark, epoch: int, awake0: int, pos) -> int:
     """Resolve ``batch``'s ids to positions (``pos``) through the id tables ``(keys, vals,
     dense)`` of ``app.spatial.idmap`` and check the whole batch; changes nothing but marks.
 
     Returns how many movers sit before ``awake0`` (still ones the caller wakes), or -1 when
-    anything is wrong: an unknown id, a non-finite centre, a bad radius or view distance, or
-    an id given twice (found by stamping ``mark[position]`` with ``epoch``, which the caller
-    makes fresh for every batch: any order of ids costs the same). The contract's general
-    path then names what is wrong.
+    anything is wrong: an unknown id, a bad centre, radius or view distance, or an id given
+    twice. Increasing ids are distinct; any other order is checked by stamping
+    ``mark[position]`` with ``epoch``, which the caller makes fresh for every batch (one more
+    pass over the positions just found). The contract's general path then names what is
+    wrong.
     """
     keys, vals, dense = tables
     ids = batch.ids
-    centers = batch.centers
-    radii = batch.radii
-    vdist = batch.vdist
-    has_r = radii.shape[0] == ids.shape[0]
-    has_v = vdist.shape[0] == ids.shape[0]
+    n = ids.shape[0]
+    has_r = batch.radii.shape[0] == n
+    has_v = batch.vdist.shape[0] == n
     nd = dense.shape[0]
     asleep = 0
-    for i in range(ids.shape[0]):
+    increasing = True
+    prev = np.int64(0)
+    for i in range(n):
         k = ids[i]
         p = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
-        if p < 0 or mark[p] == epoch:
+        if p < 0 or not _row_ok(batch, i, has_r, has_v):
             return -1
-        mark[p] = epoch
         pos[i] = p
-        ok = np.isfinite(centers[i, 0]) & np.isfinite(centers[i, 1]) & np.isfinite(
-            centers[i, 2])
-        if has_r:
-            ok &= np.isfinite(radii[i]) & (radii[i] >= 0.0)
-        if has_v:
-            ok &= vdist[i] >= 0.0  # NaN fails too; inf is allowed
-        if not ok:
-            return -1
         asleep += p < awake0
+        increasing &= (i == 0) | (k > prev)
+        prev = k
+    if not increasing:
+        for i in range(n):
+            p = pos[i]
+            if mark[p] == epoch:
+                return -1
+            mark[p] = epoch
     return asleep
 
 
 @njit(cache=True)
-def write_batch(batch: Batch, pos, rec: Records):
+def known_batch(batch: UpdateBatch, pos, pos_id) -> bool:
+    """Whether ``batch`` is last batch's movers again (each id at its remembered position
+    ``pos``, where ``pos_id`` says) with acceptable values: no look-up, no repeat check
+    (remembered positions are distinct). Changes nothing."""
+    ids = batch.ids
+    n = ids.shape[0]
+    has_r = batch.radii.shape[0] == n
+    has_v = batch.vdist.shape[0] == n
+    for i in range(n):
+        if pos_id[pos[i]] != ids[i] or not _row_ok(batch, i, has_r, has_v):
+            return False
+    return True
+
+
+@njit(cache=True)
+def write_batch(batch: UpdateBatch, pos, rec: SphereRecords):
     """Write a checked batch: each row's store slot (``pos_slot[pos]``) and its float32 record
     at its position, centres and whatever the batch carries, in one pass. Returns (largest
     coordinate magnitude, largest radius written): the float32 tolerances' bounds."""

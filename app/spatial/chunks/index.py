@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from app.geom.zpyramid import ZPyramid, occluder
-from app.parallelism import threads_for
+from app.parallelism import PARALLEL_MIN, threads_for
 from app.spatial import moves
 from app.spatial.base import _EMPTY_F, QueryResult, SpatialIndex
 from app.spatial.chunks import check, layout, pairs, queries, update
@@ -140,22 +140,31 @@ class ChunkedIndex(SpatialIndex):
     def _grow(self, new_capacity: int) -> None:
         self._slot_pos = grown(self._slot_pos, new_capacity, NO_POS)
 
-    def _append(self, slots: np.ndarray) -> int:
-        """Put ``slots`` at positions ``npos ..`` in curve order; returns the first position."""
+    def _append(self, slots: np.ndarray, new: bool = False) -> int:
+        """Put ``slots`` at positions ``npos ..`` in curve order; returns the first position.
+        ``new``: their ids are not in the id -> position map yet (an insert), else they are
+        (a re-sort)."""
         m = slots.shape[0]
         self._reserve(m)
         self._layout_epoch += 1
         order = slots[layout.curve_order(self._centers[slots])]
         first = self._npos
-        pos = np.arange(first, first + m, dtype=np.int64)
-        self._pos_slot[pos] = order
-        ids = self._ids[order]
-        self._pos_id[pos] = ids
-        self._slot_pos[order] = pos
-        placed = self._id_pos.lookup(ids) >= 0  # re-placed (a re-sort) or new (an insert)
-        self._id_pos.assign(ids[placed], pos[placed])
-        self._id_pos.insert(ids[~placed], pos[~placed])
-        with threads_for(m):
+        if m < PARALLEL_MIN:  # one serial pass (the maps, the id map, the float32 records)
+            big, rad = update.place(self._places(), self._records(), self._ids, order, first,
+                                    not new)
+            if new:
+                self._id_pos.insert(self._pos_id[first:first + m],
+                                    np.arange(first, first + m, dtype=np.int64))
+        else:
+            pos = np.arange(first, first + m, dtype=np.int64)
+            self._pos_slot[first:first + m] = order
+            ids = self._ids[order]
+            self._pos_id[first:first + m] = ids
+            self._slot_pos[order] = pos
+            if new:
+                self._id_pos.insert(ids, pos)
+            else:
+                self._id_pos.assign(ids, pos)
             big, rad = store32(self._s32, pos, self._centers, self._radii, self._vdist, order)
         self._note_bounds(big, rad)
         self._npos += m
@@ -255,7 +264,7 @@ class ChunkedIndex(SpatialIndex):
         if slots.shape[0] <= max(awake, self._count // SPAWN_FRACTION):
             # A few new objects (spawns) join the awake region: no record moves, the cost is
             # the batch's own. Their chunks widen the awake region's reference extent.
-            self._append(slots)
+            self._append(slots, new=True)
             self._refit(first)
             self._awake_extent = max(self._awake_extent,
                                      layout.mean_extent(self._tree, *self._awake_chunks()))
@@ -264,7 +273,7 @@ class ChunkedIndex(SpatialIndex):
         # moves up behind them (it is no larger than the batch).
         first = self._awake0
         moved_up = self._take_out(self._awake0)
-        self._append(slots)
+        self._append(slots, new=True)
         self._awake0 = self._npos
         if moved_up.shape[0]:
             self._append(moved_up)
@@ -300,6 +309,11 @@ class ChunkedIndex(SpatialIndex):
         if batch is not None:
             if radii is None and view_distances is None and self._move_known(ids, centers):
                 return
+            pos = moves.known_positions(self._last_movers, self._layout_epoch, batch,
+                                        self._pos_id)
+            if pos is not None:  # last batch's movers, with radii or view distances
+                self._move(batch, pos, 0)
+                return
             pos = np.empty(batch.ids.shape[0], dtype=np.int64)
             asleep = moves.find_batch(batch, self._id_pos.arrays(), self._pos_mark,
                                       self._fresh_mark(), self._awake0, pos)
@@ -330,11 +344,11 @@ class ChunkedIndex(SpatialIndex):
     def _apply_update(self, slots, centers, radii, vd) -> None:
         """The general path's checked batch: the same moves as :meth:`update` makes."""
         pos = self._slot_pos[slots]
-        batch = moves.Batch(slots, centers, _EMPTY_F if radii is None else radii,
+        batch = moves.UpdateBatch(slots, centers, _EMPTY_F if radii is None else radii,
                             _EMPTY_F if vd is None else vd)
         self._move(batch, pos, int(np.count_nonzero(pos < self._awake0)))
 
-    def _move(self, batch: moves.Batch, pos: np.ndarray, asleep: int) -> None:
+    def _move(self, batch: moves.UpdateBatch, pos: np.ndarray, asleep: int) -> None:
         """Write a checked batch found at ``pos`` (``asleep`` of them before the awake
         region): wake those, write every record, refit what was written."""
         woke = asleep > 0 and self._wake(pos, batch.centers, asleep)
@@ -366,11 +380,13 @@ class ChunkedIndex(SpatialIndex):
         if c1 > c0:
             layout.refit_upper(self._tree, c0, c1)
 
-    def _records(self) -> moves.Records:
-        return moves.Records(self._pos_slot, self._centers, self._radii, self._vdist, self._s32)
+    def _records(self) -> moves.SphereRecords:
+        return moves.SphereRecords(self._pos_slot, self._centers, self._radii, self._vdist,
+                                   self._s32)
 
-    def _places(self) -> update.Places:
-        return update.Places(self._slot_pos, self._pos_slot, self._pos_id, *self._id_pos.arrays())
+    def _places(self) -> update.ChunkPlaces:
+        return update.ChunkPlaces(self._slot_pos, self._pos_slot, self._pos_id,
+                                  *self._id_pos.arrays())
 
     def _wake(self, pos: np.ndarray, centers: np.ndarray, asleep: int) -> bool:
         """Wake the still movers of a batch, rewriting their ``pos`` (in curve order of their
@@ -416,11 +432,11 @@ class ChunkedIndex(SpatialIndex):
                                nodes_visited=0, occluded_objects=int(occluded))
         p32, tol, tol_d = tolerances(planes, eye, self._max_abs, self._max_r)
         k, occluded, working, visited = queries.query_frustum(
-            queries.Layout(self._tree, self._s32, self._pos_slot, self._pos_id, self._npos),
-            queries.View(planes, six_planes(planes), eye, use_vd, p32, eye.astype(np.float32),
+            queries.ChunkLayout(self._tree, self._s32, self._pos_slot, self._pos_id, self._npos),
+            queries.ChunkView(planes, six_planes(planes), eye, use_vd, p32, eye.astype(np.float32),
                          tol, tol_d),
             occluder(occlusion), self._records(),
-            queries.Answer(self._codes, self._sure, self._near, self._out))
+            queries.ChunkAnswer(self._codes, self._sure, self._near, self._out))
         return QueryResult(visible=self._out[:k].copy(), working_set=int(working),
                            nodes_visited=int(visited), occluded_objects=int(occluded))
 

@@ -91,18 +91,36 @@ def curve_order(centers: np.ndarray) -> np.ndarray:
     """
     if centers.shape[0] < 2:
         return np.arange(centers.shape[0], dtype=np.int64)
-    lo = centers.min(axis=0)
-    ext = np.maximum(centers.max(axis=0) - lo, 1e-300)
-    bits = curve_bits(centers.shape[0])
-    top = (1 << bits) - 1
-    q = np.minimum(((centers - lo) / ext * top).astype(np.int64), top)
-    return np.argsort(hilbert_codes(q, bits), kind="stable")
+    return np.argsort(curve_codes(centers, curve_bits(centers.shape[0])), kind="stable")
 
 
 def curve_bits(n: int) -> int:
     """Bits per axis of the curve's grid for ``n`` points: about 2^12 cells a point, far finer
     than any chunk (a code costs in proportion to its bits; :data:`CURVE_BITS` at most)."""
     return min(CURVE_BITS, max(4, -(-int(n).bit_length() // 3) + 4))
+
+
+@njit(cache=True)
+def curve_codes(centers: np.ndarray, bits: int) -> np.ndarray:
+    """Hilbert index of each centre on a ``bits``-bit grid over the centres' bounding box, in
+    one compiled pass (numpy's temporaries cost more than the codes for a batch of spawns)."""
+    n = centers.shape[0]
+    lo = np.empty(3)
+    scale = np.empty(3)
+    top = (1 << bits) - 1
+    for a in range(3):
+        mn = centers[0, a]
+        mx = centers[0, a]
+        for i in range(1, n):
+            mn = min(mn, centers[i, a])
+            mx = max(mx, centers[i, a])
+        lo[a] = mn
+        scale[a] = top / max(mx - mn, 1e-300)
+    q = np.empty((n, 3), np.int64)
+    for i in range(n):
+        for a in range(3):
+            q[i, a] = min(np.int64((centers[i, a] - lo[a]) * scale[a]), top)
+    return hilbert_codes(q, bits)
 
 
 #: Bits per axis of the curve's grid (2^36 cells: far finer than any chunk).
@@ -114,39 +132,48 @@ def hilbert_codes(q: np.ndarray, bits: int) -> np.ndarray:
     """Hilbert index of each row of (n, 3) non-negative ``bits``-bit integer coordinates.
 
     Skilling's method ("Programming the Hilbert curve", 2004): undo the excess work of the
-    Gray code axis by axis, Gray-encode, then read the transposed bits as one index.
+    Gray code axis by axis, Gray-encode, then read the transposed bits as one index. The three
+    axes are held in scalars (an array of three made every code cost 4x as much).
     """
     out = np.empty(q.shape[0], dtype=np.int64)
-    x = np.empty(3, dtype=np.int64)
     top = np.int64(1) << (bits - 1)
     for i in range(q.shape[0]):
-        for a in range(3):
-            x[a] = q[i, a]
+        x0 = q[i, 0]
+        x1 = q[i, 1]
+        x2 = q[i, 2]
         b = top
         while b > 1:
             low = b - 1
-            for a in range(3):
-                if x[a] & b:
-                    x[0] ^= low
-                else:
-                    t = (x[0] ^ x[a]) & low
-                    x[0] ^= t
-                    x[a] ^= t
+            if x0 & b:  # (axis 0 against itself: no swap)
+                x0 ^= low
+            if x1 & b:
+                x0 ^= low
+            else:
+                t = (x0 ^ x1) & low
+                x0 ^= t
+                x1 ^= t
+            if x2 & b:
+                x0 ^= low
+            else:
+                t = (x0 ^ x2) & low
+                x0 ^= t
+                x2 ^= t
             b >>= 1
-        for a in range(1, 3):
-            x[a] ^= x[a - 1]
+        x1 ^= x0
+        x2 ^= x1
         t = np.int64(0)
         b = top
         while b > 1:
-            if x[2] & b:
+            if x2 & b:
                 t ^= b - 1
             b >>= 1
-        for a in range(3):
-            x[a] ^= t
+        x0 ^= t
+        x1 ^= t
+        x2 ^= t
         code = np.int64(0)
         for bit in range(bits - 1, -1, -1):
-            for a in range(3):
-                code = (code << 1) | ((x[a] >> bit) & 1)
+            code = (code << 3) | (((x0 >> bit) & 1) << 2) | (((x1 >> bit) & 1) << 1) | (
+                (x2 >> bit) & 1)
         out[i] = code
     return out
 

@@ -37,7 +37,7 @@ from app.spatial.chunks.layout import (
     refit_chunks,
     refit_upper,
 )
-from app.spatial.moves import Records
+from app.spatial.moves import SphereRecords
 from app.spatial.pairs import (
     grown_pairs,
     keep,
@@ -156,7 +156,7 @@ def chunk_pairs(box, count, loff, marked, reach: float) -> np.ndarray:
     return out[:k]
 
 
-class Reach(NamedTuple):
+class ChunkReach(NamedTuple):
     """How near two spheres must come to pair (``margin``), and the widenings that keep the
     float32 and box tests conservative: ``reach`` (margin plus :func:`node_slack`) for boxes,
     ``tol`` (:func:`lane_tolerance`) for lanes."""
@@ -167,7 +167,7 @@ class Reach(NamedTuple):
 
 
 @njit(cache=True)
-def query_pairs(tree: Tree, rec: Records, near: Reach, sel, marked) -> np.ndarray:
+def query_pairs(tree: Tree, rec: SphereRecords, near: ChunkReach, sel, marked) -> np.ndarray:
     """Touching slot pairs (K, 2) of the layout (see the module docstring).
 
     ``rec``: the float32 records by position and the float64 spheres by slot; ``sel``: the
@@ -185,7 +185,7 @@ def query_pairs(tree: Tree, rec: Records, near: Reach, sel, marked) -> np.ndarra
 
 
 @njit(cache=True)
-def _lane_pairs(chunks, at, box, rec: Records, near: Reach, sel, hit, out):
+def _lane_pairs(chunks, at, box, rec: SphereRecords, near: ChunkReach, sel, hit, out):
     """The lanes of the chunk pairs from ``at`` = (pairs written, chunk pair, lane) on, pairs
     written at ``out[k]``; returns where it stopped in the same form: the chunk pair is the
     number of chunk pairs when done, else where the next lane's hits would not fit (the
@@ -347,6 +347,7 @@ def index_pairs(index, slots: np.ndarray | None, margin: float) -> np.ndarray:
     marked = np.zeros(0, dtype=np.bool_)
     if slots is not None:
         marked = mark_nodes(tree, slot_pos[slots])
-    rec = Records(pos_slot, index._centers, index._radii, index._vdist, s32)
-    near = Reach(margin, margin + node_slack(big, rad, margin), lane_tolerance(big, rad, margin))
+    rec = SphereRecords(pos_slot, index._centers, index._radii, index._vdist, s32)
+    near = ChunkReach(margin, margin + node_slack(big, rad, margin),
+                      lane_tolerance(big, rad, margin))
     return query_pairs(tree, rec, near, selection(index.capacity, slots), marked)

@@ -32,7 +32,7 @@ from app.geom.predicates import (
 )
 from app.geom.zpyramid import Occluder, box_hidden6
 from app.spatial.chunks.layout import CHUNK, FANOUT, HI, LO, MAXVD, MINVD, Tree
-from app.spatial.moves import Records
+from app.spatial.moves import SphereRecords
 from app.spatial.scan import FAST, Spheres32, compact, distance_code, settle, verdict_words
 
 
@@ -129,7 +129,7 @@ def children_verdicts(box, k0: int, k1: int, pl6, eye, use_vd: bool, codes, whol
         whole[j] = (code == NODE_INSIDE) & near_all
 
 
-class Layout(NamedTuple):
+class ChunkLayout(NamedTuple):
     """The chunked layout as a query reads it."""
 
     tree: Tree
@@ -139,7 +139,7 @@ class Layout(NamedTuple):
     npos: int  # positions in use
 
 
-class View(NamedTuple):
+class ChunkView(NamedTuple):
     """A frustum query's volume, in float64 (the contract's test) and as the float32 scan
     takes it (``app.spatial.scan.tolerances``)."""
 
@@ -153,7 +153,7 @@ class View(NamedTuple):
     tol_d: float  # float32 distance tolerance
 
 
-class Answer(NamedTuple):
+class ChunkAnswer(NamedTuple):
     """A query's reused buffers, one entry a position: verdict bytes, sure and near
     positions, and the drawn ids (``out[:k]``)."""
 
@@ -164,7 +164,8 @@ class Answer(NamedTuple):
 
 
 @njit(cache=True)
-def query_frustum(lay: Layout, view: View, occ: Occluder, store: Records, ans: Answer):
+def query_frustum(lay: ChunkLayout, view: ChunkView, occ: Occluder, store: SphereRecords,
+                  ans: ChunkAnswer):
     """Drawn ids in ``ans.out[:k]``; returns (k, occluded, working_set, nodes_visited).
 
     Three phases: the walk decides the nodes (a node's children at once, with
@@ -271,7 +272,7 @@ def query_frustum(lay: Layout, view: View, occ: Occluder, store: Records, ans: A
 
 
 @njit(cache=True, fastmath=FAST)
-def _scan_chunks(s32: Spheres32, view: View, chunks, nchunks: int, codes) -> None:
+def _scan_chunks(s32: Spheres32, view: ChunkView, chunks, nchunks: int, codes) -> None:
     """The branch-free verdict bytes (``app.spatial.scan``) of every lane of the listed chunks.
 
     64 lanes a chunk, a constant count, and unsigned positions (no negative-index checks): the

@@ -19,10 +19,11 @@ from numba import njit
 
 from app.spatial.chunks.layout import CHUNK, FANOUT, NO_POS, Tree, fit_chunk
 from app.spatial.idmap import assign
-from app.spatial.scan import Spheres32
+from app.spatial.moves import SphereRecords
+from app.spatial.scan import Spheres32, to32
 
 
-class Places(NamedTuple):
+class ChunkPlaces(NamedTuple):
     """Who is where in the layout: the maps a move of a record between positions rewrites."""
 
     slot_pos: np.ndarray  # store slot -> position
@@ -34,7 +35,7 @@ class Places(NamedTuple):
 
 
 @njit(cache=True)
-def wake_movers(tree: Tree, s32: Spheres32, places: Places, pos, rows, npos: int) -> int:
+def wake_movers(tree: Tree, s32: Spheres32, places: ChunkPlaces, pos, rows, npos: int) -> int:
     """Move the still movers ``pos[rows]`` (``rows`` in the order they are to be laid out) to
     positions ``npos ..``, rewriting ``pos[rows]``; returns the new end of the layout.
 
@@ -92,3 +93,45 @@ def refit_listed(tree: Tree, s32: Spheres32, chunks, pad: float) -> None:
     """Tight boxes and counts of the listed chunks (the nodes above are the caller's)."""
     for i in range(chunks.shape[0]):
         fit_chunk(tree, s32, chunks[i], pad)
+
+
+@njit(cache=True)
+def place(places: ChunkPlaces, rec: SphereRecords, slot_id, order, first: int, reassign: bool):
+    """Lay the store slots ``order`` out at positions ``first ..``: the maps both ways (ids
+    from ``slot_id``, the store's), the id -> position map too when ``reassign`` (ids already
+    in it; new ids are the caller's to insert), and the float32 records from the store. One
+    serial pass: a batch of spawns or an awake region costs no more than its own rows
+    (``store32`` is for large batches). Returns (largest coordinate magnitude, largest
+    radius) written."""
+    slot_pos = places.slot_pos
+    pos_slot = places.pos_slot
+    pos_id = places.pos_id
+    c = rec.store_c
+    x = rec.s32.x
+    y = rec.s32.y
+    z = rec.s32.z
+    r32 = rec.s32.r
+    vd32 = rec.s32.vd
+    bx = by = bz = 0.0
+    rad = 0.0
+    for i in range(order.shape[0]):
+        s = order[i]
+        p = first + i
+        pos_slot[p] = s
+        slot_pos[s] = p
+        pos_id[p] = slot_id[s]
+        cx = c[s, 0]
+        cy = c[s, 1]
+        cz = c[s, 2]
+        x[p] = to32(cx)
+        y[p] = to32(cy)
+        z[p] = to32(cz)
+        r32[p] = to32(rec.store_r[s])
+        vd32[p] = to32(rec.store_v[s])
+        bx = max(bx, abs(cx))
+        by = max(by, abs(cy))
+        bz = max(bz, abs(cz))
+        rad = max(rad, rec.store_r[s])
+        if reassign:
+            assign(places.id_keys, places.id_vals, places.id_dense, pos_id[p], p)
+    return max(bx, by, bz), rad
