@@ -265,15 +265,14 @@ def batch_of(ids: object, centers: object, radii: object,
 
 
 @njit(cache=True, inline="always")
-def _row_ok(batch: UpdateBatch, i: int, has_r: bool, has_v: bool) -> bool:
+def _row_ok(centers, radii, vdist, i: int, has_r: bool, has_v: bool) -> bool:
     """Row ``i``'s values are what the contract accepts: a finite centre, a finite radius
     >= 0 and a view distance >= 0 (inf allowed) when the batch carries them."""
-    c = batch.centers
-    ok = np.isfinite(c[i, 0]) & np.isfinite(c[i, 1]) & np.isfinite(c[i, 2])
+    ok = np.isfinite(centers[i, 0]) & np.isfinite(centers[i, 1]) & np.isfinite(centers[i, 2])
     if has_r:
-        ok &= np.isfinite(batch.radii[i]) & (batch.radii[i] >= 0.0)
+        ok &= np.isfinite(radii[i]) & (radii[i] >= 0.0)
     if has_v:
-        ok &= batch.vdist[i] >= 0.0  # NaN fails too
+        ok &= vdist[i] >= 0.0  # NaN fails too
     return ok
 
 
@@ -291,9 +290,12 @@ def find_batch(batch: UpdateBatch, tables, mark, epoch: int, awake0: int, pos) -
     """
     keys, vals, dense = tables
     ids = batch.ids
+    centers = batch.centers
+    radii = batch.radii
+    vdist = batch.vdist
     n = ids.shape[0]
-    has_r = batch.radii.shape[0] == n
-    has_v = batch.vdist.shape[0] == n
+    has_r = radii.shape[0] == n
+    has_v = vdist.shape[0] == n
     nd = dense.shape[0]
     asleep = 0
     increasing = True
@@ -301,7 +303,7 @@ def find_batch(batch: UpdateBatch, tables, mark, epoch: int, awake0: int, pos) -
     for i in range(n):
         k = ids[i]
         p = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
-        if p < 0 or not _row_ok(batch, i, has_r, has_v):
+        if p < 0 or not _row_ok(centers, radii, vdist, i, has_r, has_v):
             return -1
         pos[i] = p
         asleep += p < awake0
@@ -322,11 +324,14 @@ def known_batch(batch: UpdateBatch, pos, pos_id) -> bool:
     ``pos``, where ``pos_id`` says) with acceptable values: no look-up, no repeat check
     (remembered positions are distinct). Changes nothing."""
     ids = batch.ids
+    centers = batch.centers
+    radii = batch.radii
+    vdist = batch.vdist
     n = ids.shape[0]
-    has_r = batch.radii.shape[0] == n
-    has_v = batch.vdist.shape[0] == n
+    has_r = radii.shape[0] == n
+    has_v = vdist.shape[0] == n
     for i in range(n):
-        if pos_id[pos[i]] != ids[i] or not _row_ok(batch, i, has_r, has_v):
+        if pos_id[pos[i]] != ids[i] or not _row_ok(centers, radii, vdist, i, has_r, has_v):
             return False
     return True
 
