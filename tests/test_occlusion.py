@@ -430,3 +430,48 @@ def test_two_pass_image_equals_frustum_only_image(ctx, tmp_path):
     assert second > 0  # the second draw ran
     for v, _ in viewers:
         v.close()
+
+
+@pytest.mark.gl
+@pytest.mark.parametrize("mode", ["two-pass", "previous"])
+def test_frozen_camera_culls_with_its_own_pyramid(ctx, tmp_path, mode):
+    """A culling camera frozen at C and seen from outside culls exactly as the live camera at
+    C does: the pyramid is built from what C sees, not from the outside view's depth (with
+    the view's depth it hid objects C sees and kept others)."""
+    from app.culling.pipeline import IndexConfig
+    from app.scene import load_scene
+    from app.viewer.camera import CameraView
+    from app.viewer.setup import occlusion_factory
+    from app.viewer.state import Toggles
+    from app.viewer.viewer import Viewer
+
+    src = (Path(__file__).resolve().parents[1] / "scenes" / "fig26.toml").read_text()
+    path = tmp_path / "small.toml"
+    path.write_text(src.replace("count = 1331", "count = 343"))
+    size = (192, 108)
+    runs = []
+    for _ in range(2):  # the live camera's run, then the frozen one's
+        scene = load_scene(path)
+        v = Viewer(ctx, scene, IndexConfig("octree", True, None), size,
+                   Toggles(hud=False, paused=True), occlusion_factory=occlusion_factory(False))
+        v.set_occlusion(mode)
+        runs.append((v, scene))
+    scene = runs[0][1]
+    c = scene.camera
+    eye, tgt = scene.camera_at(0.5)
+    at = CameraView.make(eye, tgt, c.fov_deg, size[0] / size[1], c.near, c.far)
+    outside_eye = np.asarray(tgt) + (np.asarray(eye) - np.asarray(tgt)) * 3.0 + [0, 40, 0]
+    outside = CameraView.make(outside_eye, tgt, c.fov_deg, size[0] / size[1], c.near,
+                              c.far * 4)
+    runs[1][0].toggle_freeze(at)
+    occluded = 0
+    for i in range(6):
+        live, frozen = (v.frame(1 / 60, view) for (v, _), view in zip(runs, (at, outside),
+                                                                       strict=True))
+        got = [np.sort(v.pipeline.last_cull.result.visible) for v, _ in runs]
+        np.testing.assert_array_equal(got[0], got[1], err_msg=f"frame {i}")
+        assert live.drawn == frozen.drawn
+        occluded += int(runs[0][0].occlusion.log_values()["occluded_objects"])
+    assert occluded > 0  # occlusion culled something: the pyramids were compared
+    for v, _ in runs:
+        v.close()

@@ -1,6 +1,11 @@
 """The frozen culling camera drawn in the world: its view volume as lines, its near and far
 planes as translucent quads, and a camera marker at its eye (a small box, a lens pyramid
-along the view direction and an up tick), sized by the caller so that it shows from afar."""
+along the view direction and an up tick), sized by the caller so that it shows from afar.
+
+The quads are for looking at the volume from outside: seen from inside it (the eye at the
+frozen camera, or flown a little way in) the near quad sits on the eye and the far quad
+spans the view, so they would tint the whole screen; :func:`seen_from_outside` says which.
+"""
 
 from __future__ import annotations
 
@@ -21,8 +26,8 @@ _BOX_EDGES = [(a, b) for a in range(8) for b in range(a + 1, 8)
               if bin(a ^ b).count("1") == 1]
 
 FRUSTUM_COLOR = (1.0, 0.55, 0.1, 1.0)
-NEAR_COLOR = (0.3, 0.9, 1.0, 0.45)
-FAR_COLOR = (1.0, 0.55, 0.1, 0.08)
+NEAR_COLOR = (0.3, 0.9, 1.0, 0.35)
+FAR_COLOR = (1.0, 0.55, 0.1, 0.07)
 MARKER_COLOR = (1.0, 1.0, 1.0, 1.0)
 
 
@@ -31,6 +36,19 @@ def frustum_corners(viewproj: np.ndarray) -> np.ndarray:
     inv = np.linalg.inv(np.asarray(viewproj, np.float64))
     w = _NDC @ inv.T
     return w[:, :3] / w[:, 3:4]
+
+
+def seen_from_outside(cull_viewproj: np.ndarray, cull_eye: np.ndarray, eye: np.ndarray,
+                      near: float) -> bool:
+    """Whether ``eye`` looks at the volume of ``cull_viewproj`` from outside it and more
+    than a few near distances from its apex ``cull_eye``: only then are its planes drawn
+    filled (from inside or at the apex they would cover the screen)."""
+    eye = np.asarray(eye, np.float64)
+    if np.linalg.norm(eye - np.asarray(cull_eye, np.float64)) <= 4.0 * near:
+        return False
+    c = np.asarray(cull_viewproj, np.float64) @ np.append(eye, 1.0)
+    inside = c[3] > 0 and bool(np.all(np.abs(c[:3]) <= c[3]))
+    return not inside
 
 
 def camera_axes(view: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -72,9 +90,10 @@ class FrustumLines:
 
     def set_frustum(self, cull_viewproj: np.ndarray, eye: np.ndarray,
                     color=FRUSTUM_COLOR, view: np.ndarray | None = None,
-                    marker_size: float = 0.0) -> None:
-        """The volume of ``cull_viewproj``, lines from ``eye`` to its near corners, its near
-        and far planes filled, and with ``view`` and ``marker_size`` > 0 the camera marker."""
+                    marker_size: float = 0.0, planes: bool = True) -> None:
+        """The volume of ``cull_viewproj``, lines from ``eye`` to its near corners, with
+        ``planes`` its near and far planes filled, and with ``view`` and ``marker_size`` > 0
+        the camera marker."""
         c = frustum_corners(cull_viewproj)
         eye = np.asarray(eye, float)
         lines, cols = [], []
@@ -87,8 +106,8 @@ class FrustumLines:
             mk = marker_lines(eye, view, marker_size)
             lines += mk
             cols += [MARKER_COLOR] * len(mk)
-        tris = [c[k] for k in _NEAR_QUAD] + [c[k] for k in _FAR_QUAD]
-        tcols = [NEAR_COLOR] * 6 + [FAR_COLOR] * 6
+        tris = [c[k] for k in _NEAR_QUAD] + [c[k] for k in _FAR_QUAD] if planes else []
+        tcols = [NEAR_COLOR] * 6 + [FAR_COLOR] * 6 if planes else []
         data = np.zeros((len(lines) + len(tris), 7), np.float32)
         data[:, :3] = lines + tris
         data[:, 3:] = cols + tcols
@@ -105,5 +124,6 @@ class FrustumLines:
         if not self.n:
             return
         self.prog["u_viewproj"].write(np.ascontiguousarray(viewproj.T, np.float32).tobytes())
-        self.vao.render(moderngl.TRIANGLES, vertices=self.tri, first=self.n)
+        if self.tri:
+            self.vao.render(moderngl.TRIANGLES, vertices=self.tri, first=self.n)
         self.vao.render(moderngl.LINES, vertices=self.n)

@@ -21,6 +21,12 @@ frame's passes (:meth:`app.viewer.frame.Frame.run`):
               the final image is in front of the early draw's depth there, so the conservative
               test keeps it: no false negatives.
 
+A frozen culling camera (Z, and X to see it from outside) culls with its own pyramid: the
+frame's depth is the view camera's, so :meth:`OcclusionPyramids.depth_seen_by` draws the
+objects of the first cull once more, depth only, from the frozen camera, and the pyramid is
+built from that (an extra depth pass only while frozen). A pyramid of the view camera's depth
+tested with the frozen camera's matrices hid objects the frozen camera sees (and kept others).
+
 Ground truth (``ground_truth=True``): after the culls, an id buffer of every object in the view
 frustum (same size, same matrices) gives ``true_visible``; ``false_negatives`` counts truly
 visible objects the frame did not draw.
@@ -46,6 +52,7 @@ MODES = ("off", "previous", "two-pass")
 GROUND_TRUTH_COLUMNS = ("true_visible", "false_negatives", "ground_truth_ms")
 BASE_COLUMNS = ("occlusion_ms", "occlusion_cull_ms", "occluded_nodes", "occluded_objects",
                 "second_pass")
+_DEPTH_ONLY_LIGHT = np.array([0.0, 1.0, 0.0])  # the object shader wants one; depth ignores it
 NO_GROUND_TRUTH = {"true_visible": "", "false_negatives": 0, "ground_truth_ms": 0.0}
 
 
@@ -65,6 +72,7 @@ class OcclusionPyramids:
         self.cpu_texels = cpu_texels
         self.log_columns = BASE_COLUMNS + (GROUND_TRUTH_COLUMNS if self.ground_truth else ())
         self._pyr: DepthPyramid | None = None
+        self._frozen: tuple[moderngl.Texture, moderngl.Framebuffer] | None = None
         self._idbuf = None
         self._vals: dict[str, Any] = {}
         self._pending_ms = 0.0  # previous mode: the map in last_frame_pyramid(), for this row
@@ -92,6 +100,34 @@ class OcclusionPyramids:
         p = self._pyr.previous(1) if self._pyr is not None else None
         self._pending_ms = (time.perf_counter() - t0) * 1e3
         return p
+
+    def depth_seen_by(self, cull_view, objects, size: tuple[int, int]) -> moderngl.Texture:
+        """The depth of the objects ``objects`` holds for this frame (the first cull's) drawn
+        from ``cull_view`` at ``size``: what a frozen culling camera sees, for its pyramid."""
+        tex, fbo = self._frozen_target(size)
+        fbo.use()
+        self.ctx.viewport = (0, 0, *tex.size)
+        self.ctx.enable(moderngl.DEPTH_TEST | moderngl.CULL_FACE)
+        self.ctx.disable(moderngl.BLEND)
+        self.ctx.depth_func = "<"
+        fbo.clear(depth=1.0)
+        objects.draw(cull_view.viewproj, _DEPTH_ONLY_LIGHT)
+        return tex
+
+    def _frozen_target(self, size: tuple[int, int]):
+        """A depth-only framebuffer of ``size`` for :meth:`depth_seen_by`, kept between frames."""
+        size = (int(size[0]), int(size[1]))
+        if self._frozen is None or self._frozen[0].size != size:
+            self._release_frozen()
+            tex = self.ctx.depth_texture(size)
+            self._frozen = (tex, self.ctx.framebuffer(depth_attachment=tex))
+        return self._frozen
+
+    def _release_frozen(self) -> None:
+        if self._frozen is not None:
+            self._frozen[1].release()
+            self._frozen[0].release()
+            self._frozen = None
 
     def build_pyramid(self, depth: moderngl.Texture, size: tuple[int, int],
                       viewproj: np.ndarray) -> ZPyramid | None:
@@ -186,6 +222,7 @@ class OcclusionPyramids:
         return lines
 
     def release(self) -> None:
+        self._release_frozen()
         if self._pyr is not None:
             self._pyr.release()
             self._pyr = None

@@ -57,6 +57,10 @@ class OcclusionProvider(Protocol):
                       viewproj: np.ndarray):  # -> ZPyramid | None
         """Reduce this frame's depth after the main pass; two-pass gets the pyramid now."""
 
+    def depth_seen_by(self, cull_view: CameraView, objects: ObjectRenderer,
+                      size: tuple[int, int]) -> moderngl.Texture:
+        """A frozen culling camera's own depth of this frame's objects, for its pyramid."""
+
     def note_cull(self, result, late_cull_ms: float | None = None,
                   second_pass: int = 0) -> None: ...
 
@@ -139,7 +143,7 @@ class Frame:
         #    cull against it, then the draw of what the early cull missed. Ground truth is
         #    measured in between, so that its timing does not wait for that draw.
         if occ is not None:
-            self._occlusion_pass(view, occ, st)
+            self._occlusion_pass(view, cull_view, occ, st)
         self.ctx.finish()
         t5 = time.perf_counter()
 
@@ -162,11 +166,15 @@ class Frame:
             st.stages_ms = (time.perf_counter() - t5) * 1e3
         return st
 
-    def _occlusion_pass(self, view: CameraView, occ: OcclusionProvider,
-                        st: FrameStats) -> None:
+    def _occlusion_pass(self, view: CameraView, cull_view: CameraView,
+                        occ: OcclusionProvider, st: FrameStats) -> None:
         """Step 6: the pyramid, two-pass's late cull and second draw, ground truth."""
         p = self.pipeline
-        pyramid = occ.build_pyramid(self.target.depth, self.target.size, view.viewproj)
+        depth, vp = self.target.depth, view.viewproj
+        if cull_view is not view:  # frozen: the pyramid of what the culling camera sees
+            depth, vp = occ.depth_seen_by(cull_view, self.objects, self.target.size), \
+                cull_view.viewproj
+        pyramid = occ.build_pyramid(depth, self.target.size, vp)
         cull = p.last_cull
         newly = None
         if cull.two_pass:

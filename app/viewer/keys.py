@@ -63,9 +63,10 @@ BINDINGS: tuple[Binding, ...] = (
             ("n",), "which boxes the overlay shows: all / leaves only / depth <= 1, 2, 3, 4 (the "
             "HUD counts them: `leaves only: 562 of 673`); turns the overlay on"),
     Binding("Z", "freeze culling (culling camera stays, its frustum is drawn)", "freeze", ("z",),
-            "freeze culling: the culling camera stays; its frustum (orange), near plane (cyan), "
-            "far plane (faint orange) and a camera marker (white box with a lens) are drawn and "
-            "labelled"),
+            "freeze culling: the culling camera stays and the HUD says `culling camera frozen "
+            "(Z)`; its frustum is drawn as orange lines with a camera marker (white box with a "
+            "lens), and seen from outside its near plane (cyan) and far plane (faint orange) "
+            "filled and labelled; occlusion culls with the frozen camera's own depth pyramid"),
     Binding("X", "outside view: orbit the frozen culling camera (freezes it)", "orbit", ("x",),
             "outside view (Panda3D's `oobeCull`): freezes the culling camera if it is not, and "
             "the view orbits it from behind and above, turning slowly; drag turns the orbit, W/S "

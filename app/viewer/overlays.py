@@ -19,7 +19,7 @@ from app.render.boxes import (
     select_boxes,
 )
 from app.render.context import SceneTarget
-from app.render.frustum_lines import FrustumLines
+from app.render.frustum_lines import FrustumLines, seen_from_outside
 from app.render.hud import HudRenderer
 from app.viewer.camera import CameraView, view_depth_range
 from app.viewer.keys import help_lines
@@ -41,6 +41,7 @@ class Overlays:
         self.legend: tuple[str, list] | None = None  # the box colours' legend
         self.box_count = 0  # boxes drawn last frame (of box_total)
         self.box_total = 0
+        self.frozen_outside = False  # the last frozen camera drawn was seen from outside
 
     def begin(self) -> None:
         """Blended drawing into the scene target; last frame's boxes and labels forgotten."""
@@ -84,18 +85,22 @@ class Overlays:
     # ------------------------------------------------------------------ the frozen camera
 
     def draw_frozen_camera(self, view: CameraView, cull_view: CameraView) -> None:
-        """The frozen culling camera: its frustum, near and far planes, a marker at its eye
-        (sized to show from the view camera) and labels naming them."""
+        """The frozen culling camera: its frustum as lines, a marker at its eye (sized to show
+        from the view camera), and seen from outside its near and far planes filled and
+        labels naming them. From inside the volume only the lines: filled planes and labels
+        would cover the screen and float mid-scene."""
         self.ctx.disable(moderngl.DEPTH_TEST)
         eye = np.asarray(cull_view.eye, np.float64)
         away = float(np.linalg.norm(np.asarray(view.eye) - eye))
         near, far = view_depth_range(cull_view.proj)
+        outside = self.frozen_outside = seen_from_outside(cull_view.viewproj, eye, view.eye,
+                                                          near)
         size = 0.025 * away if away > 1e-6 else 0.0
         self.frustum_lines.set_frustum(cull_view.viewproj, eye, view=cull_view.view,
-                                       marker_size=size)
+                                       marker_size=size, planes=outside)
         self.frustum_lines.draw(view.viewproj)
-        if size <= 0:
-            return  # the view is the culling camera: nothing to label
+        if not outside:
+            return  # at or inside the frozen camera's volume: nothing to label
         fwd = -np.asarray(cull_view.view[2, :3], np.float64)
         for point, text, dy in ((eye, "culling camera", -1.6),
                                 (eye + fwd * near, f"near plane {near:g}", 0.6),
@@ -103,6 +108,14 @@ class Overlays:
             at = self.screen_point(view, point)
             if at is not None:
                 self.labels.append((at[0], at[1] + dy * self.hud.ch, text))
+
+    def frozen_line(self, occlusion: str) -> str:
+        """The HUD's line while the culling camera is frozen: what culls, with what, and
+        whether the last frame saw the frozen camera from outside."""
+        occ = "" if occlusion == "off" else \
+            "; occlusion uses the frozen camera's own depth pyramid"
+        where = "seen from outside" if self.frozen_outside else "X views it from outside"
+        return f"culling camera frozen (Z): culling as the frozen camera sees{occ}; {where}"
 
     def screen_point(self, view: CameraView, p: np.ndarray) -> tuple[float, float] | None:
         """Pixel (x right, y down) of a world point in the view, None behind or off screen."""

@@ -412,7 +412,8 @@ class Viewer:
         reason = self.no_nodes_reason() if hud_text.needs_reason(st, tg, ov.box_total) else None
         w, h = self.target.size
         n = int(self.scene.objects.ids.shape[0])
-        extra = list(self.occlusion.hud_lines()) if self.occlusion is not None else []
+        extra = [ov.frozen_line(tg.occlusion)] if tg.frozen else []
+        extra += list(self.occlusion.hud_lines()) if self.occlusion is not None else []
         if self.collision is not None and tg.collision:
             extra += self.collision.hud_lines(tg.pair_lines)
         if hasattr(self.pipeline, "hud_lines"):  # a nested index (nested_view)
