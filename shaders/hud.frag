@@ -5,7 +5,6 @@
 uniform sampler2D u_atlas;     // glyph coverage in the red channel
 uniform usampler2D u_chars;    // R8UI character codes
 uniform vec2 u_cell;           // glyph cell size in pixels
-uniform vec2 u_atlas_size;
 
 in vec2 v_local;
 flat in ivec3 v_grid;          // columns, rows, first row in u_chars
@@ -21,9 +20,12 @@ void main() {
         int code = int(texelFetch(u_chars, ivec2(cell.x, v_grid.z + cell.y), 0).r);
         if (code > 32 && code < 127) {
             int g = code - 32;
-            vec2 origin = vec2(g % 16, g / 16) * u_cell;
-            vec2 inside = clamp(v_local - vec2(cell) * u_cell, vec2(0.0), u_cell);
-            cover = texture(u_atlas, (origin + inside) / u_atlas_size).r;
+            // The texel itself, clamped into the glyph's own cell: text is drawn at 1:1, so
+            // no filtering, and no sample can reach the neighbouring cell of the atlas.
+            ivec2 origin = ivec2(g % 16, g / 16) * ivec2(u_cell);
+            ivec2 inside = clamp(ivec2(floor(v_local - vec2(cell) * u_cell)), ivec2(0),
+                                 ivec2(u_cell) - 1);
+            cover = texelFetch(u_atlas, origin + inside, 0).r;
         }
     }
     float a_text = cover * v_fg.a;

@@ -174,11 +174,27 @@ def select_boxes(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, mode: str) -
     raise ValueError(f"box filter must be one of {', '.join(BOX_FILTERS)}, got {mode!r}")
 
 
+def legend_color(rgb) -> tuple[float, float, float, float]:
+    """``rgb`` lifted towards white until its luminance is at least 0.62, opaque: a legend's
+    label must read on the HUD's dark panel (the overlay's grey "not visited", 0.45, and
+    pure red, 0.37, did not)."""
+    c = np.asarray(rgb[:3], np.float64)
+    lum = float(c @ _LUMA)
+    if lum < _LEGEND_LUMA:
+        t = (_LEGEND_LUMA - lum) / (1.0 - lum)
+        c = c + (1.0 - c) * t
+    return (*(float(x) for x in c), 1.0)
+
+
+_LUMA = np.array([0.2126, 0.7152, 0.0722])
+_LEGEND_LUMA = 0.62
+
+
 def depth_legend(depth: np.ndarray) -> list[tuple[str, tuple[float, ...]]]:
     """(label, RGBA) for each depth colour in use (the palette repeats every 8 depths)."""
     top = int(np.max(depth)) if len(depth) else 0
     k = min(top + 1, len(DEPTH_PALETTE))
-    items = [(str(i), (*DEPTH_PALETTE[i].tolist(), 1.0)) for i in range(k)]
+    items = [(str(i), legend_color(DEPTH_PALETTE[i])) for i in range(k)]
     if top >= len(DEPTH_PALETTE):
         items[-1] = (f"{k - 1} (then repeats: 8 = 0 ...)", items[-1][1])
     return items
@@ -187,7 +203,7 @@ def depth_legend(depth: np.ndarray) -> list[tuple[str, tuple[float, ...]]]:
 def outcome_legend() -> list[tuple[str, tuple[float, ...]]]:
     """(label, RGBA) of each outcome colour, in NODE_* order after "not visited"."""
     order = [1, 2, 3, 4, 5, 0]
-    return [(OUTCOME_NAMES[i], (*OUTCOME_COLORS[i, :3].tolist(), 1.0)) for i in order]
+    return [(OUTCOME_NAMES[i], legend_color(OUTCOME_COLORS[i])) for i in order]
 
 
 class InstancedBoxLines:

@@ -6,6 +6,11 @@ its fragment shader finds the character cell under the pixel in a small per-fram
 character codes, reads the glyph's coverage from the atlas and composites text over the
 background. Every pixel is shaded and blended once: on llvmpipe a glyph quad per character
 plus a background quad cost ~1.0 ms a frame for the five-line HUD at 1280x720, this ~0.65 ms.
+
+Text is always drawn at 1:1 with nearest sampling (crisp at every window size): the font
+size follows the framebuffer's height (:func:`font_px`), lines too long for the width are
+wrapped (:func:`wrap_lines`), never scaled down. Each glyph is rasterized into its own cell
+and clipped to it, so no glyph reaches into its neighbour's.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from app.render.context import load_program
 _FIRST, _LAST = 32, 126  # printable ASCII
 _COLS = 16  # glyph cells per atlas row (the shaders/hud.frag constant)
 _FLOATS = 16  # per vertex: pos 2, local 2, grid 4, fg 4, bg 4
+#: The panel behind text: dark enough that box lines and bright objects behind it stay well
+#: under the text's brightness (white text over at most 0.22 of the scene's).
+TEXT_PANEL = (0.0, 0.0, 0.0, 0.78)
 _FONT_CANDIDATES = [
     "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf",
     "/usr/share/fonts/TTF/DejaVuSansMono.ttf",
@@ -44,32 +52,68 @@ def _load_font(px: int):
         return ImageFont.load_default()
 
 
+def font_px(height: int) -> int:
+    """The HUD's font size in pixels for a framebuffer ``height`` pixels tall: 10 px at 360
+    (about 106 columns at 640 wide), 15 at 720, 22 at 1080."""
+    return max(10, min(22, int(height) // 46))
+
+
 def build_atlas(px: int = 14) -> tuple[np.ndarray, int, int]:
     """(atlas (H, W) uint8 coverage, cell_w, cell_h). Cell index = code - 32; the cell after
-    the last glyph is solid (for panels)."""
+    the last glyph is solid (for panels). The cell is the font's advance wide and its ascent
+    plus descent tall; each glyph is drawn into a cell-sized image first, so whatever of it
+    overhangs the cell is cut off instead of landing in the next cell of the atlas."""
     from PIL import Image, ImageDraw
 
     font = _load_font(px)
     chars = [chr(c) for c in range(_FIRST, _LAST + 1)]
-    widths = []
-    for ch in chars:
-        l, t, r, b = font.getbbox(ch)
-        widths.append(r)
     asc, desc = font.getmetrics() if hasattr(font, "getmetrics") else (px, px // 4)
-    cw = max(int(np.median(widths)), 1) if widths else px // 2
-    cw = max(cw, max(w for w in widths if w is not None) if widths else cw)
-    ch_h = asc + desc + 1
+    advance = font.getlength("M") if hasattr(font, "getlength") else font.getbbox("M")[2]
+    cw = max(int(round(advance)), 1)
+    ch_h = max(int(asc + desc), 1)
     n = len(chars) + 1
     rows = (n + _COLS - 1) // _COLS
     img = Image.new("L", (_COLS * cw, rows * ch_h), 0)
-    draw = ImageDraw.Draw(img)
     for i, ch in enumerate(chars):
-        x, y = (i % _COLS) * cw, (i // _COLS) * ch_h
-        draw.text((x, y), ch, fill=255, font=font)
+        cell = Image.new("L", (cw, ch_h), 0)
+        ImageDraw.Draw(cell).text((0, 0), ch, fill=255, font=font)
+        img.paste(cell, ((i % _COLS) * cw, (i // _COLS) * ch_h))
     s = len(chars)
     x, y = (s % _COLS) * cw, (s // _COLS) * ch_h
-    draw.rectangle([x, y, x + cw - 1, y + ch_h - 1], fill=255)
+    ImageDraw.Draw(img).rectangle([x, y, x + cw - 1, y + ch_h - 1], fill=255)
     return np.asarray(img, np.uint8), cw, ch_h
+
+
+def wrap_lines(lines: list[str], cols: int) -> list[str]:
+    """``lines`` cut to at most ``cols`` characters each: a long line breaks at its last run
+    of two or more spaces that fits (the HUD's field separator), else at a space, else
+    anywhere; continuations are indented by two spaces."""
+    cols = max(int(cols), 8)
+    out: list[str] = []
+    for line in lines:
+        rest, first = line, True
+        while True:
+            text = rest if first else "  " + rest
+            if len(text) <= cols:
+                out.append(text)
+                break
+            cut = _break_at(text, cols)
+            out.append(text[:cut].rstrip())
+            rest, first = text[cut:].lstrip(), False
+            if not rest:
+                break
+    return out
+
+
+def _break_at(text: str, cols: int) -> int:
+    """Where to break ``text`` (longer than ``cols``): after the last field separator (two
+    spaces) within ``cols``, else the last space, else at ``cols``."""
+    head = text[:cols + 1]
+    sep = head.rfind("  ", 2)
+    if sep > cols // 3:
+        return sep
+    space = head.rfind(" ", 2)
+    return space if space > cols // 3 else cols
 
 
 class HudRenderer:
@@ -86,7 +130,6 @@ class HudRenderer:
         self.vbo = ctx.buffer(reserve=6 * _FLOATS * 4 * 16, dynamic=True)
         self._make_vao()
         self._blocks: list[tuple[float, float, float, float, list[str], tuple, tuple]] = []
-        self.target_size: tuple[int, int] | None = None
 
     def _make_vao(self) -> None:
         self.vao = self.ctx.vertex_array(
@@ -98,38 +141,48 @@ class HudRenderer:
         return w, len(lines) * self.ch
 
     def panel(self, x: float, y: float, w: float, h: float, color=(0, 0, 0, 0.55)) -> None:
-        """Queue a filled rectangle (pixels of the layout screen, origin top-left)."""
+        """Queue a filled rectangle (pixels, origin top-left)."""
         self._blocks.append((x, y, w, h, [], (0.0, 0.0, 0.0, 0.0), tuple(color)))
 
     def text(self, x: float, y: float, lines: list[str], color=(1, 1, 1, 1),
              background: bool = True) -> tuple[int, int]:
-        """Queue lines of text with the top-left corner at pixel (x, y); returns its size."""
+        """Queue lines of text with the top-left corner at pixel (x, y) (rounded: glyphs land
+        on whole pixels); returns its size."""
         w, h = self.text_size(lines)
+        x, y = round(x), round(y)
         if lines:
-            bg = (0.0, 0.0, 0.0, 0.55) if background else (0.0, 0.0, 0.0, 0.0)
+            bg = TEXT_PANEL if background else (0.0, 0.0, 0.0, 0.0)
             self._blocks.append((x, y, w, h, list(lines), tuple(color), bg))
         return w, h
 
     def legend(self, x: float, y: float, title: str,
-               items: list[tuple[str, tuple[float, ...]]]) -> tuple[int, int]:
-        """Queue one row ``title  [#] label  [#] label ...``: a colour swatch (a filled cell)
-        before each label, the label in that colour, over one background; returns its size."""
-        text = title + "".join(f"   {label}" for label, _ in items)
-        cols = len(text) + 2 * len(items)  # each swatch takes two cells
-        w, h = cols * self.cw, self.ch
-        self.panel(x - 4, y - 2, w + 8, h + 4, color=(0.0, 0.0, 0.0, 0.75))
-        self.text(x, y, [title], color=(0.95, 0.97, 1.0, 1.0), background=False)
-        cx = x + len(title) * self.cw
+               items: list[tuple[str, tuple[float, ...]]], max_w: float | None = None
+               ) -> tuple[int, int]:
+        """Queue ``title  [#] label  [#] label ...``: a colour swatch (a filled cell) before
+        each label, the label in that colour, over one panel, wrapping onto more rows past
+        ``max_w`` pixels; returns its size."""
+        cw, ch = self.cw, self.ch
+        limit = max_w if max_w is not None else float("inf")
+        rows: list[list[tuple[int, str, tuple]]] = [[]]  # per row: (column, label, colour)
+        col = len(title)
         for label, rgba in items:
-            cx += 3 * self.cw
-            self.panel(cx, y + self.ch * 0.2, self.cw * 1.2, self.ch * 0.6, color=tuple(rgba))
-            cx += 2 * self.cw
-            self.text(cx, y, [label], color=tuple(rgba), background=False)
-            cx += len(label) * self.cw
+            need = 3 + 2 + len(label)  # gap, swatch, label
+            if rows[-1] and (col + need) * cw > limit:
+                rows.append([])
+                col = len(title)
+            rows[-1].append((col + 3, label, tuple(rgba)))
+            col += need
+        cols = max((c + 2 + len(lab) for row in rows for c, lab, _ in row), default=len(title))
+        w, h = cols * cw, len(rows) * ch
+        self.panel(x - 4, y - 2, w + 8, h + 4, color=TEXT_PANEL)
+        self.text(x, y, [title], color=(0.95, 0.97, 1.0, 1.0), background=False)
+        for r, row in enumerate(rows):
+            for c, label, rgba in row:
+                top = y + r * ch
+                self.panel(x + c * cw, top + round(ch * 0.2), round(cw * 1.2), round(ch * 0.6),
+                           color=rgba)
+                self.text(x + (c + 2) * cw, top, [label], color=rgba, background=False)
         return w, h
-
-    def _pixel_exact(self, size) -> bool:
-        return self.target_size is None or tuple(size) == tuple(self.target_size)
 
     def _upload_chars(self, rows: list[str]) -> None:
         """All blocks' lines, stacked, as an R8UI texture (codes outside ASCII become '?')."""
@@ -145,9 +198,8 @@ class HudRenderer:
             self.chars.filter = (moderngl.NEAREST, moderngl.NEAREST)
         self.chars.write(grid.tobytes(), alignment=1)
 
-    def draw(self, size: tuple[float, float], target_size: tuple[int, int] | None = None) -> None:
-        """Draw the queued blocks; ``size`` is the layout's screen, ``target_size`` the real one."""
-        self.target_size = target_size
+    def draw(self, size: tuple[float, float]) -> None:
+        """Draw the queued blocks on a framebuffer of ``size`` pixels, glyphs at 1:1."""
         if not self._blocks:
             return
         blocks, self._blocks = self._blocks, []
@@ -176,10 +228,6 @@ class HudRenderer:
         self.vbo.write(data.tobytes())
         self.prog["u_screen"].value = (float(size[0]), float(size[1]))
         self.prog["u_cell"].value = (self.cw, self.ch)
-        self.prog["u_atlas_size"].value = (self.atlas_w, self.atlas_h)
-        # Pixel-exact glyphs at 1:1; smoothed when the HUD is shrunk into a small window.
-        f = moderngl.NEAREST if self._pixel_exact(size) else moderngl.LINEAR
-        self.tex.filter = (f, f)
         self.tex.use(0)
         self.chars.use(1)
         self.prog["u_atlas"].value = 0

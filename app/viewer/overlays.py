@@ -20,9 +20,14 @@ from app.render.boxes import (
 )
 from app.render.context import SceneTarget
 from app.render.frustum_lines import FrustumLines, seen_from_outside
-from app.render.hud import HudRenderer
+from app.render.hud import HudRenderer, wrap_lines
 from app.viewer.camera import CameraView, view_depth_range
 from app.viewer.keys import help_lines
+
+HUD_TEXT = (0.95, 0.97, 1.0, 1.0)
+LABEL_TEXT = (1.0, 0.75, 0.4, 1.0)
+NOTICE_TEXT = (1.0, 0.85, 0.3, 1.0)
+HELP_TEXT = (0.85, 1.0, 0.85, 1.0)
 
 #: F1's key list (app/viewer/keys.py's table, which --help and docs/viewer.md print too).
 HELP_LINES = help_lines()
@@ -134,32 +139,24 @@ class Overlays:
                   lines: bool = True) -> None:
         """The HUD text (``hud_lines``; empty when the HUD is hidden) with the box legend and
         the frozen camera's labels, the ``notices`` under it and the help panel; ``lines``
-        False draws the notices only (a frame saved without them gets them afterwards)."""
+        False draws the notices only (a frame saved without them gets them afterwards).
+        Glyphs are drawn at 1:1 (crisp): lines too long for the window wrap."""
         w, h = self.target.size
-        shown = hud_lines + notices + (HELP_LINES if help_on else [])
-        legend = self.legend if hud_lines and self.box_total else None
-        if legend:
-            shown = shown + [legend[0] + "".join(f"     {t}" for t, _ in legend[1])]
-        # Text is laid out in a virtual screen at least as wide as the widest line, then
-        # scaled to the real one: in a small window the HUD shrinks instead of being cut off.
-        # (The scale counts the HUD lines even when only the notices are drawn, so that the
-        # notices keep their size.)
-        scale = max(1.0, (self.hud.text_size(shown)[0] + 16) / max(w, 1))
-        if help_on:  # and the help panel as tall as the screen, at most
-            scale = max(scale, (self.hud.text_size(HELP_LINES)[1] + 16) / max(h, 1))
-        vw, vh = w * scale, h * scale
+        hud = self.hud
+        cols = max((w - 16) // hud.cw, 1)
         if hud_lines and lines:
-            _, th = self.hud.text(8, 6, hud_lines, color=(0.95, 0.97, 1.0, 1.0))
-            if legend:
-                self.hud.legend(8, 6 + th + 6, legend[0], legend[1])
+            _, th = hud.text(8, 6, wrap_lines(hud_lines, cols), color=HUD_TEXT)
+            if self.legend and self.box_total:
+                hud.legend(8, 6 + th + 6, self.legend[0], self.legend[1], max_w=w - 16)
             for x, y, text in self.labels:
-                self.hud.text(x * scale + 6, y * scale, [text], color=(1.0, 0.75, 0.4, 1.0))
+                hud.text(x + 6, y, [text], color=LABEL_TEXT)
         if notices:
-            _, th = self.hud.text_size(notices)
-            self.hud.text(8, vh - th - 8, notices, color=(1.0, 0.85, 0.3, 1.0))
+            shown = wrap_lines(notices, cols)
+            _, th = hud.text_size(shown)
+            hud.text(8, h - th - 8, shown, color=NOTICE_TEXT)
         if help_on and lines:
-            tw, th = self.hud.text_size(HELP_LINES)
-            self.hud.panel(0, 0, vw, vh, color=(0.0, 0.0, 0.0, 0.45))  # dim the scene behind
-            self.hud.text(max(8, (vw - tw) // 2), max(8, (vh - th) // 2), HELP_LINES,
-                          color=(0.85, 1.0, 0.85, 1.0))
-        self.hud.draw((vw, vh), (w, h))
+            shown = wrap_lines(HELP_LINES, cols)
+            tw, th = hud.text_size(shown)
+            hud.panel(0, 0, w, h, color=(0.0, 0.0, 0.0, 0.45))  # dim the scene behind
+            hud.text(max(8, (w - tw) // 2), max(8, (h - th) // 2), shown, color=HELP_TEXT)
+        hud.draw((w, h))

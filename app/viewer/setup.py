@@ -49,7 +49,9 @@ def load(args) -> tuple[Any, Any, Any]:
 
 def hud_px(height: int) -> int:
     """The HUD's font size in pixels for a framebuffer ``height`` pixels tall."""
-    return max(10, min(16, height // 48))
+    from app.render.hud import font_px
+
+    return font_px(height)
 
 
 def occlusion_factory(ground_truth: bool = False):

@@ -86,7 +86,7 @@ class ProgressScreen:
                  background=False)
         hud.panel(x, y, bar_w, 16, color=(1.0, 1.0, 1.0, 0.15))
         hud.panel(x, y, bar_w * min(max(fraction, 0.0), 1.0), 16, color=(0.35, 0.75, 1.0, 0.95))
-        hud.draw((w, h), (w, h))
+        hud.draw((w, h))
 
 
 @dataclass
