@@ -33,6 +33,7 @@ from typing import NoReturn, TypeVar
 import numpy as np
 import pytest
 
+from tests.hud_reader import read_hud
 from tests.xvfb_display import XvfbDisplay, XvfbError, xvfb_installed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -299,8 +300,10 @@ def test_window_session_files_go_under_out_and_are_listed_at_exit(tmp_path, laun
     """R and K without --record/--screenshot write under out/ of the current folder, and the
     window prints every file it wrote when it closes. On the way: L says what it did to the
     split threshold, N leaves only the leaf boxes, C plays the camera path, X orbits the
-    frozen culling camera; the log and the screenshots show each."""
+    frozen culling camera; the log and the screenshots show each, and the HUD read back from
+    the screenshots says the culling camera is frozen after Z and seen from outside after X."""
     from app.framelog import read_log
+    from app.render.hud import font_px
 
     run = tmp_path / "run"
     run.mkdir()
@@ -314,7 +317,7 @@ def test_window_session_files_go_under_out_and_are_listed_at_exit(tmp_path, laun
                        "frame log under out/logs after R")
     v.wait_rows(log, 3)
     steps = [(["l", "b", "n"], "boxes.png"), (["b", "b", "c"], "path.png"),
-             (["x"], "orbit.png")]
+             (["c", "z"], "frozen.png"), (["x"], "orbit.png")]
     for n, (keys, name) in enumerate(steps, start=1):
         v.key(*keys)
         v.wait_more_rows(log, 6, COMPILE_S if "l" in keys else ROWS_S)  # L: another variant
@@ -326,7 +329,7 @@ def test_window_session_files_go_under_out_and_are_listed_at_exit(tmp_path, laun
     assert v.wait_exit() == 0, v.output()
     out = v.text()
     pngs = sorted(shots.glob("shot-*.png"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
-    assert len(pngs) == 3, out
+    assert len(pngs) == 4, out
     for png in pngs:
         _check_png(png)
         assert f"demo: wrote {Path('out/screenshots') / png.name}" in out
@@ -346,5 +349,14 @@ def test_window_session_files_go_under_out_and_are_listed_at_exit(tmp_path, laun
         keep.mkdir(parents=True, exist_ok=True)
         for png, (_, name) in zip(pngs, steps, strict=True):
             shutil.copy(png, keep / name)
-    a, b, c = (_image(p) for p in pngs)
+    a, b, c, d = (_image(p) for p in pngs)
     assert np.abs(a - b).mean() > 1.0 and np.abs(b - c).mean() > 1.0
+    assert np.abs(c - d).mean() > 1.0
+    # The HUD as the user reads it (tests/hud_reader.py: the font's glyphs matched cell by
+    # cell): no frozen line before Z, after Z frozen at the eye, after X seen from outside.
+    hud = [read_hud(_image(p), font_px(360)) for p in pngs]
+    frozen = [next((s for s in lines if s.startswith("culling camera frozen (Z)")), None)
+              for lines in hud]
+    assert frozen[0] is None and frozen[1] is None, hud[1]
+    assert frozen[2] is not None and "X views it from outside" in frozen[2], hud[2]
+    assert frozen[3] is not None and "seen from outside" in frozen[3], hud[3]

@@ -1,4 +1,11 @@
-"""Node-box overlay: every node box of the index as lines, one instanced draw.
+"""Node-box overlay: the index's node boxes as lines, one instanced draw (the unit cube's
+12 edges, per-instance lo, hi and colour).
+
+On software GL the lines' vertices and pixels cost more than the scene they annotate (B took
+the demo from ~100 to 39 fps, fixed-octree boxes at 640x360 to 8): most boxes are outside
+the view or a few pixels across. :func:`pack_boxes_in_view` keeps, in one compiled pass, the
+boxes that touch the view frustum and span at least :data:`MIN_BOX_PX` pixels (smaller ones
+are a blur of lines that shows nothing of the tree).
 
 Two colourings: by depth (a palette cycling with the node's depth) and by the outcome of the
 last frustum query (``app.geom.predicates.NODE_*``). A filter keeps all boxes, the leaves only
@@ -12,6 +19,7 @@ import moderngl
 import numpy as np
 from numba import njit
 
+from app.geom.predicates import OUTSIDE, box_point_dist6, box_vs_frustum6
 from app.render.context import load_program
 
 # The 12 edges of the unit cube as 24 corner vertices.
@@ -46,6 +54,7 @@ OUTCOME_NAMES = ["not visited", "inside", "partial", "frustum-rejected", "view-d
                  "occluded"]
 
 MAX_BOXES = 400_000
+MIN_BOX_PX = 3.0  # boxes smaller on screen are not drawn
 
 #: The box filters, in the order the N key cycles them.
 BOX_FILTERS = ("all", "leaves", "depth<=1", "depth<=2", "depth<=3", "depth<=4")
@@ -206,6 +215,74 @@ def outcome_legend() -> list[tuple[str, tuple[float, ...]]]:
     return [(OUTCOME_NAMES[i], legend_color(OUTCOME_COLORS[i])) for i in order]
 
 
+@njit(cache=True)
+def _pack_in_view(lo, hi, colors, planes, eye, px_per_unit, min_px, out, size_px
+                  ):  # pragma: no cover
+    """Rows (lo, hi, rgba) of the boxes that touch ``planes`` and span at least ``min_px``
+    pixels (largest edge * ``px_per_unit`` / distance from ``eye``; a box holding the eye
+    always) written to the front of ``out``, their sizes on screen to ``size_px``; returns
+    their number."""
+    n = 0
+    for i in range(lo.shape[0]):
+        lx, ly, lz = lo[i, 0], lo[i, 1], lo[i, 2]
+        hx, hy, hz = hi[i, 0], hi[i, 1], hi[i, 2]
+        if box_vs_frustum6(planes, lx, ly, lz, hx, hy, hz) == OUTSIDE:
+            continue
+        d = box_point_dist6(lx, ly, lz, hx, hy, hz, eye[0], eye[1], eye[2])
+        edge = max(hx - lx, hy - ly, hz - lz)
+        if d > 0.0 and edge * px_per_unit < min_px * d:
+            continue
+        out[n, 0] = lx
+        out[n, 1] = ly
+        out[n, 2] = lz
+        out[n, 3] = hx
+        out[n, 4] = hy
+        out[n, 5] = hz
+        for k in range(4):
+            out[n, 6 + k] = colors[i, k]
+        size_px[n] = edge * px_per_unit / d if d > 0.0 else np.inf
+        n += 1
+    return n
+
+
+def pack_boxes_in_view(lo: np.ndarray, hi: np.ndarray, colors: np.ndarray, view,
+                       height: int, min_px: float, budget: int | None = None) -> np.ndarray:
+    """float32 (n, 10) instance rows (lo, hi, rgba) of the boxes worth drawing in ``view`` (a
+    :class:`~app.viewer.camera.CameraView`) on a framebuffer ``height`` pixels tall: those
+    touching its frustum and at least ``min_px`` pixels across; with ``budget``, only that
+    many of them, the largest on screen (the tree's coarse levels first)."""
+    out = np.empty((lo.shape[0], 10), np.float32)
+    size_px = np.empty(lo.shape[0], np.float64)
+    px_per_unit = float(view.proj[1, 1]) * height / 2.0
+    n = _pack_in_view(np.ascontiguousarray(lo, np.float64), np.ascontiguousarray(hi, np.float64),
+                      np.ascontiguousarray(colors, np.float32),
+                      np.ascontiguousarray(view.planes, np.float64),
+                      np.ascontiguousarray(view.eye, np.float64), px_per_unit, float(min_px), out,
+                      size_px)
+    if budget is not None and n > budget:
+        keep = np.argpartition(-size_px[:n], budget - 1)[:budget] if budget > 0 else []
+        return out[np.sort(keep)]
+    return out[:n]
+
+
+class BoxBudget:
+    """How many boxes to draw: fewer while drawing them takes longer than the scene's own
+    draw, more again once they take under half of it (on software GL each line costs about
+    a microsecond of set-up, so the count is what costs); the largest boxes are kept."""
+
+    FLOOR = 256
+
+    def __init__(self) -> None:
+        self.count: int | None = None  # None: every box
+
+    def adjust(self, boxes_ms: float, scene_ms: float, drawn: int, wanted: int) -> None:
+        """After ``drawn`` of ``wanted`` boxes took ``boxes_ms`` beside a ``scene_ms`` scene."""
+        if boxes_ms > scene_ms and drawn > self.FLOOR:
+            self.count = max(self.FLOOR, int(drawn * 0.7))
+        elif self.count is not None and boxes_ms < 0.5 * scene_ms:
+            self.count = None if self.count * 1.25 >= wanted else int(self.count * 1.25)
+
+
 class InstancedBoxLines:
     """The unit cube's 12 edges drawn once per box instance in one instanced line draw; a
     subclass turns its boxes into per-instance rows of ``floats`` float32 (``layout`` /
@@ -255,6 +332,10 @@ class BoxOverlay(InstancedBoxLines):
 
     def __init__(self, ctx: moderngl.Context) -> None:
         super().__init__(ctx, "boxes", "3f 3f 4f/i", ("in_lo", "in_hi", "in_color"), 10, 64)
+
+    def set_rows(self, rows: np.ndarray) -> int:
+        """Instance rows made by :func:`pack_boxes_in_view` (at most MAX_BOXES drawn)."""
+        return self._upload(rows[:MAX_BOXES])
 
     def set_boxes(self, lo: np.ndarray, hi: np.ndarray, colors: np.ndarray) -> int:
         """The boxes to draw (lo, hi (K, 3), RGBA (K, 4)); returns how many are kept."""

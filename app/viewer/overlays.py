@@ -7,15 +7,20 @@ The text itself comes from :mod:`app.viewer.hud_text` (pure functions) and
 
 from __future__ import annotations
 
+import time
+
 import moderngl
 import numpy as np
 
 from app.render.boxes import (
+    MIN_BOX_PX,
+    BoxBudget,
     BoxOverlay,
     depth_colors,
     depth_legend,
     outcome_colors,
     outcome_legend,
+    pack_boxes_in_view,
     select_boxes,
 )
 from app.render.context import SceneTarget
@@ -44,8 +49,11 @@ class Overlays:
         self.hud = HudRenderer(ctx, hud_px)
         self.labels: list[tuple[float, float, str]] = []  # world labels, pixels
         self.legend: tuple[str, list] | None = None  # the box colours' legend
-        self.box_count = 0  # boxes drawn last frame (of box_total)
+        self.box_count = 0  # boxes the filter (N) kept last frame (of box_total)
         self.box_total = 0
+        self.box_drawn = 0  # of those, the ones drawn (in view, big enough, in the budget)
+        self.box_budget = BoxBudget()
+        self.boxes_ms = 0.0  # the last box draw, to its glFinish
         self.frozen_outside = False  # the last frozen camera drawn was seen from outside
 
     def begin(self) -> None:
@@ -56,7 +64,7 @@ class Overlays:
         self.ctx.blend_func = moderngl.SRC_ALPHA, moderngl.ONE_MINUS_SRC_ALPHA
         self.labels = []
         self.legend = None
-        self.box_count = self.box_total = 0
+        self.box_count = self.box_total = self.box_drawn = 0
 
     def bind_target(self) -> None:
         """Draw into the scene target, whatever pass (pyramid, id buffer) ran before."""
@@ -66,26 +74,46 @@ class Overlays:
     # ------------------------------------------------------------------ node boxes
 
     def draw_boxes(self, view: CameraView, index, mode: str, box_filter: str,
-                   word: str = "depth") -> None:
+                   word: str = "depth", scene_ms: float | None = None) -> None:
         """``index``'s node boxes that ``box_filter`` keeps, coloured by depth (``word``
-        names the depth in the legend) or by the last query's outcome (``mode``)."""
+        names the depth in the legend) or by the last query's outcome (``mode``); of those
+        only the ones in ``view`` and at least MIN_BOX_PX pixels across, and with
+        ``scene_ms`` (the scene's draw) no more of them, largest first, than draw in that
+        time (:class:`BoxBudget`)."""
         lo, hi, depth = index.node_boxes()
         self.box_total = int(lo.shape[0])
         if mode == "depth":
             cols = depth_colors(depth)
-            self.legend = (f"box {word}:", depth_legend(depth))
+            title, items = f"box {word}", depth_legend(depth)
         else:
             codes = index.node_outcomes()
             if codes.shape[0] != lo.shape[0]:
                 codes = np.zeros(lo.shape[0], np.int8)
             cols = outcome_colors(codes)
-            self.legend = ("box outcome:", outcome_legend())
+            title, items = "box outcome", outcome_legend()
         if box_filter != "all" and lo.shape[0]:
             keep = select_boxes(lo, hi, depth, box_filter)
             lo, hi, cols = lo[keep], hi[keep], cols[keep]
+        self.box_count = int(lo.shape[0])
         self.ctx.disable(moderngl.DEPTH_TEST)
-        self.box_count = self.boxes.set_boxes(lo, hi, cols)
+        budget = self.box_budget.count if scene_ms is not None else None
+        rows = pack_boxes_in_view(lo, hi, cols, view, self.target.size[1], MIN_BOX_PX)
+        wanted = rows.shape[0]
+        if budget is not None and wanted > budget:
+            rows = pack_boxes_in_view(lo, hi, cols, view, self.target.size[1], MIN_BOX_PX,
+                                      budget)
+        self.ctx.finish()  # the scene's draw is done: time the boxes alone
+        t0 = time.perf_counter()
+        self.box_drawn = self.boxes.set_rows(rows)
         self.boxes.draw(view.viewproj)
+        if scene_ms is not None:
+            self.ctx.finish()
+            self.boxes_ms = (time.perf_counter() - t0) * 1e3
+            self.box_budget.adjust(self.boxes_ms, scene_ms, self.box_drawn, wanted)
+        cut = f", largest {self.box_drawn:,} (budget: the scene's draw time)" \
+            if self.box_drawn < wanted else ""
+        self.legend = (f"{title} ({wanted:,} of {self.box_count:,} in view, >= "
+                       f"{MIN_BOX_PX:.0f} px{cut}):", items)
 
     # ------------------------------------------------------------------ the frozen camera
 

@@ -385,7 +385,8 @@ class Viewer:
                 draw_boxes(self, view)
             else:
                 ov.draw_boxes(view, self.pipeline.index, tg.boxes, tg.box_filter,
-                              "level" if self.config.name == "grid" else "depth")
+                              "level" if self.config.name == "grid" else "depth",
+                              scene_ms=st.render_ms)
         if tg.frozen and self.frozen_cull is not None:
             ov.draw_frozen_camera(view, cull_view)
         if self.collision is not None and tg.collision:
