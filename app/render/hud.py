@@ -167,9 +167,9 @@ class HudRenderer:
         col = len(title)
         for label, rgba in items:
             need = 3 + 2 + len(label)  # gap, swatch, label
-            if rows[-1] and (col + need) * cw > limit:
-                rows.append([])
-                col = len(title)
+            if (col + need) * cw > limit and (rows[-1] or len(rows) == 1):
+                rows.append([])  # the next row starts at the left edge, under the title
+                col = -1
             rows[-1].append((col + 3, label, tuple(rgba)))
             col += need
         cols = max((c + 2 + len(lab) for row in rows for c, lab, _ in row), default=len(title))

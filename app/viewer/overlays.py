@@ -175,9 +175,11 @@ class Overlays:
         if hud_lines and lines:
             _, th = hud.text(8, 6, wrap_lines(hud_lines, cols), color=HUD_TEXT)
             if self.legend and self.box_total:
-                hud.legend(8, 6 + th + 6, self.legend[0], self.legend[1], max_w=w - 16)
+                th += 6 + hud.legend(8, 6 + th + 6, self.legend[0], self.legend[1],
+                                     max_w=w - 16)[1]
             for x, y, text in self.labels:
-                hud.text(x + 6, y, [text], color=LABEL_TEXT)
+                if y > 6 + th + 4:  # a label under the HUD's text would hide both
+                    hud.text(x + 6, y, [text], color=LABEL_TEXT)
         if notices:
             shown = wrap_lines(notices, cols)
             _, th = hud.text_size(shown)
