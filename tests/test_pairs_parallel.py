@@ -112,8 +112,7 @@ def test_parallel_descent_equals_serial(seed, n, kind, nt, want, out_rows, stack
     sel = selection(idx.capacity, some)
     sn = snapshot(idx, kind, sel)
     margin = float(rng.uniform(0, 2))
-    args = (sn.size, sn.ostart, sn.ocnt, sn.oend, sn.box, sn.obox, sn.mag, sn.nsel_own,
-            sn.nsel_sub, sn.pts, sn.slot, margin, sel)
+    args = (sn, margin, sel)
     serial = tp._descend(*args)
     got = tp._descend_parallel(*args, nt, want, out_rows, stack_rows)
     assert got.dtype == np.int64 and got.shape == serial.shape, (got.shape, serial.shape)

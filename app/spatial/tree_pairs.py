@@ -86,15 +86,46 @@ class TreePairSnapshot(NamedTuple):
     slot: np.ndarray  # (total,) packed slot
 
 
+class DescentScratch(NamedTuple):
+    """One descent's working arrays (a thread's, in the parallel descent)."""
+
+    rows_a: np.ndarray  # (longest own list,) rows of one side that meet the other's box
+    rows_b: np.ndarray  # (longest own list,) the same for the other side
+    pend: np.ndarray  # (PENDING, 2) packed row pairs found, not yet flushed to the output
+    stack: np.ndarray  # (rows, 2) open tasks (see _descend_steps)
+
+
+class ThreadScratch(NamedTuple):
+    """Every thread's :class:`DescentScratch` arrays (a leading thread axis), its output and
+    where it stopped (top, pairs in out, pending pairs)."""
+
+    rows_a: np.ndarray  # (threads, longest own list)
+    rows_b: np.ndarray  # (threads, longest own list)
+    pend: np.ndarray  # (threads, PENDING, 2)
+    stack: np.ndarray  # (threads, rows, 2)
+    out: np.ndarray  # (threads, rows, 2) each thread's slot pairs
+    state: np.ndarray  # (threads, 3) top, pairs in out, pending pairs
+
+
 # ---------------------------------------------------------------------- snapshot helpers
 
 @njit(cache=True)
-def new_snapshot_arrays(m: int, total: int):
-    """Uninitialised snapshot arrays for up to m nodes and ``total`` objects (a tuple)."""
-    return (np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64),
-            np.empty(m, np.int64), np.empty((m, 6)), np.empty((m, 6)), np.empty(m),
-            np.zeros(m, np.int64), np.zeros(m, np.int64), np.empty((total, 4)),
-            np.empty(total, np.int64))
+def new_snapshot(m: int, total: int) -> TreePairSnapshot:
+    """An uninitialised snapshot with room for m nodes and ``total`` objects (a build fills
+    it and returns :func:`snapshot_head` of what it used)."""
+    return TreePairSnapshot(np.empty(m, np.int64), np.empty(m, np.int64),
+                            np.empty(m, np.int64), np.empty(m, np.int64), np.empty((m, 6)),
+                            np.empty((m, 6)), np.empty(m), np.zeros(m, np.int64),
+                            np.zeros(m, np.int64), np.empty((total, 4)),
+                            np.empty(total, np.int64))
+
+
+@njit(cache=True)
+def snapshot_head(sn: TreePairSnapshot, m: int, rows: int) -> TreePairSnapshot:
+    """The first m nodes and ``rows`` packed objects of a snapshot being built (views)."""
+    return TreePairSnapshot(sn.size[:m], sn.ostart[:m], sn.ocnt[:m], sn.oend[:m], sn.box[:m],
+                            sn.obox[:m], sn.mag[:m], sn.nsel_own[:m], sn.nsel_sub[:m],
+                            sn.pts[:rows], sn.slot[:rows])
 
 
 @njit(cache=True, _nrt=False)
@@ -211,19 +242,17 @@ def _count_sel(slot, r0: int, r1: int, sel) -> int:
 
 
 @njit(cache=True)
-def refine_own_list(i: int, m: int, pts, slot, size, ostart, ocnt, oend, box, obox, mag,
-                    nsel_own, nsel_sub, sel) -> int:
+def refine_own_list(sn: TreePairSnapshot, i: int, m: int, sel) -> int:
     """Snapshot node i's own list, longer than REFINE_ABOVE, refined into a kd subtree from
     node m (:func:`refine`); node i keeps no own objects. Returns the next free node.
 
     Called only for such a list: a call at every node, with these arrays to reference-count,
     made query_pairs ~10 % slower (kd, 10^5 objects)."""
-    r0 = ostart[i]
-    r1 = r0 + ocnt[i]
-    ocnt[i] = 0
-    nsel_own[i] = 0
-    return refine(pts, slot, r0, r1, m, size, ostart, ocnt, oend, box, obox, mag, nsel_own,
-                  nsel_sub, sel)
+    r0 = sn.ostart[i]
+    r1 = r0 + sn.ocnt[i]
+    sn.ocnt[i] = 0
+    sn.nsel_own[i] = 0
+    return refine(sn, r0, r1, m, sel)
 
 
 @njit(cache=True)
@@ -311,9 +340,8 @@ def _cut(code, c0: int, c1: int) -> int:
 
 
 @njit(cache=True)
-def refine(pts, slot, r0: int, r1: int, m: int, size, ostart, ocnt, oend, box, obox, mag,
-           nsel_own, nsel_sub, sel) -> int:
-    """Packed rows [r0, r1), a long own list, as a kd subtree rooted at snapshot node m.
+def refine(sn: TreePairSnapshot, r0: int, r1: int, m: int, sel) -> int:
+    """Packed rows [r0, r1) of ``sn``, a long own list, as a kd subtree rooted at node m.
 
     Sorts the rows along the Morton curve of their centres (one sort), then cuts the range
     where the curve crosses its highest level (:func:`_cut`) until a list holds at most
@@ -323,6 +351,9 @@ def refine(pts, slot, r0: int, r1: int, m: int, size, ostart, ocnt, oend, box, o
     meets the descent with short lists as any well-split tree does; its own structure is
     untouched. Returns the next free node.
     """
+    size, ostart, ocnt, oend = sn.size, sn.ostart, sn.ocnt, sn.oend
+    box, obox, mag, nsel_own, nsel_sub = sn.box, sn.obox, sn.mag, sn.nsel_own, sn.nsel_sub
+    pts, slot = sn.pts, sn.slot
     filtered = sel.shape[0] > 0
     code = _morton_sort(pts, slot, r0, r1)
     stack = np.empty((200, 3), np.int64)  # depth <= 30 bit cuts + 64 halvings, 2 left each
@@ -513,42 +544,46 @@ def _flush(pend, npend: int, slot, sel, out, k: int):
 
 
 @njit(cache=True)
-def _descend(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
-             margin, sel):
-    """:func:`snapshot_pairs` on the snapshot's arrays (see the module docstring): the driver
-    of :func:`_descend_steps`, which stops whenever its task stack or pending buffer runs
-    low; the driver flushes and grows them and resumes it."""
-    m = size.shape[0]
-    out = new_pairs(pts.shape[0])
-    k = np.int64(0)
-    if m == 0:
-        return out[:0]
+def _longest_own(sn: TreePairSnapshot) -> int:
+    """The longest own list of the snapshot (at least 1): the room of the filtered rows."""
     longest = 1
-    for i in range(m):
+    ocnt = sn.ocnt
+    for i in range(ocnt.shape[0]):
         longest = max(longest, ocnt[i])
-    sa = np.empty(longest, np.int64)
-    sb = np.empty(longest, np.int64)
-    pend = np.empty((PENDING, 2), np.int64)
-    stack = np.empty((4 * STACK_SLACK, 2), np.int64)
-    stack[0, 0] = 0
-    stack[0, 1] = -1
+    return longest
+
+
+@njit(cache=True)
+def _descend(sn: TreePairSnapshot, margin: float, sel):
+    """:func:`snapshot_pairs` on one thread (see the module docstring): the driver of
+    :func:`_descend_steps`, which stops whenever its task stack or pending buffer runs low;
+    the driver flushes and grows them and resumes it."""
+    out = new_pairs(sn.pts.shape[0])
+    k = np.int64(0)
+    if sn.size.shape[0] == 0:
+        return out[:0]
+    longest = _longest_own(sn)
+    scratch = DescentScratch(np.empty(longest, np.int64), np.empty(longest, np.int64),
+                             np.empty((PENDING, 2), np.int64),
+                             np.empty((4 * STACK_SLACK, 2), np.int64))
+    scratch.stack[0, 0] = 0
+    scratch.stack[0, 1] = -1
     top = np.int64(1)
     while True:
-        top, npend = _descend_steps(size, ostart, ocnt, oend, box, obox, mag, nsel_own,
-                                    nsel_sub, pts, margin, sel.shape[0] > 0, sa, sb, pend,
-                                    stack, top)
-        out, k = _flush(pend, npend, slot, sel, out, k)
+        top, npend = _descend_steps(sn, margin, sel.shape[0] > 0, scratch, top)
+        out, k = _flush(scratch.pend, npend, sn.slot, sel, out, k)
         if top == 0:
             return out[:k]
+        stack = scratch.stack
         if top + STACK_SLACK > stack.shape[0]:
             bigger = np.empty((2 * stack.shape[0], 2), np.int64)
             bigger[:top] = stack[:top]
-            stack = bigger
+            scratch = DescentScratch(scratch.rows_a, scratch.rows_b, scratch.pend, bigger)
 
 
 @njit(cache=True, _nrt=False)
-def _descend_steps(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts,
-                   margin: float, filtered: bool, sa, sb, pend, stack, top: int):
+def _descend_steps(sn: TreePairSnapshot, margin: float, filtered: bool,
+                   scratch: DescentScratch, top: int):
     """Run the descent's tasks from ``stack[:top]``; returns (top, pending pairs) when done
     (top 0), or when the stack has less than STACK_SLACK rows left or the pending buffer
     less than PENDING_ROOM. Without reference counting: a loop that may replace an array
@@ -559,6 +594,10 @@ def _descend_steps(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub,
     only when its boxes meet and, under a filter (``nsel_*``), one side holds a filtered
     object.
     """
+    size, ostart, ocnt, oend = sn.size, sn.ostart, sn.ocnt, sn.oend
+    box, obox, mag, pts = sn.box, sn.obox, sn.mag, sn.pts
+    nsel_own, nsel_sub = sn.nsel_own, sn.nsel_sub
+    sa, sb, pend, stack = scratch.rows_a, scratch.rows_b, scratch.pend, scratch.stack
     npend = np.int64(0)
     cap = stack.shape[0]
     while top > 0:
@@ -666,20 +705,17 @@ def snapshot_pairs(sn: TreePairSnapshot, margin: float, sel: np.ndarray) -> np.n
     snapshot of at least PARALLEL_PAIRS_MIN objects runs :func:`_descend_parallel` on every
     thread, a smaller one the serial :func:`_descend`.
     """
-    args = (sn.size, sn.ostart, sn.ocnt, sn.oend, sn.box, sn.obox, sn.mag, sn.nsel_own,
-            sn.nsel_sub, sn.pts, sn.slot, margin, sel)
     n = sn.pts.shape[0]
     if n < PARALLEL_PAIRS_MIN:
-        return _descend(*args)
+        return _descend(sn, margin, sel)
     with threads_for(n):
         nt = max(2, numba.get_num_threads())
-        return _descend_parallel(*args, nt, SEEDS_PER_THREAD * nt, n // nt + 1024,
+        return _descend_parallel(sn, margin, sel, nt, SEEDS_PER_THREAD * nt, n // nt + 1024,
                                  3 * STACK_SLACK)
 
 
 @njit(cache=True)
-def _seed_tasks(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
-                margin, sel, want: int):
+def _seed_tasks(sn: TreePairSnapshot, margin: float, sel, want: int):
     """Expand self(root) breadth first, one task at a time, until at least ``want`` tasks
     are open (or none is): (open tasks (T, 2), pairs found on the way (K, 2)). Each task is
     run alone on a stack with room for one task's children only, so it stops right after it
@@ -687,13 +723,11 @@ def _seed_tasks(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pt
     out = new_pairs(1024)
     k = np.int64(0)
     filtered = sel.shape[0] > 0
-    longest = 1
-    for i in range(size.shape[0]):
-        longest = max(longest, ocnt[i])
-    sa = np.empty(longest, np.int64)
-    sb = np.empty(longest, np.int64)
-    pend = np.empty((PENDING, 2), np.int64)
-    one = np.empty((STACK_SLACK + 1, 2), np.int64)
+    longest = _longest_own(sn)
+    scratch = DescentScratch(np.empty(longest, np.int64), np.empty(longest, np.int64),
+                             np.empty((PENDING, 2), np.int64),
+                             np.empty((STACK_SLACK + 1, 2), np.int64))
+    one = scratch.stack
     cur = np.empty((1, 2), np.int64)
     cur[0, 0] = 0
     cur[0, 1] = -1
@@ -704,10 +738,8 @@ def _seed_tasks(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pt
         for t in range(ncur):
             one[0, 0] = cur[t, 0]
             one[0, 1] = cur[t, 1]
-            top, npend = _descend_steps(size, ostart, ocnt, oend, box, obox, mag, nsel_own,
-                                        nsel_sub, pts, margin, filtered, sa, sb, pend, one,
-                                        np.int64(1))
-            out, k = _flush(pend, npend, slot, sel, out, k)
+            top, npend = _descend_steps(sn, margin, filtered, scratch, np.int64(1))
+            out, k = _flush(scratch.pend, npend, sn.slot, sel, out, k)
             if nn + top > nxt.shape[0]:
                 bigger = np.empty((2 * (nn + top), 2), np.int64)
                 bigger[:nn] = nxt[:nn]
@@ -734,12 +766,15 @@ def _flush_into(pend, npend: int, slot, sel, out, k: int) -> int:
 
 
 @njit(cache=True, _nrt=False)
-def _worker(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot, margin,
-            sel, sa, sb, pend, stack, out, state) -> None:
-    """One thread's descent of the tasks on its ``stack``, resumed from ``state`` (top,
-    pairs in ``out``, pending pairs); stops when done or when its stack or output needs
-    room (the driver grows them and calls again)."""
+def _worker(sn: TreePairSnapshot, margin: float, sel, scratch: DescentScratch, out,
+            state) -> None:
+    """One thread's descent of the tasks on its ``scratch.stack``, resumed from ``state``
+    (top, pairs in ``out``, pending pairs); stops when done or when its stack or output
+    needs room (the driver grows them and calls again)."""
     filtered = sel.shape[0] > 0
+    slot = sn.slot
+    pend = scratch.pend
+    stack = scratch.stack
     top = state[0]
     k = state[1]
     npend = state[2]
@@ -751,38 +786,25 @@ def _worker(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, s
             npend = np.int64(0)
         if top == 0 or top + STACK_SLACK > stack.shape[0]:
             break
-        top, npend = _descend_steps(size, ostart, ocnt, oend, box, obox, mag, nsel_own,
-                                    nsel_sub, pts, margin, filtered, sa, sb, pend, stack, top)
+        top, npend = _descend_steps(sn, margin, filtered, scratch, top)
     state[0] = top
     state[1] = k
     state[2] = npend
 
 
 @njit(cache=True, parallel=True)
-def _run_workers(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
-                 margin, sel, sa, sb, pend, stack, out, state) -> None:
+def _run_workers(sn: TreePairSnapshot, margin: float, sel, work: ThreadScratch) -> None:
     """:func:`_worker` of every thread, each on its own buffers."""
-    for w in prange(state.shape[0]):
-        _worker(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
-                margin, sel, sa[w], sb[w], pend[w], stack[w], out[w], state[w])
+    for w in prange(work.state.shape[0]):
+        _worker(sn, margin, sel, DescentScratch(work.rows_a[w], work.rows_b[w], work.pend[w],
+                                                work.stack[w]), work.out[w], work.state[w])
 
 
 @njit(cache=True)
-def _descend_parallel(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
-                      margin, sel, nt: int, want: int, out_rows: int, stack_rows: int):
-    """:func:`_descend` on ``nt`` threads: self(root) expanded breadth first into ``want``
-    or more independent seed tasks (:func:`_seed_tasks`), dealt out in a snake over their
-    sizes (largest first) to the threads, which descend them independently, each with its
-    own stack, pending buffer and output (grown between rounds when one runs short); then
-    every output concatenated. The tasks partition the serial descent's: the same pairs.
-
-    ``out_rows`` / ``stack_rows``: each thread's first output / free stack room (tests make
-    them small to exercise the growing)."""
-    m = size.shape[0]
-    if m == 0:
-        return new_pairs(0)[:0]
-    seeds, first = _seed_tasks(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub,
-                               pts, slot, margin, sel, want)
+def _seed_weights(sn: TreePairSnapshot, seeds):
+    """Each seed task's object count (a self task's subtree, a pair's two items): the size
+    the tasks are dealt out by."""
+    ostart, ocnt, oend = sn.ostart, sn.ocnt, sn.oend
     ns = seeds.shape[0]
     weight = np.empty(ns, np.int64)
     for t in range(ns):
@@ -796,13 +818,26 @@ def _descend_parallel(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_s
             na = ocnt[i] if a & 1 else oend[i] - ostart[i]
             nb = ocnt[j] if b & 1 else oend[j] - ostart[j]
             weight[t] = na + nb
-    order = np.argsort(-weight, kind="mergesort")
-    longest = 1
-    for i in range(m):
-        longest = max(longest, ocnt[i])
-    sa = np.empty((nt, longest), np.int64)
-    sb = np.empty((nt, longest), np.int64)
-    pend = np.empty((nt, PENDING, 2), np.int64)
+    return weight
+
+
+@njit(cache=True)
+def _descend_parallel(sn: TreePairSnapshot, margin: float, sel, nt: int, want: int,
+                      out_rows: int, stack_rows: int):
+    """:func:`_descend` on ``nt`` threads: self(root) expanded breadth first into ``want``
+    or more independent seed tasks (:func:`_seed_tasks`), dealt out in a snake over their
+    sizes (largest first) to the threads, which descend them independently, each with its
+    own stack, pending buffer and output (grown between rounds when one runs short); then
+    every output concatenated. The tasks partition the serial descent's: the same pairs.
+
+    ``out_rows`` / ``stack_rows``: each thread's first output / free stack room (tests make
+    them small to exercise the growing)."""
+    if sn.size.shape[0] == 0:
+        return new_pairs(0)[:0]
+    seeds, first = _seed_tasks(sn, margin, sel, want)
+    ns = seeds.shape[0]
+    order = np.argsort(-_seed_weights(sn, seeds), kind="mergesort")
+    longest = _longest_own(sn)
     stack = np.empty((nt, STACK_SLACK + max(1, stack_rows) + ns // nt + 1, 2), np.int64)
     state = np.zeros((nt, 3), np.int64)
     for u in range(ns):  # snake: 0, 1, ..., nt-1, nt-1, ..., 0, 0, 1, ...
@@ -813,10 +848,13 @@ def _descend_parallel(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_s
         stack[w, state[w, 0], 1] = seeds[t, 1]
         state[w, 0] += 1
     # the tasks are pushed largest first: the stack runs them last, small ones fill it first
-    out = np.empty((nt, max(1, out_rows), 2), np.int64)
+    work = ThreadScratch(np.empty((nt, longest), np.int64), np.empty((nt, longest), np.int64),
+                         np.empty((nt, PENDING, 2), np.int64), stack,
+                         np.empty((nt, max(1, out_rows), 2), np.int64), state)
     while True:
-        _run_workers(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts, slot,
-                     margin, sel, sa, sb, pend, stack, out, state)
+        _run_workers(sn, margin, sel, work)
+        stack = work.stack
+        out = work.out
         need_stack = False
         need_out = False
         want_rows = 2 * out.shape[1]
@@ -838,6 +876,8 @@ def _descend_parallel(size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_s
             for w in range(nt):
                 grown[w, :state[w, 1]] = out[w, :state[w, 1]]
             out = grown
+        work = ThreadScratch(work.rows_a, work.rows_b, work.pend, stack, out, state)
+    out = work.out
     total = first.shape[0]
     for w in range(nt):
         total += state[w, 1]

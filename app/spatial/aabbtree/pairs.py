@@ -41,13 +41,14 @@ from app.spatial.tree_pairs import (
     TreePairSnapshot,
     given_sphere,
     hit_if_partner,
-    new_snapshot_arrays,
+    new_snapshot,
     out_of_reach,
     pack_row,
     push_hits,
     refine_own_list,
     refine_room,
     set_mag,
+    snapshot_head,
     sum_children_sel,
 )
 
@@ -64,8 +65,10 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
     and runs again for the tree's sake).
     """
     cap = nd.parent.shape[0]
-    (size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts,
-     slot) = new_snapshot_arrays(cap + refine_room(total), total)
+    sn = new_snapshot(cap + refine_room(total), total)
+    size, ostart, ocnt, oend = sn.size, sn.ostart, sn.ocnt, sn.oend
+    box, obox, mag, nsel_own, nsel_sub, pts, slot = (sn.box, sn.obox, sn.mag, sn.nsel_own,
+                                                     sn.nsel_sub, sn.pts, sn.slot)
     cnode = np.empty(cap + refine_room(total), np.int64)
     filtered = sel.shape[0] > 0
     centers = sp.centers
@@ -113,8 +116,7 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
             ocnt[i] = op - ostart[i]
             nsel_own[i] = ns
             if ocnt[i] > REFINE_ABOVE:
-                m = refine_own_list(np.int64(i), m, pts, slot, size, ostart, ocnt, oend, box,
-                                    obox, mag, nsel_own, nsel_sub, sel)
+                m = refine_own_list(sn, np.int64(i), m, sel)
             stack[top] = (i << 1) | 1
             top += 1
             if nd.nchild[n] > 0:
@@ -136,8 +138,7 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
             set_mag(box, mag, i)
             if filtered:
                 nsel_sub[i] = nsel_own[i] + sum_children_sel(size, nsel_sub, i)
-    return TreePairSnapshot(size[:m], ostart[:m], ocnt[:m], oend[:m], box[:m], obox[:m],
-                            mag[:m], nsel_own[:m], nsel_sub[:m], pts[:op], slot[:op])
+    return snapshot_head(sn, m, op)
 
 
 @njit(cache=True)

@@ -29,7 +29,7 @@ from app.spatial.tree_pairs import (
     TreePairSnapshot,
     given_sphere,
     hit_if_partner,
-    new_snapshot_arrays,
+    new_snapshot,
     out_of_reach,
     pack_row,
     push_hits,
@@ -37,6 +37,7 @@ from app.spatial.tree_pairs import (
     refine_room,
     rows_box,
     set_mag,
+    snapshot_head,
     subtree_box,
     sum_children_sel,
 )
@@ -82,8 +83,10 @@ def build_snapshot(nd, ob, pk, tree, sp, sel) -> TreePairSnapshot:
     t = tree[0]
     total = t.in_nodes + t.inf_count
     cap = t.nlive + 1
-    (size, ostart, ocnt, oend, box, obox, mag, nsel_own, nsel_sub, pts,
-     slot) = new_snapshot_arrays(cap + refine_room(total), total)
+    sn = new_snapshot(cap + refine_room(total), total)
+    size, ostart, ocnt, oend = sn.size, sn.ostart, sn.ocnt, sn.oend
+    box, obox, mag, nsel_own, nsel_sub, pts, slot = (sn.box, sn.obox, sn.mag, sn.nsel_own,
+                                                     sn.nsel_sub, sn.pts, sn.slot)
     filtered = sel.shape[0] > 0
     centers = sp.centers
     radii = sp.radii
@@ -98,8 +101,7 @@ def build_snapshot(nd, ob, pk, tree, sp, sel) -> TreePairSnapshot:
         nsel_own[0] = ns
         rows_box(pts, 0, op, obox, 0)
         if op > REFINE_ABOVE:
-            m = refine_own_list(0, m, pts, slot, size, ostart, ocnt, oend, box, obox, mag,
-                                nsel_own, nsel_sub, sel)
+            m = refine_own_list(sn, 0, m, sel)
     stack = np.empty(2 * cap + 2, np.int64)  # each node enters twice: down (even), up (odd)
     top = 0
     if t.root != -1:
@@ -126,8 +128,7 @@ def build_snapshot(nd, ob, pk, tree, sp, sel) -> TreePairSnapshot:
             nsel_own[i] = ns
             rows_box(pts, ostart[i], op, obox, i)
             if ocnt[i] > REFINE_ABOVE:
-                m = refine_own_list(i, m, pts, slot, size, ostart, ocnt, oend, box, obox, mag,
-                                    nsel_own, nsel_sub, sel)
+                m = refine_own_list(sn, i, m, sel)
             stack[top] = (i << 1) | 1
             top += 1
             for j in range(8):
@@ -150,8 +151,7 @@ def build_snapshot(nd, ob, pk, tree, sp, sel) -> TreePairSnapshot:
         set_mag(box, mag, 0)
         if filtered:
             nsel_sub[0] = nsel_own[0] + sum_children_sel(size, nsel_sub, 0)
-    return TreePairSnapshot(size[:m], ostart[:m], ocnt[:m], oend[:m], box[:m], obox[:m],
-                            mag[:m], nsel_own[:m], nsel_sub[:m], pts[:op], slot[:op])
+    return snapshot_head(sn, m, op)
 
 
 @njit(cache=True)
