@@ -329,15 +329,18 @@ def merge_up(parent, sbc, sbr, svd, g: int) -> None:
 
 
 @njit(cache=True)
-def refresh_bounds(order, parent, W, ws, dhi, count, o_c, o_r, o_vd,
-                   wbc, wbr, wvd, gmag, sbc, sbr, svd) -> None:
+def refresh_bounds(st) -> None:
     """World spheres of each group's own objects (``wbc``, ``wbr``, largest world view
     distance ``wvd``) and of each subtree (``sbc``, ``sbr``, ``svd``), merged bottom-up.
 
     A group without objects has radius -1 (nothing); a subtree sphere is centred on the
     group's own sphere, or on its origin when it has no objects of its own (Shagam's R(N)).
     ``gmag`` gets the magnitude bound of the group's world transform over its own sphere.
+    ``st``: the index's record (state.py); its groups in preorder (``order``).
     """
+    order, parent, W, ws, dhi, count = st.order, st.parent, st.W, st.ws, st.dhi, st.b_count
+    o_c, o_r, o_vd, wbc, wbr, wvd = st.o_c, st.o_r, st.o_vd, st.wbc, st.wbr, st.wvd
+    gmag, sbc, sbr, svd = st.gmag, st.sbc, st.sbr, st.svd
     n = order.shape[0]
     for i in range(n):
         own_world(W, ws, dhi, count, o_c, o_r, o_vd, wbc, wbr, wvd, gmag, sbc, sbr, svd,

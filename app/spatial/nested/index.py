@@ -58,7 +58,7 @@ from app.spatial.nested.query import (
     settle_candidates,
     world_spheres_of,
 )
-from app.spatial.nested.state import make_state, state_arrays, state_pointers
+from app.spatial.nested.state import make_state, state_arrays, state_pointers, state_records
 from app.spatial.nested.store import (
     apply_moves,
     clear_stale,
@@ -617,13 +617,10 @@ class NestedIndex:
             vis = np.concatenate(parts)
         occ_objects = occ_groups = 0
         if occlusion is not None and occlusion.widths.shape[0] and vis.shape[0]:
-            keys, vals, dense = self._idmap.arrays()
-            G = self._G
-            R = self._R
             vis, occ_objects, occ_groups = occlude_visible(
-                np.ascontiguousarray(vis, np.int64), keys, vals, dense, R.grp, R.lc, R.rad,
-                G.W, G.ws, G.wbc, G.wbr, G.code, np.zeros(G.cap, np.uint8),
-                bool(getattr(self, "occlusion_gate", True)), *occlusion.arrays())
+                np.ascontiguousarray(vis, np.int64), self._idmap.arrays(), self._R,
+                self._st or self._state(), np.zeros(self._G.cap, np.uint8),
+                bool(getattr(self, "occlusion_gate", True)), occlusion.occluder())
         return QueryResult(visible=vis, working_set=int(working), nodes_visited=int(visited),
                            occluded_nodes=int(occ_groups), occluded_objects=int(occ_objects),
                            extra=extra)
@@ -632,23 +629,21 @@ class NestedIndex:
                    use_vd: bool) -> tuple[np.ndarray, int, int]:
         """Group ``g`` through its own index: the widened local planes, then the world test."""
         G = self._G
-        pl, tol, eye_l, rel, dabs, ok = local_frame(planes, eye, use_vd, G.W, G.ws, G.dhi, G.dlo,
-                                                    G.gmag, G.o_c, G.o_r, g)
-        keys, vals, dense = self._idmap.arrays()
-        R = self._R
-        if ok:
+        st = self._st or self._state()
+        view = local_frame(st, planes, eye, use_vd, g)
+        if view.ok:
             self._flush(g)
-            wide = pl.copy()
-            wide[:, 3] += 2.0 * tol
+            wide = view.planes.copy()
+            wide[:, 3] += 2.0 * view.tol
             res = self._inner[g].query_frustum(wide)
             cand, work, nodes = res.visible, res.working_set, res.nodes_visited
         else:  # numbers too large for the local filter: every object to the world test
             lo = int(G.b_start[g])
-            cand = R.ids[lo:lo + int(G.b_count[g])].copy()
-            work, nodes, tol = cand.shape[0], 0, np.inf
-        got = settle_candidates(np.ascontiguousarray(cand, dtype=np.int64), keys, vals, dense,
-                                R.lc, R.rad, R.vd, planes, eye, use_vd, G.W, G.ws, g, pl,
-                                float(tol), eye_l, rel, dabs)
+            cand = self._R.ids[lo:lo + int(G.b_count[g])].copy()
+            work, nodes = cand.shape[0], 0
+            view = view._replace(tol=np.inf)
+        got = settle_candidates(np.ascontiguousarray(cand, dtype=np.int64), self._idmap.arrays(),
+                                st, planes, eye, use_vd, g, view)
         return got, int(work), int(nodes)
 
     # ------------------------------------------------------------------ drawing
@@ -735,7 +730,7 @@ class NestedIndex:
             if code:
                 raise AssertionError(f"{self.describe()}: {MESSAGES[int(code)]} (at {where})")
         if self._st is not None and state_pointers(self._st).tolist() != [
-                a.ctypes.data for a in self._state_arrays()]:
+                a.ctypes.data for a in state_arrays(*self._state_records())]:
             raise AssertionError(f"{self.describe()}: the compiled record points at arrays the "
                                  "index no longer uses")
         code, where, nlive = check_idmap(R, *self._idmap.arrays())
@@ -888,11 +883,8 @@ class NestedIndex:
 
     def _apply(self, rows: np.ndarray, grps: np.ndarray, c: np.ndarray, r: np.ndarray | None,
                vd: np.ndarray | None) -> None:
-        G = self._G
-        apply_moves(self._R, rows, grps, c, _EMPTY_F if r is None else r,
-                    _EMPTY_F if vd is None else vd, G.o_c, G.o_r, G.o_tight, G.o_vd, G.o_rmax,
-                    G.loose, G.nstale, G.b_count, self.inner_min, G.dirty32, G.gdirty,
-                    self._log_rows, self._log_grp, self._nlog, G.bmark, G.blist, self._nbl)
+        apply_moves(self._st or self._state(), rows, grps, c, _EMPTY_F if r is None else r,
+                    _EMPTY_F if vd is None else vd, self.inner_min)
 
     def _flush(self, g: int) -> None:
         """Group ``g``'s own index up to date: its stale rows, or its whole block when the
@@ -952,8 +944,7 @@ class NestedIndex:
         if loose.shape[0]:
             tighten(self._R.lc, self._R.rad, self._R.vd, loose, G.b_start, G.b_count, G.o_c,
                     G.o_r, G.o_tight, G.o_vd, G.o_rmax, G.loose)
-        refresh_bounds(self._order, G.parent, G.W, G.ws, G.dhi, G.b_count, G.o_c, G.o_r, G.o_vd,
-                       G.wbc, G.wbr, G.wvd, G.gmag, G.sbc, G.sbr, G.svd)
+        refresh_bounds(self._st or self._state())
         G.bmark[G.blist[:self._nbl[0]]] = 0
         self._nbl[0] = 0
         self._bounds_dirty = False
@@ -1018,13 +1009,13 @@ class NestedIndex:
             if self._act.shape[0] < self._G.cap:  # the descent's per-group scratch
                 self._act = np.zeros(self._G.cap, np.uint8)
                 self._cuts = np.zeros(self._G.cap, np.uint64)
-            self._st = make_state(*self._state_arrays())
+            self._st = make_state(*self._state_records())
         return self._st
 
-    def _state_arrays(self) -> tuple:
-        return state_arrays(self._G, self._R, self._order, self._send, self._pos,
-                            self._log_rows, self._log_grp, self._nlog, self._nbl, self._codes,
-                            self._act, self._cuts, self._sure, self._near)
+    def _state_records(self) -> tuple:
+        return state_records(self._G, self._R, self._order, self._send, self._pos,
+                             self._log_rows, self._log_grp, self._nlog, self._nbl, self._codes,
+                             self._act, self._cuts, self._sure, self._near)
 
     def _set_arena(self, rows: Any) -> None:
         self._st = None

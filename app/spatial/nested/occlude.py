@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit
 
 from app.geom.predicates import NODE_INSIDE, NODE_PARTIAL, NODE_REJECT_OCCLUSION
-from app.geom.zpyramid import rect_occluded, sphere_ndc_bounds, sphere_occluded
+from app.geom.zpyramid import Occluder, rect_occluded, sphere_ndc_bounds, sphere_occluded
 from app.spatial.idmap import hash_lookup
 from app.spatial.nested.groups import world_point
 
@@ -63,11 +63,17 @@ def group_hidden(cx: float, cy: float, cz: float, r: float, viewproj, data, offs
 
 
 @njit(cache=True)
-def occlude_visible(vis, keys, vals, dense, grp, lc, rad, W, ws, wbc, wbr, gcode, state,
-                    gate: bool, viewproj, data, offsets, widths, heights):
+def occlude_visible(vis, id_table, rows, st, state, gate: bool, occ: Occluder):
     """``vis`` (ids that passed the frustum and view distance) without the occluded ones:
-    (kept ids, objects occluded, groups gated). ``state`` is a zeroed uint8 scratch array of
-    one entry per group slot; ``gate`` False tests every object by itself."""
+    (kept ids, objects occluded, groups gated). ``id_table``: the id map's (keys, vals,
+    dense); ``rows``: the arena (``store.NestedRows``); ``st``: the index's record (state.py);
+    ``state`` is a zeroed uint8 scratch array of one entry per group slot; ``gate`` False
+    tests every object by itself; ``occ``: the pyramid."""
+    keys, vals, dense = id_table
+    grp, lc, rad = rows.grp, rows.lc, rows.rad
+    W, ws, wbc, wbr, gcode = st.W, st.ws, st.wbc, st.wbr, st.code
+    viewproj, data, offsets, widths, heights = (occ.viewproj, occ.data, occ.offsets,
+                                                occ.widths, occ.heights)
     n = vis.shape[0]
     out = np.empty(n, np.int64)
     nd = dense.shape[0]

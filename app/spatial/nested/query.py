@@ -25,6 +25,7 @@ a subtree sphere outside skips every group below it.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, types
@@ -151,17 +152,29 @@ def _beyond_view(eye, cx: float, cy: float, cz: float, r: float, vmax: float) ->
     return d < np.inf and d * (1.0 - REL) - r - slack > vmax
 
 
+class LocalView(NamedTuple):
+    """A query seen from one group's frame (:func:`local_frame`)."""
+
+    planes: np.ndarray  # (K, 4) the planes in the group's local coordinates
+    tol: float  # a local plane value plus radius is within tol of the world one (over ws)
+    eye: np.ndarray  # (3,) the eye in local coordinates
+    rel: float  # a local distance is within rel * vd + dabs of the world one (over ws)
+    dabs: float
+    ok: bool  # False: some number is too large for the float32 filter
+
+
 @njit(cache=True)
-def local_frame_into(planes, eye, use_vd: bool, W, ws, dhi, dlo, gmag, o_c, o_r, g: int, pl,
-                     eye_l):
+def local_frame_into(st, planes, eye, use_vd: bool, g: int, pl, eye_l):
     """Group ``g``'s view of the query into ``pl`` (K, 4) (local planes) and ``eye_l`` (the
     local eye); returns (plane tolerance, relative and absolute distance slack, ok).
 
     A local plane value plus radius differs from the world one (over ``ws``) by less than the
     tolerance for every object inside the group's own sphere; a local distance from the world
     one (over ``ws``) by less than ``rel * vd + abs``. ``ok`` is False when some number is too
-    large for the float32 filter (then every object goes to the world test).
+    large for the float32 filter (then every object goes to the world test). ``st``: the
+    index's record (state.py).
     """
+    W, ws, dhi, dlo, gmag, o_c, o_r = st.W, st.ws, st.dhi, st.dlo, st.gmag, st.o_c, st.o_r
     K = planes.shape[0]
     s = ws[g]
     nmax = 0.0
@@ -205,13 +218,12 @@ def local_frame_into(planes, eye, use_vd: bool, W, ws, dhi, dlo, gmag, o_c, o_r,
 
 
 @njit(cache=True)
-def local_frame(planes, eye, use_vd: bool, W, ws, dhi, dlo, gmag, o_c, o_r, g: int):
-    """:func:`local_frame_into` with fresh arrays: (pl, tol, eye_l, rel, abs, ok)."""
+def local_frame(st, planes, eye, use_vd: bool, g: int) -> LocalView:
+    """:func:`local_frame_into` with fresh arrays, as a :class:`LocalView`."""
     pl = np.empty((planes.shape[0], 4))
     eye_l = np.zeros(3)
-    tol, rel, dabs, ok = local_frame_into(planes, eye, use_vd, W, ws, dhi, dlo, gmag, o_c, o_r,
-                                          g, pl, eye_l)
-    return pl, tol, eye_l, rel, dabs, ok
+    tol, rel, dabs, ok = local_frame_into(st, planes, eye, use_vd, g, pl, eye_l)
+    return LocalView(pl, tol, eye_l, rel, dabs, ok)
 
 
 @njit(cache=True)
@@ -353,7 +365,7 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
 
     ``st`` is the index's record of its arrays (state.py): one argument, not fifty (a call
     between compiled functions costs ~13 ns an array argument, ~50 ns from Python)."""
-    order, send, W, ws, dhi, dlo, gmag = st.order, st.send, st.W, st.ws, st.dhi, st.dlo, st.gmag
+    order, send, W, ws = st.order, st.send, st.W, st.ws
     o_c, o_r, wbc, wbr, wvd, sbc, sbr, svd = (st.o_c, st.o_r, st.wbc, st.wbr, st.wvd, st.sbc,
                                               st.sbr, st.svd)
     b_start, b_count, ids, lc, rad, vdist = st.b_start, st.b_count, st.ids, st.lc, st.rad, st.vd
@@ -471,8 +483,7 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
                 sure[ns] = s
                 ns += 1
             continue
-        tol, rel, dabs, ok = local_frame_into(planes, eye, use_vd, W, ws, dhi, dlo, gmag, o_c,
-                                              o_r, g, pl, eye_l)
+        tol, rel, dabs, ok = local_frame_into(st, planes, eye, use_vd, g, pl, eye_l)
         if ok:
             if dirty32[g] == 2:
                 sync32(lc, x32, y32, z32, lo, hi)
@@ -525,11 +536,15 @@ def query_hot(st, planes, eye, use_vd: bool, inner_min: int):
 
 
 @njit(cache=True)
-def settle_candidates(cand, keys, vals, dense, lc, rad, vdist, planes, eye, use_vd: bool, W,
-                      ws, g: int, pl, tol: float, eye_l, rel: float, dabs: float):
+def settle_candidates(cand, id_table, st, planes, eye, use_vd: bool, g: int,
+                      view: LocalView):
     """The ids among ``cand`` (what group ``g``'s own index returned for the widened local
-    planes, without view distance) that pass the world test: the local float64 values decide
-    the clear cases, :func:`exact_world` the ones within the tolerances."""
+    planes ``view.planes``, without view distance) that pass the world test: the local
+    float64 values decide the clear cases, :func:`exact_world` the ones within the
+    tolerances. ``id_table``: the id map's (keys, vals, dense); ``st``: the index's record."""
+    keys, vals, dense = id_table
+    lc, rad, vdist, W, ws = st.lc, st.rad, st.vd, st.W, st.ws
+    pl, tol, eye_l, rel, dabs = view.planes, view.tol, view.eye, view.rel, view.dabs
     out = np.empty(cand.shape[0], np.int64)
     nd = dense.shape[0]
     k = 0

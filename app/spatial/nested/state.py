@@ -19,7 +19,7 @@ problem. Each sits in its kernel's file, where a reader looks for it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit, types
@@ -48,7 +48,7 @@ _U1 = types.uint8[::1]
 _B1 = types.boolean[::1]
 _S1 = types.float32[::1]
 
-#: (field, type), in :func:`make_state`'s argument order
+#: (field, type) of the record
 FIELDS = (
     # the preorder of the groups
     ("order", _I1), ("send", _I1), ("pos", _I1),
@@ -71,64 +71,114 @@ NAMES = tuple(name for name, _ in FIELDS)
 STATE_TYPE = NestedStateType(list(FIELDS))
 
 
+class GroupArrays(NamedTuple):
+    """The per-group arrays the record holds (``index._Groups``' of the same names)."""
+
+    parent: np.ndarray
+    L: np.ndarray
+    scale: np.ndarray
+    W: np.ndarray
+    ws: np.ndarray
+    dhi: np.ndarray
+    dlo: np.ndarray
+    gmag: np.ndarray
+    o_c: np.ndarray
+    o_r: np.ndarray
+    o_tight: np.ndarray
+    o_vd: np.ndarray
+    o_rmax: np.ndarray
+    loose: np.ndarray
+    nstale: np.ndarray
+    gdirty: np.ndarray
+    dirty32: np.ndarray
+    b_start: np.ndarray
+    b_count: np.ndarray
+    wbc: np.ndarray
+    wbr: np.ndarray
+    wvd: np.ndarray
+    sbc: np.ndarray
+    sbr: np.ndarray
+    svd: np.ndarray
+    code: np.ndarray
+    bmark: np.ndarray
+    blist: np.ndarray
+    scanned: np.ndarray
+
+
+class FrameArrays(NamedTuple):
+    """The preorder of the groups, the move log, the bounds-dirty count and the descent's
+    scratch, as the record holds them."""
+
+    order: np.ndarray
+    send: np.ndarray
+    pos: np.ndarray
+    log_rows: np.ndarray
+    log_grp: np.ndarray
+    nlog: np.ndarray
+    nbl: np.ndarray
+    codes: np.ndarray
+    act: np.ndarray
+    cuts: np.ndarray
+    sure: np.ndarray
+    near: np.ndarray
+
+
 @njit(cache=True)
-def make_state(order, send, pos, parent, L, scale, W, ws, dhi, dlo, gmag, o_c, o_r, o_tight, o_vd,
-               o_rmax, loose, nstale, gdirty, dirty32, b_start, b_count, wbc, wbr, wvd, sbc, sbr,
-               svd, code, bmark, blist, scanned, ids, lc, rad, vd, stale, x, y, z, r32, vd32,
-               log_rows, log_grp, nlog, nbl, codes, act, cuts, sure, near):
-    """A :class:`NestedState` over the given arrays (in FIELDS' order)."""
+def make_state(groups: GroupArrays, rows: Any, frame: FrameArrays) -> Any:
+    """A :class:`NestedState` over the arrays of the index's groups, its arena (a
+    ``store.NestedRows``) and its preorder, move log and scratch (FIELDS lists them)."""
     st = structref.new(STATE_TYPE)
-    st.order = order
-    st.send = send
-    st.pos = pos
-    st.parent = parent
-    st.L = L
-    st.scale = scale
-    st.W = W
-    st.ws = ws
-    st.dhi = dhi
-    st.dlo = dlo
-    st.gmag = gmag
-    st.o_c = o_c
-    st.o_r = o_r
-    st.o_tight = o_tight
-    st.o_vd = o_vd
-    st.o_rmax = o_rmax
-    st.loose = loose
-    st.nstale = nstale
-    st.gdirty = gdirty
-    st.dirty32 = dirty32
-    st.b_start = b_start
-    st.b_count = b_count
-    st.wbc = wbc
-    st.wbr = wbr
-    st.wvd = wvd
-    st.sbc = sbc
-    st.sbr = sbr
-    st.svd = svd
-    st.code = code
-    st.bmark = bmark
-    st.blist = blist
-    st.scanned = scanned
-    st.ids = ids
-    st.lc = lc
-    st.rad = rad
-    st.vd = vd
-    st.stale = stale
-    st.x = x
-    st.y = y
-    st.z = z
-    st.r32 = r32
-    st.vd32 = vd32
-    st.log_rows = log_rows
-    st.log_grp = log_grp
-    st.nlog = nlog
-    st.nbl = nbl
-    st.codes = codes
-    st.act = act
-    st.cuts = cuts
-    st.sure = sure
-    st.near = near
+    st.order = frame.order
+    st.send = frame.send
+    st.pos = frame.pos
+    st.parent = groups.parent
+    st.L = groups.L
+    st.scale = groups.scale
+    st.W = groups.W
+    st.ws = groups.ws
+    st.dhi = groups.dhi
+    st.dlo = groups.dlo
+    st.gmag = groups.gmag
+    st.o_c = groups.o_c
+    st.o_r = groups.o_r
+    st.o_tight = groups.o_tight
+    st.o_vd = groups.o_vd
+    st.o_rmax = groups.o_rmax
+    st.loose = groups.loose
+    st.nstale = groups.nstale
+    st.gdirty = groups.gdirty
+    st.dirty32 = groups.dirty32
+    st.b_start = groups.b_start
+    st.b_count = groups.b_count
+    st.wbc = groups.wbc
+    st.wbr = groups.wbr
+    st.wvd = groups.wvd
+    st.sbc = groups.sbc
+    st.sbr = groups.sbr
+    st.svd = groups.svd
+    st.code = groups.code
+    st.bmark = groups.bmark
+    st.blist = groups.blist
+    st.scanned = groups.scanned
+    st.ids = rows.ids
+    st.lc = rows.lc
+    st.rad = rows.rad
+    st.vd = rows.vd
+    st.stale = rows.stale
+    st.x = rows.x
+    st.y = rows.y
+    st.z = rows.z
+    st.r32 = rows.r32
+    st.vd32 = rows.vd32
+    st.log_rows = frame.log_rows
+    st.log_grp = frame.log_grp
+    st.nlog = frame.nlog
+    st.nbl = frame.nbl
+    st.codes = frame.codes
+    st.act = frame.act
+    st.cuts = frame.cuts
+    st.sure = frame.sure
+    st.near = frame.near
     return st
 
 
@@ -191,18 +241,24 @@ def state_pointers(st):
     return out
 
 
-def state_arrays(G: Any, R: Any, order: np.ndarray, send: np.ndarray, pos: np.ndarray,
-                 log_rows: np.ndarray, log_grp: np.ndarray, nlog: np.ndarray, nbl: np.ndarray,
-                 codes: np.ndarray, act: np.ndarray, cuts: np.ndarray, sure: np.ndarray,
-                 near: np.ndarray) -> tuple:
-    """The arrays of an index's groups ``G``, rows ``R`` and scratch in FIELDS' order."""
-    here = {"order": order, "send": send, "pos": pos, "log_rows": log_rows,
-            "log_grp": log_grp, "nlog": nlog, "nbl": nbl, "codes": codes, "act": act,
-            "cuts": cuts, "sure": sure, "near": near}
+def state_records(G: Any, R: Any, order: np.ndarray, send: np.ndarray, pos: np.ndarray,
+                  log_rows: np.ndarray, log_grp: np.ndarray, nlog: np.ndarray, nbl: np.ndarray,
+                  codes: np.ndarray, act: np.ndarray, cuts: np.ndarray, sure: np.ndarray,
+                  near: np.ndarray) -> tuple[GroupArrays, Any, FrameArrays]:
+    """:func:`make_state`'s arguments from an index's groups ``G``, rows ``R`` and the rest."""
+    groups = GroupArrays(*(getattr(G, n) for n in GroupArrays._fields))
+    frame = FrameArrays(order, send, pos, log_rows, log_grp, nlog, nbl, codes, act, cuts, sure,
+                        near)
+    return groups, R, frame
+
+
+def state_arrays(groups: GroupArrays, rows: Any, frame: FrameArrays) -> tuple:
+    """The arrays of :func:`state_records`' records in FIELDS' order (what
+    :func:`state_pointers` is compared with)."""
     out = []
     for n in NAMES:
-        a = here.get(n)
-        if a is None:
-            a = getattr(R, n) if n in R._fields else getattr(G, n)
-        out.append(a)
+        for rec in (frame, groups, rows):
+            if n in rec._fields:
+                out.append(getattr(rec, n))
+                break
     return tuple(out)

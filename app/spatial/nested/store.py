@@ -260,11 +260,14 @@ def _run_end(grps, i: int) -> int:
 
 
 @njit(cache=True, inline="always")
-def _apply(rows, grps, centers, radii, vdist, lc, rad, vd, stale, r32, vd32, o_c, o_r, o_tight,
-           o_vd, o_rmax, loose, nstale, b_count, inner_min, dirty32, gdirty, log_rows,
-           log_grp, nlog, bmark, blist, nbl) -> None:
-    """:func:`apply_moves` on unpacked arrays, a run of moves of one group at a time (the
-    group's state read and written once a run)."""
+def _apply(st, rows, grps, centers, radii, vdist, inner_min: int) -> None:
+    """:func:`apply_moves`, a run of moves of one group at a time (the group's state read and
+    written once a run); the record's arrays taken into locals first."""
+    lc, rad, vd, stale, r32, vd32 = st.lc, st.rad, st.vd, st.stale, st.r32, st.vd32
+    o_c, o_r, o_tight, o_vd, o_rmax = st.o_c, st.o_r, st.o_tight, st.o_vd, st.o_rmax
+    loose, nstale, b_count, dirty32, gdirty = st.loose, st.nstale, st.b_count, st.dirty32, st.gdirty
+    log_rows, log_grp, nlog = st.log_rows, st.log_grp, st.nlog
+    bmark, blist, nbl = st.bmark, st.blist, st.nbl
     m = rows.shape[0]
     has_r = radii.shape[0] == m
     has_v = vdist.shape[0] == m
@@ -343,9 +346,7 @@ def _apply(rows, grps, centers, radii, vdist, lc, rad, vd, stale, r32, vd32, o_c
 
 
 @njit(cache=True)
-def apply_moves(R: NestedRows, rows, grps, centers, radii, vdist, o_c, o_r, o_tight, o_vd,
-                o_rmax, loose, nstale, b_count, inner_min: int, dirty32, gdirty, log_rows,
-                log_grp, nlog, bmark, blist, nbl) -> None:
+def apply_moves(st, rows, grps, centers, radii, vdist, inner_min: int) -> None:
     """Write a checked move batch and grow each group's own sphere at once to cover it (the
     eager half of Shagam's R(N) upkeep; tightening waits for a query).
 
@@ -357,11 +358,9 @@ def apply_moves(R: NestedRows, rows, grps, centers, radii, vdist, o_c, o_r, o_ti
     queried through it (``inner_min``); a smaller group is only marked (``gdirty``) and its
     index is brought up to date as a whole when something reads it. Without new radii the
     reach uses the group's largest radius, so the store's radius is not read either. A group
-    whose own sphere grew is listed bounds-dirty (``bmark`` / ``blist`` / ``nbl[0]``)."""
-    ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
-    _apply(rows, grps, centers, radii, vdist, lc, rad, vd, stale, r32, vd32, o_c, o_r, o_tight,
-           o_vd, o_rmax, loose, nstale, b_count, inner_min, dirty32, gdirty, log_rows,
-           log_grp, nlog, bmark, blist, nbl)
+    whose own sphere grew is listed bounds-dirty (``bmark`` / ``blist`` / ``nbl[0]``).
+    ``st``: the index's record (state.py) of its group and row arrays."""
+    _apply(st, rows, grps, centers, radii, vdist, inner_min)
 
 
 @njit(cache=True)
@@ -380,10 +379,7 @@ def moves_fast(st, ids, last, rows, grps, centers, radii, vdist, inner_min: int)
         return 1
     if last.shape[0] != ids.shape[0] or not same_ids(ids, last):
         return 2
-    _apply(rows, grps, centers, radii, vdist, st.lc, st.rad, st.vd, st.stale, st.r32, st.vd32,
-           st.o_c, st.o_r, st.o_tight, st.o_vd, st.o_rmax, st.loose, st.nstale, st.b_count,
-           inner_min, st.dirty32, st.gdirty, st.log_rows, st.log_grp, st.nlog, st.bmark,
-           st.blist, st.nbl)
+    _apply(st, rows, grps, centers, radii, vdist, inner_min)
     return 0
 
 
