@@ -31,6 +31,7 @@ What a structure's own pair query builds on:
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -363,9 +364,28 @@ def _sweep_ends(x0, x1, keys, ends) -> None:
         ends[i] = p
 
 
+class SortedSweep(NamedTuple):
+    """One sweep's rows in sweep order, as :func:`_sweep_rows` reads them."""
+
+    nitems: int  # items to sweep: every row, or the chosen rows when filtered
+    chosen: np.ndarray  # int64: the sorted rows a filter marks (filtered only)
+    ends: np.ndarray  # int64: each row's window end ahead (unfiltered only)
+    filtered: bool
+    x0: np.ndarray  # float32: min along the sweep axis, sorted
+    x1: np.ndarray  # float32: max along the sweep axis
+    lo0: np.ndarray  # float32 or uint16: the first cross axis' min
+    hi0: np.ndarray
+    lo1: np.ndarray  # the second cross axis
+    hi1: np.ndarray
+    spheres: np.ndarray  # (n, 4) float64 x, y, z, r
+    labels: np.ndarray  # int64: the label each row answers with
+    margin: float
+    sel: np.ndarray  # bool per label: the ids filter (empty: none)
+    reach: float  # how far behind a chosen row a partner's min can lie (filtered only)
+
+
 @njit(cache=True)
-def _sweep_rows(t, nt, first, nitems, chosen, ends, filtered, x0, x1, lo0, hi0, lo1, hi1, s_c,
-                s_lab, margin, sel, reach, hit, out, k):
+def _sweep_rows(t: int, nt: int, first: int, sw: SortedSweep, hit, out, k: int):
     """Thread ``t``'s share of the rows (blocks t, t + nt, ... of :data:`SWEEP_ROWS` items;
     item q is sorted row q, or ``chosen[q]`` when ``filtered``) from item ``first`` on, pairs
     written at ``out[k]`` (labels, smaller first): (count, the item whose pairs did not fit,
@@ -389,6 +409,9 @@ def _sweep_rows(t, nt, first, nitems, chosen, ends, filtered, x0, x1, lo0, hi0, 
     ~85 ns a row) and ``out`` never reassigned (that keeps the loops vectorised): a row whose
     pairs do not fit is left to the caller, who grows ``out``.
     """
+    nitems, chosen, ends, filtered = sw.nitems, sw.chosen, sw.ends, sw.filtered
+    x0, x1, lo0, hi0, lo1, hi1 = sw.x0, sw.x1, sw.lo0, sw.hi0, sw.lo1, sw.hi1
+    s_c, s_lab, margin, sel, reach = sw.spheres, sw.labels, sw.margin, sw.sel, sw.reach
     words = hit.view(np.uint64)
     cand = np.empty(hit.shape[0], np.int64)
     room = out.shape[0]
@@ -456,15 +479,12 @@ def _sweep_rows(t, nt, first, nitems, chosen, ends, filtered, x0, x1, lo0, hi0, 
 
 
 @njit(cache=True, parallel=True)
-def _sweep_threads(nt, nitems, chosen, ends, filtered, x0, x1, lo0, hi0, lo1, hi1, s_c, s_lab,
-                   margin, sel, reach, hits, buf, base, room, count, stop):
+def _sweep_threads(nt: int, sw: SortedSweep, hits, buf, base, room, count, stop):
     """Thread ``t`` sweeps its share into ``buf[base[t] : base[t] + room[t]]`` (hit bytes in
     ``hits[t]``); a thread whose region fills records the item it stopped at in ``stop[t]``
     (else -1)."""
     for t in prange(nt):
-        k, s = _sweep_rows(t, nt, 0, nitems, chosen, ends, filtered, x0, x1, lo0, hi0, lo1, hi1,
-                           s_c, s_lab, margin, sel, reach, hits[t],
-                           buf[base[t]: base[t] + room[t]], 0)
+        k, s = _sweep_rows(t, nt, 0, sw, hits[t], buf[base[t]: base[t] + room[t]], 0)
         count[t] = k
         stop[t] = s
 
@@ -582,21 +602,22 @@ class SweepSpace:
             sel = np.zeros(0, np.bool_)
             reach = 0.0
             _sweep_ends(x0, x1, keys, self._ends[:n])
-        args = (nitems, self._chosen, self._ends, filtered, x0, x1, s_lo[0, :n], s_hi[0, :n],
-                s_lo[1, :n], s_hi[1, :n], self._s_c[:n], s_lab, margin, sel, reach)
-        res = self._sweep(n, nitems, args, parallel, copy and keep is None)
+        sw = SortedSweep(nitems, self._chosen, self._ends, filtered, x0, x1, s_lo[0, :n],
+                         s_hi[0, :n], s_lo[1, :n], s_hi[1, :n], self._s_c[:n], s_lab, margin,
+                         sel, reach)
+        res = self._sweep(n, nitems, sw, parallel, copy and keep is None)
         return res if keep is None else res[_sweep_marked(res, keep)]
 
-    def _sweep(self, n: int, nitems: int, args: tuple, parallel: bool,
+    def _sweep(self, n: int, nitems: int, sw: SortedSweep, parallel: bool,
                copy: bool) -> np.ndarray:
-        """The sweep of ``nitems`` rows (``args``: :func:`_sweep_rows`'), on one thread or
-        on numba's thread count: (K, 2) pairs."""
+        """The sweep of ``nitems`` rows of ``sw``, on one thread or on numba's thread count:
+        (K, 2) pairs."""
         nt = numba.get_num_threads() if parallel else 1
         width = (n + 15) // 8 * 8
         if self._hits.shape[0] < nt or self._hits.shape[1] < width:
             self._hits = np.zeros((nt, width), np.uint8)
         if nt == 1 or nitems <= SWEEP_ROWS:
-            self._out, k = _sweep_finish(0, 1, 0, args, self._hits[0], self._out, 0)
+            self._out, k = _sweep_finish(0, 1, 0, sw, self._hits[0], self._out, 0)
             return self._out[:k].copy() if copy else self._out[:k]
         if self.room.shape[0] != nt:
             self.room = np.full(nt, 2 * n // nt + 1024, np.int64)
@@ -607,13 +628,13 @@ class SweepSpace:
             self._out = np.empty((total_room, 2), np.int64)
         count = np.zeros(nt, np.int64)
         stop = np.full(nt, -1, np.int64)
-        _sweep_threads(nt, *args, self._hits, self._out, base, self.room, count, stop)
+        _sweep_threads(nt, sw, self._hits, self._out, base, self.room, count, stop)
         extra = self._extra
         ek = 0
         for t in range(nt):
             more = 0
             if stop[t] >= 0:  # region full: finish this thread's rows here, serially
-                extra, ek2 = _sweep_finish(t, nt, int(stop[t]), args, self._hits[t], extra, ek)
+                extra, ek2 = _sweep_finish(t, nt, int(stop[t]), sw, self._hits[t], extra, ek)
                 more = ek2 - ek
                 ek = ek2
             # next call's room: this call's count + 30 %
@@ -622,12 +643,12 @@ class SweepSpace:
         return _sweep_concat(self._out, base, count, extra, ek, int(count.sum()) + ek)
 
 
-def _sweep_finish(t: int, nt: int, first: int, args: tuple, hit: np.ndarray, out: np.ndarray,
-                  k: int) -> tuple[np.ndarray, int]:
+def _sweep_finish(t: int, nt: int, first: int, sw: SortedSweep, hit: np.ndarray,
+                  out: np.ndarray, k: int) -> tuple[np.ndarray, int]:
     """Thread ``t``'s share from item ``first`` on into ``out`` from row ``k``, growing it
     between kernel calls: (out, count)."""
     while first >= 0:
-        k, first = _sweep_rows(t, nt, first, *args, hit, out, k)
+        k, first = _sweep_rows(t, nt, first, sw, hit, out, k)
         if first >= 0:
             out = grown_pairs(out)
     return out, k
