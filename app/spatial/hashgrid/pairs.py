@@ -31,10 +31,12 @@ Output and inner loops
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
-from app.spatial.hashgrid.store import ST_HW, Items, as_grid, coord, probe
+from app.spatial.hashgrid.store import ST_HW, Grid, Items, as_grid, coord, probe
 from app.spatial.pair_windows import emit, grown_to, window
 from app.spatial.pairs import pair_touch
 
@@ -136,10 +138,43 @@ def _gather(table, ckey, lcells, lstart, lvl, rng, own, cand):
     return k
 
 
+class PackedItems(NamedTuple):
+    """The items copied cell by cell (one array per field): cell ``c``'s are the rows
+    [start[c], start[c] + its count), so a cell is one contiguous run for :func:`window`."""
+
+    x: np.ndarray  # float64 centre x
+    y: np.ndarray
+    z: np.ndarray
+    r: np.ndarray  # float64 radius
+    slot: np.ndarray  # int64 store slot
+    start: np.ndarray  # int64 first row of each cell of the pool
+
+
+class LevelCells(NamedTuple):
+    """The live cells by level (:func:`level_cells`) and the levels holding any."""
+
+    cells: np.ndarray  # live cells, level by level
+    start: np.ndarray  # (levels + 1,) where each level's cells start in ``cells``
+    used: np.ndarray  # the levels with live cells, ascending (``nused`` of them)
+    nused: int
+
+
+class CellScratch(NamedTuple):
+    """The all-pairs walk's working arrays."""
+
+    cand: np.ndarray  # int64: the cells gathered near the current cell
+    rng: np.ndarray  # (6,) int64: the union of the cell's items' reach ranges
+    arng: np.ndarray  # (6,) int64: one item's reach range
+    hit: np.ndarray  # uint8: the window's hit bytes
+
+
 @njit(cache=True)
-def pack(ckey, count, head, hw, cen, rad, slot, nxt, px, py, pz, pr, ps, cstart, order):
-    """Copy the items cell by cell (pool order) into the packed arrays: cell ``c``'s are
-    [cstart[c], cstart[c] + count[c]); ``order`` gets the live cells. Returns their count."""
+def pack(g: Grid, items: Items, packed: PackedItems, order):
+    """Copy the items cell by cell (pool order) into ``packed``; ``order`` gets the live
+    cells. Returns their count."""
+    count, head, hw = g.cells.count, g.cells.head, g.meta[ST_HW]
+    cen, rad, slot, nxt = items.cen, items.rad, items.slot, items.next
+    px, py, pz, pr, ps, cstart = packed
     p = 0
     nc = 0
     for c in range(hw):
@@ -161,14 +196,19 @@ def pack(ckey, count, head, hw, cen, rad, slot, nxt, px, py, pz, pr, ps, cstart,
 
 
 @njit(cache=True)
-def _cells_from(i0, order, nc, ckey, count, cstart, px, py, pz, pr, ps, table, lcells,
-                lstart, used, nused, sizes, rmax, margin, sel, cand, rng, arng, hit, out, k):
+def _cells_from(i0: int, order, nc: int, g: Grid, packed: PackedItems, lv: LevelCells,
+                margin: float, sel, scratch: CellScratch, out, k: int):
     """The pairs of the live cells order[i0:nc] (see the module docstring) at ``out[k:]``.
     Returns (k, i, need): i = nc when done; else cell i's pairs did not fit (k is where they
     start, ``need`` the rows they take): grow the buffer and call again from i.
 
     It never grows ``out`` itself: a kernel that reassigns the buffer does not get its
     window loops vectorised."""
+    ckey, count, table, sizes, rmax = g.cells.key, g.cells.count, g.table, g.levels.size, (
+        g.levels.rmax)
+    px, py, pz, pr, ps, cstart = packed
+    lcells, lstart, used, nused = lv
+    cand, rng, arng, hit = scratch
     cap = out.shape[0]
     filtered = sel.shape[0] > 0
     for ci in range(i0, nc):
@@ -255,32 +295,34 @@ def all_pairs(grid_t, items_t, margin, sel, out, px, py, pz, pr, ps, cstart):
     lcells, lstart = level_cells(ckey, count, hw, sizes.shape[0])
     used, nused = _levels_in_use(lstart, sizes.shape[0])
     order = np.empty(max(lcells.shape[0], 1), dtype=np.int64)
-    nc = pack(ckey, count, g.cells.head, hw, items.cen, items.rad, items.slot, items.next,
-              px, py, pz, pr, ps, cstart, order)
+    packed = PackedItems(px, py, pz, pr, ps, cstart)
+    nc = pack(g, items, packed, order)
     most = 1
     for i in range(nc):
         most = max(most, count[order[i]])
-    hit = np.empty(most, dtype=np.uint8)
-    cand = np.empty(max(lcells.shape[0], 1), dtype=np.int64)
-    rng = np.empty(6, dtype=np.int64)
-    arng = np.empty(6, dtype=np.int64)
+    scratch = CellScratch(np.empty(max(lcells.shape[0], 1), dtype=np.int64),
+                          np.empty(6, dtype=np.int64), np.empty(6, dtype=np.int64),
+                          np.empty(most, dtype=np.uint8))
+    lv = LevelCells(lcells, lstart, used, nused)
     k = 0
     i = 0
     while True:
-        k, i, need = _cells_from(i, order, nc, ckey, count, cstart, px, py, pz, pr, ps,
-                                 g.table, lcells, lstart, used, nused, sizes, g.levels.rmax,
-                                 margin, sel, cand, rng, arng, hit, out, k)
+        k, i, need = _cells_from(i, order, nc, g, packed, lv, margin, sel, scratch, out, k)
         if i >= nc:
             return out[:k]
         out = grown_to(out, need)
 
 
 @njit(cache=True)
-def _objects_from(i0, slots, item_of, ckey, head, nxt, cen, rad, slot, table, lcells, lstart,
-                  used, nused, sizes, rmax, margin, sel, cand, rng, out, k):
+def _objects_from(i0: int, slots, item_of, g: Grid, items: Items, lv: LevelCells,
+                  margin: float, sel, cand, rng, out, k: int):
     """The pairs of the given objects slots[i0:], each kept from its side, at out[k:].
     Returns (k, i, need): i = len(slots) when done; else object i's pairs did not fit (they
     start at k and end at need): grow the buffer and call again from i."""
+    ckey, head, table, sizes, rmax = g.cells.key, g.cells.head, g.table, g.levels.size, (
+        g.levels.rmax)
+    nxt, cen, rad, slot = items.next, items.cen, items.rad, items.slot
+    lcells, lstart, used, nused = lv
     cap = out.shape[0]
     for i in range(i0, slots.shape[0]):
         k0 = k
@@ -323,12 +365,11 @@ def pairs_of(slots, grid_t, items_t, item_of, margin, sel, out):
     used, nused = _levels_in_use(lstart, sizes.shape[0])
     cand = np.empty(max(lcells.shape[0], 1), dtype=np.int64)
     rng = np.empty(6, dtype=np.int64)
+    lv = LevelCells(lcells, lstart, used, nused)
     k = 0
     i = 0
     while True:
-        k, i, need = _objects_from(i, slots, item_of, ckey, g.cells.head, items.next,
-                                   items.cen, items.rad, items.slot, g.table, lcells, lstart,
-                                   used, nused, sizes, g.levels.rmax, margin, sel, cand, rng,
+        k, i, need = _objects_from(i, slots, item_of, g, items, lv, margin, sel, cand, rng,
                                    out, k)
         if i >= slots.shape[0]:
             return out[:k]
