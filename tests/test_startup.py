@@ -303,3 +303,16 @@ def test_run_sh_warms_before_the_viewer_when_needed():
     text = (ROOT / "scripts" / "run.sh").read_text()
     assert "-m app warm --if-needed" in text
     assert text.index("warm --if-needed") < text.index("-m app demo")
+
+
+def test_a_flat_scene_never_imports_the_nested_index(tmp_path):
+    """The viewer's modules import the nested index only for a hierarchical scene: importing
+    it compiles its typed entry points (10-15 s on an empty cache), which a flat scene's
+    first frame must not wait for."""
+    code = ("import sys, app.viewer.viewer, app.viewer.headless, app.viewer.startup, "
+            "app.culling.pipeline; print(sorted(m for m in sys.modules "
+            "if m.startswith('app.spatial.nested')))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(tmp_path),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"

@@ -238,13 +238,6 @@ class NestedPipeline(CullPipeline):
         return out
 
 
-def make_pipeline(config: IndexConfig, scene) -> CullPipeline:
-    """The frame's pipeline: nested for a scene with a hierarchy, else the flat one."""
-    if getattr(scene, "hierarchy", None) is not None:
-        return NestedPipeline(config, scene)
-    return CullPipeline(config)
-
-
 def draw_boxes(viewer, view) -> None:
     """The B overlay of a nested scene: group boxes and inner node boxes, turned with their
     groups, by group (B's "depth" mode) or by outcome, filtered by N, with their legend."""

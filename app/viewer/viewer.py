@@ -20,7 +20,7 @@ from pathlib import Path
 
 import moderngl
 
-from app.culling.pipeline import SPLIT_STEPS, IndexConfig
+from app.culling.pipeline import SPLIT_STEPS, CullPipeline, IndexConfig
 from app.render.boxes import BOX_FILTERS
 from app.render.context import SceneTarget
 from app.render.meshes import load_mesh
@@ -31,9 +31,19 @@ from app.viewer.camera import CameraRig, CameraView
 from app.viewer.capture import EXTRA_COLUMNS, Capture, log_row
 from app.viewer.frame import Frame, OcclusionProvider
 from app.viewer.keys import DOWN_NAMES, action_of
-from app.viewer.nested_view import make_pipeline
 from app.viewer.overlays import Overlays
 from app.viewer.state import BOX_MODES, OCCLUSION_MODES, FrameStats, Toggles
+
+
+def make_pipeline(config: IndexConfig, scene) -> CullPipeline:
+    """The frame's pipeline: nested for a scene with a hierarchy, else the flat one. The
+    nested view is imported only then: importing the nested index compiles its typed entry
+    points, 10-15 s on an empty kernel cache that a flat scene's first frame must not wait."""
+    if getattr(scene, "hierarchy", None) is not None:
+        from app.viewer.nested_view import NestedPipeline
+
+        return NestedPipeline(config, scene)
+    return CullPipeline(config)
 
 
 class Viewer:

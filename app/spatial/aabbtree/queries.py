@@ -273,18 +273,22 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules):
         visited += 1
         reach_node(nd, ob, sp, n, rules, limit)
         planes_m = subsets[mask, :counts[mask]]
-        v = _verdict(nd.lo, nd.hi, nd.maxvd, n, planes_m, eye, use_vd, occ)
-        if v in (NODE_PARTIAL, NODE_INSIDE) and mask != 0 and nd.dirty[n] and not lazy:
+        for again in range(2):
+            v = _verdict(nd.lo, nd.hi, nd.maxvd, n, planes_m, eye, use_vd, occ)
+            if again or not (v in (NODE_PARTIAL, NODE_INSIDE) and mask != 0 and nd.dirty[n]
+                             and not lazy):
+                break
             # The stored box is conservative even when dirty, so a rejection is final: only a
             # dirty node that survives is refitted (2.1.5) and decided again, and the big
             # unsplit leaves just outside the view are never walked for a refit. An overfull
             # leaf reached here is split even if its refitted box turns out to be outside:
             # otherwise a big leaf grazing the view, dirtied by its movers, would be walked
             # for a refit every frame. Below a node inside the planes nothing is refitted.
+            # (A loop, not a second call: the inlined node decision compiled twice cost the
+            # first start about a second.)
             refit_node(nd, ob, sp, np.int64(n), rules.threshold)
             if needs_split(nd.is_split, nd.count, n, limit):
                 split_node(nd, ob, sp, n, rules)
-            v = _verdict(nd.lo, nd.hi, nd.maxvd, n, planes_m, eye, use_vd, occ)
         nd.outcome[n] = v
         if v not in (NODE_PARTIAL, NODE_INSIDE):
             if v == NODE_REJECT_OCCLUSION:
