@@ -1,9 +1,12 @@
 """``python -m app plot LOG.csv [LOG2.csv ...] -o OUT.png``: frame-log charts (matplotlib).
 
 Per log: a timeline of what the run culled with (one row per index, occlusion mode and culling
-toggle, so every switch is labelled by its row) above the frame time stacked by pass, the
-stack summing to ``frame_ms`` (time no pass accounts for is the "other" layer). Last, the
-visible objects and working set of every log. Legends sit right of their panels.
+toggle, so every switch is labelled by its row) above the frame time stacked by stage (the
+timing model of :data:`app.framelog.TIME_STAGES`, the HUD's and the frame graph's), the stack
+summing to ``frame_ms`` (time no stage accounts for is the "other" layer; older logs without
+the newer stage columns stack what they have), with the frames the log marks as stalls in
+red. Last, the visible objects and working set of every log. Legends sit right of their
+panels.
 """
 
 from __future__ import annotations
@@ -22,16 +25,20 @@ from pathlib import Path
 
 import numpy as np
 
-from app.framelog import FrameLogError, read_log
+from app.framelog import TIME_STAGES, FrameLogError, read_log
 
-# The viewer's passes in frame order (app/viewer/frame.py): they partition frame_ms. A pass
-# whose parts the log also has is stacked as those parts (update = motion + index update).
+# The frame's stages in frame order (app/viewer/timing.py): they partition frame_ms. A stage
+# whose parts the log also has is stacked as those parts (update = motion + index update,
+# render = draw + occlusion).
 PASSES: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
     ("update_ms", "update", (("motion_ms", "motion"), ("index_update_ms", "index update"))),
     ("cull_ms", "cull", ()),
     ("upload_ms", "upload", ()),
-    ("render_ms", "render", ()),
+    ("render_ms", "render", (("draw_ms", "draw"), ("occlusion_pass_ms", "occlusion"))),
     ("overlay_ms", "overlay", ()),
+    ("hud_ms", "HUD", ()),
+    ("present_ms", "present", ()),
+    ("stall_ms", "stall", ()),
 )
 # Timed columns that lie inside the passes above (or sum them): never stacked a second time.
 NESTED: dict[str, str] = {
@@ -39,12 +46,13 @@ NESTED: dict[str, str] = {
     "occlusion_ms": "cull (previous: map) and render (pyramid)",
     "occlusion_cull_ms": "render (two-pass late cull)",
     "ground_truth_ms": "render (id buffer)",
-    "stages_ms": "overlay (the culled-by-stage counts)",
+    "stages_ms": "HUD (the culled-by-stage counts)",
+    "other_ms": "other (frame_ms less the stages: the stack's top layer)",
+    "compile_ms": "the stage that called the kernel (a stall mark)",
 }
-STAGE_COLORS = {"update": "#4c72b0", "motion": "#8da0cb", "index update": "#4c72b0",
-                "cull": "#dd8452", "upload": "#c44e52", "render": "#55a868",
-                "render (incl. occlusion)": "#55a868",
-                "overlay": "#da8bc3", "other": "#b0b0b0"}
+STAGE_COLORS = {label: color for _, label, color in TIME_STAGES} | {
+    "update": "#4c72b0", "render": "#55a868", "render (incl. occlusion)": "#55a868"}
+STALL_COLOR = STAGE_COLORS["stall"]
 OCCLUSION_COLORS = {"off": "#c8c8c8", "previous": "#8172b3", "two-pass": "#64b5cd"}
 # Culling toggles worth a timeline row while they are in this state.
 TOGGLES = (("frustum", 0, "frustum culling off"), ("view_distance", 1, "view distance on"),
@@ -102,7 +110,7 @@ def time_stack(log: dict) -> TimeStack:
             for v, lab in subs:
                 labels.append(lab)
                 parts.append(v)
-        elif values is not None:
+        elif values is not None and np.isfinite(values).any():  # a column never written: none
             labels.append(label)
             parts.append(values)
     occ = [_numbers(log, c) for c in ("occlusion_ms", "occlusion_cull_ms")]
@@ -120,6 +128,18 @@ def time_stack(log: dict) -> TimeStack:
                 and np.isfinite(_numbers(log, c)).any()]
     return TimeStack(labels + ["other"], stacked, frame, np.clip(total - frame, 0.0, None),
                      unplaced)
+
+
+def stall_rows(log: dict) -> list[int]:
+    """Rows the log marks as stalls (a non-empty ``stall`` cell, or ``stall_ms`` above 0)."""
+    marks = np.zeros(len(log["frame"]), bool)
+    text = log.get("stall")
+    if isinstance(text, list):
+        marks |= np.array([bool(str(t).strip()) for t in text], bool)
+    ms = _numbers(log, "stall_ms")
+    if ms is not None:
+        marks |= np.nan_to_num(ms, nan=0.0) > 0
+    return np.nonzero(marks)[0].tolist()
 
 
 def bin_means(values: np.ndarray, size: int) -> np.ndarray:
@@ -305,12 +325,17 @@ def build_figure(logs: Sequence[tuple[Path, dict]], title: str | None = None):
                 ax.axvline(edges[a], color=color_of("index:" + (log["index"][a] or
                                                                "(no index)")),
                            lw=1.0, ls=(0, (2, 2)))
+        stalls = stall_rows(log)
+        for a in stalls[:MAX_SWITCH_LINES]:
+            ax.axvline(edges[a] + 0.5, color=STALL_COLOR, lw=1.2, alpha=0.8)
         ax.set_ylim(0, top)
         ax.set_ylabel("ms")
         ax.grid(alpha=0.3)
-        ax.set_title("frame time by pass" + (f" (means of {size} frames)" if size > 1 else ""),
-                     loc="left", fontsize=9)
+        ax.set_title("frame time by stage" + (f" (means of {size} frames)" if size > 1 else "")
+                     + (" ; stalls: red lines" if len(stalls) else ""), loc="left", fontsize=9)
         notes = []
+        if len(stalls):
+            notes.append(f"{len(stalls)} stall{'s' if len(stalls) > 1 else ''}")
         finite = _finite(stack.frame_ms)
         clipped = int((finite > top).sum())
         if clipped:

@@ -403,3 +403,35 @@ def test_output_that_is_an_input_log_is_refused(tmp_path, name):
     res = plot(str(log), "-o", str(log))
     assert res.returncode == 2 and "input log" in res.stderr
     assert log.read_bytes() == before
+
+
+def test_a_log_of_the_timing_model_stacks_every_stage_and_marks_its_stalls(tmp_path):
+    """A log with the timing model's columns (app.framelog.TIME_STAGES) stacks them in frame
+    order, render as draw + occlusion, ``other`` being the log's other_ms; stalls are the rows
+    the log names."""
+    from app.framelog import TIME_STAGES, FrameLog
+
+    rng = np.random.default_rng(3)
+    stages = [c for c, _, _ in TIME_STAGES]
+    path = tmp_path / "t.csv"
+    with FrameLog(path, extra_columns=[*stages, "stall"]) as log:
+        for i in range(20):
+            t = {c: float(rng.uniform(0.1, 3.0)) for c in stages}
+            t["stall_ms"] = 700.0 if i == 7 else 0.0
+            log.write({"frame": i, "time_s": i / 60, "frame_ms": sum(t.values()),
+                       "update_ms": t["motion_ms"] + t["index_update_ms"],
+                       "cull_ms": t["cull_ms"], "render_ms": t["draw_ms"]
+                       + t["occlusion_pass_ms"], "visible": 1, "working_set": 1,
+                       "nodes_visited": 0, "objects": 1, "index": "kd", "occlusion": "off",
+                       **{c: t[c] for c in stages if c not in ("cull_ms",)},
+                       "stall": "rebuild kd 700 ms" if i == 7 else ""})
+    data = read_log(path)
+    stack = appplot.time_stack(data)
+    assert stack.labels == [lab for _, lab, _ in TIME_STAGES]
+    np.testing.assert_allclose(stack.layers.sum(axis=0), data["frame_ms"], rtol=1e-5)
+    np.testing.assert_allclose(stack.layers[-1], data["other_ms"], atol=2e-3)  # 6 digits
+    assert appplot.stall_rows(data) == [7]
+    fig = appplot.build_figure([(path, data)])
+    ax = next(a for a in fig.axes if a.get_gid() == "stack:0")
+    assert any(abs(line.get_xdata()[0] - 7.5) < 1e-9 for line in ax.get_lines()
+               if line.get_color() == appplot.STALL_COLOR)

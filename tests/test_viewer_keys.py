@@ -130,7 +130,7 @@ def test_no_nodes_is_explained_instead_of_a_bare_zero(ctx, scene_name, index, se
     for _ in range(4):  # chunks goes to slot order after a few frames of everything moving
         st = v.tick(1 / 60)
     assert st.nodes_visited == 0
-    assert "nodes visited       -" in _line(v, "visible")
+    assert "in - nodes" in _line(v, "objects")
     if not setup:  # (with frustum culling off a tree still has its boxes)
         assert v.overlays.box_total == 0
         assert says in _line(v, "no nodes, no boxes to draw:")
@@ -296,6 +296,7 @@ def test_r_and_k_without_names_write_under_out_and_list_what_they_wrote(ctx, tmp
     lines = v.written_lines()
     assert lines == [f"{Path('out/logs') / logs[0].name} (2 rows)",
                      f"{Path('out/screenshots') / shots[0].name}",
+                     f"{Path('out/screenshots') / shots[0].with_suffix('.hud.txt').name}",
                      f"{Path('out/logs') / logs[1].name} (1 rows)"]
 
 
@@ -328,3 +329,54 @@ def test_the_viewer_does_every_action_of_the_key_table(ctx):
                 assert v.key(name), name
     assert not v.key("m") and not v.key("escape")
     v.close()
+
+
+def test_hud_log_and_graph_share_one_timing_model_and_mark_stalls(ctx, tmp_path):
+    """Every logged frame's stages add up to its wall time (frame_ms, start to the next
+    start) and fps is 1000 / frame_ms; the HUD shows the last closed frame's row exactly; an
+    index switch is a stall in the log (wall-clock time beside simulated time) and a red
+    mark in the graph, which G draws in the lower right."""
+    from app.framelog import TIME_STAGES, read_log
+    from app.render.frame_graph import STALL_RGBA
+    from tests.test_viewer_parts import parse_timing
+
+    v = _viewer(ctx, objects=3000, index="brute", size=(640, 360), hud=True)
+    log = tmp_path / "timing.csv"
+    v.start_recording(log)
+    for _ in range(4):
+        v.tick(1 / 60)
+    v.key("g")
+    v.key("i")  # a rebuild between frames: a stall of the open frame
+    for _ in range(4):
+        v.tick(1 / 60)
+    fps, frame, parts, n = parse_timing(v.hud_lines(v.stats)[:2])
+    v.request_screenshot(tmp_path / "graph.png")
+    v.tick(1 / 60)
+    v.close()
+    data = read_log(log)
+    stages = np.stack([data[c] for c, _, _ in TIME_STAGES])
+    np.testing.assert_allclose(stages.sum(axis=0), data["frame_ms"], rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(data["render_ms"], data["draw_ms"] + data["occlusion_pass_ms"],
+                               rtol=1e-4, atol=1e-3)
+    row = list(data["frame"]).index(n)
+    # the HUD rounds to 0.01 ms what the log holds to 4 decimals: equal within that
+    assert abs(frame - float(data["frame_ms"][row])) <= 0.0051
+    assert abs(fps - 1000 / frame) <= 0.05 + 5.0 / frame**2  # both rounded as shown
+    for (col, label, _) in TIME_STAGES:
+        if label in parts:
+            assert abs(parts[label] - float(data[col][row])) <= 0.0051, label
+    assert abs(sum(parts.values()) - frame) <= 0.005 * len(parts)
+    stalled = [i for i, s in enumerate(data["stall"]) if s]
+    assert stalled and data["stall"][stalled[0]].startswith("rebuild kd")
+    assert data["stall_ms"][stalled[0]] > 0 and data["frame"][stalled[0]] == 3
+    assert np.all(np.diff(data["wall_s"]) > 0) and np.all(np.diff(data["time_s"]) > 0)
+    text = (tmp_path / "graph.hud.txt").read_text().splitlines()
+    assert parse_timing(text[:2])[3] == data["frame"][-2]  # the screenshot's frame's HUD
+    assert v.clock.history.stalls().sum() >= 1
+    from PIL import Image
+
+    img = np.asarray(Image.open(tmp_path / "graph.png").convert("RGB")).astype(int)
+    rect = v.graph.rect
+    bars = img[int(rect.y):int(rect.y + rect.h), int(rect.x):int(rect.x + rect.w)]
+    red = (np.abs(bars - np.array(STALL_RGBA[:3]) * 255).sum(axis=2) < 60).sum()
+    assert red >= 6, "no stall mark in the graph"

@@ -56,6 +56,15 @@ def test_stages_line_says_each_stage_and_off():
     assert hud_text.stages_line(None) is None
 
 
+def test_stages_line_says_why_occlusion_on_does_nothing_without_frustum_culling():
+    """The settings line says "occlusion two-pass": the stage line must not say "off"."""
+    c = StageCounts(objects=100, frustum=None, distance=None, occlusion=None, drawn=100)
+    tg = Toggles(frustum=False, occlusion="two-pass")
+    line = hud_text.stages_line(c, tg)
+    assert "occlusion two-pass inactive (frustum off)" in line and "occlusion off" not in line
+    assert "occlusion off" in hud_text.stages_line(c, Toggles(frustum=False))
+
+
 def test_no_nodes_reason_by_index_and_toggle():
     assert "frustum culling is off" in hud_text.no_nodes_reason("octree", False, {}, 10)
     assert "flat scan" in hud_text.no_nodes_reason("brute", True, None, 10)
@@ -77,26 +86,90 @@ def test_render_bound_needs_slow_frames_mostly_drawing():
     assert hud_text.render_bound([(9.0, 10.0)] * 12, 1, (64, 64), 2, False) is None  # fast
 
 
+def _timed_frame() -> FrameStats:
+    """A closed frame whose stages sum to its wall time (as app.viewer.timing closes it)."""
+    from app.viewer.timing import close_frame
+
+    st = FrameStats(frame=41, motion_ms=0.31, index_update_ms=1.207, cull_ms=2.5,
+                    upload_ms=0.44, draw_ms=15.25, occlusion_pass_ms=0.0, overlay_ms=0.6,
+                    hud_ms=2.125, present_ms=1.9, started=10.0)
+    close_frame(st, 10.0 + 27.0 / 1000)
+    return st
+
+
+def parse_timing(lines: list[str]) -> tuple[float, float, dict[str, float], int]:
+    """(fps, frame ms, {stage: ms}, frame number) from the HUD's two timing lines."""
+    import re
+
+    head = re.match(r"\s*([0-9.]+) fps = 1000 / frame ([0-9.]+) ms = (.*)", lines[0])
+    assert head, lines[0]
+    tail = re.match(r"\s*\+ (.*)\s+\(frame (\d+), ms\)$", lines[1])
+    assert tail, lines[1]
+    parts = {}
+    for part in (head.group(3) + " + " + tail.group(1)).split(" + "):
+        name, value = part.strip().rsplit(" ", 1)
+        parts[name] = float(value)
+    return float(head.group(1)), float(head.group(2)), parts, int(tail.group(2))
+
+
+def test_timing_lines_are_stages_that_add_up_to_the_frame_and_fps_is_its_inverse():
+    from app.framelog import TIME_STAGES
+
+    st = _timed_frame()
+    assert abs(sum(getattr(st, c) for c, _, _ in TIME_STAGES) - st.frame_ms) < 1e-9
+    assert abs(st.other_ms - (27.0 - 24.332)) < 1e-9
+    lines = hud_text.timing_lines(st)
+    fps, frame, parts, n = parse_timing(lines)
+    assert n == 41 and frame == 27.0 and fps == round(1000 / 27.0, 1)
+    assert list(parts) == [lab for c, lab, _ in TIME_STAGES if c != "stall_ms"]  # no stall
+    assert abs(sum(parts.values()) - frame) <= 0.005 * len(parts)
+    st.stall_ms, st.stall = 5.0, "rebuild kd 5 ms"
+    from app.viewer.timing import close_frame
+
+    close_frame(st, 10.0 + 30.0 / 1000)
+    lines = hud_text.timing_lines(st)
+    fps, frame, parts, _ = parse_timing(lines)
+    assert parts["stall"] == 5.0 and abs(sum(parts.values()) - frame) <= 0.005 * len(parts)
+    assert lines[2] == "stall in frame 41: rebuild kd 5 ms"
+    assert hud_text.timing_lines(None)[0].startswith("fps -")
+
+
+def test_a_frame_whose_stages_exceed_its_wall_time_gets_no_negative_other():
+    from app.viewer.timing import close_frame
+
+    st = FrameStats(draw_ms=12.0, started=1.0)
+    close_frame(st, 1.010)
+    assert st.other_ms == 0.0 and st.frame_ms == 12.0
+
+
 def test_hud_lines_from_plain_values():
     tg = Toggles(view_distance=True, boxes="depth", box_filter="leaves")
     st = FrameStats(visible=474, drawn=474, working_set=3108, nodes_visited=0,
                     stages=StageCounts(24120, 15702, 7944, None, 474))
-    s = hud_text.HudState(fps=41.2, frame_ms=24.3, objects=24120, index="brute", variant="-",
+    s = hud_text.HudState(timed=_timed_frame(), objects=24120, index="brute", variant="-",
                           split=None, describe="brute", toggles=tg, box_count=0, box_total=0,
                           recording="run.csv", scene="demo", camera="fly",
                           reason="brute is a flat scan of every object, it has none",
                           hint=None, extra=["occlusion line"])
     lines = hud_text.hud_lines(st, s)
-    assert lines[0].startswith("  41.2 fps   frame   24.3 ms")
-    assert "nodes visited       -" in lines[1] and "objects 24,120" in lines[1]
-    assert lines[2].startswith("culled 23,646 of 24,120")
-    assert lines[3] == "index brute  variant -  split threshold -   [brute]"
-    assert "boxes depth (leaves only: 0 of 0)" in lines[4] and lines[4].endswith("rec run.csv")
-    assert lines[5] == "scene demo   camera: fly   F1 help"
-    assert lines[6].startswith("no nodes, no boxes to draw: brute is a flat scan")
+    assert lines[0].startswith("  37.0 fps = 1000 / frame 27.00 ms = motion 0.31 + ")
+    assert lines[1].endswith("(frame 41, ms)")
+    assert lines[2] == ("objects 24,120   tested 3,108 (working set) in - nodes   query answer "
+                        "474   drawn 474")
+    assert lines[3].startswith("culled 23,646 of 24,120")
+    assert lines[4] == "index brute  variant -  split threshold -   [brute]"
+    assert "boxes depth (leaves only: 0 of 0)" in lines[5] and lines[5].endswith("rec run.csv")
+    assert lines[6] == "scene demo   camera: fly   F1 help"
+    assert lines[7].startswith("no nodes, no boxes to draw: brute is a flat scan")
     assert lines[-1] == "occlusion line"
     assert hud_text.needs_reason(st, tg, 0)
     assert hud_text.box_filter_label("depth<=2") == "depth <= 2"
+
+
+def test_two_pass_counts_say_early_and_late_draws():
+    st = FrameStats(visible=385, drawn=391, drawn_late=11, working_set=900, nodes_visited=40)
+    line = hud_text.counts_line(st, 1000, "40", two_pass=True)
+    assert "query answer 385   drawn 391 (early 380 + late 11)" in line
 
 
 # ---------------------------------------------------------------------------- capture

@@ -224,7 +224,7 @@ def test_window_keys_recording_screenshot_and_close(tmp_path, launch):
     # Each group of keys is followed by a wait for frames, so that keys are not all handled
     # between the same two frames.
     for group in (["i"], ["i"], ["b", "b", "F1"], ["F1", "b", "l", "plus", "minus"],
-                  ["f", "f", "v", "v", "z", "w", "z", "p", "p", "h", "h"]):
+                  ["f", "f", "v", "v", "z", "w", "z", "p", "p", "h", "h", "g"]):
         before = _last_cell(log, "index")
         v.key(*group)
         if group == ["i"] and len(INDEX_NAMES) > 1:
@@ -256,6 +256,26 @@ def test_window_keys_recording_screenshot_and_close(tmp_path, launch):
     assert len(read_log(second)["frame"]) >= 1
     _check_png(shot)
     _check_png(tmp_path / "shot-2.png")
+    # G drew the frame graph: its 16.7 ms budget line is a long green row in the lower right
+    img = _image(shot)
+    h, w = img.shape[:2]
+    corner = img[h // 2:, w // 2:]
+    green = (corner[..., 1] > corner[..., 0] + 40) & (corner[..., 1] > corner[..., 2] + 40)
+    assert green.sum(axis=1).max() >= 100, "no frame graph (G) in the screenshot"
+    # the HUD's numbers add up: its timing lines (beside the screenshot as text) are stages
+    # summing to the frame time, fps is 1000 / frame ms, and they are that frame's log row
+    from app.framelog import TIME_STAGES
+    from tests.test_viewer_parts import parse_timing
+
+    fps, frame, parts, n = parse_timing(shot.with_suffix(".hud.txt").read_text().splitlines())
+    assert abs(sum(parts.values()) - frame) <= 0.005 * len(parts)
+    assert abs(fps - 1000 / frame) <= 0.05 + 5.0 / frame**2
+    row = list(data["frame"]).index(n)
+    assert abs(float(data["frame_ms"][row]) - frame) <= 0.0051
+    for col, label, _ in TIME_STAGES:
+        if label in parts:
+            assert abs(float(data[col][row]) - parts[label]) <= 0.0051, label
+    assert data["present_ms"][row] > 0, "the window's swap is not timed"
 
 
 def test_held_keys_fly_the_camera_and_ctrl_c_leaves_a_parseable_log(tmp_path, launch):

@@ -23,7 +23,11 @@ DEFAULT_SHOT_DIR = Path("out") / "screenshots"  # K / F12 without --screenshot
 # Frame-log columns beyond the contract's (design.md), always present.
 EXTRA_COLUMNS = ("motion_ms", "index_update_ms", "upload_ms", "overlay_ms", "cpu_ms", "drawn",
                  "split_threshold", "frustum", "view_distance", "frozen", "moved",
-                 "frustum_culled", "distance_culled", "occlusion_culled", "stages_ms")
+                 "frustum_culled", "distance_culled", "occlusion_culled", "stages_ms",
+                 # the timing model (app/viewer/timing.py): with motion_ms ... overlay_ms these
+                 # stages sum to frame_ms; wall_s is wall-clock time beside time_s (simulated)
+                 "draw_ms", "occlusion_pass_ms", "hud_ms", "present_ms", "stall_ms", "other_ms",
+                 "wall_s", "stall", "compile_ms", "drawn_late")
 
 
 def log_row(st: FrameStats, toggles: Toggles, *, objects: int, index: str,
@@ -47,6 +51,11 @@ def log_row(st: FrameStats, toggles: Toggles, *, objects: int, index: str,
         "distance_culled": None if c is None else c.distance,
         "occlusion_culled": None if c is None else c.occlusion,
         "stages_ms": round(st.stages_ms, 4),
+        "draw_ms": round(st.draw_ms, 4), "occlusion_pass_ms": round(st.occlusion_pass_ms, 4),
+        "hud_ms": round(st.hud_ms, 4), "present_ms": round(st.present_ms, 4),
+        "stall_ms": round(st.stall_ms, 4), "other_ms": round(st.other_ms, 4),
+        "wall_s": round(st.wall_s, 6), "stall": st.stall, "compile_ms": round(st.compile_ms, 4),
+        "drawn_late": st.drawn_late,
     }
     for cells in extras:
         row.update(cells)
@@ -183,11 +192,20 @@ class Capture:
         self.notice(f"screenshot {out}")
         return out
 
-    def take_requested(self, target) -> None:
-        """The requested screenshot, if any, of ``target`` now."""
-        if self._shot_path is not None:
-            path, self._shot_path = self._shot_path, None
-            self.screenshot(target, path)
+    def take_requested(self, target) -> Path | None:
+        """The requested screenshot, if any, of ``target`` now; the file written."""
+        if self._shot_path is None:
+            return None
+        path, self._shot_path = self._shot_path, None
+        return self.screenshot(target, path)
+
+    def write_hud_text(self, shot: Path, lines: list[str]) -> Path:
+        """The HUD's text of a screenshot beside it (``shot.hud.txt``): its numbers exactly,
+        for a report or a test, where the image has them only as pixels."""
+        out = Path(shot).with_suffix(".hud.txt")
+        out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        self.note_written(out)
+        return out
 
     # ------------------------------------------------------------------ files written
 

@@ -11,12 +11,17 @@
 4. upload         the ids to draw (centres straight from the scene's array), grouped by mesh
                   kind, in one buffer write
 5. main pass      clear, one instanced draw per mesh kind, into ``target`` (colour + depth
-                  texture)
+                  texture), waited for (``draw_ms``)
 6. occlusion      the provider builds the pyramid from ``target.depth``; two-pass's late cull
                   (``pipeline.late_cull``) runs against it and the newly visible ids are
                   drawn; with ground truth the provider then measures the image
 7. stage counts   what each stage of the culls removed (``pipeline.frame_stages``, when the
-                  HUD or the log reads them; a measurement: ``stages_ms``, not ``frame_ms``)
+                  HUD or the log reads them; ``stages_ms``, which the viewer counts in the
+                  HUD's stage)
+
+Each pass is timed into its stage of the timing model (:mod:`app.viewer.timing`); the GPU is
+waited for after the main pass and after the occlusion pass, so that drawing is not billed to
+the pass that happens to wait for it.
 
 The viewer (:mod:`app.viewer.viewer`) feeds it the time step, the cameras and the toggles,
 then draws the overlays and writes the log row from the :class:`FrameStats` it returns.
@@ -89,7 +94,6 @@ class Frame:
         self.occlusion: OcclusionProvider | None = None
         self.sim_time = 0.0
         self.drawn_ids: np.ndarray | None = None  # the first cull's ids (None: all)
-        self.passes_ms = 0.0  # the last run's time up to the stage counts
         self._empty = np.zeros(0, np.int64)
 
     def set_occlusion(self, provider: OcclusionProvider | None) -> None:
@@ -103,7 +107,6 @@ class Frame:
             frame_index: int = 0, count_stages: bool = True) -> FrameStats:
         """One frame, pass by pass (see the module docstring); the overlays are the
         viewer's."""
-        t_start = time.perf_counter()
         st = FrameStats(frame=frame_index)
         scene, occ, p = self.scene, self.occlusion, self.pipeline
 
@@ -138,6 +141,8 @@ class Frame:
         self.bind_main_pass()
         self.target.fbo.clear(*BACKGROUND, depth=1.0)
         self.objects.draw(view.viewproj, LIGHT_DIR)
+        self.ctx.finish()
+        t_draw = time.perf_counter()
 
         # 6. occlusion: this frame's pyramid (previous: for the next frame); two-pass's late
         #    cull against it, then the draw of what the early cull missed. Ground truth is
@@ -156,9 +161,9 @@ class Frame:
         st.index_update_ms = (t2 - t1) * 1e3
         st.cull_ms = (t3 - t2) * 1e3
         st.upload_ms = (t4 - t3) * 1e3
-        st.render_ms = (t5 - t4) * 1e3
+        st.draw_ms = (t_draw - t4) * 1e3
+        st.occlusion_pass_ms = (t5 - t_draw) * 1e3
         st.time_s = self.sim_time
-        self.passes_ms = (t5 - t_start) * 1e3
 
         # 7. stage counts (a measurement, like ground truth: its own time)
         if count_stages:
@@ -188,7 +193,8 @@ class Frame:
             self._measure_ground_truth(view, cull.first, newly, st.frame)
         if newly is not None and newly.shape[0]:
             self.bind_main_pass()  # the pyramid and id-buffer passes changed the GL state
-            st.drawn += self.objects.upload(newly, view.eye)
+            st.drawn_late = self.objects.upload(newly, view.eye)
+            st.drawn += st.drawn_late
             self.objects.draw(view.viewproj, LIGHT_DIR)
 
     def _measure_ground_truth(self, view: CameraView, first: np.ndarray | None,

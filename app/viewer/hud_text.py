@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from app.culling.pipeline import StageCounts
+from app.framelog import TIME_STAGES
 from app.viewer.state import FrameStats, Toggles
 
 # The HUD calls a frame render-bound when drawing takes this share of frames this slow (ms).
@@ -24,8 +27,7 @@ RENDER_BOUND_MIN_FRAMES = 10
 class HudState:
     """Everything the HUD prints besides one frame's :class:`FrameStats`."""
 
-    fps: float
-    frame_ms: float  # the last finished frame's
+    timed: FrameStats | None  # the last closed frame: its stages and wall time (None: none)
     objects: int
     index: str  # the index's name
     variant: str  # "leafy", "non-leafy" or "-"
@@ -48,18 +50,50 @@ def box_filter_label(box_filter: str) -> str:
                                                        box_filter.replace("<=", " <= "))
 
 
-def stages_line(c: StageCounts | None) -> str | None:
-    """Unreal's ``stat initviews`` in one line: how many objects each stage culled."""
+def timing_lines(t: FrameStats | None) -> list[str]:
+    """The last closed frame's wall time as the sum of its stages (:data:`TIME_STAGES`, in
+    frame order; a stall only when there was one) and fps as 1000 / that time: the same
+    numbers as its frame-log row."""
+    if t is None:
+        return ["fps -   frame - ms (no frame finished yet)"]
+    parts = [f"{label} {getattr(t, col):.2f}" for col, label, _ in TIME_STAGES
+             if col != "stall_ms" or t.stall_ms > 0]
+    half = (len(parts) + 1) // 2
+    first = (f"{t.fps:6.1f} fps = 1000 / frame {t.frame_ms:.2f} ms = "
+             + " + ".join(parts[:half]))
+    second = "      + " + " + ".join(parts[half:]) + f"   (frame {t.frame}, ms)"
+    lines = [first, second]
+    if t.stall:
+        lines.append(f"stall in frame {t.frame}: {t.stall}")
+    return lines
+
+
+def counts_line(st: FrameStats, objects: int, nodes: str, two_pass: bool) -> str:
+    """What this frame's culls tested and drew, each count named for what it counts."""
+    line = (f"objects {objects:,}   tested {st.working_set:,} (working set) in {nodes.strip()} "
+            f"nodes   query answer {st.visible:,}   drawn {st.drawn:,}")
+    if two_pass:
+        line += f" (early {st.drawn - st.drawn_late:,} + late {st.drawn_late:,})"
+    return line
+
+
+def stages_line(c: StageCounts | None, toggles: Toggles | None = None) -> str | None:
+    """Unreal's ``stat initviews`` in one line: how many objects each stage culled. A stage
+    switched on that cannot act says why (occlusion needs frustum culling's query)."""
     if c is None:
         return None
+    occ_mode = toggles.occlusion if toggles is not None else "off"
 
     def part(name: str, v: int | None) -> str:
         return f"{name} {'off' if v is None else f'{v:,}'}"
 
+    occlusion = part("occlusion", c.occlusion)
+    if c.occlusion is None and occ_mode != "off" and c.frustum is None:
+        occlusion = f"occlusion {occ_mode} inactive (frustum off)"
     share = c.culled / c.objects if c.objects else 0.0
     line = (f"culled {c.culled:,} of {c.objects:,} ({share:.1%}):  "
             f"{part('frustum', c.frustum)}   {part('distance', c.distance)}   "
-            f"{part('occlusion', c.occlusion)}   -> drawn {c.drawn:,}")
+            f"{occlusion}   -> drawn {c.drawn:,}")
     if not c.counted:
         line += "  (recounted every few frames)"
     return line
@@ -112,13 +146,9 @@ def hud_lines(st: FrameStats, s: HudState) -> list[str]:
     nodes = "      -" if s.reason and st.nodes_visited == 0 else f"{st.nodes_visited:>7,}"
     boxes = tg.boxes if tg.boxes == "off" or tg.box_filter == "all" else \
         f"{tg.boxes} ({box_filter_label(tg.box_filter)}: {s.box_count:,} of {s.box_total:,})"
-    lines = [
-        f"{s.fps:6.1f} fps   frame {s.frame_ms:6.1f} ms   update {st.update_ms:5.2f}  cull "
-        f"{st.cull_ms:5.2f}  upload {st.upload_ms:5.2f}  render {st.render_ms:6.1f}",
-        f"visible {st.visible:>8,}   working set {st.working_set:>8,}   nodes visited "
-        f"{nodes}   objects {s.objects:,}   drawn {st.drawn:,}",
-    ]
-    stages = stages_line(st.stages)
+    two_pass = tg.occlusion == "two-pass" and tg.frustum
+    lines = timing_lines(s.timed) + [counts_line(st, s.objects, nodes, two_pass)]
+    stages = stages_line(st.stages, tg)
     if stages:
         lines.append(stages)
     lines += [
@@ -136,6 +166,15 @@ def hud_lines(st: FrameStats, s: HudState) -> list[str]:
     if s.hint:
         lines.append(s.hint)
     return lines + list(s.extra)
+
+
+def graph_title(frame_ms: np.ndarray, stalls: int, capacity: int) -> str:
+    """The frame graph's title: how many frames it shows, their median and worst time."""
+    if frame_ms.shape[0] == 0:
+        return "frame time (G): no frame finished yet"
+    marks = f", {stalls} stall{'s' if stalls != 1 else ''} (red)" if stalls else ""
+    return (f"last {frame_ms.shape[0]}/{capacity} frames: median "
+            f"{float(np.median(frame_ms)):.1f} ms, worst {float(frame_ms.max()):.0f} ms{marks}")
 
 
 def needs_reason(st: FrameStats, toggles: Toggles, box_total: int) -> bool:

@@ -93,6 +93,10 @@ BINDINGS: tuple[Binding, ...] = (
             "collision_index", ("u",), "next / previous collision index (built from the balls' "
             "swept spheres; a notice says from which to which and how long it took)"),
     Binding("H", "hide / show the HUD", "hud", ("h",)),
+    Binding("G", "frame-time graph: stacked stages, 16.7 / 33.3 ms lines, stalls", "graph",
+            ("g",), "frame-time graph (lower right): the last 300 frames as bars stacked by "
+            "stage (the HUD's and the log's stages, same colours as `plot`), 16.7 and 33.3 ms "
+            "budget lines, a red mark over each stall (a rebuild, an index switch, a compile)"),
     Binding("Home", "back to the scene's start camera", "home", ("home",),
             "back to the scene's start camera (and to flying)"),
     Binding("Esc", "release mouse, else quit",

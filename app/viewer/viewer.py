@@ -30,9 +30,11 @@ from app.viewer import hud_text
 from app.viewer.camera import CameraRig, CameraView
 from app.viewer.capture import EXTRA_COLUMNS, Capture, log_row
 from app.viewer.frame import Frame, OcclusionProvider
+from app.viewer.hud_text import graph_title
 from app.viewer.keys import DOWN_NAMES, action_of
 from app.viewer.overlays import Overlays
 from app.viewer.state import BOX_MODES, OCCLUSION_MODES, FrameStats, Toggles
+from app.viewer.timing import COMPILES, STAGE_COLUMNS, FrameClock, close_frame
 
 
 def make_pipeline(config: IndexConfig, scene) -> CullPipeline:
@@ -76,15 +78,14 @@ class Viewer:
         self.passes = Frame(ctx, scene, self.pipeline, self.target, self.objects,
                             self.collision)
         self.passes.occlusion = occlusion
-        self.stats = FrameStats()
+        self.stats = FrameStats()  # the last frame run (its counts; its time once closed)
+        self.clock = FrameClock()  # the timing model: frames open, close, their history
+        self.graph = None  # the frame-time graph (G), made on first use
         self.frame_index = 0
         self.frozen_cull: CameraView | None = None
         self.rig = CameraRig.for_scene(scene)  # the view camera of tick() (the window's)
         self.camera_label: str | None = None  # the HUD's camera field when tick() is not used
         self.last_view: CameraView | None = None  # the view camera of the last frame
-        self.fps = 0.0
-        self._fps_times: deque[float] = deque(maxlen=60)
-        self._timings: deque[tuple[float, float]] = deque(maxlen=30)  # (render, passes) ms
         self._orbit_froze = False  # X froze the culling camera (X again unfreezes)
         self._reason: tuple[tuple, str | None] = ((), None)  # why no nodes, cached
         renderer = str(ctx.info.get("GL_RENDERER", "")) if hasattr(ctx, "info") else ""
@@ -112,6 +113,7 @@ class Viewer:
             "pair_lines": lambda n, s: self.collision_key(n, s),
             "collision_index": lambda n, s: self.collision_key(n, s),
             "home": lambda _n, _s: self.rig.home(),
+            "graph": lambda _n, _s: self._flip("graph"),
         }
         self.rebuild()
 
@@ -134,6 +136,12 @@ class Viewer:
 
     # ------------------------------------------------------------------ the index
 
+    @property
+    def fps(self) -> float:
+        """Frames per second of the last closed frame: 1000 / its wall time."""
+        last = self.clock.last
+        return 0.0 if last is None else last.fps
+
     def rebuild(self) -> float:
         o = self.scene.objects
         return self.pipeline.build(o.ids, o.centers, o.radii, o.view_distances)
@@ -150,6 +158,7 @@ class Viewer:
             self.rebuild()
             self.notice(f"cannot build {config.label()}: {exc}", 6.0)
             return 0.0
+        self.clock.note_stall(f"rebuild {config.label()}", ms)
         new_split = self.pipeline.split_threshold()
         extra = f" split {new_split}" if new_split is not None else ""
         self.notice(f"rebuilt {config.label()}{extra}: {len(self.scene.objects.ids):,} objects "
@@ -302,9 +311,13 @@ class Viewer:
         return cols
 
     def start_recording(self, path: str | Path | None = None) -> Path:
+        """Record from the next frame on (the open frame closes now, unlogged)."""
+        self.close_frame()
         return self.capture.start_recording(path, self.log_columns())
 
     def stop_recording(self) -> None:
+        """The open frame closes now (its row is the last), then the log."""
+        self.close_frame()
         self.capture.stop_recording()
 
     def toggle_recording(self, default_path: str | Path | None = None) -> None:
@@ -335,6 +348,7 @@ class Viewer:
                        extras=extras)
 
     def close(self) -> None:
+        self.close_frame()
         self.capture.close(self.target)
         if self.occlusion is not None:
             self.occlusion.release()
@@ -350,42 +364,64 @@ class Viewer:
 
     def frame(self, dt: float, view: CameraView) -> FrameStats:
         """One frame: the passes (:class:`app.viewer.frame.Frame`) with the culling camera
-        (frozen or the view camera), then the overlays, then the log row."""
+        (frozen or the view camera), then the overlays, then the HUD. The last frame closes
+        as this one starts (its wall time is then known: :mod:`app.viewer.timing`) and its
+        log row is written; the returned stats hold this frame's time so far."""
         t_start = time.perf_counter()
+        compile_mark = COMPILES.total_ms
+        self.close_frame(t_start)
         tg = self.toggles
         self.last_view = view
         cull_view = self.frozen_cull if (tg.frozen and self.frozen_cull is not None) else view
         st = self.passes.run(dt, view, cull_view, tg, frame_index=self.frame_index,
                              count_stages=tg.hud or self.capture.recording)
-        t5 = time.perf_counter()
-        self._fps_times.append(t_start)
-        if len(self._fps_times) > 1:
-            span = self._fps_times[-1] - self._fps_times[0]
-            self.fps = (len(self._fps_times) - 1) / span if span > 0 else 0.0
-        self._timings.append((st.render_ms, self.passes.passes_ms))
+        self.clock.begin(st, t_start, compile_mark)
+        self.stats = st
         shot = self.capture.shot_pending
-        self.draw_overlays(view, cull_view, st, notices=not shot)
+        t5 = time.perf_counter()
+        self.draw_overlays(view, cull_view, st)
         self.ctx.finish()
         t6 = time.perf_counter()
-        # The stage count is a measurement for the HUD and the log (like ground truth): its
-        # time is stages_ms, outside overlay_ms and frame_ms, so that runs compare alike.
+        if tg.hud or tg.help:
+            self.draw_hud(st, notices=not shot)
+        if tg.graph:
+            self.draw_graph()
+        self.ctx.finish()
+        t7 = time.perf_counter()
         st.overlay_ms = (t6 - t5) * 1e3
-        st.frame_ms = (t6 - t_start) * 1e3 - st.stages_ms
-        self.stats = st
-        if self.capture.recording:
-            self.capture.write(self.log_row(st))
+        st.hud_ms = st.stages_ms + (t7 - t6) * 1e3  # the stage counts are for the HUD / log
+        self.clock.end_passes(st)
+        close_frame(st, time.perf_counter())  # provisional: until the next frame starts
         self.frame_index += 1
         if shot:
-            self.capture.take_requested(self.target)
+            path = self.capture.take_requested(self.target)
+            if path is not None and tg.hud and not tg.help:
+                self.capture.write_hud_text(path, self.hud_lines(st))
             if tg.hud and not tg.help:
                 self.overlays.bind_target()
                 self.draw_hud(st, lines=False)  # the notices, on screen only
         return st
 
+    def close_frame(self, end: float | None = None) -> FrameStats | None:
+        """Close the open frame (at ``end``, default now) and log it; None if none was open."""
+        st = self.clock.close(end)
+        if st is not None and self.capture.recording:
+            self.capture.write(self.log_row(st))
+        return st
+
+    def note_present(self, ms: float) -> None:
+        """The window's blit and buffer swap of the open frame (its present stage)."""
+        self.clock.add_present(ms)
+
+    def note_stall(self, what: str, ms: float) -> None:
+        """A stall between frames the viewer did not time itself (an index switch's compile
+        and warm-up on the window's worker thread)."""
+        self.clock.note_stall(what, ms)
+
     # ------------------------------------------------------------------ overlays and HUD
 
-    def draw_overlays(self, view: CameraView, cull_view: CameraView, st: FrameStats,
-                      notices: bool = True) -> None:
+    def draw_overlays(self, view: CameraView, cull_view: CameraView, st: FrameStats) -> None:
+        """Node boxes, the frozen culling camera, pair lines (the HUD is :meth:`draw_hud`)."""
         tg, ov = self.toggles, self.overlays
         ov.begin()
         if tg.boxes != "off" and self.pipeline.index is not None:
@@ -403,8 +439,22 @@ class Viewer:
             self.ctx.disable(moderngl.DEPTH_TEST)
             self.collision.draw_lines(tg.pair_lines, view.viewproj, self.scene.objects.centers,
                                       self.passes.drawn_ids)
-        if tg.hud or tg.help:
-            self.draw_hud(st, notices=notices)
+
+    def draw_graph(self) -> None:
+        """The frame-time graph (G) of the closed frames, lower right."""
+        from app.framelog import TIME_STAGES
+        from app.render.frame_graph import FrameGraph
+
+        if self.graph is None:
+            from app.viewer.setup import hud_px
+
+            self.graph = FrameGraph(self.ctx, hud_px(self.target.size[1]))
+        h = self.clock.history
+        stages = h.stages()
+        title = graph_title(stages.sum(axis=1), int(h.stalls().sum()), h.size)
+        self.overlays.bind_target()
+        self.graph.draw(self.target.size, stages, h.stalls(), [lab for _, lab, _ in TIME_STAGES],
+                        [c for _, _, c in TIME_STAGES], h.size, title)
 
     def draw_hud(self, st: FrameStats, lines: bool = True, notices: bool = True) -> None:
         """The HUD text, the notices under it (``notices``; shown only with the HUD) and the
@@ -431,15 +481,24 @@ class Viewer:
             extra += self.pipeline.hud_lines()
         rec = self.capture.recorder
         state = hud_text.HudState(
-            fps=self.fps, frame_ms=self.stats.frame_ms, objects=n, index=c.name,
+            timed=self.clock.last, objects=n, index=c.name,
             variant=("leafy" if c.leafy else "non-leafy") if c.is_tree() else "-",
             split=self.pipeline.split_threshold(), describe=self.pipeline.describe(),
             toggles=tg, box_count=ov.box_count, box_total=ov.box_total,
             recording=rec.path.name if rec.active else None, scene=self.scene.name,
             camera=self.camera_label or self.rig.describe(), reason=reason,
-            hint=hud_text.render_bound(self._timings, st.drawn, (w, h), n, self.software_gl),
+            hint=hud_text.render_bound(self.recent_render_times(), st.drawn, (w, h), n,
+                                       self.software_gl),
             extra=extra)
         return hud_text.hud_lines(st, state)
+
+    def recent_render_times(self, frames: int = 30) -> list[tuple[float, float]]:
+        """(render ms, frame ms) of the last ``frames`` closed frames, for the render-bound
+        hint."""
+        stages = self.clock.history.stages()[-frames:]
+        render = stages[:, STAGE_COLUMNS.index("draw_ms")] + stages[:, STAGE_COLUMNS.index(
+            "occlusion_pass_ms")]
+        return list(zip(render.tolist(), stages.sum(axis=1).tolist(), strict=True))
 
     def no_nodes_reason(self) -> str | None:
         """Why the index visits no nodes (:func:`app.viewer.hud_text.no_nodes_reason`), asked

@@ -123,6 +123,7 @@ class ViewerWindow:
         # registers as held.
         window.push_handlers(self)
         window.push_handlers(self.keys)
+        self._wrap_flip()
         self.captured = False
         self.last = time.perf_counter()
         self.base_speed = 10.0  # units per second; set from the scene's size
@@ -135,6 +136,21 @@ class ViewerWindow:
         self.warm: set[str] = set()  # indexes whose kernels this process compiled or loaded
         self._start_ticker: TerminalTicker | None = None
         self._start_progress: Progress | None = None
+        self._switch_started = 0.0  # perf_counter when an index switch's job began
+        self._stall_before = 0.0  # the open frame's stall_ms then
+
+    def _wrap_flip(self) -> None:
+        """Time pyglet's buffer swap, which its event loop calls after ``on_draw``, into the
+        open frame's present stage (with the blit, timed in ``on_draw``)."""
+        flip = self.window.flip
+
+        def timed_flip() -> None:
+            t0 = time.perf_counter()
+            flip()
+            if self.viewer is not None and self.job is None:
+                self.viewer.note_present((time.perf_counter() - t0) * 1e3)
+
+        self.window.flip = timed_flip
 
     # ------------------------------------------------------------------ start-up
 
@@ -252,7 +268,9 @@ class ViewerWindow:
         w, h = self.window.get_framebuffer_size()
         self.viewer.target.resize((w, h))
         self.viewer.tick(dt)
+        t_blit = time.perf_counter()
         self.blit_to_screen((w, h))
+        self.viewer.note_present((time.perf_counter() - t_blit) * 1e3)
         if self.first_frame_at is None:
             # The line tests and scripts wait for: the window shows a frame from now on.
             self.first_frame_at = now
@@ -295,6 +313,8 @@ class ViewerWindow:
         shows the progress over the last frame; frames resume when it is ready."""
         v, target = self.viewer, self._next_index(-1 if shift else 1)
         view = v.last_view
+        self._switch_started = time.perf_counter()
+        self._stall_before = v.clock.open.stall_ms if v.clock.open is not None else 0.0
         progress = Progress("compiling kernels", [f"{target} index: build",
                                                   f"{target} index: update",
                                                   f"{target} index: query"])
@@ -317,6 +337,7 @@ class ViewerWindow:
 
     def _switched(self, job: Job) -> None:
         stop_reporting(job.progress, job.ticker)
+        self._note_switch_stall()
         try:
             job.worker.result()
         except Exception as exc:  # noqa: BLE001 - the old index stays; say why
@@ -330,6 +351,16 @@ class ViewerWindow:
             self.viewer.notice(msg, 6.0)
             print(f"demo: {msg}", file=sys.stderr, flush=True)
         self.last = time.perf_counter()
+
+    def _note_switch_stall(self) -> None:
+        """The index switch froze the frames: its time beyond the rebuild (which the viewer
+        noted itself) is a stall of the open frame, compile and warm-up."""
+        v = self.viewer
+        total = (time.perf_counter() - self._switch_started) * 1e3
+        open_frame = v.clock.open
+        rebuilt = (open_frame.stall_ms if open_frame is not None else 0.0) - self._stall_before
+        v.note_stall(f"index switch to {v.config.name} (compile, warm-up)",
+                     max(total - rebuilt, 0.0))
 
     # ------------------------------------------------------------------ input
 
