@@ -161,7 +161,7 @@ class FrameGraph:
         self.rect = rect
         self._labels(rect, top, title)
         self._legend(rect, labels, rgba, columns, col_w)
-        self.text.draw((size[0], size[1]), size)
+        self.text.draw((size[0], size[1]))
 
     def _labels(self, rect: GraphRect, top: float, title: str) -> None:
         """The budget lines' and the top's values at the left edge, the title above."""
