@@ -261,13 +261,13 @@ def test_requested_screenshot_is_the_next_frame_without_notices(ctx, tmp_path):
     v, scene = _viewer(ctx, size=(480, 270))
     v.toggles.hud = True
     v.toggles.paused = True  # the same scene in every frame
-    plain = _render(v, scene, frames=1)
+    plain = _render(v, scene, frames=3)  # past the first frames (compiles: a stall line)
     v.notice("a notice that must not be in the picture")
     path = v.request_screenshot(tmp_path / "shot.png")
     assert not path.exists()  # taken at the end of the next frame
     shown = _render(v, scene, frames=1)
     saved = np.asarray(Image.open(path).convert("RGB"))
-    bottom = slice(shown.shape[0] - 40, shown.shape[0])  # where notices go; the HUD is on top
+    bottom = slice(shown.shape[0] - 20, shown.shape[0])  # the notice; the HUD (wrapped) above
     assert not np.array_equal(shown[bottom], plain[bottom])  # the notice is on screen
     np.testing.assert_array_equal(saved[bottom], plain[bottom])  # and not in the picture
     later = v.request_screenshot(tmp_path / "at-close.png")
