@@ -31,7 +31,9 @@ class Binding:
 
 
 BINDINGS: tuple[Binding, ...] = (
-    Binding("F1", "this help", "help", ("f1",), "this key list over the scene; F1 again hides it"),
+    Binding("F1", "this help", "help", ("f1",),
+            "this key list, under the HUD (which stays on, so a key's effect shows); "
+            "F1 again hides it"),
     Binding("W A S D", "fly forward / left / back / right",
             doc="fly forward / left / back / right (also the arrow keys)"),
     Binding("Q / E", "down / up  (also Ctrl / Space)", doc="down / up (also Ctrl / Space)"),

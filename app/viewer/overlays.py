@@ -172,6 +172,7 @@ class Overlays:
         w, h = self.target.size
         hud = self.hud
         cols = max((w - 16) // hud.cw, 1)
+        th = 0
         if hud_lines and lines:
             _, th = hud.text(8, 6, wrap_lines(hud_lines, cols), color=HUD_TEXT)
             if self.legend and self.box_total:
@@ -185,8 +186,23 @@ class Overlays:
             _, th = hud.text_size(shown)
             hud.text(8, h - th - 8, shown, color=NOTICE_TEXT)
         if help_on and lines:
-            shown = wrap_lines(HELP_LINES, cols)
-            tw, th = hud.text_size(shown)
-            hud.panel(0, 0, w, h, color=(0.0, 0.0, 0.0, 0.45))  # dim the scene behind
-            hud.text(max(8, (w - tw) // 2), max(8, (h - th) // 2), shown, color=HELP_TEXT)
+            self.draw_help(6 + th + 10 if th else 8)
         hud.draw((w, h))
+
+    def draw_help(self, top: int) -> None:
+        """F1's key list from ``top`` down, under the HUD (which stays readable, so a key's
+        effect shows while the list is open); in two columns when one does not fit."""
+        w, h = self.target.size
+        hud = self.hud
+        cols = max((w - 16) // hud.cw, 1)
+        shown = wrap_lines(HELP_LINES, cols)
+        tw, th = hud.text_size(shown)
+        if top + th > h - 8 and len(shown) > 1:  # too tall: halves side by side
+            half_cols = max((w - 32) // (2 * hud.cw), 1)
+            half = (len(HELP_LINES) + 1) // 2
+            left = wrap_lines(HELP_LINES[:half], half_cols)
+            right = wrap_lines(HELP_LINES[half:], half_cols)
+            lw, _ = hud.text(8, top, left, color=HELP_TEXT)
+            hud.text(8 + lw + 16, top, right, color=HELP_TEXT)
+        else:
+            hud.text(8, top, shown, color=HELP_TEXT)

@@ -382,10 +382,10 @@ class Viewer:
         self.draw_overlays(view, cull_view, st)
         self.ctx.finish()
         t6 = time.perf_counter()
-        if tg.hud or tg.help:
-            self.draw_hud(st, notices=not shot)
         if tg.graph:
             self.draw_graph()
+        if tg.hud or tg.help:
+            self.draw_hud(st, notices=not shot)  # over the graph: the help list stays on top
         self.ctx.finish()
         t7 = time.perf_counter()
         st.overlay_ms = (t6 - t5) * 1e3
@@ -395,9 +395,9 @@ class Viewer:
         self.frame_index += 1
         if shot:
             path = self.capture.take_requested(self.target)
-            if path is not None and tg.hud and not tg.help:
+            if path is not None and tg.hud:
                 self.capture.write_hud_text(path, self.hud_lines(st))
-            if tg.hud and not tg.help:
+            if tg.hud:
                 self.overlays.bind_target()
                 self.draw_hud(st, lines=False)  # the notices, on screen only
         return st
@@ -458,8 +458,8 @@ class Viewer:
 
     def draw_hud(self, st: FrameStats, lines: bool = True, notices: bool = True) -> None:
         """The HUD text, the notices under it (``notices``; shown only with the HUD) and the
-        help panel; ``lines`` False: the notices only."""
-        hud_on = self.toggles.hud and not self.toggles.help
+        help panel under the HUD; ``lines`` False: the notices only."""
+        hud_on = self.toggles.hud
         now = time.perf_counter()
         while self.notices and self.notices[0][0] < now:
             self.notices.popleft()
