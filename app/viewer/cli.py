@@ -192,6 +192,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    metavar="FACTOR",
                    help="headless: draw from a camera FACTOR times farther out than the "
                         "path's (with --freeze-at, to look at the frozen frustum)")
+    p.add_argument("--dump-frame", type=_int_option(0, MAX_FRAMES), default=None,
+                   metavar="FRAME",
+                   help="headless: write frame FRAME (0 is the first recorded frame, as in the "
+                        "log's frame column) as JSON: the scene's settings, the index and its "
+                        "parameters, the toggles, the cameras, the frame's counts and every "
+                        "index node with its box, depth and outcome (in the window: J)")
+    p.add_argument("--dump-path", metavar="FRAME.json", default=None,
+                   help="where --dump-frame writes (default out/inspect/SCENE-frame-N.json); "
+                        "in the window, J's file (then NAME-2.json ...)")
     p.add_argument("--no-warmup", action="store_true",
                    help="accepted for older scripts; the start compiles only what the first "
                         "frame needs (another index compiles when first selected, with its "
@@ -274,16 +283,44 @@ def output_problem(flag: str, value: str, suffixes: tuple[str, ...] | None = Non
     return None
 
 
+def default_dump_path(scene: str, frame: int) -> str:
+    """``--dump-frame``'s file without ``--dump-path``: out/inspect/SCENE-frame-N.json (a
+    scene given as a file path is named by the file's stem)."""
+    return str(Path("out") / "inspect" / f"{Path(scene).stem or 'scene'}-frame-{frame}.json")
+
+
+def _dump_problem(args: argparse.Namespace) -> str | None:
+    """Why ``--dump-frame`` cannot be done as asked, or None; a headless run's default
+    dump path is filled in (and checked with the other outputs)."""
+    if args.dump_frame is None:
+        return None
+    if not args.headless:
+        return (f"--dump-frame {args.dump_frame}: only with --headless (in the window, J "
+                "writes the current frame)")
+    if args.dump_frame >= args.frames:
+        return (f"--dump-frame {args.dump_frame}: expected a frame before --frames "
+                f"{args.frames} (frames are numbered from 0)")
+    if args.dump_path is None:
+        args.dump_path = default_dump_path(args.scene, args.dump_frame)
+    return None
+
+
 def _check_run_args(args: argparse.Namespace) -> str | None:
     """Checks across options and of output paths; a message, or None when fine."""
     if args.headless and args.freeze_at is not None and args.freeze_at >= args.frames:
         return (f"--freeze-at {args.freeze_at}: expected a frame before --frames "
                 f"{args.frames}, or the culling camera never freezes")
+    problem = _dump_problem(args)
+    if problem:
+        return problem
     outputs = [(f, v, s) for f, v, s in (("--record", args.record, None),
-                                         ("--screenshot", args.screenshot, (".png",)))
+                                         ("--screenshot", args.screenshot, (".png",)),
+                                         ("--dump-path", args.dump_path, (".json",)))
                if v is not None]
-    if len(outputs) == 2 and os.path.abspath(args.record) == os.path.abspath(args.screenshot):
-        return f"--record and --screenshot name the same file {_shown(args.record)}"
+    for i, (f1, v1, _) in enumerate(outputs):
+        for f2, v2, _ in outputs[i + 1:]:
+            if os.path.abspath(v1) == os.path.abspath(v2):
+                return f"{f1} and {f2} name the same file {_shown(v1)}"
     for flag, value, suffixes in outputs:
         problem = output_problem(flag, value, suffixes)
         if problem:

@@ -111,6 +111,8 @@ def _run(args, plan: FirstFrame, progress: Progress, ticker: TerminalTicker) -> 
                                   f"{scene.duration:.0f} s (headless)"
             if args.freeze_at is not None and i == args.freeze_at and not toggles.frozen:
                 viewer.toggle_freeze(view)
+            if args.dump_frame is not None and i == args.dump_frame:
+                viewer.request_dump(args.dump_path)  # written as frame i ends
             if args.screenshot and i == args.frames - 1:
                 viewer.request_screenshot(args.screenshot)  # the last frame, without notices
             if args.orbit_out and toggles.frozen:
@@ -123,7 +125,9 @@ def _run(args, plan: FirstFrame, progress: Progress, ticker: TerminalTicker) -> 
             if not started:
                 started = True
                 _started(progress, ticker)
-        wall = time.perf_counter() - t0 - viewer.capture.last_screenshot_s
+        dumped = viewer.inspector.last
+        wall = time.perf_counter() - t0 - viewer.capture.last_screenshot_s - (
+            0.0 if dumped is None else (dumped.build_ms + dumped.write_ms) / 1e3)
         viewer.close()
     except KeyboardInterrupt:
         viewer.close()
@@ -131,6 +135,9 @@ def _run(args, plan: FirstFrame, progress: Progress, ticker: TerminalTicker) -> 
             print(f"demo: wrote {line}")
         print("demo: interrupted", file=sys.stderr, flush=True)
         return 130
+    if viewer.inspector.failed:
+        print(f"demo: --dump-path: {viewer.inspector.failed}", file=sys.stderr)
+        return 2
     print(f"demo: {args.frames} frames of {scene.name} with {config.label()} in {wall:.2f} s "
           f"({args.frames / wall:.1f} fps)")
     for line in viewer.written_lines():

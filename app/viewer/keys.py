@@ -83,6 +83,12 @@ BINDINGS: tuple[Binding, ...] = (
     Binding("F12 or K", "screenshot (PNG, out/screenshots/)", "screenshot", ("f12", "k"),
             "screenshot of the next frame, without the transient notices (to `--screenshot`'s "
             "name, else `out/screenshots/`)"),
+    Binding("J", "write this frame's settings, counts and nodes as JSON (out/inspect/)",
+            "inspect", ("j",), "frame inspector: the next frame's settings (scene, groups, "
+            "seed, index and its parameters, toggles, cameras), its counts (the log's row) and "
+            "every node of the index with its box, depth and outcome, as JSON (to "
+            "`--dump-path`'s name, else `out/inspect/`; the notice line says where; the format "
+            "is under \"Frame dumps\" below)"),
     Binding("T", "collision view: tint balls in contact, HUD line (collide scene)", "collision",
             ("t",), "collision view (a scene with colliding balls, on at start): the balls in "
             "contact in the last step tinted orange, the walls drawn, the HUD's collision lines; "

@@ -196,6 +196,22 @@ class NestedPipeline(CullPipeline):
                                      for k, n in enumerate(names)])
         return corners, cols, depth, legend
 
+    def box_outcomes(self) -> tuple:
+        """For the frame inspector (``app/viewer/inspect.py``): (group corners (G, 8, 3),
+        group ids, scene depth (G,), outcome codes (G,), node corners (K, 8, 3), each node's
+        group id, node depth (K,), its group's scene depth (K,), outcome codes (K,)), the
+        codes as :meth:`box_data`'s outcome colouring reads them."""
+        h = self.index
+        gc, gids, gdepth, gcode = h.group_boxes()
+        nc, nids, ndepth, ngdepth = h.node_boxes_info()
+        return (gc, gids, gdepth, gcode.astype(np.int64), nc, nids, ndepth, ngdepth,
+                self._node_codes(nids, gids, gcode))
+
+    def group_labels(self, gids: list) -> list[str]:
+        """Each group id's name in the scene (``NAME#k`` of a frame copy; -1: "world")."""
+        labels = self.hierarchy.labels
+        return [labels[g] if 0 <= g < len(labels) else "world" for g in gids]
+
     def _top_group(self, gids: np.ndarray) -> np.ndarray:
         """Each group's top-level ancestor's position among the top-level groups."""
         return self._top_rank[np.where(gids < 0, len(self.hierarchy), gids)]

@@ -31,6 +31,7 @@ from app.viewer.camera import CameraRig, CameraView
 from app.viewer.capture import EXTRA_COLUMNS, Capture, log_row
 from app.viewer.frame import Frame, OcclusionProvider
 from app.viewer.hud_text import graph_title
+from app.viewer.inspect import Inspector
 from app.viewer.keys import DOWN_NAMES, action_of
 from app.viewer.overlays import Overlays
 from app.viewer.state import BOX_MODES, OCCLUSION_MODES, FrameStats, Toggles
@@ -66,6 +67,7 @@ class Viewer:
         self.overlays = Overlays(ctx, self.target, hud_px)
         self.notices: deque[tuple[float, str]] = deque(maxlen=4)
         self.capture = Capture(self.notice)
+        self.inspector = Inspector(self.notice, self.capture.note_written)  # J, --dump-frame
         self.pipeline = make_pipeline(config, scene)
         self.collision = None  # the collision view of a scene with colliding balls
         world = getattr(scene, "collision", None)
@@ -108,6 +110,7 @@ class Viewer:
             # written when the next frame ends, without the transient notices
             "screenshot": lambda _n, _s: self.request_screenshot(
                 self.capture.next_screenshot_path()),
+            "inspect": lambda _n, _s: self.request_dump(),
             "hud": lambda _n, _s: self._flip("hud"),
             "collision": lambda n, s: self.collision_key(n, s),
             "pair_lines": lambda n, s: self.collision_key(n, s),
@@ -336,6 +339,13 @@ class Viewer:
         """Save the next frame, drawn without the transient notices."""
         return self.capture.request_screenshot(path)
 
+    def request_dump(self, path: str | Path | None = None) -> Path:
+        """J: write the next frame's settings, counts and index nodes as JSON when it ends
+        (``path``, else --dump-path's name, else one under out/inspect/;
+        :mod:`app.viewer.inspect`)."""
+        ins = self.inspector
+        return ins.request(path or ins.next_path(self.scene.name, self.frame_index))
+
     def written_lines(self) -> list[str]:
         return self.capture.written_lines()
 
@@ -393,6 +403,9 @@ class Viewer:
         self.clock.end_passes(st)
         close_frame(st, time.perf_counter())  # provisional: until the next frame starts
         self.frame_index += 1
+        dump = self.inspector.take(self, st)  # a requested dump (J, --dump-frame) of this frame
+        if dump is not None:  # the window waited for it: a named stall, not "other"
+            self.note_stall("frame dump", dump.build_ms + dump.write_ms)
         if shot:
             path = self.capture.take_requested(self.target)
             if path is not None and tg.hud:

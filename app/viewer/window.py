@@ -200,6 +200,8 @@ class ViewerWindow:
             viewer.capture.record_base = Path(args.record)
         if args.screenshot:
             viewer.capture.screenshot_base = Path(args.screenshot)
+        if args.dump_path:
+            viewer.inspector.base = Path(args.dump_path)  # J's file
         self.viewer, self.scene, self.rig = viewer, scene, viewer.rig
         self.warm.add(plan.config.name)
         objs = scene.objects
