@@ -126,6 +126,9 @@ def test_headless_dump_agrees_with_the_log_the_scene_file_and_the_index(tmp_path
     row = list(data["frame"]).index(4)
     for k in ("index", "occlusion"):
         assert d["log_row"][k] == data[k][row]
+    # the wait for the dump is that frame's stall, named, and no other frame's
+    assert ["frame dump" in s for s in data["stall"]] == [i == 4 for i in range(6)]
+    assert data["stall_ms"][row] > 0
     # settings: as the scene file says (--objects 3000 scales the groups)
     spec = tomllib.loads((ROOT / "scenes" / "demo.toml").read_text())
     sc = d["scene"]
