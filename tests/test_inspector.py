@@ -290,7 +290,8 @@ def test_nested_scene_dumps_groups_and_inner_nodes(ctx, tmp_path):
     spec = tomllib.loads((ROOT / "scenes" / "tracks.toml").read_text())
     assert sum(g["count"] for g in d["scene"]["groups"]) == d["scene"]["objects"]
     assert {g["name"] for g in d["scene"]["groups"]} == {g["name"] for g in spec["group"]}
-    assert any("nested scene" in n for n in d["notes"])
+    assert any("nested scene" in n and ">= 256 objects" in n for n in d["notes"])
+    assert "never: every group is scanned" in inspect.nested_note(np.iinfo(np.int64).max)
     v.close()
 
 

@@ -266,14 +266,39 @@ def group_column(gids: list) -> list:
         return [str(g) for g in gids]  # named groups (not the viewer's): few, at dump time
 
 
-NESTED_NOTE = (
-    "nested scene: 'groups' holds each group's box of its objects (one per group, its outcome "
-    "the nested query's for the whole group); 'nodes' holds the node boxes of every group's "
-    "own index, 'group' naming the group, 'depth' the node's depth inside that group's index. "
-    "An inner node's outcome is its index's own only when the query asked that group's index "
-    "(a partly visible group of >= 256 objects); otherwise it is its group's outcome (inside, "
-    "partial, occluded) or not visited. Boxes turn with their group: 'corners' are the 8 "
-    "world-space corners, 'lo' / 'hi' their axis-aligned bounds.")
+def nested_note(inner_min: int | None) -> str:
+    """What a nested scene's dump holds per group and per inner node."""
+    never = inner_min is None or inner_min >= np.iinfo(np.int64).max  # brute inside: never
+    asked = ("never: every group is scanned in the descent" if never else
+             f"a partly visible group of >= {inner_min} objects")
+    return ("nested scene: 'groups' holds each group's box of its objects (one per group, its "
+            "outcome the nested query's for the whole group); 'nodes' holds the node boxes of "
+            "every group's own index, 'group' naming the group, 'depth' the node's depth inside "
+            "that group's index. An inner node's outcome is its index's own only when the query "
+            f"asked that group's index ({asked}); otherwise it is its group's outcome (inside, "
+            "partial, occluded) or not visited. Boxes turn with their group: 'corners' are the "
+            "8 world-space corners, 'lo' / 'hi' their axis-aligned bounds.")
+
+
+def node_tables(p, queried: bool) -> tuple[dict[str, Any], dict[str, dict[str, Any]],
+                                           list[str]]:
+    """(summary fields, tables, notes) of the pipeline's index: the outcome summaries and
+    counts, the node columns ("nodes"; a nested index also "groups")."""
+    if p.index is None:
+        empty = {"lo": np.zeros((0, 3)), "hi": np.zeros((0, 3)),
+                 "depth": np.zeros(0, np.int64), "outcome": []}
+        return ({"outcomes": outcome_summary(np.zeros(0, np.int64)), "node_count": 0},
+                {"nodes": empty}, ["no index was built"])
+    if hasattr(p, "box_outcomes"):  # a nested index (app/viewer/nested_view.py)
+        groups, nodes, g_codes, n_codes = nested_nodes(p, queried)
+        summary = {"group_outcomes": outcome_summary(g_codes), "outcomes":
+                   outcome_summary(n_codes), "node_count": int(n_codes.shape[0]),
+                   "group_count": int(g_codes.shape[0])}
+        note = nested_note(getattr(p.index, "inner_min", None))
+        return summary, {"groups": groups, "nodes": nodes}, [note]
+    nodes, codes, note = flat_nodes(p.index, queried)
+    summary = {"outcomes": outcome_summary(codes), "node_count": int(codes.shape[0])}
+    return summary, {"nodes": nodes}, [note] if note else []
 
 
 def frame_document(viewer, st) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -307,28 +332,9 @@ def frame_document(viewer, st) -> tuple[dict[str, Any], dict[str, dict[str, Any]
     if queried and occ is not None and getattr(occ, "ground_truth", False):
         notes.append("ground truth was measured: its query (the view camera, no occlusion) "
                      "ran after the frame's cull, so the node outcomes are that query's")
-    tables: dict[str, dict[str, Any]] = {}
-    if p.index is None:
-        notes.append("no index was built")
-        head["outcomes"] = outcome_summary(np.zeros(0, np.int64))
-        tables["nodes"] = {"lo": np.zeros((0, 3)), "hi": np.zeros((0, 3)),
-                           "depth": np.zeros(0, np.int64), "outcome": []}
-    elif hasattr(p, "box_outcomes"):  # a nested index (app/viewer/nested_view.py)
-        groups, nodes, g_codes, n_codes = nested_nodes(p, queried)
-        notes.append(NESTED_NOTE)
-        head["group_outcomes"] = outcome_summary(g_codes)
-        head["outcomes"] = outcome_summary(n_codes)
-        head["node_count"] = int(n_codes.shape[0])
-        head["group_count"] = int(g_codes.shape[0])
-        tables["groups"] = groups
-        tables["nodes"] = nodes
-    else:
-        nodes, codes, note = flat_nodes(p.index, queried)
-        if note:
-            notes.append(note)
-        head["outcomes"] = outcome_summary(codes)
-        head["node_count"] = int(codes.shape[0])
-        tables["nodes"] = nodes
+    summary, tables, more = node_tables(p, queried)
+    head.update(summary)
+    notes += more
     head["notes"] = notes
     return head, tables
 
