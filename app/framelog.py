@@ -14,11 +14,12 @@ import numpy as np
 CONTRACT_COLUMNS = ("frame", "time_s", "frame_ms", "update_ms", "cull_ms", "render_ms",
                     "visible", "working_set", "nodes_visited", "objects", "index", "occlusion")
 GROUND_TRUTH_COLUMNS = ("true_visible", "false_negatives")
-TEXT_COLUMNS = ("index", "occlusion", "stall")
+TEXT_COLUMNS = ("index", "occlusion", "stall", "compare_index")
 #: The frame's wall time split into stages, in frame order: (column, label, colour). The
 #: viewer's log rows have every column, and they sum to ``frame_ms`` (the frame's wall time,
 #: from its start to the next frame's start); ``update_ms`` is motion + index update and
-#: ``render_ms`` draw + occlusion. The HUD, the frame graph and the plot show these.
+#: ``render_ms`` draw + occlusion. The HUD, the frame graph and the plot show these;
+#: :data:`OPTIONAL_STAGES` only in frames that have them.
 TIME_STAGES: tuple[tuple[str, str, str], ...] = (
     ("motion_ms", "motion", "#8da0cb"),
     ("index_update_ms", "index update", "#4c72b0"),
@@ -26,12 +27,15 @@ TIME_STAGES: tuple[tuple[str, str, str], ...] = (
     ("upload_ms", "upload", "#c44e52"),
     ("draw_ms", "draw", "#55a868"),
     ("occlusion_pass_ms", "occlusion", "#64b5cd"),
+    ("compare_ms", "compare B", "#937860"),
     ("overlay_ms", "overlay", "#da8bc3"),
     ("hud_ms", "HUD", "#ccb974"),
     ("present_ms", "present", "#8172b3"),
     ("stall_ms", "stall", "#e5484d"),
     ("other_ms", "other", "#b0b0b0"),
-)  # kept as strings by read_log; the rest are numbers
+)
+#: Stages the HUD names only in frames that spent time in them: a stall, an A/B comparison.
+OPTIONAL_STAGES = ("stall_ms", "compare_ms")
 
 
 class FrameLogError(OSError):

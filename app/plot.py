@@ -35,6 +35,7 @@ PASSES: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
     ("cull_ms", "cull", ()),
     ("upload_ms", "upload", ()),
     ("render_ms", "render", (("draw_ms", "draw"), ("occlusion_pass_ms", "occlusion"))),
+    ("compare_ms", "compare B", ()),
     ("overlay_ms", "overlay", ()),
     ("hud_ms", "HUD", ()),
     ("present_ms", "present", ()),
@@ -49,6 +50,8 @@ NESTED: dict[str, str] = {
     "stages_ms": "HUD (the culled-by-stage counts)",
     "other_ms": "other (frame_ms less the stages: the stack's top layer)",
     "compile_ms": "the stage that called the kernel (a stall mark)",
+    "compare_update_ms": "compare B (the B index's update)",
+    "compare_cull_ms": "compare B (the B index's cull)",
 }
 STAGE_COLORS = {label: color for _, label, color in TIME_STAGES} | {
     "update": "#4c72b0", "render": "#55a868", "render (incl. occlusion)": "#55a868"}

@@ -380,3 +380,43 @@ def test_window_session_files_go_under_out_and_are_listed_at_exit(tmp_path, laun
     assert frozen[0] is None and frozen[1] is None, hud[1]
     assert frozen[2] is not None and "X views it from outside" in frozen[2], hud[2]
     assert frozen[3] is not None and "seen from outside" in frozen[3], hud[3]
+
+
+def test_f2_compares_a_second_index_on_the_same_frames_and_writes_the_report(tmp_path, launch):
+    """F2 turns the A/B comparison on (B brute, A's own index), F2 again makes B kd (new to
+    the run: built and compiled on the worker thread, like I); the HUD read back from the
+    screenshot shows A's and B's costs and B/A; Esc writes the report beside the log and the
+    viewer lists it."""
+    from app.framelog import read_log
+    from app.render.hud import font_px
+
+    log, shot = tmp_path / "ab.csv", tmp_path / "ab.png"
+    v = launch("--scene", "demo", "--objects", "3000", "--record", str(log), "--screenshot",
+               str(shot), "--size", "960x540", "--index", "brute")
+    v.wait_first_frame()
+    v.wait_rows(log, 3)
+    for prefix, wait in (("brute", ROWS_S), ("kd/", COMPILE_S)):
+        v.key("F2")
+        v.wait_until(lambda p=prefix: c if (c := _last_cell(log, "compare_index") or ""
+                                            ).startswith(p) else None, wait,
+                     f"B {prefix} in {log.name}")
+    v.wait_more_rows(log, 5)
+    v.key("k")
+    v.wait_file(shot)
+    v.key("Escape")
+    assert v.wait_exit() == 0, v.output()
+    report = tmp_path / "ab-compare.md"
+    assert f"demo: wrote {report} (A/B report" in v.text(), v.output()
+    text = report.read_text()
+    assert "## A brute vs B brute" in text and "## A brute vs B kd/" in text
+    assert "answers differ" not in text
+    data = read_log(log)
+    on = [i for i, c in enumerate(data["compare_index"]) if c]
+    assert on and all(data["compare_differ"][i] == 0 for i in on)
+    assert all(data["compare_ms"][i] > 0 for i in on)
+    assert any("build B kd/" in s for s in data["stall"]), "B's build is not a stall"
+    hud = read_hud(_image(shot), font_px(540))
+    ab = next((s for s in hud if s.startswith("A/B (F2): A brute")), None)
+    assert ab is not None and "| B kd/" in ab and "B/A" in ab, hud
+    saved = shot.with_suffix(".hud.txt").read_text().splitlines()
+    assert any(s.startswith("A/B (F2): A brute") for s in saved)

@@ -26,8 +26,8 @@ EXTRA_COLUMNS = ("motion_ms", "index_update_ms", "upload_ms", "overlay_ms", "cpu
                  "frustum_culled", "distance_culled", "occlusion_culled", "stages_ms",
                  # the timing model (app/viewer/timing.py): with motion_ms ... overlay_ms these
                  # stages sum to frame_ms; wall_s is wall-clock time beside time_s (simulated)
-                 "draw_ms", "occlusion_pass_ms", "hud_ms", "present_ms", "stall_ms", "other_ms",
-                 "wall_s", "stall", "compile_ms", "drawn_late")
+                 "draw_ms", "occlusion_pass_ms", "compare_ms", "hud_ms", "present_ms",
+                 "stall_ms", "other_ms", "wall_s", "stall", "compile_ms", "drawn_late")
 
 
 def log_row(st: FrameStats, toggles: Toggles, *, objects: int, index: str,
@@ -52,6 +52,7 @@ def log_row(st: FrameStats, toggles: Toggles, *, objects: int, index: str,
         "occlusion_culled": None if c is None else c.occlusion,
         "stages_ms": round(st.stages_ms, 4),
         "draw_ms": round(st.draw_ms, 4), "occlusion_pass_ms": round(st.occlusion_pass_ms, 4),
+        "compare_ms": round(st.compare_ms, 4),
         "hud_ms": round(st.hud_ms, 4), "present_ms": round(st.present_ms, 4),
         "stall_ms": round(st.stall_ms, 4), "other_ms": round(st.other_ms, 4),
         "wall_s": round(st.wall_s, 6), "stall": st.stall, "compile_ms": round(st.compile_ms, 4),

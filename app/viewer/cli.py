@@ -32,6 +32,7 @@ from app.viewer.catalog import (
     list_scenes,
     scene_descriptions,
 )
+from app.viewer.compare_spec import GRAMMAR, CompareSpec, parse_spec
 from app.viewer.keys import help_lines
 from app.viewer.startup import note_unused_tree_options
 
@@ -75,6 +76,14 @@ def _index_option(text: str) -> str:
             with_hint(f"unknown index {text!r}", text, INDEX_NAMES)
             + f" (choose from {', '.join(INDEX_NAMES)})")
     return text
+
+
+def _compare_option(text: str) -> CompareSpec:
+    """An argparse type: a B index spec (:mod:`app.viewer.compare_spec`)."""
+    try:
+        return parse_spec(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _float_option(lo: float, hi: float) -> Callable[[str], float]:
@@ -201,6 +210,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dump-path", metavar="FRAME.json", default=None,
                    help="where --dump-frame writes (default out/inspect/SCENE-frame-N.json); "
                         "in the window, J's file (then NAME-2.json ...)")
+    p.add_argument("--compare", type=_compare_option, default=None, metavar="SPEC",
+                   help=f"A/B: a second index ({GRAMMAR}, e.g. kd/non-leafy; what it leaves "
+                        "out is --index's) culls the same frames after the drawn one, not "
+                        "drawn; the HUD shows both costs and B/A, a report is written on exit "
+                        "(F2 cycles B in the window)")
+    p.add_argument("--compare-report", metavar="REPORT.md", default=None,
+                   help="where the A/B report goes (markdown, and the same tables as CSV beside "
+                        "it); default: beside --record's log (LOG-compare.md), else "
+                        "out/logs/compare-SCENE-DATE-TIME.md")
     p.add_argument("--no-warmup", action="store_true",
                    help="accepted for older scripts; the start compiles only what the first "
                         "frame needs (another index compiles when first selected, with its "
@@ -305,18 +323,31 @@ def _dump_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _compare_problem(args: argparse.Namespace) -> str | None:
+    """Why the A/B options cannot be done as asked, or None."""
+    if getattr(args, "compare_report", None) is not None and args.headless and \
+            getattr(args, "compare", None) is None:
+        return ("--compare-report: a headless run compares only with --compare SPEC (in the "
+                "window, F2 starts a comparison)")
+    return None
+
+
 def _check_run_args(args: argparse.Namespace) -> str | None:
     """Checks across options and of output paths; a message, or None when fine."""
     if args.headless and args.freeze_at is not None and args.freeze_at >= args.frames:
         return (f"--freeze-at {args.freeze_at}: expected a frame before --frames "
                 f"{args.frames}, or the culling camera never freezes")
-    problem = _dump_problem(args)
+    problem = _dump_problem(args) or _compare_problem(args)
     if problem:
         return problem
+    report = getattr(args, "compare_report", None)
     outputs = [(f, v, s) for f, v, s in (("--record", args.record, None),
                                          ("--screenshot", args.screenshot, (".png",)),
-                                         ("--dump-path", args.dump_path, (".json",)))
+                                         ("--dump-path", args.dump_path, (".json",)),
+                                         ("--compare-report", report, (".md",)))
                if v is not None]
+    if report is not None:  # the CSV beside the report
+        outputs.append(("--compare-report", str(Path(report).with_suffix(".csv")), None))
     for i, (f1, v1, _) in enumerate(outputs):
         for f2, v2, _ in outputs[i + 1:]:
             if os.path.abspath(v1) == os.path.abspath(v2):

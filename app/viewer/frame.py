@@ -15,7 +15,10 @@
 6. occlusion      the provider builds the pyramid from ``target.depth``; two-pass's late cull
                   (``pipeline.late_cull``) runs against it and the newly visible ids are
                   drawn; with ground truth the provider then measures the image
-7. stage counts   what each stage of the culls removed (``pipeline.frame_stages``, when the
+7. compare (A/B)  with a B index (``--compare``, F2): B's update and cull of this frame's
+                  moved ids and culls, after A's, not drawn (:mod:`app.viewer.compare`); its
+                  own stage (``compare_ms``), so that B never inflates A's
+8. stage counts   what each stage of the culls removed (``pipeline.frame_stages``, when the
                   HUD or the log reads them; ``stages_ms``, which the viewer counts in the
                   HUD's stage)
 
@@ -42,6 +45,7 @@ from app.culling.pipeline import CullPipeline
 from app.render.context import SceneTarget
 from app.render.objects import ObjectRenderer
 from app.viewer.camera import CameraView
+from app.viewer.compare import Comparison, side_label
 from app.viewer.state import FrameStats, Toggles
 
 BACKGROUND = (0.09, 0.10, 0.13, 1.0)
@@ -94,6 +98,9 @@ class Frame:
         self.occlusion: OcclusionProvider | None = None
         self.sim_time = 0.0
         self.drawn_ids: np.ndarray | None = None  # the first cull's ids (None: all)
+        self.compare: Comparison | None = None  # the B side of an A/B comparison
+        self._late_pyramid = None  # this frame's pyramid of two-pass's late cull (for B's)
+        self._late_cull_ms = 0.0  # A's late cull (inside the occlusion stage)
         self._empty = np.zeros(0, np.int64)
 
     def set_occlusion(self, provider: OcclusionProvider | None) -> None:
@@ -102,6 +109,8 @@ class Frame:
             self.occlusion.release()
         self.occlusion = provider
         self.pipeline.forget_visible()
+        if self.compare is not None:
+            self.compare.forget_visible()
 
     def run(self, dt: float, view: CameraView, cull_view: CameraView, tg: Toggles, *,
             frame_index: int = 0, count_stages: bool = True) -> FrameStats:
@@ -147,10 +156,19 @@ class Frame:
         # 6. occlusion: this frame's pyramid (previous: for the next frame); two-pass's late
         #    cull against it, then the draw of what the early cull missed. Ground truth is
         #    measured in between, so that its timing does not wait for that draw.
+        self._late_pyramid, self._late_cull_ms = None, 0.0
         if occ is not None:
             self._occlusion_pass(view, cull_view, occ, st)
         self.ctx.finish()
         t5 = time.perf_counter()
+
+        # 7. compare: B gets A's moved ids and culls (camera, toggles, pyramids), after A
+        cmp, t6 = self.compare, t5
+        if cmp is not None and cmp.active:
+            cmp.run(moved, p.last_cull, side_label(p.config, p.split_threshold()),
+                    (t2 - t1) * 1e3, (t3 - t2) * 1e3 + self._late_cull_ms, pyramid,
+                    self._late_pyramid)
+            t6 = time.perf_counter()
 
         res = p.last_cull.result
         n = int(scene.objects.ids.shape[0])
@@ -163,12 +181,13 @@ class Frame:
         st.upload_ms = (t4 - t3) * 1e3
         st.draw_ms = (t_draw - t4) * 1e3
         st.occlusion_pass_ms = (t5 - t_draw) * 1e3
+        st.compare_ms = (t6 - t5) * 1e3
         st.time_s = self.sim_time
 
-        # 7. stage counts (a measurement, like ground truth: its own time)
+        # 8. stage counts (a measurement, like ground truth: its own time)
         if count_stages:
             st.stages = p.frame_stages(st.drawn, frame_index)
-            st.stages_ms = (time.perf_counter() - t5) * 1e3
+            st.stages_ms = (time.perf_counter() - t6) * 1e3
         return st
 
     def _occlusion_pass(self, view: CameraView, cull_view: CameraView,
@@ -185,8 +204,9 @@ class Frame:
         if cull.two_pass:
             t_late = time.perf_counter()
             newly = p.late_cull(pyramid)
-            occ.note_cull(cull.result, (time.perf_counter() - t_late) * 1e3,
-                          int(newly.shape[0]))
+            self._late_pyramid = pyramid
+            self._late_cull_ms = (time.perf_counter() - t_late) * 1e3
+            occ.note_cull(cull.result, self._late_cull_ms, int(newly.shape[0]))
         else:
             occ.note_cull(cull.result)
         if occ.ground_truth:

@@ -64,7 +64,7 @@ def _started(progress: Progress, ticker: TerminalTicker) -> None:
 def _run(args, plan: FirstFrame, progress: Progress, ticker: TerminalTicker) -> int:
     from app.render.context import create_headless_context
     from app.viewer.camera import CameraView
-    from app.viewer.setup import hud_px, occlusion_factory
+    from app.viewer.setup import hud_px, occlusion_factory, start_comparison
     from app.viewer.viewer import Viewer
 
     scene, config, toggles = plan.scene, plan.config, plan.toggles
@@ -86,6 +86,10 @@ def _run(args, plan: FirstFrame, progress: Progress, ticker: TerminalTicker) -> 
         return 2
     if occ_mode != "off" or getattr(args, "ground_truth", False):
         viewer.set_occlusion(occ_mode)
+    problem = start_comparison(viewer, args)
+    if problem:
+        print(f"demo: {problem}", file=sys.stderr)
+        return 2
     cam = scene.camera
     aspect = size[0] / size[1]
     started = False
@@ -98,6 +102,7 @@ def _run(args, plan: FirstFrame, progress: Progress, ticker: TerminalTicker) -> 
                 started = True
                 _started(progress, ticker)
         viewer.frame_index = 0
+        viewer.comparison.reset()  # the report counts the recorded frames only
         if args.record:
             if Path(args.record).exists():  # a scripted run names its log: replace it, say so
                 print(f"demo: replacing the existing log {args.record}", file=sys.stderr)
@@ -131,8 +136,8 @@ def _run(args, plan: FirstFrame, progress: Progress, ticker: TerminalTicker) -> 
         viewer.close()
     except KeyboardInterrupt:
         viewer.close()
-        for line in viewer.written_lines():
-            print(f"demo: wrote {line}")
+        for line in [*viewer.compare_summary, *(f"wrote {w}" for w in viewer.written_lines())]:
+            print(f"demo: {line}")
         print("demo: interrupted", file=sys.stderr, flush=True)
         return 130
     if viewer.inspector.failed:
@@ -140,6 +145,9 @@ def _run(args, plan: FirstFrame, progress: Progress, ticker: TerminalTicker) -> 
         return 2
     print(f"demo: {args.frames} frames of {scene.name} with {config.label()} in {wall:.2f} s "
           f"({args.frames / wall:.1f} fps)")
+    for line in viewer.compare_summary:
+        print(f"demo: {line}")
     for line in viewer.written_lines():
         print(f"demo: wrote {line}")
     return 0
+

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app.culling.pipeline import StageCounts
-from app.framelog import TIME_STAGES
+from app.framelog import OPTIONAL_STAGES, TIME_STAGES
 from app.viewer.state import FrameStats, Toggles
 
 # The HUD calls a frame render-bound when drawing takes this share of frames this slow (ms).
@@ -52,12 +52,12 @@ def box_filter_label(box_filter: str) -> str:
 
 def timing_lines(t: FrameStats | None) -> list[str]:
     """The last closed frame's wall time as the sum of its stages (:data:`TIME_STAGES`, in
-    frame order; a stall only when there was one) and fps as 1000 / that time: the same
-    numbers as its frame-log row."""
+    frame order; a stall or an A/B comparison only when there was one) and fps as 1000 / that
+    time: the same numbers as its frame-log row."""
     if t is None:
         return ["fps -   frame - ms (no frame finished yet)"]
     parts = [f"{label} {getattr(t, col):.2f}" for col, label, _ in TIME_STAGES
-             if col != "stall_ms" or t.stall_ms > 0]
+             if col not in OPTIONAL_STAGES or getattr(t, col) > 0]
     half = (len(parts) + 1) // 2
     first = (f"{t.fps:6.1f} fps = 1000 / frame {t.frame_ms:.2f} ms = "
              + " + ".join(parts[:half]))

@@ -105,6 +105,11 @@ BINDINGS: tuple[Binding, ...] = (
             ("g",), "frame-time graph (lower right): the last 300 frames as bars stacked by "
             "stage (the HUD's and the log's stages, same colours as `plot`), 16.7 and 33.3 ms "
             "budget lines, a red mark over each stall (a rebuild, an index switch, a compile)"),
+    Binding("F2 / Shift+F2", "A/B: next / previous B index culling the same frames, or off",
+            "compare", ("f2",), "A/B comparison: the next / previous B index (off, then every "
+            "index in I's order, then off; B keeps its variant and split threshold, else A's): "
+            "B culls the frames A culls, not drawn, and the HUD shows both costs, B/A and "
+            "whether the answers agree; the report is written on exit (`--compare`)"),
     Binding("Home", "back to the scene's start camera", "home", ("home",),
             "back to the scene's start camera (and to flying)"),
     Binding("Esc", "release mouse, else quit",

@@ -60,3 +60,16 @@ def occlusion_factory(ground_truth: bool = False):
     from app.render.occlusion import create_provider
 
     return lambda viewer, mode: create_provider(viewer, mode, ground_truth)
+
+
+def start_comparison(viewer, args) -> str | None:
+    """``--compare`` and ``--compare-report`` on a new ``viewer``: B built from the current
+    objects; why it cannot be (one line), or None."""
+    from pathlib import Path
+
+    if getattr(args, "compare_report", None):
+        viewer.compare_report = Path(args.compare_report)
+    spec = getattr(args, "compare", None)
+    if spec is None or viewer.set_compare(viewer.compare_config(spec)):
+        return None
+    return f"--compare: {viewer.notices[-1][1]}"

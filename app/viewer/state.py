@@ -50,6 +50,7 @@ class FrameStats:
     upload_ms: float = 0.0
     draw_ms: float = 0.0  # the main pass
     occlusion_pass_ms: float = 0.0  # pyramid, two-pass's late cull and draw, ground truth
+    compare_ms: float = 0.0  # the A/B comparison's B index: its update, cull and answer check
     overlay_ms: float = 0.0  # boxes, the frozen camera, pair lines (not the HUD)
     hud_ms: float = 0.0  # the stage counts, the HUD text and the frame graph
     present_ms: float = 0.0  # the window's blit and buffer swap

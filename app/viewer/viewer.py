@@ -28,7 +28,16 @@ from app.render.objects import ObjectRenderer
 from app.spatial import INDEX_NAMES, TREE_HEURISTICS
 from app.viewer import hud_text
 from app.viewer.camera import CameraRig, CameraView
-from app.viewer.capture import EXTRA_COLUMNS, Capture, log_row
+from app.viewer.capture import DEFAULT_LOG_DIR, EXTRA_COLUMNS, Capture, log_row, next_free_path
+from app.viewer.compare import COLUMNS as COMPARE_COLUMNS
+from app.viewer.compare import (
+    Comparison,
+    command_line,
+    report_notes,
+    summary_lines,
+    write_report,
+)
+from app.viewer.compare_spec import CompareSpec
 from app.viewer.frame import Frame, OcclusionProvider
 from app.viewer.hud_text import graph_title
 from app.viewer.inspect import Inspector
@@ -80,6 +89,11 @@ class Viewer:
         self.passes = Frame(ctx, scene, self.pipeline, self.target, self.objects,
                             self.collision)
         self.passes.occlusion = occlusion
+        # A/B (--compare, F2): a second index on the same frames; its report written on close
+        self.comparison = self.passes.compare = Comparison(make_pipeline, scene)
+        self.compare_report: Path | None = None  # --compare-report (else beside the log)
+        self._report_written = False
+        self.compare_summary: list[str] = []  # the report's lines for the terminal (on close)
         self.stats = FrameStats()  # the last frame run (its counts; its time once closed)
         self.clock = FrameClock()  # the timing model: frames open, close, their history
         self.graph = None  # the frame-time graph (G), made on first use
@@ -117,6 +131,7 @@ class Viewer:
             "collision_index": lambda n, s: self.collision_key(n, s),
             "home": lambda _n, _s: self.rig.home(),
             "graph": lambda _n, _s: self._flip("graph"),
+            "compare": lambda _n, s: self.cycle_compare(-1 if s else 1),
         }
         self.rebuild()
 
@@ -196,6 +211,73 @@ class Viewer:
         else:
             new = next((s for s in reversed(steps) if s < cur), steps[0])
         self.set_index(IndexConfig(c.name, c.leafy, new))
+
+    # ------------------------------------------------------------------ A/B comparison
+
+    def compare_config(self, spec: CompareSpec) -> IndexConfig:
+        """The B index of ``spec``, with what it leaves out taken from A's config."""
+        return IndexConfig(*spec.resolve(self.config.leafy, self.config.split_threshold))
+
+    def set_compare(self, config: IndexConfig | None) -> bool:
+        """B is ``config`` from now on (built now, a stall of the open frame), or off (None);
+        False when it cannot be built (B stays as it was, a notice says why)."""
+        cmp = self.comparison
+        if config is None:
+            cmp.set_index(None)
+            self.notice("A/B comparison off")
+            return True
+        try:
+            ms = cmp.set_index(config)
+        except Exception as exc:  # noqa: BLE001 - keep B as it was and say why
+            self.notice(f"cannot build B {config.label()}: {exc}", 6.0)
+            return False
+        self.clock.note_stall(f"build B {cmp.label}", ms)
+        self.notice(f"A/B: B is {cmp.label} ({len(self.scene.objects.ids):,} objects built in "
+                    f"{ms:.0f} ms); it culls A's frames, not drawn")
+        return True
+
+    def next_compare(self, step: int = 1) -> IndexConfig | None:
+        """F2's next B (Shift+F2: previous): off, then each index in the I key's order (B's
+        variant and split threshold, else A's), then off again."""
+        cur = self.comparison.pipeline
+        states: list[str | None] = [None, *INDEX_NAMES]
+        i = states.index(cur.config.name) if cur is not None else 0
+        name = states[(i + step) % len(states)]
+        if name is None:
+            return None
+        base = cur.config if cur is not None else self.config
+        return IndexConfig(name, base.leafy, base.split_threshold)
+
+    def cycle_compare(self, step: int = 1) -> None:
+        """F2 / Shift+F2: the next / previous B index (or off)."""
+        self.set_compare(self.next_compare(step))
+
+    def compare_report_path(self) -> Path:
+        """Where the A/B report goes: ``--compare-report``, else beside the frame log
+        (``LOG-compare.md``), else a new file under out/logs/."""
+        if self.compare_report is not None:
+            return self.compare_report
+        log = self.capture.record_path
+        if log is not None:
+            return log.with_name(f"{log.stem}-compare.md")
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        return next_free_path(DEFAULT_LOG_DIR / f"compare-{self.scene.name}-{stamp}.md")
+
+    def write_compare_report(self, command: str = "") -> list[str]:
+        """The A/B report of the run (once, when B ran a frame): markdown and CSV, noted
+        among the files written; returns the terminal's summary lines."""
+        runs = self.comparison.runs
+        if self._report_written or not runs:
+            return []
+        self._report_written = True
+        frames = sum(s.count for s in runs.values())
+        notes = report_notes(self.scene.name, len(self.scene.objects.ids), self.target.size,
+                             frames, command)
+        path = self.compare_report_path()
+        md, csv_path = write_report(path, runs, f"A/B comparison: {self.scene.name}", notes)
+        self.capture.note_written(md, f"A/B report, {frames:,} frames")
+        self.capture.note_written(csv_path, "A/B report as CSV")
+        return summary_lines(runs)
 
     # ------------------------------------------------------------------ toggles
 
@@ -304,7 +386,8 @@ class Viewer:
     def log_columns(self) -> tuple[str, ...]:
         """The frame log's columns beyond the contract's: the frame's, the occlusion
         provider's, the collision view's, a nested index's."""
-        cols = EXTRA_COLUMNS + tuple(getattr(self.occlusion, "log_columns", ()) or ())
+        cols = EXTRA_COLUMNS + COMPARE_COLUMNS
+        cols += tuple(getattr(self.occlusion, "log_columns", ()) or ())
         if self.collision is not None:
             from app.viewer.collision_view import COLUMNS
 
@@ -350,7 +433,8 @@ class Viewer:
         return self.capture.written_lines()
 
     def log_row(self, st: FrameStats) -> dict:
-        extras = [x.log_values() for x in (self.occlusion, self.collision) if x is not None]
+        extras = [x.log_values() for x in (self.occlusion, self.collision, self.comparison)
+                  if x is not None]
         if hasattr(self.pipeline, "log_values"):
             extras.append(self.pipeline.log_values())
         return log_row(st, self.toggles, objects=int(self.scene.objects.ids.shape[0]),
@@ -358,8 +442,13 @@ class Viewer:
                        extras=extras)
 
     def close(self) -> None:
+        """The open frame, the log, a requested screenshot, the A/B report (once)."""
         self.close_frame()
         self.capture.close(self.target)
+        try:
+            self.compare_summary += self.write_compare_report(command_line())
+        except OSError as exc:
+            self.compare_summary.append(f"cannot write the A/B report: {exc}")
         if self.occlusion is not None:
             self.occlusion.release()
 
@@ -492,6 +581,7 @@ class Viewer:
             extra += self.collision.hud_lines(tg.pair_lines)
         if hasattr(self.pipeline, "hud_lines"):  # a nested index (nested_view)
             extra += self.pipeline.hud_lines()
+        extra += self.comparison.hud_lines()
         rec = self.capture.recorder
         state = hud_text.HudState(
             timed=self.clock.last, objects=n, index=c.name,

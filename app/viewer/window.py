@@ -179,7 +179,7 @@ class ViewerWindow:
         job.progress.begin(self._first_step)
         self.draw_progress(job)  # what the window shows while the first frame compiles
         self.window.flip()
-        from app.viewer.setup import hud_px, occlusion_factory
+        from app.viewer.setup import hud_px, occlusion_factory, start_comparison
         from app.viewer.viewer import Viewer
 
         args, scene = self.args, plan.scene
@@ -196,6 +196,12 @@ class ViewerWindow:
             return
         if occ_mode != "off" or args.ground_truth:
             viewer.set_occlusion(occ_mode)
+        problem = start_comparison(viewer, args)
+        if problem:
+            self.fail(problem)
+            return
+        if viewer.comparison.active:
+            self.warm.add(viewer.comparison.pipeline.config.name)
         if args.record:
             viewer.capture.record_base = Path(args.record)
         if args.screenshot:
@@ -345,24 +351,67 @@ class ViewerWindow:
         except Exception as exc:  # noqa: BLE001 - the old index stays; say why
             self.viewer.notice(f"cannot switch the index: {exc}", 6.0)
             return
-        name = self.viewer.config.name
+        self._first_use(self.viewer.config.name, job)
+        self.last = time.perf_counter()
+
+    def _first_use(self, name: str, job: Job) -> None:
+        """Index ``name`` is warm now: say how many kernels its first use compiled."""
         self.warm.add(name)
         p = job.progress
         if p.kernels:
             msg = f"{name}: {p.kernels} kernels compiled in {p.elapsed():.1f} s (first use)"
             self.viewer.notice(msg, 6.0)
             print(f"demo: {msg}", file=sys.stderr, flush=True)
-        self.last = time.perf_counter()
 
-    def _note_switch_stall(self) -> None:
+    def _note_switch_stall(self, what: str | None = None) -> None:
         """The index switch froze the frames: its time beyond the rebuild (which the viewer
         noted itself) is a stall of the open frame, compile and warm-up."""
         v = self.viewer
         total = (time.perf_counter() - self._switch_started) * 1e3
         open_frame = v.clock.open
         rebuilt = (open_frame.stall_ms if open_frame is not None else 0.0) - self._stall_before
-        v.note_stall(f"index switch to {v.config.name} (compile, warm-up)",
+        v.note_stall(f"{what or f'index switch to {v.config.name}'} (compile, warm-up)",
                      max(total - rebuilt, 0.0))
+
+    def switch_compare(self, config) -> None:
+        """F2 / Shift+F2 to a B index not used yet in this process: built, updated and
+        queried once on the compile thread (as :meth:`switch_index`), the progress drawn over
+        the last frame; frames resume when it is ready."""
+        v, view = self.viewer, self.viewer.last_view
+        self._switch_started = time.perf_counter()
+        self._stall_before = v.clock.open.stall_ms if v.clock.open is not None else 0.0
+        name = config.name
+        progress = Progress("compiling kernels", [f"B {name} index: build",
+                                                  f"B {name} index: update",
+                                                  f"B {name} index: query"])
+        progress.fields["index"] = name
+
+        def work() -> None:
+            listen(progress)
+            progress.begin(0)
+            if not v.set_compare(config) or view is None:
+                return
+            progress.begin(1)
+            b = v.comparison.pipeline
+            b.update(still_movers(v.scene), v.scene.objects.centers)
+            progress.begin(2)
+            warm_query(b, v.scene, v.toggles, view)
+
+        def done(job: Job) -> None:
+            stop_reporting(job.progress, job.ticker)
+            self._note_switch_stall(f"B {name}")
+            try:
+                job.worker.result()
+            except Exception as exc:  # noqa: BLE001 - B stays as it was; say why
+                self.viewer.notice(f"cannot compare with {name}: {exc}", 6.0)
+                return
+            if v.comparison.active and v.comparison.pipeline.config.name == name:
+                self._first_use(name, job)
+            self.last = time.perf_counter()
+
+        ticker = TerminalTicker(progress).start()
+        self.job = Job(Worker(work).start(), progress, ticker, done, over_frame=True,
+                       started=time.monotonic())
 
     # ------------------------------------------------------------------ input
 
@@ -386,6 +435,11 @@ class ViewerWindow:
         if name == "i" and self._next_index(-1 if shift else 1) not in self.warm:
             self.switch_index(shift)
             return True
+        if name == "f2":
+            b = v.next_compare(-1 if shift else 1)
+            if b is not None and b.name not in self.warm:
+                self.switch_compare(b)
+                return True
         v.key(name, shift)
         return True
 
@@ -422,10 +476,12 @@ class ViewerWindow:
         self.closed = True
 
     def written_lines(self) -> list[str]:
-        """``demo: wrote ...`` lines of the files the session wrote."""
+        """The A/B summary and the ``demo: wrote ...`` lines of the files the session
+        wrote."""
         if self.viewer is None:
             return []
-        return [f"demo: wrote {line}" for line in self.viewer.written_lines()]
+        return [f"demo: {line}" for line in self.viewer.compare_summary] + [
+            f"demo: wrote {line}" for line in self.viewer.written_lines()]
 
 
 def run_window(args) -> int:

@@ -1,0 +1,346 @@
+"""A/B on the same frames (issue 27, item 3): ``--compare SPEC``, F2, the B index culling A's
+frames in its own stage, the HUD's A/B lines and the report written on exit.
+
+The pure parts (the spec, the statistics, the report) run on made-up numbers; the viewer's
+parts through real OpenGL (EGL headless) as in test_viewer_keys; the command line as a user
+runs it. No test compares wall-clock times between the two sides: they check the structure
+(B's stage apart from A's, the stages summing to the frame) and the answers.
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.viewer import compare
+from app.viewer.compare import Pairing, Samples
+from app.viewer.compare_spec import CompareSpec, parse_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _demo(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app", "demo", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+# ---------------------------------------------------------------------- the spec
+
+
+def test_spec_names_an_index_and_optionally_its_variant_and_split():
+    assert parse_spec("kd") == CompareSpec("kd")
+    assert parse_spec("kd/non-leafy") == CompareSpec("kd", False)
+    assert parse_spec("octree/leafy/split=16") == CompareSpec("octree", True, 16)
+    assert parse_spec("fixed-octree") == CompareSpec("fixed-octree")
+    # what the spec leaves out is A's
+    assert CompareSpec("kd").resolve(False, 12) == ("kd", False, 12)
+    assert CompareSpec("kd", True, 4).resolve(False, 12) == ("kd", True, 4)
+
+
+@pytest.mark.parametrize(("spec", "says"), [
+    ("kdd", "did you mean 'kd'?"),
+    ("octre/leafy", "did you mean 'octree'?"),
+    ("kd/leafyy", "did you mean 'leafy'?"),
+    ("grid/leafy", "grid has no leafy / non-leafy variant"),
+    ("kd/leafy/non-leafy", "variant is given twice"),
+    ("kd/split=0", "expected 1 to"),
+    ("kd/split=x", "not an integer"),
+])
+def test_a_bad_spec_says_what_is_wrong(spec, says):
+    with pytest.raises(ValueError) as err:
+        parse_spec(spec)
+    assert says in str(err.value)
+
+
+def test_a_bad_compare_name_is_one_line_with_did_you_mean_and_exit_2():
+    res = _demo("--headless", "--frames", "3", "--compare", "kdd", timeout=60)
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--compare" in lines[0] and "did you mean 'kd'?" in lines[0]
+
+
+def test_an_unwritable_report_path_is_refused_before_the_run(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    t0 = time.monotonic()
+    res = _demo("--headless", "--frames", "3", "--compare", "kd", "--compare-report",
+                str(blocker / "r.md"), timeout=60)
+    assert res.returncode == 2 and time.monotonic() - t0 < 30
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("demo: --compare-report"), res.stderr
+    res = _demo("--headless", "--frames", "3", "--compare-report", str(tmp_path / "r.md"),
+                timeout=60)
+    assert res.returncode == 2 and "only with --compare" in res.stderr
+    res = _demo("--headless", "--frames", "3", "--compare", "kd", "--record",
+                str(tmp_path / "r.csv"), "--compare-report", str(tmp_path / "r.md"), timeout=60)
+    assert res.returncode == 2 and "name the same file" in res.stderr
+    assert not list(tmp_path.glob("r.*"))
+
+
+# ---------------------------------------------------------------------- statistics, report
+
+
+def _samples(a_total: np.ndarray, b_total: np.ndarray, differ: np.ndarray | None = None
+             ) -> Samples:
+    s = Samples()
+    for k in range(a_total.shape[0]):
+        s.append((a_total[k] / 4, a_total[k] * 3 / 4, b_total[k] / 2, b_total[k] / 2,
+                  0 if differ is None else differ[k], 100, 200, 10, 20, 50))
+    return s
+
+
+def test_samples_grow_and_keep_every_frame_in_order():
+    s = Samples()
+    for k in range(1000):
+        s.append([k] * 10)
+    assert s.count == 1000 and s.rows.shape == (1000, 10)
+    np.testing.assert_array_equal(s.rows[:, 0], np.arange(1000))
+
+
+def test_hud_lines_give_medians_ratio_and_p95_of_the_last_window():
+    rng = np.random.default_rng(1)
+    a = rng.uniform(1.0, 2.0, 500)
+    b = 2 * a
+    s = _samples(a, b)
+    pair = Pairing("icoseptree/leafy", "kd/leafy", True, False, "off")
+    first, second = compare.hud_lines(pair, s.rows, window=300)
+    ma, mb = np.median(a[-300:]), np.median(b[-300:])
+    assert first.startswith(f"A/B (F2): A icoseptree/leafy {ma:.2f} ms | B kd/leafy {mb:.2f} "
+                            f"ms | B/A {mb / ma:.2f}x")
+    assert "median of 300 frames" in second
+    assert f"p95 A {np.percentile(a[-300:], 95):.2f} B {np.percentile(b[-300:], 95):.2f}" in \
+        second
+    assert "answers equal (300 of 300 frames)" in first
+    assert "working set A 100 in 10 nodes, B 200 in 20" in second
+    differ = np.zeros(500)
+    differ[-1] = 7
+    first, _ = compare.hud_lines(pair, _samples(a, b, differ).rows, window=300)
+    assert "answers differ by 7 ids this frame, in 1 of 300 frames" in first
+    assert "a bug" in first
+    occluded = Pairing("kd/leafy", "octree/leafy", True, False, "previous")
+    assert "may differ" in compare.hud_lines(occluded, _samples(a, b, differ).rows)[0]
+
+
+def test_report_rows_are_each_sides_stages_with_b_over_a(tmp_path):
+    rng = np.random.default_rng(2)
+    a = rng.uniform(1.0, 3.0, 40)
+    b = rng.uniform(2.0, 9.0, 40)
+    pair = Pairing("brute", "kd/leafy split 8", True, True, "off")
+    runs = {pair: _samples(a, b)}
+    rows = compare.report_rows(pair, runs[pair].rows)
+    assert [(r[0], r[2]) for r in rows] == [(s, t) for s in "AB"
+                                            for t in ("update", "cull", "total")]
+    a_total, b_total = rows[2], rows[5]
+    assert a_total[3:6] == pytest.approx((np.median(a), np.percentile(a, 95), a.max()))
+    assert b_total[3:6] == pytest.approx((np.median(b), np.percentile(b, 95), b.max()))
+    assert b_total[6] == 40 and b_total[7] == pytest.approx(np.median(b) / np.median(a))
+    assert a_total[7] is None
+    md, out_csv = compare.write_report(tmp_path / "r.md", runs, "A/B", ["a note"])
+    text = md.read_text()
+    assert "## A brute vs B kd/leafy split 8 (frustum on, view distance on, occlusion off)" \
+        in text and "answers equal on all 40 frames" in text and "a note" in text
+    table = [line for line in text.splitlines() if line.startswith("| B |")]
+    assert len(table) == 3 and table[-1].endswith(f"{np.median(b) / np.median(a):.2f}x |")
+    with out_csv.open() as fh:
+        got = list(csv.DictReader(fh))
+    assert [(r["side"], r["stage"]) for r in got] == [(r[0], r[2]) for r in rows]
+    assert float(got[5]["median_ms"]) == pytest.approx(np.median(b), rel=1e-4)
+
+
+# ---------------------------------------------------------------------- the viewer (EGL)
+
+
+@pytest.fixture
+def report(tmp_path: Path) -> Path:
+    """Where a test's viewer writes its A/B report on close (never under the repo's out/)."""
+    return tmp_path / "ab-report.md"
+
+
+def _viewer(ctx, report: Path, index="brute", objects=3000, **kw):
+    from tests.test_viewer_keys import _viewer as make
+
+    v = make(ctx, objects=objects, index=index, size=(320, 180), hud=True, **kw)
+    v.compare_report = report
+    return v
+
+
+def _compare(v, spec: str) -> None:
+    assert v.set_compare(v.compare_config(parse_spec(spec)))
+
+
+@pytest.mark.gl
+@pytest.mark.parametrize(("a", "b"), [("brute", "kd/leafy"), ("chunks", "octree/non-leafy")])
+def test_exact_indexes_give_b_the_same_answer_as_a_on_every_frame(ctx, tmp_path, report,
+                                                                  a, b):
+    from app.framelog import read_log
+
+    v = _viewer(ctx, report, a)
+    _compare(v, b)
+    log = tmp_path / "ab.csv"
+    v.start_recording(log)
+    for _ in range(12):
+        v.tick(1 / 30)
+    lines = v.hud_lines(v.stats)
+    v.close()
+    data = read_log(log)
+    assert set(data["compare_index"]) == {v.comparison.label}
+    assert v.comparison.label.startswith(b)
+    assert np.all(data["compare_differ"] == 0)
+    ab = [s for s in lines if s.startswith("A/B (F2): ")]
+    assert ab and f"| B {v.comparison.label} " in ab[0]
+    assert any("answers equal" in s for s in lines)
+    (pair, s), = v.comparison.runs.items()
+    assert s.count == 12 and pair.exact
+    # closing wrote the report: both sides, every frame, the answers equal
+    text = report.read_text()
+    assert f"## A {pair.a} vs B {pair.b}" in text and "answers equal on all 12 frames" in text
+    assert report.with_suffix(".csv").exists()
+    # the record's visible count is A's answer's, frame by frame as the log has it
+    np.testing.assert_array_equal(s.rows[:, compare.VISIBLE], data["visible"])
+
+
+@pytest.mark.gl
+def test_a_wrong_b_answer_is_counted_and_shown(ctx, report):
+    v = _viewer(ctx, report, "brute")
+    _compare(v, "kd")
+    b = v.comparison.pipeline
+    first = b.first_cull
+
+    def drop_one(*args, **kw):  # a broken B: one visible id missing
+        out = first(*args, **kw)
+        res = b.last_cull.result
+        res.visible = res.visible[1:]
+        return out
+
+    b.first_cull = drop_one
+    for _ in range(3):
+        v.tick(1 / 30)
+    assert v.comparison.log_values()["compare_differ"] == 1
+    assert any("answers differ by 1 ids this frame" in s and "a bug" in s
+               for s in v.hud_lines(v.stats))
+    v.close()
+
+
+@pytest.mark.gl
+def test_b_has_its_own_stage_and_the_stages_still_sum_to_the_frame(ctx, tmp_path, report):
+    """A slow B (20 ms of sleep in its update) lands in compare_ms, not in A's update or
+    cull; every row's stages add up to frame_ms with compare_ms among them."""
+    from app.framelog import TIME_STAGES, read_log
+
+    v = _viewer(ctx, report, "brute")
+    _compare(v, "kd")
+    b = v.comparison.pipeline
+    update = b.update
+
+    def slow(*args, **kw):
+        time.sleep(0.02)
+        return update(*args, **kw)
+
+    b.update = slow
+    log = tmp_path / "slow.csv"
+    v.start_recording(log)
+    for _ in range(6):
+        v.tick(1 / 30)
+    v.close()
+    data = read_log(log)
+    assert "compare_ms" in [c for c, _, _ in TIME_STAGES]
+    stages = np.stack([data[c] for c, _, _ in TIME_STAGES])
+    np.testing.assert_allclose(stages.sum(axis=0), data["frame_ms"], rtol=1e-4, atol=1e-3)
+    assert np.all(data["compare_ms"] >= 20.0) and np.all(data["compare_update_ms"] >= 20.0)
+    assert np.all(data["compare_ms"] >= data["compare_update_ms"] + data["compare_cull_ms"]
+                  - 1e-3)
+    # A's stages do not hold B's sleep: A's update + cull stay below it on most frames
+    a_cost = data["index_update_ms"] + data["cull_ms"]
+    assert np.median(a_cost) < 20.0
+    hud = v.hud_lines(v.stats)[:2]
+    assert "compare B" in " ".join(hud)
+
+
+@pytest.mark.gl
+def test_without_b_the_hud_and_log_have_no_comparison(ctx, tmp_path, report):
+    from app.framelog import read_log
+
+    v = _viewer(ctx, report, "brute")
+    log = tmp_path / "off.csv"
+    v.start_recording(log)
+    for _ in range(3):
+        v.tick(1 / 30)
+    lines = v.hud_lines(v.stats)
+    v.close()
+    data = read_log(log)
+    assert np.all(data["compare_ms"] == 0) and all(np.isnan(data["compare_cull_ms"]))
+    assert not any(s.startswith("A/B") for s in lines) and "compare B" not in lines[0] + lines[1]
+    assert v.write_compare_report() == [] and not v.comparison.runs and not report.exists()
+
+
+@pytest.mark.gl
+def test_f2_cycles_b_through_the_indexes_and_off_and_marks_the_build_as_a_stall(ctx, report):
+    from app.spatial import INDEX_NAMES
+
+    v = _viewer(ctx, report, "brute", leafy=False)
+    v.tick(1 / 30)
+    assert not v.comparison.active
+    v.key("f2")
+    assert v.comparison.pipeline.config.name == INDEX_NAMES[0]
+    v.key("f2")
+    assert v.comparison.pipeline.config.name == INDEX_NAMES[1]
+    assert v.comparison.pipeline.config.leafy is False  # A's variant
+    assert v.clock.open.stall.count("build B") == 2
+    v.tick(1 / 30)
+    v.key("f2", shift=True)
+    v.key("f2", shift=True)
+    assert not v.comparison.active
+    v.key("f2", shift=True)
+    assert v.comparison.pipeline.config.name == INDEX_NAMES[-1]
+    v.tick(1 / 30)
+    labels = {p.b for p in v.comparison.runs}
+    assert len(labels) == 2  # the two B indexes that culled a frame, each its own pairing
+    v.close()
+
+
+@pytest.mark.gl
+@pytest.mark.parametrize("mode", ["previous", "two-pass"])
+def test_b_culls_with_as_occlusion_mode_and_pyramids(ctx, report, mode):
+    v = _viewer(ctx, report, "kd", objects=4000, occlusion=True, leafy=True)
+    v.set_occlusion(mode)
+    _compare(v, "kd")  # the same index: the same answer, pyramids and all
+    for _ in range(6):
+        v.tick(1 / 30)
+    b = v.comparison.pipeline
+    assert b.last_cull.occlusion == mode
+    if mode == "two-pass":
+        assert b.last_cull.two_pass and b._early.shape[0] > 0  # B's own early set
+    (pair, s), = v.comparison.runs.items()
+    assert pair.occlusion == mode and not pair.exact and s.count == 6
+    assert np.all(s.rows[:, compare.DIFFER] == 0)
+    v.close()
+
+
+# ---------------------------------------------------------------------- the command line
+
+
+@pytest.mark.gl
+def test_headless_compare_writes_the_report_with_both_sides_and_every_frame(tmp_path):
+    log, report = tmp_path / "run.csv", tmp_path / "run-compare.md"
+    res = _demo("--headless", "--frames", "25", "--objects", "3000", "--index", "brute",
+                "--compare", "kd/leafy", "--record", str(log), "--size", "320x180")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert report.exists() and report.with_suffix(".csv").exists()  # beside the log
+    assert f"demo: wrote {report} (A/B report, 25 frames)" in res.stdout
+    assert "answers equal on all 25 frames" in res.stdout
+    text = report.read_text()
+    assert "## A brute vs B kd/leafy" in text
+    with report.with_suffix(".csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["side"] for r in rows] == ["A"] * 3 + ["B"] * 3
+    for r in rows:
+        med, p95, mx = (float(r[k]) for k in ("median_ms", "p95_ms", "max_ms"))
+        assert 0 < med <= p95 <= mx < 10_000 and int(r["frames"]) == 25
+        assert int(r["frames_differing"]) == 0
+    assert float(rows[5]["b_over_a"]) > 0
