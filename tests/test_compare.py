@@ -344,3 +344,9 @@ def test_headless_compare_writes_the_report_with_both_sides_and_every_frame(tmp_
         assert 0 < med <= p95 <= mx < 10_000 and int(r["frames"]) == 25
         assert int(r["frames_differing"]) == 0
     assert float(rows[5]["b_over_a"]) > 0
+
+
+def test_b_goes_first_on_every_other_frame():
+    """The order's cache advantage is counterbalanced: B after A, then B before A, ..."""
+    c = compare.Comparison(lambda config, scene: None, None)
+    assert [c.goes_first() for _ in range(4)] == [False, True, False, True]

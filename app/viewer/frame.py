@@ -16,8 +16,10 @@
                   (``pipeline.late_cull``) runs against it and the newly visible ids are
                   drawn; with ground truth the provider then measures the image
 7. compare (A/B)  with a B index (``--compare``, F2): B's update and cull of this frame's
-                  moved ids and culls, after A's, not drawn (:mod:`app.viewer.compare`); its
-                  own stage (``compare_ms``), so that B never inflates A's
+                  moved ids and culls ran right after A's (3b), or right before them on
+                  every other frame (2b); now two-pass's late cull, then B's answer against
+                  A's (:mod:`app.viewer.compare`); the parts are one stage of their own
+                  (``compare_ms``), so that B never inflates A's
 8. stage counts   what each stage of the culls removed (``pipeline.frame_stages``, when the
                   HUD or the log reads them; ``stages_ms``, which the viewer counts in the
                   HUD's stage)
@@ -127,16 +129,27 @@ class Frame:
         st.moved = int(moved.shape[0])
         t1 = time.perf_counter()
 
-        # 2. index update
+        # 2. index update (an A/B comparison's B goes first on every other frame: 2b)
+        mode = "off" if occ is None else occ.mode
+        pyramid = None if occ is None or mode == "two-pass" else occ.last_frame_pyramid()
+        cull = {"frustum": tg.frustum, "view_distance": tg.view_distance, "occlusion": mode,
+                "pyramid": pyramid}
+        cmp = self.compare if self.compare is not None and self.compare.active else None
+        b_first = cmp is not None and cmp.goes_first()
+        if b_first:
+            cmp.update_and_cull(moved, cull_view.planes, cull_view.eye, **cull)
+        t1b = time.perf_counter()
         p.update(moved)
         t2 = time.perf_counter()
 
         # 3. cull, with the culling camera
-        mode = "off" if occ is None else occ.mode
-        pyramid = None if occ is None or mode == "two-pass" else occ.last_frame_pyramid()
-        first = p.first_cull(cull_view.planes, cull_view.eye, frustum=tg.frustum,
-                             view_distance=tg.view_distance, occlusion=mode, pyramid=pyramid)
+        first = p.first_cull(cull_view.planes, cull_view.eye, **cull)
         t3 = time.perf_counter()
+
+        # 3b. compare: B's update and the same cull, right after A's (or before: 2b)
+        if cmp is not None and not b_first:
+            cmp.update_and_cull(moved, cull_view.planes, cull_view.eye, **cull)
+        t3b = time.perf_counter()
 
         # 4. upload (the collision view tints the balls in contact first)
         if self.collision is not None:
@@ -162,12 +175,12 @@ class Frame:
         self.ctx.finish()
         t5 = time.perf_counter()
 
-        # 7. compare: B gets A's moved ids and culls (camera, toggles, pyramids), after A
-        cmp, t6 = self.compare, t5
-        if cmp is not None and cmp.active:
-            cmp.run(moved, p.last_cull, side_label(p.config, p.split_threshold()),
-                    (t2 - t1) * 1e3, (t3 - t2) * 1e3 + self._late_cull_ms, pyramid,
-                    self._late_pyramid)
+        # 7. compare: B's late cull (two-pass), its answer against A's, the frame's record
+        t6 = t5
+        if cmp is not None:
+            cmp.finish(p.last_cull, side_label(p.config, p.split_threshold()),
+                       (t2 - t1b) * 1e3, (t3 - t2) * 1e3 + self._late_cull_ms,
+                       self._late_pyramid)
             t6 = time.perf_counter()
 
         res = p.last_cull.result
@@ -176,12 +189,13 @@ class Frame:
         st.working_set = n if res is None else int(res.working_set)
         st.nodes_visited = 0 if res is None else int(res.nodes_visited)
         st.motion_ms = (t1 - t0) * 1e3
-        st.index_update_ms = (t2 - t1) * 1e3
         st.cull_ms = (t3 - t2) * 1e3
-        st.upload_ms = (t4 - t3) * 1e3
         st.draw_ms = (t_draw - t4) * 1e3
         st.occlusion_pass_ms = (t5 - t_draw) * 1e3
-        st.compare_ms = (t6 - t5) * 1e3
+        st.index_update_ms = (t2 - (t1b if cmp is not None else t1)) * 1e3
+        st.upload_ms = (t4 - (t3b if cmp is not None else t3)) * 1e3
+        # 0 without B: the few microseconds between the timestamps stay in their stages
+        st.compare_ms = (t1b - t1 + t3b - t3 + t6 - t5) * 1e3 if cmp is not None else 0.0
         st.time_s = self.sim_time
 
         # 8. stage counts (a measurement, like ground truth: its own time)
