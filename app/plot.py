@@ -1,12 +1,12 @@
 """``python -m app plot LOG.csv [LOG2.csv ...] -o OUT.png``: frame-log charts (matplotlib).
 
-Per log: a timeline of what the run culled with (one row per index, occlusion mode and culling
-toggle, so every switch is labelled by its row) above the frame time stacked by stage (the
-timing model of :data:`app.framelog.TIME_STAGES`, the HUD's and the frame graph's), the stack
-summing to ``frame_ms`` (time no stage accounts for is the "other" layer; older logs without
-the newer stage columns stack what they have), with the frames the log marks as stalls in
-red. Last, the visible objects and working set of every log. Legends sit right of their
-panels.
+Per log: a timeline of what the run culled with (one row per index, B index of an A/B
+comparison, occlusion mode and culling toggle, so every switch is labelled by its row) above
+the frame time stacked by stage (the timing model of :data:`app.framelog.TIME_STAGES`, the
+HUD's and the frame graph's), the stack summing to ``frame_ms`` (time no stage accounts for is
+the "other" layer; older logs without the newer stage columns stack what they have), with the
+frames the log marks as stalls in red. Last, the visible objects and working set of every
+log. Legends sit right of their panels.
 """
 
 from __future__ import annotations
@@ -210,14 +210,22 @@ def _summary(name: str, log: dict) -> str:
 
 
 def _timeline_rows(log: dict) -> list[tuple[str, str, list[tuple[int, int]]]]:
-    """(label, colour key, row ranges) of each timeline row: each index, then each occlusion
-    mode (when any is on), then each culling toggle while it is in its notable state."""
+    """(label, colour key, row ranges) of each timeline row: each index, each B index of an
+    A/B comparison, then each occlusion mode (when any is on), then each culling toggle while
+    it is in its notable state."""
     rows: list[tuple[str, str, list[tuple[int, int]]]] = []
     index = [x or "(no index)" for x in log["index"]]
     spans: dict[str, list[tuple[int, int]]] = {}
     for a, b, v in runs(index):
         spans.setdefault(str(v), []).append((a, b))
     rows += [(name, "index:" + name, s) for name, s in spans.items()]
+    compared = log.get("compare_index")  # an A/B comparison's B index (--compare, F2)
+    if isinstance(compared, list) and any(compared):
+        spans = {}
+        for a, b, v in runs(compared):
+            if v:
+                spans.setdefault(str(v), []).append((a, b))
+        rows += [(f"B {name}", "compare", s) for name, s in spans.items()]
     occ = [x or "off" for x in log.get("occlusion", [])]
     if any(m != "off" for m in occ):
         spans = {}
@@ -281,6 +289,8 @@ def build_figure(logs: Sequence[tuple[Path, dict]], title: str | None = None):
             return index_colors[key]
         if key.startswith("occlusion:"):
             return OCCLUSION_COLORS.get(key.split(":", 1)[1], "#937860")
+        if key == "compare":
+            return STAGE_COLORS["compare B"]
         return "#7f7f7f"
 
     top = _ms_limit(stacks)

@@ -350,3 +350,26 @@ def test_b_goes_first_on_every_other_frame():
     """The order's cache advantage is counterbalanced: B after A, then B before A, ..."""
     c = compare.Comparison(lambda config, scene: None, None)
     assert [c.goes_first() for _ in range(4)] == [False, True, False, True]
+
+
+@pytest.mark.gl
+def test_plot_shows_the_b_index_on_the_timeline_and_its_stage_in_the_stack(ctx, tmp_path,
+                                                                           report):
+    from app import plot as appplot
+    from app.framelog import read_log
+
+    v = _viewer(ctx, report, "brute")
+    log = tmp_path / "plot.csv"
+    v.start_recording(log)
+    v.tick(1 / 30)
+    _compare(v, "kd/leafy")
+    for _ in range(3):
+        v.tick(1 / 30)
+    v.close()
+    data = read_log(log)
+    rows = appplot._timeline_rows(data)
+    b = [(label, spans) for label, key, spans in rows if key == "compare"]
+    assert b == [(f"B {v.comparison.label}", [(1, 4)])]  # from the frame after F2 on
+    stack = appplot.time_stack(data)
+    layer = stack.layers[stack.labels.index("compare B")]
+    assert layer[0] == 0 and np.all(layer[1:] > 0)
