@@ -212,7 +212,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "in the window, J's file (then NAME-2.json ...)")
     p.add_argument("--compare", type=_compare_option, default=None, metavar="SPEC",
                    help=f"A/B: a second index ({GRAMMAR}, e.g. kd/non-leafy; what it leaves "
-                        "out is --index's) culls the same frames after the drawn one, not "
+                        "out is --index's) culls the same frames as the drawn one, not "
                         "drawn; the HUD shows both costs and B/A, a report is written on exit "
                         "(F2 cycles B in the window)")
     p.add_argument("--compare-report", metavar="REPORT.md", default=None,
