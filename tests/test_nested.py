@@ -591,10 +591,10 @@ def test_validate_catches_a_record_left_pointing_at_replaced_arrays():
     planes = camera_planes(np.array([0.0, 0.0, -60.0]), np.zeros(3), far=200.0)
     h.query_frustum(planes)  # the record exists now
     h.validate()
-    h._codes = np.empty_like(h._codes)  # a replaced scratch array, the record not remade
+    h._arena.codes = np.empty_like(h._arena.codes)  # a replaced scratch array, the record kept
     with pytest.raises(AssertionError, match="compiled record"):
         h.validate()
-    h._st = None  # what every site that replaces an array does
+    h._record.drop()  # what every site that replaces an array does
     h.validate()
     want = np.sort(o.frustum(planes))
     assert want.shape[0] and np.array_equal(np.sort(h.query_frustum(planes).visible), want)
@@ -811,7 +811,7 @@ def test_fast_paths_bad_input_raises_and_changes_nothing(what):
 
 
 def _bounds(h: NestedIndex) -> list:
-    G = h._G
+    G = h._tree.G
     live = np.flatnonzero(G.alive)
     return [a[live].tobytes() for a in (G.wbc, G.wbr, G.wvd, G.gmag, G.sbc, G.sbr, G.svd,
                                         G.o_c, G.o_r, G.o_vd)]
@@ -845,7 +845,7 @@ def test_fast_frames_match_the_oracle_and_a_full_refresh():
             movers = rng.permutation(movers)  # an insert: they are packed again
             h.insert(0, [99999], [[0.5, 0.5, 0.5]], [0.7])
             o.objs[99999] = [0, np.array([0.5, 0.5, 0.5]), 0.7, np.inf]
-            packed = h._packed
+            packed = h._arena.packed
         mats = np.stack([rigid(rng, 30.0, scale=float(rng.uniform(0.5, 2))) for _ in turning])
         h.set_transforms(turning, mats)
         for g, M in zip(turning, mats, strict=True):
@@ -859,11 +859,11 @@ def test_fast_frames_match_the_oracle_and_a_full_refresh():
         got = np.sort(h.query_frustum(planes).visible)
         assert np.array_equal(got, o.frustum(planes))
         fast = _bounds(h)
-        h._bounds_dirty = True
+        h._tree.bounds_dirty = True
         h._refresh()
         assert fast == _bounds(h), f"frame {frame}: the listed groups' refresh differs"
         h.validate()  # the movers' rows packed to their blocks' fronts after three frames
-    assert h._packed > packed >= 0
+    assert h._arena.packed > packed >= 0
     check(h, o, rng, 40.0)
 
 

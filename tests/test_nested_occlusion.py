@@ -259,9 +259,10 @@ def _node_boxes_reference(h: NestedIndex):
 
     h._refresh()
     los, his, depths, owners = [], [], [], []
-    for g in h._order.tolist():
+    t = h._tree
+    for g in t.order.tolist():
         h._flush(g)
-        lo, hi, d = h._inner[g].node_boxes()
+        lo, hi, d = t.inner[g].node_boxes()
         if lo.shape[0]:
             los.append(lo)
             his.append(hi)
@@ -270,8 +271,8 @@ def _node_boxes_reference(h: NestedIndex):
     if not los:
         return np.zeros((0, 8, 3)), [], np.zeros(0, np.int64), np.zeros(0, np.int64)
     own = np.concatenate(owners)
-    corners = world_corners(np.concatenate(los), np.concatenate(his), own, h._G.W)
-    return corners, [h._keys[g] for g in own.tolist()], np.concatenate(depths), h._G.depth[own]
+    corners = world_corners(np.concatenate(los), np.concatenate(his), own, t.G.W)
+    return corners, [t.keys[g] for g in own.tolist()], np.concatenate(depths), t.G.depth[own]
 
 
 def _group_boxes_reference(h: NestedIndex):
@@ -279,8 +280,8 @@ def _group_boxes_reference(h: NestedIndex):
     from app.spatial.nested.query import world_corners
 
     h._refresh()
-    G, R = h._G, h._R
-    slots = [g for g in h._order.tolist() if G.b_count[g] > 0]
+    G, R, t = h._tree.G, h._arena.R, h._tree
+    slots = [g for g in t.order.tolist() if G.b_count[g] > 0]
     lo = np.zeros((len(slots), 3))
     hi = np.zeros((len(slots), 3))
     for k, g in enumerate(slots):
@@ -290,7 +291,7 @@ def _group_boxes_reference(h: NestedIndex):
         lo[k] = (R.lc[a:b] - r).min(axis=0)
         hi[k] = (R.lc[a:b] + r).max(axis=0)
     own = np.array(slots, np.int64)
-    return world_corners(lo, hi, own, G.W), [h._keys[g] for g in slots], G.depth[own]
+    return world_corners(lo, hi, own, G.W), [t.keys[g] for g in slots], G.depth[own]
 
 
 def _same_boxes(h: NestedIndex) -> None:

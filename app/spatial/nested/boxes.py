@@ -9,12 +9,12 @@ asks only the groups that changed.
 
 When a group's index can change, and how the cache sees it:
 
-* inserts and removals (also ``remove_group``) bump the nested index's ``_version``: the cache
+* inserts and removals (also ``remove_group``) bump the arena's ``version``: the cache
   starts again;
-* moves reach an index lazily (``_flush``, from a query, ``flush()``, ``group_index()``, or
-  here): a compiled checksum of every group's block (the bits of its local centres, radii and
-  view distances, :func:`block_checksums`) differs from the one cached, or the group is still
-  marked for a flush;
+* moves reach an index lazily (``arena.ObjectArena.flush``, from a query, ``flush()``,
+  ``group_index()``, or here): a compiled checksum of every group's block (the bits of its
+  local centres, radii and view distances, :func:`block_checksums`) differs from the one
+  cached, or the group is still marked for a flush;
 * a group large enough to be queried through its own index (``inner_min``) is asked every
   time: the trees split lazily while they answer queries;
 * a new preorder (``add_group``, ``set_parent``) starts again; ``rebuild`` makes a new index.
@@ -114,13 +114,13 @@ class NodeBoxCache:
 
     def boxes(self, h: Any) -> tuple[np.ndarray, list, np.ndarray, np.ndarray]:
         """``NestedIndex.node_boxes_info`` of ``h`` (its bounds refreshed by the caller)."""
-        G = h._G
-        R = h._R
-        order = h._order
+        G = h._tree.G
+        R = h._arena.R
+        order = h._tree.order
         sums = np.empty(G.cap, np.uint64)
         block_checksums(order, G.b_start, G.b_count, R.lc.view(np.uint64),
                         R.rad.view(np.uint64), R.vd.view(np.uint64), sums)
-        if (self.order is not order or self.version != h._version
+        if (self.order is not order or self.version != h._arena.version
                 or self.sums.shape[0] != G.cap):
             self._fill(h, order, sums)
         else:
@@ -139,7 +139,7 @@ class NodeBoxCache:
     @staticmethod
     def _ask(h: Any, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         h._flush(g)
-        lo, hi, d = h._inner[g].node_boxes()
+        lo, hi, d = h._tree.inner[g].node_boxes()
         return (np.asarray(lo, np.float64).reshape(-1, 3), np.asarray(hi, np.float64).reshape(
             -1, 3), np.asarray(d, np.int64))
 
@@ -166,9 +166,9 @@ class NodeBoxCache:
         else:
             self.lo, self.hi = np.zeros((0, 3)), np.zeros((0, 3))
             self.depth, self.own = np.zeros(0, np.int64), np.zeros(0, np.int64)
-        self.keys = [h._keys[g] for g in self.own.tolist()]
+        self.keys = [h._tree.keys[g] for g in self.own.tolist()]
         self.order = order
-        self.version = h._version
+        self.version = h._arena.version
         self.sums = sums
 
     def _patch(self, h: Any, order: np.ndarray, todo: np.ndarray) -> None:
@@ -197,7 +197,7 @@ class NodeBoxCache:
             parts_hi += [self.hi[prev:a], hi]
             parts_d += [self.depth[prev:a], d]
             parts_o += [self.own[prev:a], np.full(lo.shape[0], g, np.int64)]
-            keys += self.keys[prev:a] + [h._keys[g]] * lo.shape[0]
+            keys += self.keys[prev:a] + [h._tree.keys[g]] * lo.shape[0]
             counts[i] = lo.shape[0]
             prev = b
         parts_lo.append(self.lo[prev:])

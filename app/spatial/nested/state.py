@@ -52,7 +52,7 @@ _S1 = types.float32[::1]
 FIELDS = (
     # the preorder of the groups
     ("order", _I1), ("send", _I1), ("pos", _I1),
-    # per group (index._Groups)
+    # per group (tree.GroupTable)
     ("parent", _I1), ("L", _F3), ("scale", _F1), ("W", _F3), ("ws", _F1), ("dhi", _F1),
     ("dlo", _F1), ("gmag", _F1), ("o_c", _F2), ("o_r", _F1), ("o_tight", _F1), ("o_vd", _F1),
     ("o_rmax", _F1), ("loose", _B1), ("nstale", _I1), ("gdirty", _U1), ("dirty32", _U1),
@@ -72,7 +72,7 @@ STATE_TYPE = NestedStateType(list(FIELDS))
 
 
 class GroupArrays(NamedTuple):
-    """The per-group arrays the record holds (``index._Groups``' of the same names)."""
+    """The per-group arrays the record holds (``tree.GroupTable``'s of the same names)."""
 
     parent: np.ndarray
     L: np.ndarray
@@ -241,15 +241,16 @@ def state_pointers(st):
     return out
 
 
-def state_records(G: Any, R: Any, order: np.ndarray, send: np.ndarray, pos: np.ndarray,
-                  log_rows: np.ndarray, log_grp: np.ndarray, nlog: np.ndarray, nbl: np.ndarray,
-                  codes: np.ndarray, act: np.ndarray, cuts: np.ndarray, sure: np.ndarray,
-                  near: np.ndarray) -> tuple[GroupArrays, Any, FrameArrays]:
-    """:func:`make_state`'s arguments from an index's groups ``G``, rows ``R`` and the rest."""
+def state_records(tree: Any, arena: Any) -> tuple[GroupArrays, Any, FrameArrays]:
+    """:func:`make_state`'s arguments from an index's group tree (``tree.GroupTree``: its
+    group table, preorder, bounds-dirty count, per-group scratch) and object arena
+    (``arena.ObjectArena``: its rows, move log, per-row scratch)."""
+    G = tree.G
     groups = GroupArrays(*(getattr(G, n) for n in GroupArrays._fields))
-    frame = FrameArrays(order, send, pos, log_rows, log_grp, nlog, nbl, codes, act, cuts, sure,
-                        near)
-    return groups, R, frame
+    frame = FrameArrays(tree.order, tree.send, tree.pos, arena.log_rows, arena.log_grp,
+                        arena.nlog, tree.nbl, arena.codes, tree.act, tree.cuts, arena.sure,
+                        arena.near)
+    return groups, arena.R, frame
 
 
 def state_arrays(groups: GroupArrays, rows: Any, frame: FrameArrays) -> tuple:
@@ -262,3 +263,34 @@ def state_arrays(groups: GroupArrays, rows: Any, frame: FrameArrays) -> tuple:
                 out.append(getattr(rec, n))
                 break
     return tuple(out)
+
+
+class StateRecord:
+    """Where a nested index keeps its compiled record: made at the first per-frame call that
+    needs it (:meth:`get`; the hot paths read ``st or get()``), dropped (:meth:`drop`) by
+    whatever replaces an array it points at (the tree's growth and new preorder, the arena's
+    new rows). The tree and the arena share one; a copy of the index starts without it."""
+
+    def __init__(self) -> None:
+        self.st: Any = None
+        self.tree: Any = None  # set by the index once both parts exist
+        self.arena: Any = None
+
+    def get(self) -> Any:
+        """The record, made now if it was dropped."""
+        if self.st is None:
+            self.st = make_state(*state_records(self.tree, self.arena))
+        return self.st
+
+    def drop(self) -> None:
+        """An array the record points at was replaced: make it again when next needed."""
+        self.st = None
+
+    def points_at_current(self) -> bool:
+        """The record (if made) points at the arrays the tree and the arena use now."""
+        return self.st is None or state_pointers(self.st).tolist() == [
+            a.ctypes.data for a in state_arrays(*state_records(self.tree, self.arena))]
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but the compiled record (``copy.deepcopy`` of an index)."""
+        return {**self.__dict__, "st": None}
