@@ -28,8 +28,6 @@ NOT_YET_CONVERTED = frozenset({
     "spatial/fixed_octree/pairs.py:_objects_from",
     "spatial/fixed_octree/pairs.py:_walk",
     "spatial/hashgrid/queries.py:ray_cell",
-    "spatial/nested/groups.py:own_world",
-    "spatial/nested/store.py:_copy_row",
     "spatial/pair_windows.py:emit",
     "spatial/pairs.py:_sweep_gather",
     "spatial/scan.py:_scan",

@@ -284,32 +284,38 @@ def magnitude(W, g: int, cmax: float) -> float:
 
 
 @njit(cache=True, inline="always")
-def own_world(W, ws, dhi, count, o_c, o_r, o_vd, wbc, wbr, wvd, gmag, sbc, sbr, svd, g: int):
-    """Group ``g``'s own world sphere, and its subtree sphere reset to it (see
-    :func:`refresh_bounds`)."""
-    if count[g] > 0:
-        cx, cy, cz = world_point(W, g, o_c[g, 0], o_c[g, 1], o_c[g, 2])
-        cmax = max(abs(o_c[g, 0]), abs(o_c[g, 1]), abs(o_c[g, 2])) + o_r[g]
-        mag = magnitude(W, g, cmax)
-        gmag[g] = mag
-        wbc[g, 0] = cx
-        wbc[g, 1] = cy
-        wbc[g, 2] = cz
-        wbr[g] = ws[g] * (1.0 + dhi[g]) * o_r[g] * (1.0 + REL) + ABS * mag
-        wvd[g] = ws[g] * o_vd[g] * (1.0 + REL)
-        for a in range(3):
-            sbc[g, a] = wbc[g, a]
-        sbr[g] = wbr[g]
-        svd[g] = wvd[g]
-    else:
-        gmag[g] = 0.0
-        wbr[g] = -1.0
-        wvd[g] = -1.0
-        for a in range(3):
-            wbc[g, a] = W[g, a, 3]
-            sbc[g, a] = W[g, a, 3]
-        sbr[g] = -1.0
-        svd[g] = -1.0
+def own_worlds(st, groups, n: int) -> None:
+    """The own world sphere of each of groups ``groups[:n]`` (``wbc``, ``wbr``, ``wvd``,
+    ``gmag``), and its subtree sphere reset to it (see :func:`refresh_bounds`); ``st``: the
+    index's record (state.py), its arrays taken into locals once, before the loop."""
+    W, ws, dhi, count = st.W, st.ws, st.dhi, st.b_count
+    o_c, o_r, o_vd = st.o_c, st.o_r, st.o_vd
+    wbc, wbr, wvd, gmag, sbc, sbr, svd = st.wbc, st.wbr, st.wvd, st.gmag, st.sbc, st.sbr, st.svd
+    for q in range(n):
+        g = groups[q]
+        if count[g] > 0:
+            cx, cy, cz = world_point(W, g, o_c[g, 0], o_c[g, 1], o_c[g, 2])
+            cmax = max(abs(o_c[g, 0]), abs(o_c[g, 1]), abs(o_c[g, 2])) + o_r[g]
+            mag = magnitude(W, g, cmax)
+            gmag[g] = mag
+            wbc[g, 0] = cx
+            wbc[g, 1] = cy
+            wbc[g, 2] = cz
+            wbr[g] = ws[g] * (1.0 + dhi[g]) * o_r[g] * (1.0 + REL) + ABS * mag
+            wvd[g] = ws[g] * o_vd[g] * (1.0 + REL)
+            for a in range(3):
+                sbc[g, a] = wbc[g, a]
+            sbr[g] = wbr[g]
+            svd[g] = wvd[g]
+        else:
+            gmag[g] = 0.0
+            wbr[g] = -1.0
+            wvd[g] = -1.0
+            for a in range(3):
+                wbc[g, a] = W[g, a, 3]
+                sbc[g, a] = W[g, a, 3]
+            sbr[g] = -1.0
+            svd[g] = -1.0
 
 
 @njit(cache=True, inline="always")
@@ -338,13 +344,9 @@ def refresh_bounds(st) -> None:
     ``gmag`` gets the magnitude bound of the group's world transform over its own sphere.
     ``st``: the index's record (state.py); its groups in preorder (``order``).
     """
-    order, parent, W, ws, dhi, count = st.order, st.parent, st.W, st.ws, st.dhi, st.b_count
-    o_c, o_r, o_vd, wbc, wbr, wvd = st.o_c, st.o_r, st.o_vd, st.wbc, st.wbr, st.wvd
-    gmag, sbc, sbr, svd = st.gmag, st.sbc, st.sbr, st.svd
+    order, parent, sbc, sbr, svd = st.order, st.parent, st.sbc, st.sbr, st.svd
     n = order.shape[0]
-    for i in range(n):
-        own_world(W, ws, dhi, count, o_c, o_r, o_vd, wbc, wbr, wvd, gmag, sbc, sbr, svd,
-                  order[i])
+    own_worlds(st, order, n)
     for i in range(n - 1, -1, -1):
         merge_up(parent, sbc, sbr, svd, order[i])
 
@@ -406,13 +408,12 @@ def refresh_bounds_some(st) -> None:
     children's. Every other group's spheres are what the full pass computes from the same
     inputs (max-merges do not depend on the order), so the result is the full pass's, bit for
     bit."""
-    order, send, pos, parent, W, ws, dhi = st.order, st.send, st.pos, st.parent, st.W, st.ws, st.dhi
-    count, o_c, o_r, o_vd, wbc, wbr, wvd = (st.b_count, st.o_c, st.o_r, st.o_vd, st.wbc, st.wbr,
-                                            st.wvd)
-    gmag, sbc, sbr, svd, bmark, blist, nbl = (st.gmag, st.sbc, st.sbr, st.svd, st.bmark,
-                                              st.blist, st.nbl)
-    b_start, lc, rad, vd, o_tight, o_rmax, loose = (st.b_start, st.lc, st.rad, st.vd, st.o_tight,
-                                                    st.o_rmax, st.loose)
+    order, send, pos, parent = st.order, st.send, st.pos, st.parent
+    wbc, wbr, wvd, sbc, sbr, svd = st.wbc, st.wbr, st.wvd, st.sbc, st.sbr, st.svd
+    bmark, blist, nbl = st.bmark, st.blist, st.nbl
+    count, o_c, o_r, o_vd, o_tight, o_rmax, loose = (st.b_count, st.o_c, st.o_r, st.o_vd,
+                                                     st.o_tight, st.o_rmax, st.loose)
+    b_start, lc, rad, vd = st.b_start, st.lc, st.rad, st.vd
     n = nbl[0]
     nested = False
     for q in range(n):
@@ -420,8 +421,8 @@ def refresh_bounds_some(st) -> None:
         if loose[g]:
             tighten_group(g, lc, rad, vd, b_start, count, o_c, o_r, o_tight, o_vd, o_rmax,
                           loose)
-        own_world(W, ws, dhi, count, o_c, o_r, o_vd, wbc, wbr, wvd, gmag, sbc, sbr, svd, g)
         nested = nested or parent[g] >= 0 or send[pos[g]] > pos[g] + 1
+    own_worlds(st, blist, n)  # each group's own: the order of the two loops does not matter
     if nested:  # reset every ancestor of a listed group, then merge every child into them
         for q in range(n):
             p = parent[blist[q]]

@@ -82,19 +82,26 @@ def grown_rows(rows: NestedRows, cap: int) -> NestedRows:
 
 
 @njit(cache=True, inline="always")
-def _copy_row(ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32, s: int, d: int) -> None:
-    ids[d] = ids[s]
+def copy_row(src: NestedRows, s: int, dst: NestedRows, d: int) -> None:
+    """Row ``s`` of ``src`` to row ``d`` of ``dst`` (the same arena or a fresh one), every
+    field. Taking the two records costs nothing over taking their 22 arrays (the loops
+    calling it, alternated three times: move_block of 1M rows 118-127 ms with the arrays,
+    122-134 ms with the records; remove_rows of 10 % of 2M 224-235 / 227-239 ms; repack of
+    2M 232-260 / 227-246 ms)."""
+    ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = src
+    oids, olc, orad, ovd, ogrp, ostale, ox, oy, oz, or32, ovd32 = dst
+    oids[d] = ids[s]
     for a in range(3):
-        lc[d, a] = lc[s, a]
-    rad[d] = rad[s]
-    vd[d] = vd[s]
-    grp[d] = grp[s]
-    stale[d] = stale[s]
-    x[d] = x[s]
-    y[d] = y[s]
-    z[d] = z[s]
-    r32[d] = r32[s]
-    vd32[d] = vd32[s]
+        olc[d, a] = lc[s, a]
+    orad[d] = rad[s]
+    ovd[d] = vd[s]
+    ogrp[d] = grp[s]
+    ostale[d] = stale[s]
+    ox[d] = x[s]
+    oy[d] = y[s]
+    oz[d] = z[s]
+    or32[d] = r32[s]
+    ovd32[d] = vd32[s]
 
 
 @njit(cache=True, inline="always")
@@ -107,9 +114,9 @@ def _kill(ids, stale, r32, s: int) -> None:
 @njit(cache=True)
 def move_block(R: NestedRows, lo: int, n: int, dst: int, keys, vals, dense) -> None:
     """Rows ``lo .. lo+n-1`` to ``dst ..`` (a free range), ids re-pointed, old rows dead."""
-    ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
+    ids, stale, r32 = R.ids, R.stale, R.r32
     for i in range(n):
-        _copy_row(ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32, lo + i, dst + i)
+        copy_row(R, lo + i, R, dst + i)
         assign(keys, vals, dense, ids[dst + i], dst + i)
     for i in range(n):
         _kill(ids, stale, r32, lo + i)
@@ -140,7 +147,7 @@ def write_new(R: NestedRows, lo: int, g: int, new_ids, centers, radii, vdist) ->
 def remove_rows(R: NestedRows, rows, groups, b_start, b_count, nstale, keys, vals, dense) -> None:
     """Kill ``rows``, then pack the blocks of ``groups`` (the groups they were in), keeping
     their order; moved rows' ids are re-pointed. The ids must already be out of the map."""
-    ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
+    ids, grp, stale, r32 = R.ids, R.grp, R.stale, R.r32
     for i in range(rows.shape[0]):
         s = rows[i]
         if stale[s]:
@@ -155,7 +162,7 @@ def remove_rows(R: NestedRows, rows, groups, b_start, b_count, nstale, keys, val
             if ids[s] < 0:
                 continue
             if s != k:
-                _copy_row(ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32, s, k)
+                copy_row(R, s, R, k)
                 assign(keys, vals, dense, ids[k], k)
             k += 1
         for s in range(k, hi):
@@ -167,27 +174,14 @@ def remove_rows(R: NestedRows, rows, groups, b_start, b_count, nstale, keys, val
 def repack(R: NestedRows, out: NestedRows, groups, b_start, b_count, new_start, keys,
            vals, dense) -> None:
     """Copy each group's block to ``new_start[g]`` of the fresh arena ``out``; re-point ids."""
-    ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
-    oids, olc, orad, ovd, ogrp, ostale, ox, oy, oz, or32, ovd32 = out
+    ids = R.ids
     for q in range(groups.shape[0]):
         g = groups[q]
         lo = b_start[g]
         d = new_start[g]
         for i in range(b_count[g]):
-            s = lo + i
-            oids[d + i] = ids[s]
-            for a in range(3):
-                olc[d + i, a] = lc[s, a]
-            orad[d + i] = rad[s]
-            ovd[d + i] = vd[s]
-            ogrp[d + i] = grp[s]
-            ostale[d + i] = stale[s]
-            ox[d + i] = x[s]
-            oy[d + i] = y[s]
-            oz[d + i] = z[s]
-            or32[d + i] = r32[s]
-            ovd32[d + i] = vd32[s]
-            assign(keys, vals, dense, ids[s], d + i)
+            copy_row(R, lo + i, out, d + i)
+            assign(keys, vals, dense, ids[lo + i], d + i)
 
 
 @njit(cache=True)
