@@ -1,5 +1,6 @@
 """The object arena of a nested index: every object's row, the id map, each group's block,
-the move log and the per-frame movers cache (``store.py`` holds their kernels).
+the move log and the per-frame movers cache (``store.py`` and ``update.py`` hold their
+kernels).
 
 A group's objects are the rows ``[b_start, b_start + b_count)`` of one arena (room up to
 ``b_cap``; the block fields live in the tree's ``GroupTable``, indexed by group slot). A
@@ -17,26 +18,28 @@ import numpy as np
 
 from app.spatial.checks import name_ids, reject_repeats
 from app.spatial.idmap import IdMap
+from app.spatial.nested.bounds import tighten
 from app.spatial.nested.check import MESSAGES, check_blocks, check_copy, check_idmap, check_own
 from app.spatial.nested.groups import LIMIT
 from app.spatial.nested.state import StateRecord
 from app.spatial.nested.store import (
-    apply_moves,
     clear_stale,
-    good_values,
     grown_rows,
     move_block,
-    movers_first,
-    moves_hot,
     new_rows,
-    remove_rows,
     repack,
-    resolve_moves,
     take_stale,
-    tighten,
-    write_new,
 )
 from app.spatial.nested.tree import GroupTable
+from app.spatial.nested.update import (
+    apply_moves,
+    good_values,
+    movers_first,
+    moves_hot,
+    remove_rows,
+    resolve_moves,
+    write_new,
+)
 from app.spatial.pool import grown
 
 _EMPTY_F = np.zeros(0)
@@ -230,7 +233,7 @@ class ObjectArena:
     def move_cached(self, last: tuple, ids: Any, c: Any, r: np.ndarray, vd: np.ndarray,
                     inner_min: int) -> int:
         """The cached movers ``last`` moved once more, in one compiled call that checks
-        (store.moves_fast): 0 done (the third batch running packs their rows), 1 a bad
+        (update.moves_fast): 0 done (the third batch running packs their rows), 1 a bad
         type, shape or value, 2 other ids; nothing changed unless 0. Another array type
         (read-only, strided, float32, a list) is refused as 1: the checked path takes it."""
         rec = self._record
@@ -260,7 +263,7 @@ class ObjectArena:
 
     def apply(self, rows: np.ndarray, grps: np.ndarray, c: np.ndarray, r: np.ndarray | None,
               vd: np.ndarray | None, inner_min: int) -> None:
-        """A checked move batch written (store.apply_moves)."""
+        """A checked move batch written (update.apply_moves)."""
         rec = self._record
         apply_moves(rec.st or rec.get(), rows, grps, c, _EMPTY_F if r is None else r,
                     _EMPTY_F if vd is None else vd, inner_min)

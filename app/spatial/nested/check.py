@@ -67,7 +67,7 @@ def check_blocks(R: NestedRows, groups, b_start, b_cap, b_count, top: int):
 def check_copy(R: NestedRows, dirty32, log_rows, nlog: int):
     """The float32 copy of every live row is its float64 values rounded, except the centres
     of groups waiting for a refresh: state 2 (the whole block) or state 1 with the row in the
-    move log (store.apply_moves)."""
+    move log (update.apply_moves)."""
     ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
     if nlog < 0 or nlog > log_rows.shape[0]:
         return 13, nlog

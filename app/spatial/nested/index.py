@@ -5,8 +5,9 @@ turns changes one transform, never its objects. This class is the facade: the co
 calls, the query's orchestration and validate, over two parts that keep the state, the group
 tree (``tree.py``: ids, parents, transforms, world matrices, each group's inner index) and the
 object arena (``arena.py``: rows, id map, blocks, moves), which share one compiled record of
-their arrays (``state.py``). The work is compiled (``groups.py`` the transforms and bounds,
-``store.py`` the rows, ``query.py`` the descent, ``check.py`` validate).
+their arrays (``state.py``). The work is compiled (``groups.py`` the transforms,
+``bounds.py`` the bounds, ``store.py`` the rows, ``update.py`` inserts, removals and moves,
+``query.py`` the descent, ``check.py`` validate).
 
 How a query runs (docs/nested.md has the numbers):
 
@@ -32,19 +33,13 @@ import numpy as np
 from app.spatial.base import QueryResult
 from app.spatial.checks import check_batch, check_ids, check_point, name_ids
 from app.spatial.nested.arena import ObjectArena, check_limits
+from app.spatial.nested.bounds import refresh_bounds, refresh_bounds_some, tighten
 from app.spatial.nested.boxes import NodeBoxCache, group_box_corners
 from app.spatial.nested.check import MESSAGES, check_world
-from app.spatial.nested.groups import refresh_bounds, refresh_bounds_some
+from app.spatial.nested.local import local_frame, settle_candidates
 from app.spatial.nested.occlude import check_occlusion, occlude_visible
-from app.spatial.nested.query import (
-    INNER_ACT,
-    local_frame,
-    query_hot,
-    settle_candidates,
-    world_spheres_of,
-)
+from app.spatial.nested.query import INNER_ACT, query_hot, world_spheres_of
 from app.spatial.nested.state import StateRecord
-from app.spatial.nested.store import tighten
 from app.spatial.nested.tree import GroupTree, as_matrices
 
 #: Default ``inner_min``: a partly visible group with at least this many objects is asked

@@ -7,11 +7,11 @@ planes carried into the group's frame (``n_l = A^T n / ws``, ``d_l = (n.t + d) /
 the same number in real arithmetic but not in float64, so the local test is only a filter:
 
 1. the float32 verdict loop of ``app.spatial.scan`` runs on the local planes with its float32
-   tolerance *plus* a float64 tolerance :func:`local_frame` bounds from the magnitudes
+   tolerance *plus* a float64 tolerance ``local.local_frame`` bounds from the magnitudes
    involved (the rounding of the local and of the world computation, ~900 roundings of the
    largest term): OUT and IN are then certain for the world test too;
 2. the few NEAR objects (within that band of a plane or of their view distance) are decided
-   by the world test itself (:func:`exact_world`), computed exactly as the oracle does.
+   by the world test itself (``local.exact_world``), computed exactly as the oracle does.
 
 View distance the same way: the eye is carried into the frame (``A^-1 (eye - t)``), the
 distance compared with the local view distance with a relative slack for the transform's
@@ -25,7 +25,6 @@ a subtree sphere outside skips every group below it.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 from numba import njit, types
@@ -36,11 +35,10 @@ from app.geom.predicates import (
     NODE_PARTIAL,
     NODE_REJECT_FRUSTUM,
     NODE_REJECT_VIEWDIST,
-    sphere_in_frustum,
-    within_view_distance,
 )
-from app.spatial.idmap import hash_lookup
-from app.spatial.nested.groups import ABS, REL, refresh_bounds_some, world_point
+from app.spatial.nested.bounds import refresh_bounds_some
+from app.spatial.nested.groups import ABS, REL, world_point
+from app.spatial.nested.local import exact_world, local_frame_into
 from app.spatial.nested.state import STATE_TYPE
 from app.spatial.nested.store import row32, sync32
 from app.spatial.scan import (
@@ -68,11 +66,6 @@ INNER_ACT = _INNER
 
 #: float32 relative slack on a local view distance (the scan's own, see scan._VD_SLACK)
 _VD32 = 4e-7
-#: The float32 filter is trusted with local coordinates and eye positions up to this size (a
-#: squared distance stays finite in float32) and plane values up to :data:`_F32_VALUES`;
-#: beyond, every object of the group goes to the world test.
-_F32_SAFE = 1e18
-_F32_VALUES = 1e30
 
 
 @njit(cache=True, inline="always")
@@ -152,80 +145,6 @@ def _beyond_view(eye, cx: float, cy: float, cz: float, r: float, vmax: float) ->
     return d < np.inf and d * (1.0 - REL) - r - slack > vmax
 
 
-class LocalView(NamedTuple):
-    """A query seen from one group's frame (:func:`local_frame`)."""
-
-    planes: np.ndarray  # (K, 4) the planes in the group's local coordinates
-    tol: float  # a local plane value plus radius is within tol of the world one (over ws)
-    eye: np.ndarray  # (3,) the eye in local coordinates
-    rel: float  # a local distance is within rel * vd + dabs of the world one (over ws)
-    dabs: float
-    ok: bool  # False: some number is too large for the float32 filter
-
-
-@njit(cache=True)
-def local_frame_into(st, planes, eye, use_vd: bool, g: int, pl, eye_l):
-    """Group ``g``'s view of the query into ``pl`` (K, 4) (local planes) and ``eye_l`` (the
-    local eye); returns (plane tolerance, relative and absolute distance slack, ok).
-
-    A local plane value plus radius differs from the world one (over ``ws``) by less than the
-    tolerance for every object inside the group's own sphere; a local distance from the world
-    one (over ``ws``) by less than ``rel * vd + abs``. ``ok`` is False when some number is too
-    large for the float32 filter (then every object goes to the world test). ``st``: the
-    index's record (state.py).
-    """
-    W, ws, dhi, dlo, gmag, o_c, o_r = st.W, st.ws, st.dhi, st.dlo, st.gmag, st.o_c, st.o_r
-    K = planes.shape[0]
-    s = ws[g]
-    nmax = 0.0
-    dmax = 0.0
-    for p in range(K):
-        a = planes[p, 0]
-        b = planes[p, 1]
-        c = planes[p, 2]
-        for j in range(3):
-            pl[p, j] = ((W[g, 0, j] * a + W[g, 1, j] * b) + W[g, 2, j] * c) / s
-        pl[p, 3] = (((a * W[g, 0, 3] + b * W[g, 1, 3]) + c * W[g, 2, 3]) + planes[p, 3]) / s
-        nmax = max(nmax, abs(a) + abs(b) + abs(c))
-        dmax = max(dmax, abs(planes[p, 3]))
-    cmax = max(abs(o_c[g, 0]), abs(o_c[g, 1]), abs(o_c[g, 2])) + o_r[g]
-    mag = gmag[g]
-    lmax = 0.0
-    lmaxd = 0.0
-    for p in range(K):
-        lmax = max(lmax, abs(pl[p, 0]) + abs(pl[p, 1]) + abs(pl[p, 2]))
-        lmaxd = max(lmaxd, abs(pl[p, 3]))
-    tol = ABS * ((nmax * (2.0 * mag) + dmax) / s + lmax * cmax + lmaxd + o_r[g])
-    rel = 0.0
-    dabs = 0.0
-    ok = np.isfinite(tol) and cmax < _F32_SAFE and lmax * cmax + lmaxd + o_r[g] < _F32_VALUES
-    eye_l[0] = eye_l[1] = eye_l[2] = 0.0
-    if use_vd:
-        ex = eye[0] - W[g, 0, 3]
-        ey = eye[1] - W[g, 1, 3]
-        ez = eye[2] - W[g, 2, 3]
-        s2 = s * s
-        for j in range(3):
-            eye_l[j] = ((W[g, 0, j] * ex + W[g, 1, j] * ey) + W[g, 2, j] * ez) / s2
-        stretch = dhi[g] + dlo[g]
-        rel = 4.0 * stretch + ABS
-        emax = max(abs(eye[0]), abs(eye[1]), abs(eye[2]))
-        dabs = (4.0 * stretch * math.sqrt(ex * ex + ey * ey + ez * ez)
-                + ABS * (mag + 3.0 * emax)) / s
-        ok = ok and np.isfinite(dabs) and abs(eye_l[0]) < _F32_SAFE and (
-            abs(eye_l[1]) < _F32_SAFE) and abs(eye_l[2]) < _F32_SAFE
-    return tol, rel, dabs, ok
-
-
-@njit(cache=True)
-def local_frame(st, planes, eye, use_vd: bool, g: int) -> LocalView:
-    """:func:`local_frame_into` with fresh arrays, as a :class:`LocalView`."""
-    pl = np.empty((planes.shape[0], 4))
-    eye_l = np.zeros(3)
-    tol, rel, dabs, ok = local_frame_into(st, planes, eye, use_vd, g, pl, eye_l)
-    return LocalView(pl, tol, eye_l, rel, dabs, ok)
-
-
 @njit(cache=True)
 def _tol32_into(pl, eye_l, max_abs: float, max_r: float, p32):
     """``scan.tolerances`` written into a reused ``p32`` (rows past the planes: every point
@@ -244,17 +163,6 @@ def _tol32_into(pl, eye_l, max_abs: float, max_r: float, p32):
     tol = min(_ROUNDINGS * _U32 * term + 1e-30, _F32_MAX)
     tol_d = min(_ROUNDINGS * _U32 * 4.0 * (max_abs + e) + 1e-30, _F32_MAX)
     return tol, tol_d
-
-
-@njit(cache=True, inline="always")
-def exact_world(planes, eye, use_vd: bool, W, ws, g: int, lx: float, ly: float, lz: float,
-                r: float, vd: float) -> bool:
-    """The contract's test on the canonical world sphere of a local sphere of group ``g``."""
-    wx, wy, wz = world_point(W, g, lx, ly, lz)
-    s = ws[g]
-    if use_vd and not within_view_distance(eye[0], eye[1], eye[2], wx, wy, wz, s * vd):
-        return False
-    return sphere_in_frustum(planes, wx, wy, wz, s * r)
 
 
 @njit(cache=True, fastmath=FAST)
@@ -355,7 +263,7 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
     ``act`` is ``_INNER``. ``gcode[g]`` gets each group's outcome (``NODE_*``). The float32
     centres of the groups it scans are brought up to date first: the logged moved rows of a
     group with state 1, the whole block with state 2; the log is then emptied and the groups
-    it leaves unscanned go to state 2 (store.apply_moves).
+    it leaves unscanned go to state 2 (update.apply_moves).
 
     Scratch (the caller's, reused): ``act`` / ``cuts`` a byte / word per group position,
     ``scanned`` a byte per group slot (zero on entry and on return), ``sure`` and ``near``
@@ -521,7 +429,7 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
 @njit(cache=True)
 def refresh_descend(st, planes, eye, use_vd: bool, inner_min: int):
     """The per-frame query in one call, on the index's record ``st`` (state.py): the bounds
-    of the groups listed bounds-dirty (groups.refresh_bounds_some), then :func:`descend`."""
+    of the groups listed bounds-dirty (bounds.refresh_bounds_some), then :func:`descend`."""
     if st.nbl[0]:
         refresh_bounds_some(st)
     return descend(st, planes, eye, use_vd, inner_min)
@@ -533,51 +441,6 @@ def refresh_descend(st, planes, eye, use_vd: bool, inner_min: int):
 def query_hot(st, planes, eye, use_vd: bool, inner_min: int):
     """:func:`refresh_descend` for ``NestedIndex.query_frustum``'s per-frame path."""
     return refresh_descend(st, planes, eye, use_vd, inner_min)
-
-
-@njit(cache=True)
-def settle_candidates(cand, id_table, st, planes, eye, use_vd: bool, g: int,
-                      view: LocalView):
-    """The ids among ``cand`` (what group ``g``'s own index returned for the widened local
-    planes ``view.planes``, without view distance) that pass the world test: the local
-    float64 values decide the clear cases, :func:`exact_world` the ones within the
-    tolerances. ``id_table``: the id map's (keys, vals, dense); ``st``: the index's record."""
-    keys, vals, dense = id_table
-    lc, rad, vdist, W, ws = st.lc, st.rad, st.vd, st.W, st.ws
-    pl, tol, eye_l, rel, dabs = view.planes, view.tol, view.eye, view.rel, view.dabs
-    out = np.empty(cand.shape[0], np.int64)
-    nd = dense.shape[0]
-    k = 0
-    K = pl.shape[0]
-    for i in range(cand.shape[0]):
-        key = cand[i]
-        s = dense[key] if key >= 0 and key < nd else hash_lookup(keys, vals, key)
-        x = lc[s, 0]
-        y = lc[s, 1]
-        z = lc[s, 2]
-        r = rad[s]
-        m = np.inf
-        for p in range(K):
-            v = ((pl[p, 0] * x + pl[p, 1] * y) + pl[p, 2] * z) + pl[p, 3]
-            if not v >= m:  # NaN sticks: then only the world test decides
-                m = v
-        m += r
-        if m < -tol:
-            continue
-        sure = m >= tol
-        if use_vd and sure:
-            dx = x - eye_l[0]
-            dy = y - eye_l[1]
-            dz = z - eye_l[2]
-            d = math.sqrt(dx * dx + dy * dy + dz * dz)
-            v = vdist[s]
-            if d > v * (1.0 + rel) + dabs:
-                continue
-            sure = d <= v * (1.0 - rel) - dabs
-        if sure or exact_world(planes, eye, use_vd, W, ws, g, x, y, z, r, vdist[s]):
-            out[k] = key
-            k += 1
-    return out[:k]
 
 
 @njit(cache=True)

@@ -11,7 +11,7 @@ replaces one of them (growth, a new arena, a new preorder, larger scratch), and 
 checks that it still points at the current ones (:func:`state_pointers`).
 
 Each per-frame kernel has a typed entry point next to it (``groups.transforms_hot``,
-``store.moves_hot``, ``query.query_hot``), compiled for exactly the record's type and float64
+``update.moves_hot``, ``query.query_hot``), compiled for exactly the record's type and float64
 C-contiguous writable arrays: anything else raises TypeError at the call instead of
 compiling a new version, and the index falls back to its checked path, which names the
 problem. Each sits in its kernel's file, where a reader looks for it.
