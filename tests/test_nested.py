@@ -813,8 +813,8 @@ def test_fast_paths_bad_input_raises_and_changes_nothing(what):
 def _bounds(h: NestedIndex) -> list:
     G = h._tree.G
     live = np.flatnonzero(G.alive)
-    return [a[live].tobytes() for a in (G.wbc, G.wbr, G.wvd, G.gmag, G.sbc, G.sbr, G.svd,
-                                        G.o_c, G.o_r, G.o_vd)]
+    return [a[live].tobytes() for a in (G.world_c, G.world_r, G.world_vd, G.world_mag, G.sub_c,
+                                        G.sub_r, G.sub_vd, G.own_c, G.own_r, G.own_vd)]
 
 
 def test_fast_frames_match_the_oracle_and_a_full_refresh():

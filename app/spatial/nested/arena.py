@@ -157,7 +157,7 @@ class ObjectArena:
         G.b_count[g] += n
         self.count += n
         tighten(self.R.lc, self.R.rad, self.R.vd, np.array([g], np.int64), G.b_start,
-                G.b_count, G.o_c, G.o_r, G.o_tight, G.o_vd, G.o_rmax, G.loose)
+                G.b_count, G.own_c, G.own_r, G.own_tight, G.own_vd, G.own_rmax, G.loose)
         self.bump()
 
     def by_group(self, rows: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, list]:
@@ -368,7 +368,7 @@ class ObjectArena:
             raise AssertionError("the arena outgrew its scratch arrays")
         for code, where in (check_blocks(R, live, G.b_start, G.b_cap, G.b_count, self.top),
                             check_copy(R, G.dirty32, self.log_rows, int(self.nlog[0])),
-                            check_own(R, G.o_c, G.o_r, G.o_vd, G.o_rmax, G.nstale, live)):
+                            check_own(R, G.own_c, G.own_r, G.own_vd, G.own_rmax, G.nstale, live)):
             if code:
                 raise AssertionError(f"{describe}: {MESSAGES[int(code)]} (at {where})")
         code, where, nlive = check_idmap(R, *self.idmap.arrays())

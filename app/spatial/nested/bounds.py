@@ -34,70 +34,72 @@ def magnitude(W, g: int, cmax: float) -> float:
 
 @njit(cache=True, inline="always")
 def own_worlds(st, groups, n: int) -> None:
-    """The own world sphere of each of groups ``groups[:n]`` (``wbc``, ``wbr``, ``wvd``,
-    ``gmag``), and its subtree sphere reset to it (see :func:`refresh_bounds`); ``st``: the
-    index's record (state.py), its arrays taken into locals once, before the loop."""
-    W, ws, dhi, count = st.W, st.ws, st.dhi, st.b_count
-    o_c, o_r, o_vd = st.o_c, st.o_r, st.o_vd
-    wbc, wbr, wvd, gmag, sbc, sbr, svd = st.wbc, st.wbr, st.wvd, st.gmag, st.sbc, st.sbr, st.svd
+    """The own world sphere of each of groups ``groups[:n]`` (``world_c``, ``world_r``,
+    ``world_vd``, ``world_mag``), and its subtree sphere reset to it (see
+    :func:`refresh_bounds`); ``st``: the index's record (state.py), its arrays taken into
+    locals once, before the loop."""
+    W, ws, stretch_hi, count = st.W, st.ws, st.stretch_hi, st.b_count
+    own_c, own_r, own_vd = st.own_c, st.own_r, st.own_vd
+    world_c, world_r, world_vd, world_mag = st.world_c, st.world_r, st.world_vd, st.world_mag
+    sub_c, sub_r, sub_vd = st.sub_c, st.sub_r, st.sub_vd
     for q in range(n):
         g = groups[q]
         if count[g] > 0:
-            cx, cy, cz = world_point(W, g, o_c[g, 0], o_c[g, 1], o_c[g, 2])
-            cmax = max(abs(o_c[g, 0]), abs(o_c[g, 1]), abs(o_c[g, 2])) + o_r[g]
+            cx, cy, cz = world_point(W, g, own_c[g, 0], own_c[g, 1], own_c[g, 2])
+            cmax = max(abs(own_c[g, 0]), abs(own_c[g, 1]), abs(own_c[g, 2])) + own_r[g]
             mag = magnitude(W, g, cmax)
-            gmag[g] = mag
-            wbc[g, 0] = cx
-            wbc[g, 1] = cy
-            wbc[g, 2] = cz
-            wbr[g] = ws[g] * (1.0 + dhi[g]) * o_r[g] * (1.0 + REL) + ABS * mag
-            wvd[g] = ws[g] * o_vd[g] * (1.0 + REL)
+            world_mag[g] = mag
+            world_c[g, 0] = cx
+            world_c[g, 1] = cy
+            world_c[g, 2] = cz
+            world_r[g] = ws[g] * (1.0 + stretch_hi[g]) * own_r[g] * (1.0 + REL) + ABS * mag
+            world_vd[g] = ws[g] * own_vd[g] * (1.0 + REL)
             for a in range(3):
-                sbc[g, a] = wbc[g, a]
-            sbr[g] = wbr[g]
-            svd[g] = wvd[g]
+                sub_c[g, a] = world_c[g, a]
+            sub_r[g] = world_r[g]
+            sub_vd[g] = world_vd[g]
         else:
-            gmag[g] = 0.0
-            wbr[g] = -1.0
-            wvd[g] = -1.0
+            world_mag[g] = 0.0
+            world_r[g] = -1.0
+            world_vd[g] = -1.0
             for a in range(3):
-                wbc[g, a] = W[g, a, 3]
-                sbc[g, a] = W[g, a, 3]
-            sbr[g] = -1.0
-            svd[g] = -1.0
+                world_c[g, a] = W[g, a, 3]
+                sub_c[g, a] = W[g, a, 3]
+            sub_r[g] = -1.0
+            sub_vd[g] = -1.0
 
 
 @njit(cache=True, inline="always")
-def merge_up(parent, sbc, sbr, svd, g: int) -> None:
+def merge_up(parent, sub_c, sub_r, sub_vd, g: int) -> None:
     """Grow the subtree sphere of ``g``'s parent to hold ``g``'s (Shagam's R(N))."""
     p = parent[g]
-    if p < 0 or sbr[g] < 0.0:
+    if p < 0 or sub_r[g] < 0.0:
         return
-    dx = sbc[g, 0] - sbc[p, 0]
-    dy = sbc[g, 1] - sbc[p, 1]
-    dz = sbc[g, 2] - sbc[p, 2]
-    reach = (math.sqrt(dx * dx + dy * dy + dz * dz) + sbr[g]) * (1.0 + REL)
-    if reach > sbr[p]:
-        sbr[p] = reach
-    if svd[g] > svd[p]:
-        svd[p] = svd[g]
+    dx = sub_c[g, 0] - sub_c[p, 0]
+    dy = sub_c[g, 1] - sub_c[p, 1]
+    dz = sub_c[g, 2] - sub_c[p, 2]
+    reach = (math.sqrt(dx * dx + dy * dy + dz * dz) + sub_r[g]) * (1.0 + REL)
+    if reach > sub_r[p]:
+        sub_r[p] = reach
+    if sub_vd[g] > sub_vd[p]:
+        sub_vd[p] = sub_vd[g]
 
 
 @njit(cache=True)
 def refresh_bounds(st) -> None:
-    """World spheres of each group's own objects (``wbc``, ``wbr``, largest world view
-    distance ``wvd``) and of each subtree (``sbc``, ``sbr``, ``svd``), merged bottom-up.
+    """World spheres of each group's own objects (``world_c``, ``world_r``, largest world view
+    distance ``world_vd``) and of each subtree (``sub_c``, ``sub_r``, ``sub_vd``), merged bottom-up.
 
     A group without objects has radius -1 (nothing); a subtree sphere is centred on the
     group's own sphere, or on its origin when it has no objects of its own (Shagam's R(N)).
-    ``gmag`` gets the magnitude bound of the group's world transform over its own sphere.
+    ``world_mag`` gets the magnitude bound of the group's world transform over its own sphere.
     ``st``: the index's record (state.py); its groups in preorder (``order``).
     """
-    order, parent, sbc, sbr, svd = st.order, st.parent, st.sbc, st.sbr, st.svd
+    order, parent, sub_c, sub_r, sub_vd = st.order, st.parent, st.sub_c, st.sub_r, st.sub_vd
     n = order.shape[0]
     own_worlds(st, order, n)
     for i in range(n - 1, -1, -1):
-        merge_up(parent, sbc, sbr, svd, order[i])
+        merge_up(parent, sub_c, sub_r, sub_vd, order[i])
 
 
 @njit(cache=True)
@@ -133,18 +135,18 @@ def own_sphere(lc, rad, vd, lo: int, hi: int):
 
 
 @njit(cache=True, inline="always")
-def tighten_group(g: int, lc, rad, vd, b_start, b_count, o_c, o_r, o_tight, o_vd, o_rmax,
+def tighten_group(g: int, lc, rad, vd, b_start, b_count, own_c, own_r, own_tight, own_vd, own_rmax,
                   loose) -> None:
     """Group ``g``'s own sphere recomputed from its block (the lazy half of R(N))."""
     lo = b_start[g]
     cx, cy, cz, r, v, rmax = own_sphere(lc, rad, vd, lo, lo + b_count[g])
-    o_rmax[g] = rmax
-    o_c[g, 0] = cx
-    o_c[g, 1] = cy
-    o_c[g, 2] = cz
-    o_r[g] = r
-    o_tight[g] = r
-    o_vd[g] = v
+    own_rmax[g] = rmax
+    own_c[g, 0] = cx
+    own_c[g, 1] = cy
+    own_c[g, 2] = cz
+    own_r[g] = r
+    own_tight[g] = r
+    own_vd[g] = v
     loose[g] = False
 
 
@@ -158,17 +160,18 @@ def refresh_bounds_some(st) -> None:
     inputs (max-merges do not depend on the order), so the result is the full pass's, bit for
     bit."""
     order, send, pos, parent = st.order, st.send, st.pos, st.parent
-    wbc, wbr, wvd, sbc, sbr, svd = st.wbc, st.wbr, st.wvd, st.sbc, st.sbr, st.svd
+    world_c, world_r, world_vd = st.world_c, st.world_r, st.world_vd
+    sub_c, sub_r, sub_vd = st.sub_c, st.sub_r, st.sub_vd
     bmark, blist, nbl = st.bmark, st.blist, st.nbl
-    count, o_c, o_r, o_vd, o_tight, o_rmax, loose = (st.b_count, st.o_c, st.o_r, st.o_vd,
-                                                     st.o_tight, st.o_rmax, st.loose)
+    count, own_c, own_r, own_vd = st.b_count, st.own_c, st.own_r, st.own_vd
+    own_tight, own_rmax, loose = st.own_tight, st.own_rmax, st.loose
     b_start, lc, rad, vd = st.b_start, st.lc, st.rad, st.vd
     n = nbl[0]
     nested = False
     for q in range(n):
         g = blist[q]
         if loose[g]:
-            tighten_group(g, lc, rad, vd, b_start, count, o_c, o_r, o_tight, o_vd, o_rmax,
+            tighten_group(g, lc, rad, vd, b_start, count, own_c, own_r, own_tight, own_vd, own_rmax,
                           loose)
         nested = nested or parent[g] >= 0 or send[pos[g]] > pos[g] + 1
     own_worlds(st, blist, n)  # each group's own: the order of the two loops does not matter
@@ -178,16 +181,16 @@ def refresh_bounds_some(st) -> None:
             while p >= 0 and bmark[p] != 2:
                 if bmark[p] == 0:  # not listed: its own world sphere is current
                     for a in range(3):
-                        sbc[p, a] = wbc[p, a]
-                    sbr[p] = wbr[p]
-                    svd[p] = wvd[p]
+                        sub_c[p, a] = world_c[p, a]
+                    sub_r[p] = world_r[p]
+                    sub_vd[p] = world_vd[p]
                 bmark[p] = 2
                 p = parent[p]
         for i in range(order.shape[0] - 1, -1, -1):  # listed or reset parents: rebuilt
             g = order[i]
             p = parent[g]
             if p >= 0 and bmark[p] != 0:
-                merge_up(parent, sbc, sbr, svd, g)
+                merge_up(parent, sub_c, sub_r, sub_vd, g)
         for i in range(order.shape[0]):
             bmark[order[i]] = 0
     for q in range(n):
@@ -196,9 +199,9 @@ def refresh_bounds_some(st) -> None:
 
 
 @njit(cache=True)
-def tighten(lc, rad, vd, groups, b_start, b_count, o_c, o_r, o_tight, o_vd, o_rmax,
+def tighten(lc, rad, vd, groups, b_start, b_count, own_c, own_r, own_tight, own_vd, own_rmax,
             loose) -> None:
     """Recompute the own spheres of ``groups`` from their blocks (the lazy half of R(N))."""
     for q in range(groups.shape[0]):
-        tighten_group(groups[q], lc, rad, vd, b_start, b_count, o_c, o_r, o_tight, o_vd,
-                      o_rmax, loose)
+        tighten_group(groups[q], lc, rad, vd, b_start, b_count, own_c, own_r, own_tight, own_vd,
+                      own_rmax, loose)

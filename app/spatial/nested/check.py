@@ -89,7 +89,7 @@ def check_copy(R: NestedRows, dirty32, log_rows, nlog: int):
 
 
 @njit(cache=True)
-def check_own(R: NestedRows, o_c, o_r, o_vd, o_rmax, nstale, groups):
+def check_own(R: NestedRows, own_c, own_r, own_vd, own_rmax, nstale, groups):
     """Own spheres hold their objects; stale counts match the stale rows."""
     ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
     count = np.zeros(nstale.shape[0], np.int64)
@@ -97,11 +97,11 @@ def check_own(R: NestedRows, o_c, o_r, o_vd, o_rmax, nstale, groups):
         if ids[s] < 0:
             continue
         g = grp[s]
-        dx = lc[s, 0] - o_c[g, 0]
-        dy = lc[s, 1] - o_c[g, 1]
-        dz = lc[s, 2] - o_c[g, 2]
-        if not (math.sqrt(dx * dx + dy * dy + dz * dz) + rad[s] <= o_r[g]) or vd[s] > o_vd[g] or (
-                rad[s] > o_rmax[g]):
+        dx = lc[s, 0] - own_c[g, 0]
+        dy = lc[s, 1] - own_c[g, 1]
+        dz = lc[s, 2] - own_c[g, 2]
+        if not (math.sqrt(dx * dx + dy * dy + dz * dz) + rad[s] <= own_r[g]) or (
+                vd[s] > own_vd[g]) or rad[s] > own_rmax[g]:
             return 6, s
         count[g] += stale[s]
     for q in range(groups.shape[0]):
@@ -112,7 +112,7 @@ def check_own(R: NestedRows, o_c, o_r, o_vd, o_rmax, nstale, groups):
 
 
 @njit(cache=True)
-def check_world(R: NestedRows, parent, W, ws, wbc, wbr, wvd, sbc, sbr, svd):
+def check_world(R: NestedRows, parent, W, ws, world_c, world_r, world_vd, sub_c, sub_r, sub_vd):
     """Every object's canonical world sphere lies in its group's world sphere and in the
     subtree sphere of its group and of every ancestor (view distances likewise)."""
     ids, lc, rad, vd, grp, stale, x, y, z, r32, vd32 = R
@@ -123,17 +123,17 @@ def check_world(R: NestedRows, parent, W, ws, wbc, wbr, wvd, sbc, sbr, svd):
         wx, wy, wz = world_point(W, g, lc[s, 0], lc[s, 1], lc[s, 2])
         wr = ws[g] * rad[s]
         wv = ws[g] * vd[s]
-        dx = wx - wbc[g, 0]
-        dy = wy - wbc[g, 1]
-        dz = wz - wbc[g, 2]
-        if not (math.sqrt(dx * dx + dy * dy + dz * dz) + wr <= wbr[g]) or wv > wvd[g]:
+        dx = wx - world_c[g, 0]
+        dy = wy - world_c[g, 1]
+        dz = wz - world_c[g, 2]
+        if not (math.sqrt(dx * dx + dy * dy + dz * dz) + wr <= world_r[g]) or wv > world_vd[g]:
             return 7, s
         a = g
         while a >= 0:
-            dx = wx - sbc[a, 0]
-            dy = wy - sbc[a, 1]
-            dz = wz - sbc[a, 2]
-            if not (math.sqrt(dx * dx + dy * dy + dz * dz) + wr <= sbr[a]) or wv > svd[a]:
+            dx = wx - sub_c[a, 0]
+            dy = wy - sub_c[a, 1]
+            dz = wz - sub_c[a, 2]
+            if not (math.sqrt(dx * dx + dy * dy + dz * dz) + wr <= sub_r[a]) or wv > sub_vd[a]:
                 return 8, s
             a = parent[a]
     return 0, 0

@@ -143,7 +143,7 @@ def compose(W: np.ndarray, p: int, L: np.ndarray, g: int, out: np.ndarray) -> No
 
 
 @njit(cache=True, inline="always")
-def world_one(parent, L, scale, W, ws, dhi, dlo, g: int) -> bool:
+def world_one(parent, L, scale, W, ws, stretch_hi, stretch_lo, g: int) -> bool:
     """World matrix, scale and stretch bounds of group ``g`` from its parent's (current);
     False when the world scale leaves [1/LIMIT, LIMIT] (``W`` / ``ws`` then written, the
     bounds not)."""
@@ -166,22 +166,23 @@ def world_one(parent, L, scale, W, ws, dhi, dlo, g: int) -> bool:
             dot = (W[g, 0, j] * W[g, 0, k] + W[g, 1, j] * W[g, 1, k]) + W[g, 2, j] * W[g, 2, k]
             dev = abs(dot / s2 - (1.0 if j == k else 0.0))
             m = max(m, dev)
-    dhi[g] = math.sqrt(1.0 + 3.0 * m) - 1.0 + REL
-    dlo[g] = 1.0 - math.sqrt(max(0.0, 1.0 - 3.0 * m)) + REL
+    stretch_hi[g] = math.sqrt(1.0 + 3.0 * m) - 1.0 + REL
+    stretch_lo[g] = 1.0 - math.sqrt(max(0.0, 1.0 - 3.0 * m)) + REL
     return True
 
 
 @njit(cache=True)
-def refresh_world(order, parent, L, scale, W, ws, dhi, dlo):
+def refresh_world(order, parent, L, scale, W, ws, stretch_hi, stretch_lo):
     """World matrices, scales and stretch bounds of every group, top-down in ``order``.
 
-    ``dhi`` / ``dlo`` bound how far the world matrix's singular values stray from ``ws``:
-    ``ws (1 - dlo) <= sigma <= ws (1 + dhi)`` (Gershgorin on ``A^T A / ws^2 - I``).
+    ``stretch_hi`` / ``stretch_lo`` bound how far the world matrix's singular values stray
+    from ``ws``:
+    ``ws (1 - stretch_lo) <= sigma <= ws (1 + stretch_hi)`` (Gershgorin on ``A^T A / ws^2 - I``).
     Returns (code, group): 0 when every world scale lies in [1/LIMIT, LIMIT].
     """
     for i in range(order.shape[0]):
         g = order[i]
-        if not world_one(parent, L, scale, W, ws, dhi, dlo, g):
+        if not world_one(parent, L, scale, W, ws, stretch_hi, stretch_lo, g):
             return WORLD_SCALE_RANGE, g
     return 0, 0
 
@@ -195,7 +196,8 @@ def set_transforms_batch(st, slots, m):
     Returns (code, k): 0 done; 1 matrix ``k`` is not rigid (or ``m`` not (K, 4, 4)), 2 slot
     ``k`` repeats (nothing changed either way); 3 the world scale of group ``k`` leaves range
     (everything put back as it was)."""
-    L, scale, W, ws, dhi, dlo = st.L, st.scale, st.W, st.ws, st.dhi, st.dlo
+    L, scale, W, ws = st.L, st.scale, st.W, st.ws
+    stretch_hi, stretch_lo = st.stretch_hi, st.stretch_lo
     order, send, pos, parent = st.order, st.send, st.pos, st.parent
     bmark, blist, nbl = st.bmark, st.blist, st.nbl
     K = slots.shape[0]
@@ -231,7 +233,7 @@ def set_transforms_batch(st, slots, m):
             end = send[i]
         if i < end:
             g = order[i]
-            if not world_one(parent, L, scale, W, ws, dhi, dlo, g):
+            if not world_one(parent, L, scale, W, ws, stretch_hi, stretch_lo, g):
                 bad = g
                 break
     if bad >= 0:
@@ -246,7 +248,7 @@ def set_transforms_batch(st, slots, m):
             if mark[i] and i >= end:
                 end = send[i]
             if i < end:
-                world_one(parent, L, scale, W, ws, dhi, dlo, order[i])
+                world_one(parent, L, scale, W, ws, stretch_hi, stretch_lo, order[i])
         return 3, bad
     end = 0
     n = nbl[0]

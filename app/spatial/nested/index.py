@@ -387,8 +387,8 @@ class NestedIndex:
         G = t.G
         live = np.flatnonzero(G.alive)
         self._arena.validate(live, self.describe())
-        code, where = check_world(self._arena.R, G.parent, G.W, G.ws, G.wbc, G.wbr, G.wvd,
-                                  G.sbc, G.sbr, G.svd)
+        code, where = check_world(self._arena.R, G.parent, G.W, G.ws, G.world_c, G.world_r,
+                                  G.world_vd, G.sub_c, G.sub_r, G.sub_vd)
         if code:
             raise AssertionError(f"{self.describe()}: {MESSAGES[int(code)]} (at {where})")
         if not self._record.points_at_current():
@@ -432,8 +432,8 @@ class NestedIndex:
         loose = np.flatnonzero(G.loose & G.alive)
         if loose.shape[0]:
             R = self._arena.R
-            tighten(R.lc, R.rad, R.vd, loose, G.b_start, G.b_count, G.o_c, G.o_r, G.o_tight,
-                    G.o_vd, G.o_rmax, G.loose)
+            tighten(R.lc, R.rad, R.vd, loose, G.b_start, G.b_count, G.own_c, G.own_r, G.own_tight,
+                    G.own_vd, G.own_rmax, G.loose)
         refresh_bounds(rec.st or rec.get())
         G.bmark[G.blist[:t.nbl[0]]] = 0
         t.nbl[0] = 0

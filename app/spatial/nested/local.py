@@ -46,7 +46,8 @@ def local_frame_into(st, planes, eye, use_vd: bool, g: int, pl, eye_l):
     large for the float32 filter (then every object goes to the world test). ``st``: the
     index's record (state.py).
     """
-    W, ws, dhi, dlo, gmag, o_c, o_r = st.W, st.ws, st.dhi, st.dlo, st.gmag, st.o_c, st.o_r
+    W, ws, stretch_hi, stretch_lo = st.W, st.ws, st.stretch_hi, st.stretch_lo
+    world_mag, own_c, own_r = st.world_mag, st.own_c, st.own_r
     K = planes.shape[0]
     s = ws[g]
     nmax = 0.0
@@ -60,17 +61,17 @@ def local_frame_into(st, planes, eye, use_vd: bool, g: int, pl, eye_l):
         pl[p, 3] = (((a * W[g, 0, 3] + b * W[g, 1, 3]) + c * W[g, 2, 3]) + planes[p, 3]) / s
         nmax = max(nmax, abs(a) + abs(b) + abs(c))
         dmax = max(dmax, abs(planes[p, 3]))
-    cmax = max(abs(o_c[g, 0]), abs(o_c[g, 1]), abs(o_c[g, 2])) + o_r[g]
-    mag = gmag[g]
+    cmax = max(abs(own_c[g, 0]), abs(own_c[g, 1]), abs(own_c[g, 2])) + own_r[g]
+    mag = world_mag[g]
     lmax = 0.0
     lmaxd = 0.0
     for p in range(K):
         lmax = max(lmax, abs(pl[p, 0]) + abs(pl[p, 1]) + abs(pl[p, 2]))
         lmaxd = max(lmaxd, abs(pl[p, 3]))
-    tol = ABS * ((nmax * (2.0 * mag) + dmax) / s + lmax * cmax + lmaxd + o_r[g])
+    tol = ABS * ((nmax * (2.0 * mag) + dmax) / s + lmax * cmax + lmaxd + own_r[g])
     rel = 0.0
     dabs = 0.0
-    ok = np.isfinite(tol) and cmax < F32_SAFE and lmax * cmax + lmaxd + o_r[g] < F32_VALUES
+    ok = np.isfinite(tol) and cmax < F32_SAFE and lmax * cmax + lmaxd + own_r[g] < F32_VALUES
     eye_l[0] = eye_l[1] = eye_l[2] = 0.0
     if use_vd:
         ex = eye[0] - W[g, 0, 3]
@@ -79,7 +80,7 @@ def local_frame_into(st, planes, eye, use_vd: bool, g: int, pl, eye_l):
         s2 = s * s
         for j in range(3):
             eye_l[j] = ((W[g, 0, j] * ex + W[g, 1, j] * ey) + W[g, 2, j] * ez) / s2
-        stretch = dhi[g] + dlo[g]
+        stretch = stretch_hi[g] + stretch_lo[g]
         rel = 4.0 * stretch + ABS
         emax = max(abs(eye[0]), abs(eye[1]), abs(eye[2]))
         dabs = (4.0 * stretch * math.sqrt(ex * ex + ey * ey + ez * ez)

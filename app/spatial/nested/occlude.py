@@ -8,12 +8,12 @@ after its descent, in one compiled pass over the ids the descent returned
 and not ``sphere_occluded`` by the pyramid".
 
 **Group gate (R(N)).** Before its objects, a group's own world sphere (the descent's
-``wbc`` / ``wbr``, which covers the computed world spheres of its objects) is tested once per
-query, memoised: when it is hidden, every object of the group is, and they are culled without
-their own test. That is exact, not only conservative, because the test is monotone in the
-ball: a ball inside a hidden ball projects to a rectangle inside the larger one, its nearest
-depth is not nearer, so every pyramid texel it touches is one the larger ball's test found
-behind. Three guards keep that true in floating point and at the screen's edge:
+``world_c`` / ``world_r``, which covers the computed world spheres of its objects) is tested
+once per query, memoised: when it is hidden, every object of the group is, and they are
+culled without their own test. That is exact, not only conservative, because the test is
+monotone in the ball: a ball inside a hidden ball projects to a rectangle inside the larger
+one, its nearest depth is not nearer, so every pyramid texel it touches is one the larger
+ball's test found behind. Three guards keep that true in floating point and at the screen's edge:
 
 * the group ball is widened by ``GATE_SLACK`` of its magnitude (radius plus centre) before
   the test, far above the rounding of the projection (~1e-15 relative);
@@ -71,7 +71,7 @@ def occlude_visible(vis, id_table, rows, st, state, gate: bool, occ: Occluder):
     tests every object by itself; ``occ``: the pyramid."""
     keys, vals, dense = id_table
     grp, lc, rad = rows.grp, rows.lc, rows.rad
-    W, ws, wbc, wbr, gcode = st.W, st.ws, st.wbc, st.wbr, st.code
+    W, ws, world_c, world_r, gcode = st.W, st.ws, st.world_c, st.world_r, st.code
     viewproj, data, offsets, widths, heights = (occ.viewproj, occ.data, occ.offsets,
                                                 occ.widths, occ.heights)
     n = vis.shape[0]
@@ -87,8 +87,8 @@ def occlude_visible(vis, id_table, rows, st, state, gate: bool, occ: Occluder):
         if gate:
             st = state[g]
             if st == _UNKNOWN:
-                if group_hidden(wbc[g, 0], wbc[g, 1], wbc[g, 2], wbr[g], viewproj, data,
-                                offsets, widths, heights):
+                if group_hidden(world_c[g, 0], world_c[g, 1], world_c[g, 2], world_r[g], viewproj,
+                                data, offsets, widths, heights):
                     st = _HIDDEN
                     gated += 1
                     c = gcode[g]

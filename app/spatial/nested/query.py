@@ -111,7 +111,7 @@ def _sphere_cut(planes, nn, n1, cx: float, cy: float, cz: float, r: float):
 
 
 @njit(cache=True)
-def _out_flags(planes, nn, n1, order, sbc, sbr, flags) -> None:
+def _out_flags(planes, nn, n1, order, sub_c, sub_r, flags) -> None:
     """``flags[i]`` 1 when the subtree sphere of group ``order[i]`` is certainly outside a
     plane, as :func:`_sphere_cut` decides OUT (a finite plane value below minus the widened
     reach), else 0: a pass without branches over every group, which vectorises, so that the
@@ -119,10 +119,10 @@ def _out_flags(planes, nn, n1, order, sbc, sbr, flags) -> None:
     K = planes.shape[0]
     for i in range(order.shape[0]):
         g = order[i]
-        cx = sbc[g, 0]
-        cy = sbc[g, 1]
-        cz = sbc[g, 2]
-        r = sbr[g]
+        cx = sub_c[g, 0]
+        cy = sub_c[g, 1]
+        cz = sub_c[g, 2]
+        r = sub_r[g]
         big = max(abs(cx), abs(cy), abs(cz)) + r
         out = False
         for p in range(K):
@@ -274,8 +274,9 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
     ``st`` is the index's record of its arrays (state.py): one argument, not fifty (a call
     between compiled functions costs ~13 ns an array argument, ~50 ns from Python)."""
     order, send, W, ws = st.order, st.send, st.W, st.ws
-    o_c, o_r, wbc, wbr, wvd, sbc, sbr, svd = (st.o_c, st.o_r, st.wbc, st.wbr, st.wvd, st.sbc,
-                                              st.sbr, st.svd)
+    own_c, own_r, world_c, world_r, world_vd = (st.own_c, st.own_r, st.world_c, st.world_r,
+                                                st.world_vd)
+    sub_c, sub_r, sub_vd = st.sub_c, st.sub_r, st.sub_vd
     b_start, b_count, ids, lc, rad, vdist = st.b_start, st.b_count, st.ids, st.lc, st.rad, st.vd
     x32, y32, z32, r32, vd32, codes = st.x, st.y, st.z, st.r32, st.vd32, st.codes
     gcode, dirty32, log_rows, log_grp, nlog = (st.code, st.dirty32, st.log_rows, st.log_grp,
@@ -300,7 +301,7 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
         c = planes[p, 2]
         nn[p] = math.sqrt(a * a + b * b + c * c) * (1.0 + REL)
         n1[p] = abs(a) + abs(b) + abs(c)
-    _out_flags(planes, nn, n1, order, sbc, sbr, cuts)
+    _out_flags(planes, nn, n1, order, sub_c, sub_r, cuts)
     total = 0
     n_inner = 0
     visited = 0
@@ -313,12 +314,12 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
         gcode[g] = NODE_NOT_VISITED
         if i < skip_to:
             continue
-        if sbr[g] < 0.0:  # nothing in the subtree
+        if sub_r[g] < 0.0:  # nothing in the subtree
             skip_to = send[i]
             continue
         visited += 1
         leaf = send[i] == i + 1
-        if use_vd and _beyond_view(eye, sbc[g, 0], sbc[g, 1], sbc[g, 2], sbr[g], svd[g]):
+        if use_vd and _beyond_view(eye, sub_c[g, 0], sub_c[g, 1], sub_c[g, 2], sub_r[g], sub_vd[g]):
             gcode[g] = NODE_REJECT_VIEWDIST
             skip_to = send[i]
             continue
@@ -327,7 +328,8 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
         if i >= inside_to:
             cls = _OUT
             if not out_flag:
-                cls, cut = _sphere_cut(planes, nn, n1, sbc[g, 0], sbc[g, 1], sbc[g, 2], sbr[g])
+                cls, cut = _sphere_cut(planes, nn, n1, sub_c[g, 0], sub_c[g, 1], sub_c[g, 2],
+                                       sub_r[g])
             if cls == _OUT:
                 gcode[g] = NODE_REJECT_FRUSTUM
                 skip_to = send[i]
@@ -339,13 +341,15 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
             gcode[g] = NODE_INSIDE if i < inside_to else NODE_PARTIAL
             continue
         if not leaf:  # its own sphere differs from its subtree's
-            if use_vd and _beyond_view(eye, wbc[g, 0], wbc[g, 1], wbc[g, 2], wbr[g], wvd[g]):
+            if use_vd and _beyond_view(eye, world_c[g, 0], world_c[g, 1], world_c[g, 2],
+                                       world_r[g], world_vd[g]):
                 gcode[g] = NODE_REJECT_VIEWDIST
                 continue
             own = _INSIDE
             cut = np.uint64(0)
             if i >= inside_to:
-                own, cut = _sphere_cut(planes, nn, n1, wbc[g, 0], wbc[g, 1], wbc[g, 2], wbr[g])
+                own, cut = _sphere_cut(planes, nn, n1, world_c[g, 0], world_c[g, 1],
+                                       world_c[g, 2], world_r[g])
             if own == _OUT:
                 gcode[g] = NODE_REJECT_FRUSTUM
                 continue
@@ -396,8 +400,8 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
             if dirty32[g] == 2:
                 sync32(lc, x32, y32, z32, lo, hi)
                 dirty32[g] = 0
-            cmax = max(abs(o_c[g, 0]), abs(o_c[g, 1]), abs(o_c[g, 2])) + o_r[g]
-            tol32, tol_d32 = _tol32_into(pl, eye_l, cmax, o_r[g], p32)
+            cmax = max(abs(own_c[g, 0]), abs(own_c[g, 1]), abs(own_c[g, 2])) + own_r[g]
+            tol32, tol_d32 = _tol32_into(pl, eye_l, cmax, own_r[g], p32)
             if k == _WHOLE:
                 codes[lo:hi] = IN
             else:

@@ -53,11 +53,12 @@ FIELDS = (
     # the preorder of the groups
     ("order", _I1), ("send", _I1), ("pos", _I1),
     # per group (tree.GroupTable)
-    ("parent", _I1), ("L", _F3), ("scale", _F1), ("W", _F3), ("ws", _F1), ("dhi", _F1),
-    ("dlo", _F1), ("gmag", _F1), ("o_c", _F2), ("o_r", _F1), ("o_tight", _F1), ("o_vd", _F1),
-    ("o_rmax", _F1), ("loose", _B1), ("nstale", _I1), ("gdirty", _U1), ("dirty32", _U1),
-    ("b_start", _I1), ("b_count", _I1), ("wbc", _F2), ("wbr", _F1), ("wvd", _F1),
-    ("sbc", _F2), ("sbr", _F1), ("svd", _F1), ("code", types.int8[::1]), ("bmark", _U1),
+    ("parent", _I1), ("L", _F3), ("scale", _F1), ("W", _F3), ("ws", _F1), ("stretch_hi", _F1),
+    ("stretch_lo", _F1), ("world_mag", _F1), ("own_c", _F2), ("own_r", _F1), ("own_tight", _F1),
+    ("own_vd", _F1),
+    ("own_rmax", _F1), ("loose", _B1), ("nstale", _I1), ("gdirty", _U1), ("dirty32", _U1),
+    ("b_start", _I1), ("b_count", _I1), ("world_c", _F2), ("world_r", _F1), ("world_vd", _F1),
+    ("sub_c", _F2), ("sub_r", _F1), ("sub_vd", _F1), ("code", types.int8[::1]), ("bmark", _U1),
     ("blist", _I1), ("scanned", _U1),
     # per row (store.NestedRows)
     ("ids", _I1), ("lc", _F2), ("rad", _F1), ("vd", _F1), ("stale", _U1), ("x", _S1),
@@ -79,26 +80,26 @@ class GroupArrays(NamedTuple):
     scale: np.ndarray
     W: np.ndarray
     ws: np.ndarray
-    dhi: np.ndarray
-    dlo: np.ndarray
-    gmag: np.ndarray
-    o_c: np.ndarray
-    o_r: np.ndarray
-    o_tight: np.ndarray
-    o_vd: np.ndarray
-    o_rmax: np.ndarray
+    stretch_hi: np.ndarray
+    stretch_lo: np.ndarray
+    world_mag: np.ndarray
+    own_c: np.ndarray
+    own_r: np.ndarray
+    own_tight: np.ndarray
+    own_vd: np.ndarray
+    own_rmax: np.ndarray
     loose: np.ndarray
     nstale: np.ndarray
     gdirty: np.ndarray
     dirty32: np.ndarray
     b_start: np.ndarray
     b_count: np.ndarray
-    wbc: np.ndarray
-    wbr: np.ndarray
-    wvd: np.ndarray
-    sbc: np.ndarray
-    sbr: np.ndarray
-    svd: np.ndarray
+    world_c: np.ndarray
+    world_r: np.ndarray
+    world_vd: np.ndarray
+    sub_c: np.ndarray
+    sub_r: np.ndarray
+    sub_vd: np.ndarray
     code: np.ndarray
     bmark: np.ndarray
     blist: np.ndarray
@@ -136,26 +137,26 @@ def make_state(groups: GroupArrays, rows: Any, frame: FrameArrays) -> Any:
     st.scale = groups.scale
     st.W = groups.W
     st.ws = groups.ws
-    st.dhi = groups.dhi
-    st.dlo = groups.dlo
-    st.gmag = groups.gmag
-    st.o_c = groups.o_c
-    st.o_r = groups.o_r
-    st.o_tight = groups.o_tight
-    st.o_vd = groups.o_vd
-    st.o_rmax = groups.o_rmax
+    st.stretch_hi = groups.stretch_hi
+    st.stretch_lo = groups.stretch_lo
+    st.world_mag = groups.world_mag
+    st.own_c = groups.own_c
+    st.own_r = groups.own_r
+    st.own_tight = groups.own_tight
+    st.own_vd = groups.own_vd
+    st.own_rmax = groups.own_rmax
     st.loose = groups.loose
     st.nstale = groups.nstale
     st.gdirty = groups.gdirty
     st.dirty32 = groups.dirty32
     st.b_start = groups.b_start
     st.b_count = groups.b_count
-    st.wbc = groups.wbc
-    st.wbr = groups.wbr
-    st.wvd = groups.wvd
-    st.sbc = groups.sbc
-    st.sbr = groups.sbr
-    st.svd = groups.svd
+    st.world_c = groups.world_c
+    st.world_r = groups.world_r
+    st.world_vd = groups.world_vd
+    st.sub_c = groups.sub_c
+    st.sub_r = groups.sub_r
+    st.sub_vd = groups.sub_vd
     st.code = groups.code
     st.bmark = groups.bmark
     st.blist = groups.blist
@@ -195,26 +196,26 @@ def state_pointers(st):
     out[5] = st.scale.ctypes.data
     out[6] = st.W.ctypes.data
     out[7] = st.ws.ctypes.data
-    out[8] = st.dhi.ctypes.data
-    out[9] = st.dlo.ctypes.data
-    out[10] = st.gmag.ctypes.data
-    out[11] = st.o_c.ctypes.data
-    out[12] = st.o_r.ctypes.data
-    out[13] = st.o_tight.ctypes.data
-    out[14] = st.o_vd.ctypes.data
-    out[15] = st.o_rmax.ctypes.data
+    out[8] = st.stretch_hi.ctypes.data
+    out[9] = st.stretch_lo.ctypes.data
+    out[10] = st.world_mag.ctypes.data
+    out[11] = st.own_c.ctypes.data
+    out[12] = st.own_r.ctypes.data
+    out[13] = st.own_tight.ctypes.data
+    out[14] = st.own_vd.ctypes.data
+    out[15] = st.own_rmax.ctypes.data
     out[16] = st.loose.ctypes.data
     out[17] = st.nstale.ctypes.data
     out[18] = st.gdirty.ctypes.data
     out[19] = st.dirty32.ctypes.data
     out[20] = st.b_start.ctypes.data
     out[21] = st.b_count.ctypes.data
-    out[22] = st.wbc.ctypes.data
-    out[23] = st.wbr.ctypes.data
-    out[24] = st.wvd.ctypes.data
-    out[25] = st.sbc.ctypes.data
-    out[26] = st.sbr.ctypes.data
-    out[27] = st.svd.ctypes.data
+    out[22] = st.world_c.ctypes.data
+    out[23] = st.world_r.ctypes.data
+    out[24] = st.world_vd.ctypes.data
+    out[25] = st.sub_c.ctypes.data
+    out[26] = st.sub_r.ctypes.data
+    out[27] = st.sub_vd.ctypes.data
     out[28] = st.code.ctypes.data
     out[29] = st.bmark.ctypes.data
     out[30] = st.blist.ctypes.data

@@ -33,8 +33,8 @@ from app.spatial.pool import grown
 _IDENTITY = np.eye(4)
 _KEY_TYPES = frozenset((int, str))  # group ids as the fast paths compare them (not bools)
 #: the fill of each GroupTable array's new rows when it grows (0 for the others)
-_FILL = {"parent": -1, "scale": 1.0, "ws": 1.0, "wbr": -1.0, "wvd": -1.0, "sbr": -1.0,
-         "svd": -1.0}
+_FILL = {"parent": -1, "scale": 1.0, "ws": 1.0, "world_r": -1.0, "world_vd": -1.0, "sub_r": -1.0,
+         "sub_vd": -1.0}
 
 
 def group_key(gid: Any) -> int | str:
@@ -87,13 +87,13 @@ class GroupTable:
         self.scale = np.ones(cap)
         self.W = np.zeros((cap, 3, 4))  # local -> world (refreshed)
         self.ws = np.ones(cap)
-        self.dhi = np.zeros(cap)
-        self.dlo = np.zeros(cap)
-        self.o_c = np.zeros((cap, 3))  # own sphere, local
-        self.o_r = np.zeros(cap)
-        self.o_tight = np.zeros(cap)
-        self.o_rmax = np.zeros(cap)  # largest radius of the own objects (or more)
-        self.o_vd = np.zeros(cap)
+        self.stretch_hi = np.zeros(cap)  # how far W's singular values may exceed ws (relative)
+        self.stretch_lo = np.zeros(cap)  # ... and fall below it
+        self.own_c = np.zeros((cap, 3))  # own sphere (around the group's objects), local
+        self.own_r = np.zeros(cap)
+        self.own_tight = np.zeros(cap)  # own_r when last tightened
+        self.own_rmax = np.zeros(cap)  # largest radius of the own objects (or more)
+        self.own_vd = np.zeros(cap)  # largest view distance of the own objects
         self.loose = np.zeros(cap, np.bool_)
         self.nstale = np.zeros(cap, np.int64)  # rows marked stale (large groups)
         self.gdirty = np.zeros(cap, np.uint8)  # moved since its index was updated (small ones)
@@ -101,13 +101,13 @@ class GroupTable:
         self.b_start = np.zeros(cap, np.int64)
         self.b_cap = np.zeros(cap, np.int64)
         self.b_count = np.zeros(cap, np.int64)
-        self.wbc = np.zeros((cap, 3))  # own sphere, world (refreshed)
-        self.wbr = np.full(cap, -1.0)
-        self.wvd = np.full(cap, -1.0)
-        self.gmag = np.zeros(cap)
-        self.sbc = np.zeros((cap, 3))  # subtree sphere, world (refreshed)
-        self.sbr = np.full(cap, -1.0)
-        self.svd = np.full(cap, -1.0)
+        self.world_c = np.zeros((cap, 3))  # own sphere, world (refreshed)
+        self.world_r = np.full(cap, -1.0)
+        self.world_vd = np.full(cap, -1.0)
+        self.world_mag = np.zeros(cap)  # bound on the terms of W c over the own sphere
+        self.sub_c = np.zeros((cap, 3))  # subtree sphere, world (refreshed)
+        self.sub_r = np.full(cap, -1.0)
+        self.sub_vd = np.full(cap, -1.0)
         self.code = np.zeros(cap, np.int8)  # last query's outcome (NODE_*)
         self.depth = np.zeros(cap, np.int64)
         self.bmark = np.zeros(cap, np.uint8)  # bounds-dirty: own sphere or world matrix changed
@@ -181,13 +181,13 @@ class GroupTree:
         G.scale[g] = canonical_scale(m)[0]
         # Its world matrix from its parent's (current): the same kernel, one group.
         code, _ = refresh_world(np.array([g], np.int64), G.parent, G.L, G.scale, G.W, G.ws,
-                                G.dhi, G.dlo)
+                                G.stretch_hi, G.stretch_lo)
         if code:
             raise _scale_error("add_group: ", key)
         self._free.pop()
         G.alive[g] = True
-        for name in ("o_c", "o_r", "o_tight", "o_vd", "o_rmax", "nstale", "gdirty", "dirty32",
-                     "b_start", "b_cap", "b_count"):
+        for name in ("own_c", "own_r", "own_tight", "own_vd", "own_rmax", "nstale", "gdirty",
+                     "dirty32", "b_start", "b_cap", "b_count"):
             getattr(G, name)[g] = 0
         G.loose[g] = False
         self.keys[g] = key
@@ -258,11 +258,12 @@ class GroupTree:
             return
         # Only the subtrees of these groups change (their parents' matrices are current).
         sub = subtree_order(self.order, self.send, self.pos, slots)
-        code, where = refresh_world(sub, G.parent, G.L, G.scale, G.W, G.ws, G.dhi, G.dlo)
+        code, where = refresh_world(sub, G.parent, G.L, G.scale, G.W, G.ws, G.stretch_hi,
+                                    G.stretch_lo)
         if code:
             G.L[slots] = old_L
             G.scale[slots] = old_s
-            refresh_world(sub, G.parent, G.L, G.scale, G.W, G.ws, G.dhi, G.dlo)
+            refresh_world(sub, G.parent, G.L, G.scale, G.W, G.ws, G.stretch_hi, G.stretch_lo)
             raise _scale_error("set_transforms: ", self.keys[int(where)])
         self.bounds_dirty = True
 
@@ -330,8 +331,8 @@ class GroupTree:
         if not (force or self.world_dirty):
             return
         G = self.G
-        code, where = refresh_world(self.order, G.parent, G.L, G.scale, G.W, G.ws, G.dhi,
-                                    G.dlo)
+        code, where = refresh_world(self.order, G.parent, G.L, G.scale, G.W, G.ws, G.stretch_hi,
+                                    G.stretch_lo)
         if code:
             self.world_dirty = True
             raise _scale_error("", self.keys[int(where)])

@@ -164,7 +164,8 @@ def _apply(st, rows, grps, centers, radii, vdist, inner_min: int) -> None:
     """:func:`apply_moves`, a run of moves of one group at a time (the group's state read and
     written once a run); the record's arrays taken into locals first."""
     lc, rad, vd, stale, r32, vd32 = st.lc, st.rad, st.vd, st.stale, st.r32, st.vd32
-    o_c, o_r, o_tight, o_vd, o_rmax = st.o_c, st.o_r, st.o_tight, st.o_vd, st.o_rmax
+    own_c, own_r, own_tight = st.own_c, st.own_r, st.own_tight
+    own_vd, own_rmax = st.own_vd, st.own_rmax
     loose, nstale, b_count, dirty32, gdirty = st.loose, st.nstale, st.b_count, st.dirty32, st.gdirty
     log_rows, log_grp, nlog = st.log_rows, st.log_grp, st.nlog
     bmark, blist, nbl = st.bmark, st.blist, st.nbl
@@ -180,12 +181,12 @@ def _apply(st, rows, grps, centers, radii, vdist, inner_min: int) -> None:
         j = _run_end(grps, i)
         d = dirty32[g]
         big = b_count[g] >= inner_min
-        ox = o_c[g, 0]
-        oy = o_c[g, 1]
-        oz = o_c[g, 2]
-        orad = o_r[g]
-        rmax = o_rmax[g]
-        vmax = o_vd[g]
+        ox = own_c[g, 0]
+        oy = own_c[g, 1]
+        oz = own_c[g, 2]
+        orad = own_r[g]
+        rmax = own_rmax[g]
+        vmax = own_vd[g]
         grew = False
         nst = 0
         for q in range(i, j):
@@ -225,16 +226,16 @@ def _apply(st, rows, grps, centers, radii, vdist, inner_min: int) -> None:
                 orad = reach
                 grew = True
         dirty32[g] = d
-        o_rmax[g] = rmax
-        o_vd[g] = vmax
+        own_rmax[g] = rmax
+        own_vd[g] = vmax
         if big:
             nstale[g] += nst
         else:
             gdirty[g] = 1
         if grew:
-            if orad > o_r[g]:
-                o_r[g] = orad
-                if orad > LOOSE * o_tight[g]:
+            if orad > own_r[g]:
+                own_r[g] = orad
+                if orad > LOOSE * own_tight[g]:
                     loose[g] = True
             if not bmark[g]:
                 bmark[g] = 1
