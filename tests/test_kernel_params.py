@@ -21,8 +21,6 @@ REASON = "# many parameters:"
 #: "path:function". Nothing may be added here: convert a new kernel, or give the reason in a
 #: comment. Remove an entry when its kernel is converted.
 NOT_YET_CONVERTED = frozenset({
-    "spatial/aabbtree/kernels.py:finish_refit",
-    "spatial/aabbtree/paper.py:paper_grow_up",
     "spatial/fixed_octree/pairs.py:_child_list",
     "spatial/fixed_octree/pairs.py:_node_pairs",
     "spatial/fixed_octree/pairs.py:_objects_from",

@@ -367,19 +367,21 @@ def refit_node(nd, ob, sp, n: int, threshold: int) -> None:
         sz += cz
         w += 1.0
         s = nxt[s]
-    finish_refit(nd, np.int64(n), lx, ly, lz, hx, hy, hz, mv, sx, sy, sz, w, threshold)
+    finish_refit(nd, np.int64(n), (lx, ly, lz, hx, hy, hz), mv, (sx, sy, sz, w), threshold)
 
 
 @njit(cache=True, _nrt=False)
-def finish_refit(nd, n: int, lx: float, ly: float, lz: float, hx: float, hy: float, hz: float,
-                 mv: float, sx: float, sy: float, sz: float, w: float, threshold: int) -> None:
+def finish_refit(nd, n: int, own_box, mv: float, own_sums, threshold: int) -> None:
     """The second half of :func:`refit_node`, given its own objects' bounds and sums.
 
-    (lx..hz) is the box of n's own objects, mv their largest view distance, (sx, sy, sz) the
-    sum of their centres and w their number. Compiled without reference counting (it
-    allocates nothing and its callers hold the pool): passing the pool's 17 arrays to it
-    otherwise costs an atomic increment and decrement of each at every call.
+    ``own_box`` (lx, ly, lz, hx, hy, hz) is the box of n's own objects, mv their largest view
+    distance, ``own_sums`` (sx, sy, sz, w) the sum of their centres and their number (tuples
+    of floats go by value: no cost over separate arguments). Compiled without reference
+    counting (it allocates nothing and its callers hold the pool): passing the pool's 17
+    arrays to it otherwise costs an atomic increment and decrement of each at every call.
     """
+    lx, ly, lz, hx, hy, hz = own_box
+    sx, sy, sz, w = own_sums
     still_dirty = False
     if nd.nchild[n] > 0:
         for j in range(nd.child.shape[1]):

@@ -66,14 +66,16 @@ from app.spatial.aabbtree.kernels import (
 
 
 @njit(cache=True, _nrt=False)
-def paper_grow_up(lo, hi, plo, phi, dirty, maxvd, parent, n: int, cx: float, cy: float,
-                  cz: float, r: float, vd: float) -> None:
+def paper_grow_up(nd, n: int, cx: float, cy: float, cz: float, r: float, vd: float) -> None:
     """``GrowExtents``: every box up to the root covers the sphere; the paper's box only where
     it is current.
 
     Stops at the first node whose conservative box already covers it: its ancestors' do too,
-    and a clean ancestor's paper box is its conservative box.
+    and a clean ancestor's paper box is its conservative box. Compiled without reference
+    counting, so that taking the pool (a tuple of arrays) costs nothing per call.
     """
+    lo, hi, plo, phi, dirty, maxvd, parent = (nd.lo, nd.hi, nd.plo, nd.phi, nd.dirty, nd.maxvd,
+                                              nd.parent)
     lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
     while n >= 0 and not covers(lo, hi, maxvd, np.int64(n), lx, ly, lz, hx, hy, hz, vd):
         grow_node(lo, hi, maxvd, n, lx, ly, lz, hx, hy, hz, vd)
@@ -108,7 +110,6 @@ def paper_insert_objects(nd, ob, sp, slots, keep: int) -> None:
     centers, radii, vdist = sp
     child, is_split, axis, split, plo, phi = (nd.child, nd.is_split, nd.axis, nd.split, nd.plo,
                                               nd.phi)
-    lo, hi, dirty, maxvd, parent = nd.lo, nd.hi, nd.dirty, nd.maxvd, nd.parent
     for s in slots:
         cx, cy, cz, r = slot_sphere(centers, radii, s)
         n, c = find_place(child, is_split, axis, split, plo, phi, keep, np.int64(ROOT), cx, cy,
@@ -116,7 +117,7 @@ def paper_insert_objects(nd, ob, sp, slots, keep: int) -> None:
         if c >= 0:
             n = paper_new_leaf(nd, n, c)
         link_arrays(nd.head, nd.count, ob.next, ob.prev, ob.node, np.int64(n), np.int64(s))
-        paper_grow_up(lo, hi, plo, phi, dirty, maxvd, parent, n, cx, cy, cz, r, vdist[s])
+        paper_grow_up(nd, n, cx, cy, cz, r, vdist[s])
 
 
 @njit(cache=True)
@@ -156,7 +157,7 @@ def paper_update_objects(nd, ob, sp, slots, old, keep: int) -> int:
         if d != x:
             relink_arrays(nd.head, nd.count, ob.next, ob.prev, node, np.int64(d), np.int64(s))
             moved += 1
-        paper_grow_up(lo, hi, plo, phi, dirty, maxvd, parent, d, cx, cy, cz, r, vdist[s])
+        paper_grow_up(nd, d, cx, cy, cz, r, vdist[s])
         ox, oy, oz, orad = slot_sphere(old_c, old_r, i)
         invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, old_v[i])
         if (d != x) & is_empty_node(nd.count, nd.nchild, x):
