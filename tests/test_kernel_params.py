@@ -21,12 +21,7 @@ REASON = "# many parameters:"
 #: "path:function". Nothing may be added here: convert a new kernel, or give the reason in a
 #: comment. Remove an entry when its kernel is converted.
 NOT_YET_CONVERTED = frozenset({
-    "spatial/fixed_octree/pairs.py:_child_list",
-    "spatial/fixed_octree/pairs.py:_node_pairs",
-    "spatial/fixed_octree/pairs.py:_objects_from",
-    "spatial/fixed_octree/pairs.py:_walk",
     "spatial/hashgrid/queries.py:ray_cell",
-    "spatial/pair_windows.py:emit",
     "spatial/pairs.py:_sweep_gather",
     "spatial/scan.py:_scan",
     "spatial/scan.py:verdicts",

@@ -47,10 +47,17 @@ def window(px, py, pz, pr, j0, j1, ax, ay, az, reach, hit):
 
 
 @njit(cache=True, inline="always")
-def emit(a, ax, ay, az, ar, fa, j0, nhit, px, py, pz, pr, ps, hit, margin, sel, out, k):
-    """The exact test on the ``nhit`` hits of the :func:`window` from ``j0`` (``fa``: a is
-    filtered out, only pairs with a marked member count), stopping at the last hit; rows at
-    out[k:] as far as they fit; returns the end."""
+def emit(query, j0, nhit, spheres, ps, hit, margin, sel, out, k):
+    """The exact test on the ``nhit`` hits of the :func:`window` from ``j0``, stopping at the
+    last hit; rows at out[k:] as far as they fit; returns the end.
+
+    ``query`` is the tested object (slot a, centre ax ay az, radius ar, and fa: a is
+    filtered out, only pairs with a marked member count), scalars that go by value;
+    ``spheres`` the packed (x, y, z, r) arrays, a tuple the caller builds once outside its
+    loops (a tuple of arrays built per call would count references per call), ``ps`` their
+    slots."""
+    a, ax, ay, az, ar, fa = query
+    px, py, pz, pr = spheres
     cap = out.shape[0]
     j = j0 - 1
     for _ in range(nhit):

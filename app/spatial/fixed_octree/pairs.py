@@ -99,9 +99,11 @@ def _grow(x, y, z, r, margin):
 
 
 @njit(cache=True, inline="always")
-def _node_pairs(s0, s1, o1, lx, ly, lz, lr, ls, hit, margin, sel, out, k):
-    """Own objects [s1, o1) against each other and against the list [s0, s1), at out[k:] as
-    far as they fit; returns k plus the number of pairs."""
+def _node_pairs(s0, s1, o1, lists, spheres, margin, sel, out, k):
+    """Own objects [s1, o1) against each other and against the list [s0, s1) of ``lists``
+    (``spheres``: its x, y, z, r arrays, built once by the caller), at out[k:] as far as
+    they fit; returns k plus the number of pairs."""
+    lx, ly, lz, lr, _lg, ls, hit = lists
     filtered = sel.shape[0] > 0
     for i in range(s1, o1):
         ax = lx[i]
@@ -112,23 +114,22 @@ def _node_pairs(s0, s1, o1, lx, ly, lz, lr, ls, hit, margin, sel, out, k):
         fa = filtered and not sel[a]
         nh = window(lx, ly, lz, lr, i + 1, o1, ax, ay, az, ar + margin, hit)  # own, after
         if nh:
-            k = emit(a, ax, ay, az, ar, fa, i + 1, nh, lx, ly, lz, lr, ls, hit, margin, sel,
-                      out, k)
+            k = emit((a, ax, ay, az, ar, fa), i + 1, nh, spheres, ls, hit, margin, sel, out, k)
         nh = window(lx, ly, lz, lr, s0, s1, ax, ay, az, ar + margin, hit)  # handed down
         if nh:
-            k = emit(a, ax, ay, az, ar, fa, s0, nh, lx, ly, lz, lr, ls, hit, margin, sel,
-                      out, k)
+            k = emit((a, ax, ay, az, ar, fa), s0, nh, spheres, ls, hit, margin, sel, out, k)
     return k
 
 
 @njit(cache=True)
-def _crowded_pairs(s0, s1, o1, lx, ly, lz, lr, ls, margin, sel, out, k):
+def _crowded_pairs(s0, s1, o1, lists, margin, sel, out, k):
     """:func:`_node_pairs` by a sort-and-sweep along :data:`_DIR`: an own object's window
     is every entry that starts after it and before it ends, a handed-down object's only the
     own objects that do (the pairs of two handed-down objects are tested where one of them
     lives); each window (a binary search) gets the vectorised distance test and its hits
     the exact one (|d . (c_a - c_b)| <= |c_a - c_b|; the ends are padded by each sphere's
     scale). Returns the end of the rows, as far as they fit."""
+    lx, ly, lz, lr, _lg, ls, _hit = lists
     m = o1 - s0
     key = np.empty(m)
     for t in range(m):
@@ -177,6 +178,8 @@ def _crowded_pairs(s0, s1, o1, lx, ly, lz, lr, ls, margin, sel, out, k):
         after[t] = q
     filtered = sel.shape[0] > 0
     hit = np.empty(m, dtype=np.uint8)
+    sorted_spheres = (sx, sy, sz, sr)  # emit's views, built once
+    own_spheres = (ox, oy, oz, orr)
     for i in range(m):
         a = ss[i]
         ax = sx[i]
@@ -188,15 +191,15 @@ def _crowded_pairs(s0, s1, o1, lx, ly, lz, lr, ls, margin, sel, out, k):
             j1 = np.searchsorted(lo, hi[i], side="right")
             nh = window(sx, sy, sz, sr, i + 1, j1, ax, ay, az, ar + margin, hit)
             if nh:
-                k = emit(a, ax, ay, az, ar, fa, i + 1, nh, sx, sy, sz, sr, ss, hit, margin,
-                          sel, out, k)
+                k = emit((a, ax, ay, az, ar, fa), i + 1, nh, sorted_spheres, ss, hit, margin,
+                         sel, out, k)
         else:
             q0 = after[i]
             q1 = np.searchsorted(olo, hi[i], side="right")
             nh = window(ox, oy, oz, orr, q0, q1, ax, ay, az, ar + margin, hit)
             if nh:
-                k = emit(a, ax, ay, az, ar, fa, q0, nh, ox, oy, oz, orr, osl, hit, margin,
-                          sel, out, k)
+                k = emit((a, ax, ay, az, ar, fa), q0, nh, own_spheres, osl, hit, margin, sel,
+                         out, k)
     return k
 
 
@@ -257,12 +260,13 @@ def subtree_boxes(root, nd, en, box, order, stack):
 
 
 @njit(cache=True, inline="always")
-def _child_list(ch, s0, o1, sibs, nsib, node, sph, enext, eslot, box, margin, lx, ly, lz, lr,
-                lg, ls, w, stack):
-    """Child ``ch``'s list written from ``w``: the entries of [s0, o1) that reach its box
-    (branch-free: room for all of them is checked first), then the objects of its earlier
-    siblings' subtrees ``sibs[:nsib]`` that reach it (descents pruned with the subtree
-    boxes), as far as they fit. Returns the end (past the buffer: grow and redo)."""
+def _child_list(ch, s0, o1, sibs, nsib, node, en, box, margin, lists, w, stack):
+    """Child ``ch``'s list written from ``w`` into ``lists``: the entries of [s0, o1) that
+    reach its box (branch-free: room for all of them is checked first), then the objects of
+    its earlier siblings' subtrees ``sibs[:nsib]`` that reach it (descents pruned with the
+    subtree boxes), as far as they fit. Returns the end (past the buffer: grow and redo)."""
+    lx, ly, lz, lr, lg, ls, _hit = lists
+    sph, enext, eslot = en.sphere, en.next, en.slot
     cap = lx.shape[0]
     b0 = box[ch, 0]
     b1 = box[ch, 1]
@@ -325,16 +329,18 @@ def _child_list(ch, s0, o1, sibs, nsib, node, sph, enext, eslot, box, margin, lx
 
 
 @njit(cache=True)
-def _walk(node, sph, enext, eslot, box, margin, sel, sweep_from, lists, fnode, fs0, fs1, top,
-          stack, out, k):
-    """The traversal of :func:`all_pairs` from its stack of frames (node, list start, list
-    end). Returns (k, top, need_list, need_out): both needs 0 when done; else the node on
-    top of the stack needs that much room (list entries, output rows) and is done again
-    from the start once the caller has grown the buffer.
+def _walk(node, en, box, margin, sel, sweep_from, lists, frames, top, stack, out, k):
+    """The traversal of :func:`all_pairs` from its stack of ``frames`` (node, list start,
+    list end: three arrays). Returns (k, top, need_list, need_out): both needs 0 when done;
+    else the node on top of the stack needs that much room (list entries, output rows) and
+    is done again from the start once the caller has grown the buffer.
 
     It never grows a buffer itself: a kernel that reassigns its arrays does not get its
     window loops vectorised and pays reference counting in every inner loop (~10x)."""
-    lx, ly, lz, lr, lg, ls, hit = lists
+    lx, ly, lz, lr, lg, ls, _hit = lists
+    spheres = (lx, ly, lz, lr)  # the window's packed spheres, built once
+    sph, enext, eslot = en.sphere, en.next, en.slot
+    fnode, fs0, fs1 = frames
     cap = lx.shape[0]
     sibs = np.empty(8, dtype=np.int64)
     while top > 0:
@@ -362,9 +368,9 @@ def _walk(node, sph, enext, eslot, box, margin, sel, sweep_from, lists, fnode, f
         if cnt * (o1 - s0) > sweep_from:
             # a crowded node: a big cube's straddlers lie on its three mid-planes with no
             # order among them; swept along a direction no plane or axis is perpendicular to
-            k1 = _crowded_pairs(s0, s1, o1, lx, ly, lz, lr, ls, margin, sel, out, k)
+            k1 = _crowded_pairs(s0, s1, o1, lists, margin, sel, out, k)
         elif cnt > 0:
-            k1 = _node_pairs(s0, s1, o1, lx, ly, lz, lr, ls, hit, margin, sel, out, k)
+            k1 = _node_pairs(s0, s1, o1, lists, spheres, margin, sel, out, k)
         if k1 > out.shape[0]:
             return k, top, 0, k1
         # children: pushed so that they pop in octant order (memory order), so the lists
@@ -380,8 +386,7 @@ def _walk(node, sph, enext, eslot, box, margin, sel, sweep_from, lists, fnode, f
             ch = rec.child[c]
             if ch < 0 or node[ch].subcount == 0:
                 continue
-            w1 = _child_list(ch, s0, o1, sibs, nsib, node, sph, enext, eslot, box, margin,
-                             lx, ly, lz, lr, lg, ls, w, stack)
+            w1 = _child_list(ch, s0, o1, sibs, nsib, node, en, box, margin, lists, w, stack)
             if w1 > cap:  # drop the children pushed so far and put the node back: it is
                 fnode[here] = n  # done again from the start after the buffer grew
                 fs0[here] = s0
@@ -417,9 +422,8 @@ def all_pairs(root, nd, en, margin, sel, out, lists, fnode, fs0, fs1, stack, swe
     top = 1
     k = 0
     while True:
-        k, top, need_list, need_out = _walk(node, en.sphere, en.next, en.slot, box, margin,
-                                            sel, sweep_from, lists, fnode, fs0, fs1, top,
-                                            stack, out, k)
+        k, top, need_list, need_out = _walk(node, en, box, margin, sel, sweep_from, lists,
+                                            (fnode, fs0, fs1), top, stack, out, k)
         if top == 0:
             return out[:k], lists
         if need_list:
@@ -429,10 +433,11 @@ def all_pairs(root, nd, en, margin, sel, out, lists, fnode, fs0, fs1, stack, swe
 
 
 @njit(cache=True)
-def _objects_from(i0, slots, s2e, root, node, sph, enext, eslot, margin, sel, stack, out, k):
+def _objects_from(i0, slots, s2e, root, node, en, margin, sel, stack, out, k):
     """The pairs of the given objects slots[i0:], each by one descent with its box, kept
     from its side, at out[k:]. Returns (k, i, need): i = len(slots) when done; else object
     i's pairs did not fit (they start at k and end at need): grow and call again from i."""
+    sph, enext, eslot = en.sphere, en.next, en.slot
     cap = out.shape[0]
     for i in range(i0, slots.shape[0]):
         k0 = k
@@ -489,8 +494,8 @@ def pairs_of(slots, s2e, root, nd, en, margin, sel, out, stack):
     k = 0
     i = 0
     while True:
-        k, i, need = _objects_from(i, slots, s2e, root, nd.node, en.sphere, en.next, en.slot,
-                                   margin, sel, stack, out, k)
+        k, i, need = _objects_from(i, slots, s2e, root, nd.node, en, margin, sel, stack, out,
+                                   k)
         if i >= slots.shape[0]:
             return out[:k]
         out = grown_to(out, need)

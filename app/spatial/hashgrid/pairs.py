@@ -207,6 +207,7 @@ def _cells_from(i0: int, order, nc: int, g: Grid, packed: PackedItems, lv: Level
     ckey, count, table, sizes, rmax = g.cells.key, g.cells.count, g.table, g.levels.size, (
         g.levels.rmax)
     px, py, pz, pr, ps, cstart = packed
+    spheres = (px, py, pz, pr)  # emit's view of the packed run, built once
     lcells, lstart, used, nused = lv
     cand, rng, arng, hit = scratch
     cap = out.shape[0]
@@ -225,8 +226,8 @@ def _cells_from(i0: int, order, nc: int, g: Grid, packed: PackedItems, lv: Level
             m = window(px, py, pz, pr, i + 1, p1, ax, ay, az, ar + margin, hit)
             if m:
                 sa = ps[i]
-                k = emit(sa, ax, ay, az, ar, filtered and not sel[sa], i + 1, m, px, py, pz,
-                         pr, ps, hit, margin, sel, out, k)
+                k = emit((sa, ax, ay, az, ar, filtered and not sel[sa]), i + 1, m, spheres,
+                         ps, hit, margin, sel, out, k)
         for u in range(nused):  # cells near it: after it at its level, any at larger ones
             l2 = used[u]
             if l2 < lvl:
@@ -261,7 +262,7 @@ def _cells_from(i0: int, order, nc: int, g: Grid, packed: PackedItems, lv: Level
                     q1 = q0 + count[cb]
                     m = window(px, py, pz, pr, q0, q1, ax, ay, az, ar + margin, hit)
                     if m:
-                        k = emit(sa, ax, ay, az, ar, fa, q0, m, px, py, pz, pr, ps, hit,
+                        k = emit((sa, ax, ay, az, ar, fa), q0, m, spheres, ps, hit,
                                  margin, sel, out, k)
         if k > cap:
             return k0, ci, k
