@@ -21,12 +21,8 @@ REASON = "# many parameters:"
 #: "path:function". Nothing may be added here: convert a new kernel, or give the reason in a
 #: comment. Remove an entry when its kernel is converted.
 NOT_YET_CONVERTED = frozenset({
-    "spatial/hashgrid/queries.py:ray_cell",
-    "spatial/pairs.py:_sweep_gather",
     "spatial/scan.py:_scan",
     "spatial/scan.py:verdicts",
-    "spatial/viewdist_tree/pairs.py:_linked_hits",
-    "render/objects.py:_gather_by_mesh",
 })
 
 

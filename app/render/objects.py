@@ -72,16 +72,21 @@ def _stable_argsort(keys, n):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _gather_by_mesh(visible, everything, mask, runs, runs_end, centers, looks, big, eye, near,
-                    dist, staging, starts, counts) -> int:  # pragma: no cover - compiled
-    """The visible objects (``everything``: all of them) into ``staging``, grouped by mesh
-    kind; within a kind the large ones (``big``, when ``eye`` has 3 values) come first,
+def _gather_by_mesh(visible, everything, mesh_runs, objects, eye,
+                    buffers) -> int:  # pragma: no cover - compiled
+    """The visible objects (``everything``: all of them) into the staging rows, grouped by
+    mesh kind; within a kind the large ones (``big``, when ``eye`` has 3 values) come first,
     nearest first, then the rest in ascending id order. Returns the number of rows.
 
-    One serial pass over each kind's runs of consecutive ids (``runs[q]`` = [first, end),
-    kind k's end at ``runs_end[k]``), reading the arrays in order: at 100,000 objects it costs
-    less than waking the OpenMP workers would. ``mask`` is left all False.
+    ``mesh_runs`` (runs, runs_end): each kind's runs of consecutive ids (``runs[q]`` =
+    [first, end), kind k's end at ``runs_end[k]``); ``objects`` (centers, looks, big);
+    ``buffers`` (mask, near, dist: scratch; staging, starts, counts: the answer). One serial
+    pass over the runs, reading the arrays in order: at 100,000 objects it costs less than
+    waking the OpenMP workers would. ``mask`` is left all False.
     """
+    runs, runs_end = mesh_runs
+    centers, looks, big = objects
+    mask, near, dist, staging, starts, counts = buffers
     if not everything:
         for i in range(visible.shape[0]):
             mask[visible[i]] = True
@@ -249,9 +254,10 @@ class ObjectRenderer:
         ids = self._no_ids if everything else np.ascontiguousarray(visible, dtype=np.int64)
         eye3 = (np.asarray(eye, np.float64) if self.has_big and eye is not None
                 else self._no_eye)
-        total = _gather_by_mesh(ids, everything, self._mask, self._runs, self._runs_end,
-                                self._centers, self.looks, self.big, eye3, self._near,
-                                self._dist, self.staging, self._starts, self._counts)
+        total = _gather_by_mesh(ids, everything, (self._runs, self._runs_end),
+                                (self._centers, self.looks, self.big), eye3,
+                                (self._mask, self._near, self._dist, self.staging,
+                                 self._starts, self._counts))
         self.starts = self._starts.tolist()
         self.counts = self._counts.tolist()
         self._write(total)

@@ -294,19 +294,27 @@ def _sweep_grid(lo32: np.ndarray, hi32: np.ndarray, n: int, lo16: np.ndarray,
 
 
 @njit(cache=True, parallel=True)
-def _sweep_gather(order, slots, labels, centers, radii, x32, lo32, hi32, s_x, s_lo, s_hi, s_c,
-                  s_lab):
-    """Lay the boxes, the float64 spheres (``s_c`` rows: x, y, z, r) and the labels out in
-    sweep order."""
+def _sweep_gather_boxes(order, x32, lo32, hi32, s_x, s_lo, s_hi):
+    """Lay the boxes (x32, lo, hi rows) out in sweep order. Two gathers of five and seven
+    arrays instead of one of all twelve: numba's parfor lowering loses writes through arrays
+    taken out of a tuple argument (the tests' pairs came out as -1), and its loop takes no
+    record."""
     for k in prange(order.shape[0]):
         i = order[k]
-        s = slots[i]
         s_x[0, k] = x32[0, i]
         s_x[1, k] = x32[1, i]
         s_lo[0, k] = lo32[0, i]
         s_lo[1, k] = lo32[1, i]
         s_hi[0, k] = hi32[0, i]
         s_hi[1, k] = hi32[1, i]
+
+
+@njit(cache=True, parallel=True)
+def _sweep_gather_spheres(order, slots, labels, centers, radii, s_c, s_lab):
+    """Lay the float64 spheres (``s_c`` rows: x, y, z, r) and the labels out in sweep order."""
+    for k in prange(order.shape[0]):
+        i = order[k]
+        s = slots[i]
         s_c[k, 0] = centers[s, 0]
         s_c[k, 1] = centers[s, 1]
         s_c[k, 2] = centers[s, 2]
@@ -585,8 +593,8 @@ class SweepSpace:
         self.grid = _sweep_grid(self._lo32, self._hi32, n, self._lo16, self._hi16)
         lo, hi, s_lo, s_hi = ((self._lo16, self._hi16, self._s_lo16, self._s_hi16) if self.grid
                               else (self._lo32, self._hi32, self._s_lo, self._s_hi))
-        _sweep_gather(order, slots, labels, centers, radii, self._x32, lo, hi, self._s_x, s_lo,
-                      s_hi, self._s_c, self._s_lab)
+        _sweep_gather_boxes(order, self._x32, lo, hi, self._s_x, s_lo, s_hi)
+        _sweep_gather_spheres(order, slots, labels, centers, radii, self._s_c, self._s_lab)
         x0, x1 = self._s_x[0, :n], self._s_x[1, :n]
         s_lab = self._s_lab[:n]
         filtered = sel is not None and sel.shape[0] > 0

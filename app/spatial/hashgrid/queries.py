@@ -551,9 +551,12 @@ def sphere(q, qr, n_objects, grid_t, items_t):
 
 
 @njit(cache=True, _nrt=False)
-def ray_cell(c, o, d, inv, size, grow, g, items, out, ts, k, lo, hi):
-    """Test one cell's grown box (built in the scratch ``lo``, ``hi``), then its objects,
-    against the ray. No reference counting (it allocates nothing), as cull_cell."""
+def ray_cell(c, ray, size, grow, g, items, out, ts, k, scratch):
+    """Test one cell's grown box (built in the ``scratch`` pair of 3-arrays), then its
+    objects, against the ``ray`` (origin, direction, 1 / direction). No reference counting
+    (it allocates nothing), as cull_cell, so the tuples cost nothing per call."""
+    o, d, inv = ray
+    lo, hi = scratch
     cells = g.cells
     ix = cells.key[c, 1]
     iy = cells.key[c, 2]
@@ -615,8 +618,8 @@ def ray(o, d, n_objects, grid_t, items_t, stamp):
     k = 0
     lo = np.empty(3)
     hi = np.empty(3)
-    clo = np.empty(3)  # ray_cell's scratch
-    chi = np.empty(3)
+    ray = (o, d, inv)
+    cell_box = (np.empty(3), np.empty(3))  # ray_cell's scratch
     cur = np.empty(3, dtype=np.int64)
     end = np.empty(3, dtype=np.int64)
     step = np.empty(3, dtype=np.int64)
@@ -646,7 +649,7 @@ def ray(o, d, n_objects, grid_t, items_t, stamp):
         if not walkable:
             for c in range(g.meta[ST_HW]):
                 if cells.count[c] > 0 and cells.key[c, 0] == lvl:
-                    k = ray_cell(c, o, d, inv, size, grow, g, items, out, ts, k, clo, chi)
+                    k = ray_cell(c, ray, size, grow, g, items, out, ts, k, cell_box)
             continue
         for a in range(3):
             if d[a] > 0.0:
@@ -669,8 +672,7 @@ def ray(o, d, n_objects, grid_t, items_t, stamp):
                         c = probe(table, lvl, ix, iy, iz)
                         if c >= 0 and cells.stamp[c] != stamp:
                             cells.stamp[c] = stamp  # a cell near several crossed cells: once
-                            k = ray_cell(c, o, d, inv, size, grow, g, items, out, ts, k, clo,
-                                         chi)
+                            k = ray_cell(c, ray, size, grow, g, items, out, ts, k, cell_box)
             budget -= 1
             if budget < 0 or (cur[0] == end[0] and cur[1] == end[1] and cur[2] == end[2]):
                 break

@@ -62,10 +62,15 @@ def _pack_linked(nxt, row, centers, radii, s: int, pts, slot, op: int, sel):
 
 
 @njit(cache=True, inline="always")
-def _linked_hits(nxt, row, centers, radii, s: int, q: int, sel, qx: float, qy: float,
-                 qz: float, qr: float, margin: float, hits, c: int) -> int:
-    """:func:`~app.spatial.tree_pairs.hit_if_partner` over the list from slot s up to its
-    first packed object; returns the new hit count."""
+def _linked_hits(links, spheres, s: int, q: int, sel, query, margin: float, hits,
+                 c: int) -> int:
+    """:func:`~app.spatial.tree_pairs.hit_if_partner` of object q (``query``: its centre and
+    radius, scalars by value) over the list from slot s up to its first packed object;
+    ``links`` (next, row) and ``spheres`` (centers, radii) are tuples the caller builds once
+    outside its loops. Returns the new hit count."""
+    nxt, row = links
+    centers, radii = spheres
+    qx, qy, qz, qr = query
     while s != -1 and row[s] < 0:
         c = hit_if_partner(hits, c, s, q, sel, qx, qy, qz, qr + radii[s] + margin,
                            centers[s, 0], centers[s, 1], centers[s, 2])
@@ -174,11 +179,12 @@ def pairs_of_slots(nd, ob, pk, tree, sp, qslots, sel, margin: float) -> np.ndarr
     cap = 8 * (2 + (0 if t.root == -1 else nd.level[t.root] - t.emin))
     stack = np.empty(cap, np.int64)
     hits = np.empty(max(256, t.inf_count + 1), np.int64)
+    links = (nxt, row)
+    spheres = (centers, radii)
     for qi in range(qslots.shape[0]):
         q = qslots[qi]
         qx, qy, qz, qr, base, qmag = given_sphere(centers, radii, q, margin)
-        c = _linked_hits(nxt, row, centers, radii, t.inf_head, q, sel, qx, qy, qz, qr,
-                         margin, hits, 0)
+        c = _linked_hits(links, spheres, t.inf_head, q, sel, (qx, qy, qz, qr), margin, hits, 0)
         out, k = push_hits(out, k, q, hits, c)
         top = start_walk(stack, t.root)
         while top > 0:
@@ -188,8 +194,8 @@ def pairs_of_slots(nd, ob, pk, tree, sp, qslots, sel, margin: float) -> np.ndarr
                 continue
             if nd.count[node] > hits.shape[0]:
                 hits = np.empty(2 * nd.count[node], np.int64)
-            c = _linked_hits(nxt, row, centers, radii, nd.head[node], q, sel, qx, qy, qz, qr,
-                             margin, hits, 0)
+            c = _linked_hits(links, spheres, nd.head[node], q, sel, (qx, qy, qz, qr), margin,
+                             hits, 0)
             start = nd.pstart[node]
             for p in range(start, start + nd.plen[node]):
                 c = hit_if_partner(hits, c, pk.slot[p], q, sel, qx, qy, qz,
