@@ -15,7 +15,9 @@ import time
 from numba.core import config
 from numba.core.caching import _CacheLocator
 
-from app import kernel_cache
+from app import kernel_cache, kernel_cache_lock
+
+kernel_cache_lock.install()  # numba imports this module before it saves any kernel
 
 #: Cache files of another version of a module's closure are deleted after this many seconds
 #: untouched: switching between branches keeps each one's kernels, the folder stays bounded.
@@ -80,7 +82,7 @@ class ClosureLocator(_CacheLocator):
         except OSError:
             return
         for e in entries:
-            if not e.name.endswith((".nbi", ".nbc")) or mine in e.name:
+            if not e.name.endswith((".nbi", ".nbc", ".nbi.lock")) or mine in e.name:
                 continue
             try:
                 if e.stat().st_mtime < cutoff:

@@ -268,6 +268,7 @@ def test_stale_versions_cache_files_are_pruned_after_a_week(tmp_path: Path,
     loc._stamp, loc._cache_path = "a" * 32, str(folder)
     names = {"mine": f"f-{'a' * 16}.py311.nbi", "mine_data": f"f-{'a' * 16}.py311.1.nbc",
              "old": f"f-{'b' * 16}.py311.nbi", "old_data": f"f-{'b' * 16}.py311.1.nbc",
+             "old_lock": f"f-{'b' * 16}.py311.nbi.lock",
              "recent": f"f-{'c' * 16}.py311.nbi", "other": "notes.txt"}
     now = 10 * kl.STALE_AFTER_S
     for key, name in names.items():

@@ -18,6 +18,7 @@ LAYERS: dict[str, int] = {
     "parallelism": 0,
     "kernel_cache": 0,
     "kernel_locator": 0,
+    "kernel_cache_lock": 0,
     "suggest": 0,
     "spatial": 1,
     "culling": 2,
