@@ -21,8 +21,6 @@ REASON = "# many parameters:"
 #: "path:function". Nothing may be added here: convert a new kernel, or give the reason in a
 #: comment. Remove an entry when its kernel is converted.
 NOT_YET_CONVERTED = frozenset({
-    "spatial/scan.py:_scan",
-    "spatial/scan.py:verdicts",
 })
 
 

@@ -151,10 +151,31 @@ def distance_code(dx, dy, dz, vd, tol_d) -> np.uint8:
     return np.uint8((a > 0) & (d2 < a * a)) + np.uint8(d2 <= b * b)
 
 
+class SphereTest(NamedTuple):
+    """A scan's test in float32: the planes (P, 4), the eye (3), whether view distances
+    count, and the plane and distance tolerances (:func:`tolerances`)."""
+
+    planes: np.ndarray
+    eye: np.ndarray
+    use_vd: bool
+    tol: float
+    tol_d: float
+
+
+def sphere_test(planes: np.ndarray, eye: np.ndarray, use_vd: bool, max_abs: float,
+                max_r: float) -> SphereTest:
+    """The float32 test of ``planes`` and ``eye`` for spheres bounded by ``max_abs`` and
+    ``max_r`` (:func:`tolerances`)."""
+    p32, tol, tol_d = tolerances(planes, eye, max_abs, max_r)
+    return SphereTest(p32, eye.astype(np.float32), bool(use_vd), tol, tol_d)
+
+
 @njit(cache=True)
-def verdicts(x, y, z, r, vd, p32, eye32, use_vd: bool, tol: float, tol_d: float,
-             lo: int, hi: int, out) -> None:
-    """Verdict bytes (OUT / NEAR / IN) of spheres ``lo .. hi-1`` into ``out[lo:hi]``."""
+def verdicts(s, t, lo: int, hi: int, out) -> None:
+    """Verdict bytes (OUT / NEAR / IN) of spheres ``lo .. hi-1`` of ``s`` (:class:`Spheres32`)
+    by the test ``t`` (:class:`SphereTest`) into ``out[lo:hi]``."""
+    x, y, z, r, vd = s
+    p32, eye32, use_vd, tol, tol_d = t
     xs = x[lo:hi]
     ys = y[lo:hi]
     zs = z[lo:hi]
@@ -169,14 +190,13 @@ def verdicts(x, y, z, r, vd, p32, eye32, use_vd: bool, tol: float, tol_d: float,
 
 
 @njit(cache=True, parallel=True)
-def verdicts_parallel(x, y, z, r, vd, p32, eye32, use_vd: bool, tol: float, tol_d: float,
-                      n: int, out) -> None:
+def verdicts_parallel(s, t, n: int, out) -> None:
     """:func:`verdicts` over ``0 .. n-1`` in chunks on every core."""
     chunk = 16384
     nchunks = (n + chunk - 1) // chunk
     for c in prange(nchunks):
         lo = c * chunk
-        verdicts(x, y, z, r, vd, p32, eye32, use_vd, tol, tol_d, lo, min(lo + chunk, n), out)
+        verdicts(s, t, lo, min(lo + chunk, n), out)
 
 
 @njit(cache=True, inline="always")
@@ -358,12 +378,13 @@ def kill32(s: Spheres32, rows) -> None:
 
 
 @njit(cache=True)
-def _scan(s: Spheres32, n: int, p32, eye32, use_vd: bool, tol: float, tol_d: float,
-          centers, radii, vdist, planes, eye, occ: Occluder, rows, codes, parallel: bool):
+def _scan(s: Spheres32, n: int, t: SphereTest, centers, radii, vdist, planes, eye,
+          occ: Occluder, rows, codes, parallel: bool):
+    use_vd = t.use_vd
     if parallel:
-        verdicts_parallel(s.x, s.y, s.z, s.r, s.vd, p32, eye32, use_vd, tol, tol_d, n, codes)
+        verdicts_parallel(s, t, n, codes)
     else:
-        verdicts(s.x, s.y, s.z, s.r, s.vd, p32, eye32, use_vd, tol, tol_d, 0, n, codes)
+        verdicts(s, t, 0, n, codes)
     sure = np.empty(n, np.int64)
     near = np.empty(n, np.int64)
     ns, nn = compact(codes, verdict_words(codes), 0, n, sure, 0, near, 0)
@@ -382,11 +403,11 @@ def scan_frustum(s: Spheres32, n: int, planes: np.ndarray, eye: np.ndarray, use_
     of ``s`` to its row of the float64 arrays (None: the same); ``codes`` is an optional
     reusable verdict buffer of at least ``n`` bytes.
     """
-    p32, tol, tol_d = tolerances(planes, eye, max_abs, max_r)
+    t = sphere_test(planes, eye, use_vd, max_abs, max_r)
     if codes is None or codes.shape[0] < n:
         codes = np.empty(n, np.uint8)
-    return _scan(s, n, p32, eye.astype(np.float32), use_vd, tol, tol_d, centers, radii, vdist,
-                 planes, eye, occ, _NO_ROWS if rows is None else rows, codes, parallel)
+    return _scan(s, n, t, centers, radii, vdist, planes, eye, occ,
+                 _NO_ROWS if rows is None else rows, codes, parallel)
 
 
 _NO_ROWS = np.zeros(0, np.int64)

@@ -48,6 +48,8 @@ from app.spatial.scan import (
     FAST,
     IN,
     NEAR,
+    Spheres32,
+    SphereTest,
     compact,
     verdict_words,
     verdicts,
@@ -252,7 +254,8 @@ def _cut_verdicts(x32, y32, z32, r32, vd32, p32, q32, cut, tol, lo: int, hi: int
     elif k == 3:
         _verdicts3(x32[lo:hi], y32[lo:hi], z32[lo:hi], r32[lo:hi], q32, t, codes[lo:hi])
     else:
-        verdicts(x32, y32, z32, r32, vd32, p32, p32[0], False, tol, 0.0, lo, hi, codes)
+        verdicts(Spheres32(x32, y32, z32, r32, vd32), SphereTest(p32, p32[0], False, tol, 0.0),
+                 lo, hi, codes)
 
 
 @njit(cache=True)
