@@ -316,31 +316,41 @@ class ViewerWindow:
         return names[(i + step) % len(names)]
 
     def switch_index(self, shift: bool) -> None:
-        """I / Shift+I to an index not used yet in this process: the viewer builds it on the
-        compile thread, then its update and query run once there too, while the window
-        shows the progress over the last frame; frames resume when it is ready."""
+        """I / Shift+I to an index not used yet in this process (:meth:`_warm_in_background`)."""
         v, target = self.viewer, self._next_index(-1 if shift else 1)
-        view = v.last_view
+
+        def build() -> bool:
+            v.key("i", shift)  # rebuilds on this thread (a failure keeps the old index)
+            return v.config.name == target
+
+        self._warm_in_background(target, target, build, lambda: v.pipeline, self._switched)
+
+    def _warm_in_background(self, label: str, name: str, build, pipeline_of, done) -> None:
+        """Build index ``name`` on the compile thread (``build`` says whether it took), then
+        run its update and query (``pipeline_of()``'s) once there too, while the window shows
+        the progress over the last frame; frames resume when it is ready and ``done`` gets
+        the job. The wait is noted as a stall (:meth:`_note_switch_stall`)."""
+        v, view = self.viewer, self.viewer.last_view
         self._switch_started = time.perf_counter()
         self._stall_before = v.clock.open.stall_ms if v.clock.open is not None else 0.0
-        progress = Progress("compiling kernels", [f"{target} index: build",
-                                                  f"{target} index: update",
-                                                  f"{target} index: query"])
-        progress.fields["index"] = target
+        progress = Progress("compiling kernels", [f"{label} index: build",
+                                                  f"{label} index: update",
+                                                  f"{label} index: query"])
+        progress.fields["index"] = name
 
         def work() -> None:
             listen(progress)
             progress.begin(0)
-            v.key("i", shift)  # rebuilds on this thread (a failure keeps the old index)
-            if v.config.name != target or view is None:
+            if not build() or view is None:
                 return
             progress.begin(1)
-            v.pipeline.update(still_movers(v.scene), v.scene.objects.centers)
+            pipeline = pipeline_of()
+            pipeline.update(still_movers(v.scene), v.scene.objects.centers)
             progress.begin(2)
-            warm_query(v.pipeline, v.scene, v.toggles, view)
+            warm_query(pipeline, v.scene, v.toggles, view)
 
         ticker = TerminalTicker(progress).start()
-        self.job = Job(Worker(work).start(), progress, ticker, self._switched, over_frame=True,
+        self.job = Job(Worker(work).start(), progress, ticker, done, over_frame=True,
                        started=time.monotonic())
 
     def _switched(self, job: Job) -> None:
@@ -375,27 +385,8 @@ class ViewerWindow:
 
     def switch_compare(self, config) -> None:
         """F2 / Shift+F2 to a B index not used yet in this process: built, updated and
-        queried once on the compile thread (as :meth:`switch_index`), the progress drawn over
-        the last frame; frames resume when it is ready."""
-        v, view = self.viewer, self.viewer.last_view
-        self._switch_started = time.perf_counter()
-        self._stall_before = v.clock.open.stall_ms if v.clock.open is not None else 0.0
-        name = config.name
-        progress = Progress("compiling kernels", [f"B {name} index: build",
-                                                  f"B {name} index: update",
-                                                  f"B {name} index: query"])
-        progress.fields["index"] = name
-
-        def work() -> None:
-            listen(progress)
-            progress.begin(0)
-            if not v.set_compare(config) or view is None:
-                return
-            progress.begin(1)
-            b = v.comparison.pipeline
-            b.update(still_movers(v.scene), v.scene.objects.centers)
-            progress.begin(2)
-            warm_query(b, v.scene, v.toggles, view)
+        queried once on the compile thread (:meth:`_warm_in_background`)."""
+        v, name = self.viewer, config.name
 
         def done(job: Job) -> None:
             stop_reporting(job.progress, job.ticker)
@@ -409,9 +400,8 @@ class ViewerWindow:
                 self._first_use(name, job)
             self.last = time.perf_counter()
 
-        ticker = TerminalTicker(progress).start()
-        self.job = Job(Worker(work).start(), progress, ticker, done, over_frame=True,
-                       started=time.monotonic())
+        self._warm_in_background(f"B {name}", name, lambda: v.set_compare(config),
+                                 lambda: v.comparison.pipeline, done)
 
     # ------------------------------------------------------------------ input
 
