@@ -362,7 +362,10 @@ def build_figure(logs: Sequence[tuple[Path, dict]], title: str | None = None):
         if notes:
             ax.set_title("; ".join(notes), loc="right", fontsize=8, color="dimgray")
         handles, labels = ax.get_legend_handles_labels()
-        order = [labels.index(lab) for lab in reversed(stack.labels)]  # top layer first
+        # top layer first; a stage at zero on every frame (no A/B run, no stall) stays out
+        order = [labels.index(lab) for lab, layer in zip(reversed(stack.labels),
+                                                         reversed(stack.layers), strict=True)
+                 if np.nanmax(layer, initial=0.0) > 0.0]
         order += [i for i, lab in enumerate(labels) if lab not in stack.labels]
         leg = ax.legend([handles[i] for i in order], [labels[i] for i in order],
                         loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,

@@ -418,6 +418,7 @@ def test_a_log_of_the_timing_model_stacks_every_stage_and_marks_its_stalls(tmp_p
         for i in range(20):
             t = {c: float(rng.uniform(0.1, 3.0)) for c in stages}
             t["stall_ms"] = 700.0 if i == 7 else 0.0
+            t["compare_ms"] = 0.0  # no A/B run
             log.write({"frame": i, "time_s": i / 60, "frame_ms": sum(t.values()),
                        "update_ms": t["motion_ms"] + t["index_update_ms"],
                        "cull_ms": t["cull_ms"], "render_ms": t["draw_ms"]
@@ -435,3 +436,7 @@ def test_a_log_of_the_timing_model_stacks_every_stage_and_marks_its_stalls(tmp_p
     ax = next(a for a in fig.axes if a.get_gid() == "stack:0")
     assert any(abs(line.get_xdata()[0] - 7.5) < 1e-9 for line in ax.get_lines()
                if line.get_color() == appplot.STALL_COLOR)
+    # the legend names the stages this log has: compare B (no A/B run) is at zero on every
+    # frame and stays out, the stall (frame 7) is in
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "stall" in legend and "compare B" not in legend and "frame" in legend
