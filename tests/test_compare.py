@@ -174,21 +174,25 @@ def _compare(v, spec: str) -> None:
     assert v.set_compare(v.compare_config(parse_spec(spec)))
 
 
+def _recorded(v, log: Path, frames: int) -> tuple[list[str], dict]:
+    """Record ``frames`` ticks of ``v`` into ``log``, close it: (last HUD lines, the log)."""
+    from app.framelog import read_log
+
+    v.start_recording(log)
+    for _ in range(frames):
+        v.tick(1 / 30)
+    lines = v.hud_lines(v.stats)
+    v.close()
+    return lines, read_log(log)
+
+
 @pytest.mark.gl
 @pytest.mark.parametrize(("a", "b"), [("brute", "kd/leafy"), ("chunks", "octree/non-leafy")])
 def test_exact_indexes_give_b_the_same_answer_as_a_on_every_frame(ctx, tmp_path, report,
                                                                   a, b):
-    from app.framelog import read_log
-
     v = _viewer(ctx, report, a)
     _compare(v, b)
-    log = tmp_path / "ab.csv"
-    v.start_recording(log)
-    for _ in range(12):
-        v.tick(1 / 30)
-    lines = v.hud_lines(v.stats)
-    v.close()
-    data = read_log(log)
+    lines, data = _recorded(v, tmp_path / "ab.csv", 12)
     assert set(data["compare_index"]) == {v.comparison.label}
     assert v.comparison.label.startswith(b)
     assert np.all(data["compare_differ"] == 0)
@@ -231,7 +235,7 @@ def test_a_wrong_b_answer_is_counted_and_shown(ctx, report):
 def test_b_has_its_own_stage_and_the_stages_still_sum_to_the_frame(ctx, tmp_path, report):
     """A slow B (20 ms of sleep in its update) lands in compare_ms, not in A's update or
     cull; every row's stages add up to frame_ms with compare_ms among them."""
-    from app.framelog import TIME_STAGES, read_log
+    from app.framelog import TIME_STAGES
 
     v = _viewer(ctx, report, "brute")
     _compare(v, "kd")
@@ -243,12 +247,7 @@ def test_b_has_its_own_stage_and_the_stages_still_sum_to_the_frame(ctx, tmp_path
         return update(*args, **kw)
 
     b.update = slow
-    log = tmp_path / "slow.csv"
-    v.start_recording(log)
-    for _ in range(6):
-        v.tick(1 / 30)
-    v.close()
-    data = read_log(log)
+    lines, data = _recorded(v, tmp_path / "slow.csv", 6)
     assert "compare_ms" in [c for c, _, _ in TIME_STAGES]
     stages = np.stack([data[c] for c, _, _ in TIME_STAGES])
     np.testing.assert_allclose(stages.sum(axis=0), data["frame_ms"], rtol=1e-4, atol=1e-3)
@@ -258,22 +257,13 @@ def test_b_has_its_own_stage_and_the_stages_still_sum_to_the_frame(ctx, tmp_path
     # A's stages do not hold B's sleep: A's update + cull stay below it on most frames
     a_cost = data["index_update_ms"] + data["cull_ms"]
     assert np.median(a_cost) < 20.0
-    hud = v.hud_lines(v.stats)[:2]
-    assert "compare B" in " ".join(hud)
+    assert "compare B" in " ".join(lines[:2])
 
 
 @pytest.mark.gl
 def test_without_b_the_hud_and_log_have_no_comparison(ctx, tmp_path, report):
-    from app.framelog import read_log
-
     v = _viewer(ctx, report, "brute")
-    log = tmp_path / "off.csv"
-    v.start_recording(log)
-    for _ in range(3):
-        v.tick(1 / 30)
-    lines = v.hud_lines(v.stats)
-    v.close()
-    data = read_log(log)
+    lines, data = _recorded(v, tmp_path / "off.csv", 3)
     assert np.all(data["compare_ms"] == 0) and all(np.isnan(data["compare_cull_ms"]))
     assert not any(s.startswith("A/B") for s in lines) and "compare B" not in lines[0] + lines[1]
     assert v.write_compare_report() == [] and not v.comparison.runs and not report.exists()
