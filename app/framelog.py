@@ -14,7 +14,7 @@ import numpy as np
 CONTRACT_COLUMNS = ("frame", "time_s", "frame_ms", "update_ms", "cull_ms", "render_ms",
                     "visible", "working_set", "nodes_visited", "objects", "index", "occlusion")
 GROUND_TRUTH_COLUMNS = ("true_visible", "false_negatives")
-TEXT_COLUMNS = ("index", "occlusion", "stall", "compare_index")
+TEXT_COLUMNS = ("index", "occlusion", "stall", "compare_index", "compare_occlusion")
 #: The frame's wall time split into stages, in frame order: (column, label, colour). The
 #: viewer's log rows have every column, and they sum to ``frame_ms`` (the frame's wall time,
 #: from its start to the next frame's start); ``update_ms`` is motion + index update and

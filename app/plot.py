@@ -52,6 +52,7 @@ NESTED: dict[str, str] = {
     "compile_ms": "the stage that called the kernel (a stall mark)",
     "compare_update_ms": "compare B (the B index's update)",
     "compare_cull_ms": "compare B (the B index's cull)",
+    "compare_pyramid_ms": "compare B (the B side's own pyramid)",
 }
 STAGE_COLORS = {label: color for _, label, color in TIME_STAGES} | {
     "update": "#4c72b0", "render": "#55a868", "render (incl. occlusion)": "#55a868"}

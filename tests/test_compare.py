@@ -39,8 +39,18 @@ def test_spec_names_an_index_and_optionally_its_variant_and_split():
     assert parse_spec("octree/leafy/split=16") == CompareSpec("octree", True, 16)
     assert parse_spec("fixed-octree") == CompareSpec("fixed-octree")
     # what the spec leaves out is A's
-    assert CompareSpec("kd").resolve(False, 12) == ("kd", False, 12)
-    assert CompareSpec("kd", True, 4).resolve(False, 12) == ("kd", True, 4)
+    assert CompareSpec("kd").resolve("brute", False, 12) == ("kd", False, 12)
+    assert CompareSpec("kd", True, 4).resolve("brute", False, 12) == ("kd", True, 4)
+
+
+def test_spec_may_give_b_an_occlusion_mode_of_its_own():
+    assert parse_spec("kd/occlusion=two-pass") == CompareSpec("kd", occlusion="two-pass")
+    assert parse_spec("octree/non-leafy/split=8/occlusion=off") == CompareSpec(
+        "octree", False, 8, "off")
+    # only the mode: A's index (and variant, split) under another occlusion mode
+    only = parse_spec("occlusion=previous")
+    assert only == CompareSpec(None, occlusion="previous")
+    assert only.resolve("icoseptree", True, None) == ("icoseptree", True, None)
 
 
 @pytest.mark.parametrize(("spec", "says"), [
@@ -51,6 +61,10 @@ def test_spec_names_an_index_and_optionally_its_variant_and_split():
     ("kd/leafy/non-leafy", "variant is given twice"),
     ("kd/split=0", "expected 1 to"),
     ("kd/split=x", "not an integer"),
+    ("occlusion=twopass", "did you mean 'two-pass'?"),
+    ("kd/occlusion=off/occlusion=previous", "occlusion mode is given twice"),
+    ("occlusion=off/leafy", "follows its name"),
+    ("kd/occlusoin=off", "did you mean 'occlusion='?"),
 ])
 def test_a_bad_spec_says_what_is_wrong(spec, says):
     with pytest.raises(ValueError) as err:
@@ -86,20 +100,23 @@ def test_an_unwritable_report_path_is_refused_before_the_run(tmp_path):
 # ---------------------------------------------------------------------- statistics, report
 
 
-def _samples(a_total: np.ndarray, b_total: np.ndarray, differ: np.ndarray | None = None
+def _samples(a_total: np.ndarray, b_total: np.ndarray, differ: np.ndarray | None = None,
+             pyramids: tuple[float, float] = (0.0, 0.0), fn: tuple[int, int] = (-1, -1)
              ) -> Samples:
+    """A's and B's totals split into update and cull (and ``pyramids`` on top of them)."""
     s = Samples()
     for k in range(a_total.shape[0]):
         s.append((a_total[k] / 4, a_total[k] * 3 / 4, b_total[k] / 2, b_total[k] / 2,
-                  0 if differ is None else differ[k], 100, 200, 10, 20, 50))
+                  0 if differ is None else differ[k], 100, 200, 10, 20, 50, *pyramids,
+                  50, 60, *fn))
     return s
 
 
 def test_samples_grow_and_keep_every_frame_in_order():
     s = Samples()
     for k in range(1000):
-        s.append([k] * 10)
-    assert s.count == 1000 and s.rows.shape == (1000, 10)
+        s.append([k] * compare._WIDTH)
+    assert s.count == 1000 and s.rows.shape == (1000, compare._WIDTH)
     np.testing.assert_array_equal(s.rows[:, 0], np.arange(1000))
 
 
@@ -125,6 +142,34 @@ def test_hud_lines_give_medians_ratio_and_p95_of_the_last_window():
     assert "a bug" in first
     occluded = Pairing("kd/leafy", "octree/leafy", True, False, "previous")
     assert "may differ" in compare.hud_lines(occluded, _samples(a, b, differ).rows)[0]
+
+
+def test_with_b_s_own_occlusion_mode_each_total_counts_its_pyramid():
+    """B's own pyramids are its cost, and A's are A's: the totals add them; the HUD names
+    both modes, the objects drawn and the false negatives; differing answers are expected."""
+    rng = np.random.default_rng(3)
+    a = rng.uniform(1.0, 2.0, 50)
+    b = rng.uniform(1.0, 2.0, 50)
+    pair = Pairing("kd/leafy", "kd/leafy", True, False, "previous", "two-pass")
+    rows = _samples(a, b, np.ones(50), pyramids=(0.5, 0.25), fn=(3, 0)).rows
+    first, second = compare.hud_lines(pair, rows)
+    ma, mb = np.median(a + 0.5), np.median(b + 0.25)
+    assert first.startswith(f"A/B (F2): A kd/leafy occlusion previous {ma:.2f} ms | B kd/leafy "
+                            f"occlusion two-pass {mb:.2f} ms | B/A {mb / ma:.2f}x")
+    assert "(different occlusion modes)" in first and "a bug" not in first
+    assert second.startswith("   update + cull + pyramid, median of 50 frames")
+    assert "drawn A 50 B 60; false negatives A 3 B 0" in second
+    got = compare.report_rows(pair, rows)
+    assert [(r[0], r[2]) for r in got] == [(s, t) for s in "AB"
+                                           for t in ("update", "cull", "pyramid", "total")]
+    assert got[2][3] == pytest.approx(0.5) and got[6][3] == pytest.approx(0.25)
+    assert got[7][7] == pytest.approx(mb / ma)
+    text = compare.report_markdown({pair: Samples()} | {pair: _samples(
+        a, b, pyramids=(0.5, 0.25), fn=(3, 0))}, "t", [])
+    assert "False negatives (truly visible, not drawn) over 50 frames: A 150, B 0." in text
+    # B with its own mode "off" against A off: exact again
+    assert Pairing("kd", "kd", True, True, "off", "off").exact
+    assert not Pairing("kd", "kd", True, True, "off", "previous").exact
 
 
 def test_report_rows_are_each_sides_stages_with_b_over_a(tmp_path):
@@ -312,6 +357,75 @@ def test_b_culls_with_as_occlusion_mode_and_pyramids(ctx, report, mode):
     v.close()
 
 
+@pytest.mark.gl
+@pytest.mark.parametrize("mode", ["previous", "two-pass"])
+def test_b_s_own_pyramids_in_a_s_mode_give_a_s_answer_on_every_frame(ctx, tmp_path, report,
+                                                                     mode):
+    """B's own pyramids are drawn from B's ids: with A's index and mode those are A's ids and
+    A's matrices, so the pyramids and the answers are A's, frame by frame. B's pyramid is
+    timed, and the stages (B's depth draw inside compare_ms) still add up to the frame."""
+    from app.framelog import TIME_STAGES
+
+    v = _viewer(ctx, report, "kd", objects=4000, occlusion=True, leafy=True)
+    v.set_occlusion(mode)
+    assert v.set_compare_occlusion(mode)  # B off: B becomes A's index, in its own mode
+    assert v.comparison.pipeline.config.label() == v.config.label()
+    lines, data = _recorded(v, tmp_path / "own.csv", 10)
+    (pair, s), = v.comparison.runs.items()
+    assert pair.own_pyramids and pair.b_mode == mode and s.count == 10
+    assert np.all(s.rows[:, compare.DIFFER] == 0)
+    assert np.all(s.rows[:, compare.B_PYRAMID] > 0) and np.all(s.rows[:, compare.A_PYRAMID] > 0)
+    np.testing.assert_array_equal(s.rows[:, compare.A_DRAWN], s.rows[:, compare.B_DRAWN])
+    assert set(data["compare_occlusion"]) == {mode}
+    assert np.all(data["compare_pyramid_ms"] > 0)
+    stages = np.stack([data[c] for c, _, _ in TIME_STAGES])
+    np.testing.assert_allclose(stages.sum(axis=0), data["frame_ms"], rtol=1e-4, atol=1e-3)
+    ab = next(line for line in lines if line.startswith("A/B (F2): "))
+    assert f"occlusion {mode}" in ab and "answers equal (10 of 10 frames)" in ab
+    assert "update + cull + pyramid" in " ".join(lines)
+
+
+@pytest.mark.gl
+def test_b_in_two_pass_beside_a_in_previous_misses_nothing_truly_visible(ctx, report):
+    """Two-pass has no false negatives (its late cull tests against the depth of what it drew
+    first); measured for B against the same id buffer as A's, with B's own pyramids."""
+    from app.viewer.setup import occlusion_factory
+
+    v = _viewer(ctx, report, "kd", objects=4000, occlusion=True, leafy=True)
+    v.occlusion_factory = occlusion_factory(True)  # ground truth on
+    v.set_occlusion("previous")
+    assert v.set_compare_occlusion("two-pass")
+    for _ in range(12):
+        v.tick(1 / 30)
+    (pair, s), = v.comparison.runs.items()
+    r = s.rows
+    assert pair.settings().endswith("occlusion A previous, B two-pass (B's own pyramids)")
+    assert np.all(r[:, compare.A_FN] >= 0)  # measured on every frame
+    assert np.all(r[:, compare.B_FN] == 0)
+    assert np.all(r[:, compare.B_DRAWN] > 0)
+    assert "false negatives A " in v.comparison.hud_lines()[1]
+    v.close()
+
+
+@pytest.mark.gl
+def test_f3_cycles_b_s_occlusion_mode_and_starts_b_as_a_s_index(ctx, report):
+    v = _viewer(ctx, report, "brute", occlusion=True)
+    v.tick(1 / 30)
+    seen = []
+    for _ in range(4):
+        v.key("f3")
+        v.tick(1 / 30)
+        seen.append(v.comparison.occlusion_mode)
+    assert seen == ["off", "previous", "two-pass", None]
+    assert v.comparison.pipeline.config.name == "brute"  # A's index
+    v.key("f3", shift=True)
+    assert v.comparison.occlusion_mode == "two-pass"
+    v.tick(1 / 30)
+    modes = [p.b_occlusion for p in v.comparison.runs]
+    assert modes == ["off", "previous", "two-pass", None]  # one pairing each, in order
+    v.close()
+
+
 # ---------------------------------------------------------------------- the command line
 
 
@@ -334,6 +448,22 @@ def test_headless_compare_writes_the_report_with_both_sides_and_every_frame(tmp_
         assert 0 < med <= p95 <= mx < 10_000 and int(r["frames"]) == 25
         assert int(r["frames_differing"]) == 0
     assert float(rows[5]["b_over_a"]) > 0
+
+
+@pytest.mark.gl
+def test_headless_compare_of_two_occlusion_modes_reports_each_side_s_pyramid(tmp_path):
+    report = tmp_path / "modes.md"
+    res = _demo("--headless", "--frames", "20", "--objects", "3000", "--index", "kd",
+                "--occlusion", "previous", "--compare", "occlusion=two-pass",
+                "--compare-report", str(report), "--size", "320x180")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "occlusion A previous, B two-pass (B's own pyramids)" in res.stdout
+    with report.with_suffix(".csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["side"], r["stage"]) for r in rows] == [
+        (s, t) for s in "AB" for t in ("update", "cull", "pyramid", "total")]
+    assert rows[4]["index"].endswith("occlusion two-pass")
+    assert float(rows[2]["median_ms"]) > 0 and float(rows[6]["median_ms"]) > 0
 
 
 def test_b_goes_first_on_every_other_frame():

@@ -384,9 +384,10 @@ def test_window_session_files_go_under_out_and_are_listed_at_exit(tmp_path, laun
 
 def test_f2_compares_a_second_index_on_the_same_frames_and_writes_the_report(tmp_path, launch):
     """F2 turns the A/B comparison on (B brute, A's own index), F2 again makes B kd (new to
-    the run: built and compiled on the worker thread, like I); the HUD read back from the
-    screenshot shows A's and B's costs and B/A; Esc writes the report beside the log and the
-    viewer lists it."""
+    the run: built and compiled on the worker thread, like I); F3 twice gives B an occlusion
+    mode of its own (off, then previous); the HUD read back from the screenshot shows A's and
+    B's costs, B/A and B's mode; Esc writes the report beside the log and the viewer lists
+    it."""
     from app.framelog import read_log
     from app.render.hud import font_px
 
@@ -401,6 +402,11 @@ def test_f2_compares_a_second_index_on_the_same_frames_and_writes_the_report(tmp
                                             ).startswith(p) else None, wait,
                      f"B {prefix} in {log.name}")
     v.wait_more_rows(log, 5)
+    v.key("F3")
+    v.key("F3")
+    v.wait_until(lambda: _last_cell(log, "compare_occlusion") == "previous" or None, ROWS_S,
+                 f"B's own previous-frame occlusion in {log.name}")
+    v.wait_more_rows(log, 3)
     v.key("k")
     v.wait_file(shot)
     v.key("Escape")
@@ -409,14 +415,17 @@ def test_f2_compares_a_second_index_on_the_same_frames_and_writes_the_report(tmp
     assert f"demo: wrote {report} (A/B report" in v.text(), v.output()
     text = report.read_text()
     assert "## A brute vs B brute" in text and "## A brute vs B kd/" in text
-    assert "answers differ" not in text
+    assert "occlusion A off, B previous (B's own pyramids)" in text and "a bug" not in text
     data = read_log(log)
     on = [i for i, c in enumerate(data["compare_index"]) if c]
-    assert on and all(data["compare_differ"][i] == 0 for i in on)
+    same = [i for i in on if data["compare_occlusion"][i] == "off"]  # A's mode (off), or own off
+    assert same and all(data["compare_differ"][i] == 0 for i in same)
+    assert any(data["compare_pyramid_ms"][i] > 0 for i in on)
     assert all(data["compare_ms"][i] > 0 for i in on)
     assert any("build B kd/" in s for s in data["stall"]), "B's build is not a stall"
     hud = read_hud(_image(shot), font_px(540))
     ab = next((s for s in hud if s.startswith("A/B (F2): A brute")), None)
     assert ab is not None and "| B kd/" in ab and "B/A" in ab, hud
+    assert "occlusion previous" in ab, hud
     saved = shot.with_suffix(".hud.txt").read_text().splitlines()
     assert any(s.startswith("A/B (F2): A brute") for s in saved)

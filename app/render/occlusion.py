@@ -77,6 +77,7 @@ class OcclusionPyramids:
         self._vals: dict[str, Any] = {}
         self._pending_ms = 0.0  # previous mode: the map in last_frame_pyramid(), for this row
         self.last_false_negatives = np.zeros(0, np.int64)
+        self.last_true_visible: np.ndarray | None = None  # this frame's, when measured
         self.totals = {"frames": 0, "true_visible": 0, "false_negatives": 0,
                        "worst_fn": 0, "worst_fn_frame": -1}
 
@@ -168,6 +169,7 @@ class OcclusionPyramids:
         unoccluded query) own a pixel of an id buffer drawn with ``view``'s matrices, and which
         of those are not in ``drawn``. ``in_view`` None: frustum culling is off, nothing is
         measured. ``started``: when the measurement began (the caller's query is part of it)."""
+        self.last_true_visible = None
         if in_view is None:
             self._vals.update(NO_GROUND_TRUTH)
             return
@@ -184,6 +186,7 @@ class OcclusionPyramids:
             t["worst_fn"] = int(fn.shape[0])
             t["worst_fn_frame"] = int(frame_index)
         self.last_false_negatives = fn
+        self.last_true_visible = true_vis
         self._vals.update(true_visible=int(true_vis.shape[0]), false_negatives=int(fn.shape[0]),
                           ground_truth_ms=round((time.perf_counter() - started) * 1e3, 4))
 

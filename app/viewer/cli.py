@@ -214,7 +214,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"A/B: a second index ({GRAMMAR}, e.g. kd/non-leafy; what it leaves "
                         "out is --index's) culls the same frames as the drawn one, not "
                         "drawn; the HUD shows both costs and B/A, a report is written on exit "
-                        "(F2 cycles B in the window)")
+                        "(F2 cycles B in the window). occlusion=MODE (off, previous, two-pass): "
+                        "B culls in that mode with pyramids of what it draws, e.g. "
+                        "--occlusion previous --compare occlusion=two-pass (F3 in the window)")
     p.add_argument("--compare-report", metavar="REPORT.md", default=None,
                    help="where the A/B report goes (markdown, and the same tables as CSV beside "
                         "it); default: beside --record's log (LOG-compare.md), else "

@@ -17,9 +17,10 @@
                   drawn; with ground truth the provider then measures the image
 7. compare (A/B)  with a B index (``--compare``, F2): B's update and cull of this frame's
                   moved ids and culls ran right after A's (3b), or right before them on
-                  every other frame (2b); now two-pass's late cull, then B's answer against
-                  A's (:mod:`app.viewer.compare`); the parts are one stage of their own
-                  (``compare_ms``), so that B never inflates A's
+                  every other frame (2b); now, with an occlusion mode of B's own (F3), the
+                  depth of B's ids and its pyramid, then two-pass's late cull, then B's
+                  answer against A's (:mod:`app.viewer.compare`); the parts are one stage of
+                  their own (``compare_ms``), so that B never inflates A's
 8. stage counts   what each stage of the culls removed (``pipeline.frame_stages``, when the
                   HUD or the log reads them; ``stages_ms``, which the viewer counts in the
                   HUD's stage)
@@ -47,7 +48,7 @@ from app.culling.pipeline import CullPipeline
 from app.render.context import SceneTarget
 from app.render.objects import ObjectRenderer
 from app.viewer.camera import CameraView
-from app.viewer.compare import Comparison, side_label
+from app.viewer.compare import AFrame, Comparison, side_label
 from app.viewer.state import FrameStats, Toggles
 
 BACKGROUND = (0.09, 0.10, 0.13, 1.0)
@@ -178,9 +179,10 @@ class Frame:
         # 7. compare: B's late cull (two-pass), its answer against A's, the frame's record
         t6 = t5
         if cmp is not None:
-            cmp.finish(p.last_cull, side_label(p.config, p.split_threshold()),
-                       (t2 - t1b) * 1e3, (t3 - t2) * 1e3 + self._late_cull_ms,
+            cmp.finish(self._a_frame(st, (t2 - t1b) * 1e3, (t3 - t2) * 1e3), cull_view,
                        self._late_pyramid)
+            if cmp.own is not None:
+                self.bind_main_pass()  # B's depth draw used its own target
             t6 = time.perf_counter()
 
         res = p.last_cull.result
@@ -203,6 +205,17 @@ class Frame:
             st.stages = p.frame_stages(st.drawn, frame_index)
             st.stages_ms = (time.perf_counter() - t6) * 1e3
         return st
+
+    def _a_frame(self, st: FrameStats, update_ms: float, cull_ms: float) -> AFrame:
+        """A's side of this frame for the comparison (two-pass: early + late cull)."""
+        p, occ = self.pipeline, self.occlusion
+        vals = {} if occ is None else occ.log_values()
+        truth = getattr(occ, "last_true_visible", None) if occ is not None and \
+            occ.ground_truth else None
+        return AFrame(p.last_cull, side_label(p.config, p.split_threshold()), update_ms,
+                      cull_ms + self._late_cull_ms, float(vals.get("occlusion_ms", 0.0)),
+                      st.drawn, truth,
+                      int(vals.get("false_negatives", -1)) if truth is not None else -1)
 
     def _occlusion_pass(self, view: CameraView, cull_view: CameraView,
                         occ: OcclusionProvider, st: FrameStats) -> None:

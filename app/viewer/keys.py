@@ -110,6 +110,11 @@ BINDINGS: tuple[Binding, ...] = (
             "index in I's order, then off; B keeps its variant and split threshold, else A's): "
             "B culls the frames A culls, not drawn, and the HUD shows both costs, B/A and "
             "whether the answers agree; the report is written on exit (`--compare`)"),
+    Binding("F3 / Shift+F3", "A/B: B's occlusion mode: A's / own off / previous / two-pass",
+            "compare_occlusion", ("f3",), "A/B: the B side's occlusion mode: A's (A's "
+            "pyramids), then off, previous and two-pass of its own, with pyramids of what B "
+            "draws, their cost in B's total; with B off, B becomes A's index (one index "
+            "under two occlusion modes; `--compare occlusion=MODE`)"),
     Binding("Home", "back to the scene's start camera", "home", ("home",),
             "back to the scene's start camera (and to flying)"),
     Binding("Esc", "release mouse, else quit",

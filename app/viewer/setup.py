@@ -70,6 +70,10 @@ def start_comparison(viewer, args) -> str | None:
     if getattr(args, "compare_report", None):
         viewer.compare_report = Path(args.compare_report)
     spec = getattr(args, "compare", None)
-    if spec is None or viewer.set_compare(viewer.compare_config(spec)):
+    if spec is None:
         return None
-    return f"--compare: {viewer.notices[-1][1]}"
+    if not viewer.set_compare(viewer.compare_config(spec)):
+        return f"--compare: {viewer.notices[-1][1]}"
+    if spec.occlusion is not None:
+        viewer.comparison.set_occlusion(spec.occlusion)
+    return None

@@ -37,6 +37,7 @@ from app.viewer.compare import (
     summary_lines,
     write_report,
 )
+from app.viewer.compare_occlusion import OwnOcclusion
 from app.viewer.compare_spec import CompareSpec
 from app.viewer.frame import Frame, OcclusionProvider
 from app.viewer.hud_text import graph_title
@@ -90,7 +91,8 @@ class Viewer:
                             self.collision)
         self.passes.occlusion = occlusion
         # A/B (--compare, F2): a second index on the same frames; its report written on close
-        self.comparison = self.passes.compare = Comparison(make_pipeline, scene)
+        self.comparison = self.passes.compare = Comparison(make_pipeline, scene,
+                                                           self._own_occlusion)
         self.compare_report: Path | None = None  # --compare-report (else beside the log)
         self._report_written = False
         self.compare_summary: list[str] = []  # the report's lines for the terminal (on close)
@@ -132,6 +134,7 @@ class Viewer:
             "home": lambda _n, _s: self.rig.home(),
             "graph": lambda _n, _s: self._flip("graph"),
             "compare": lambda _n, s: self.cycle_compare(-1 if s else 1),
+            "compare_occlusion": lambda _n, s: self.cycle_compare_occlusion(-1 if s else 1),
         }
         self.rebuild()
 
@@ -216,7 +219,15 @@ class Viewer:
 
     def compare_config(self, spec: CompareSpec) -> IndexConfig:
         """The B index of ``spec``, with what it leaves out taken from A's config."""
-        return IndexConfig(*spec.resolve(self.config.leafy, self.config.split_threshold))
+        c = self.config
+        return IndexConfig(*spec.resolve(c.name, c.leafy, c.split_threshold))
+
+    def _own_occlusion(self, mode: str) -> OwnOcclusion:
+        """B's pyramids in occlusion ``mode`` (:mod:`app.viewer.compare_occlusion`)."""
+        from app.render.occlusion import OcclusionPyramids
+
+        return OwnOcclusion(OcclusionPyramids(self.ctx, mode), self.objects,
+                            lambda: self.target.size)
 
     def set_compare(self, config: IndexConfig | None) -> bool:
         """B is ``config`` from now on (built now, a stall of the open frame), or off (None);
@@ -251,6 +262,24 @@ class Viewer:
     def cycle_compare(self, step: int = 1) -> None:
         """F2 / Shift+F2: the next / previous B index (or off)."""
         self.set_compare(self.next_compare(step))
+
+    def set_compare_occlusion(self, mode: str | None) -> bool:
+        """B culls with occlusion ``mode`` and pyramids of its own (None: with A's); with B
+        off, B becomes A's index first (comparing A's index under two occlusion modes)."""
+        cmp = self.comparison
+        if not cmp.active and not self.set_compare(self.config):
+            return False
+        cmp.set_occlusion(mode)
+        self.notice(f"A/B: B {cmp.label} culls with occlusion {mode} and pyramids of its own"
+                    if mode is not None else
+                    f"A/B: B {cmp.label} culls with A's occlusion mode and pyramids")
+        return True
+
+    def cycle_compare_occlusion(self, step: int = 1) -> None:
+        """F3 / Shift+F3: B's occlusion mode: A's, then off, previous, two-pass of its own."""
+        states: list[str | None] = [None, *OCCLUSION_MODES]
+        i = states.index(self.comparison.occlusion_mode) if self.comparison.active else 0
+        self.set_compare_occlusion(states[(i + step) % len(states)])
 
     def compare_report_path(self) -> Path:
         """Where the A/B report goes: ``--compare-report``, else beside the frame log
@@ -451,6 +480,7 @@ class Viewer:
             self.compare_summary.append(f"cannot write the A/B report: {exc}")
         if self.occlusion is not None:
             self.occlusion.release()
+        self.comparison.release()
 
     # ------------------------------------------------------------------ the frame
 
