@@ -79,8 +79,8 @@ def test_no_nodes_reason_by_index_and_toggle():
 def test_render_bound_needs_slow_frames_mostly_drawing():
     slow = [(80.0, 100.0)] * 12
     line = hud_text.render_bound(slow, 738, (1280, 720), 24120, True)
-    assert line == ("render-bound: drawing is 80% of a 100 ms frame (738 objects at 1280x720, "
-                    "software GL); try --size 640x360 or fewer objects (--objects 12060)")
+    assert line == ("render-bound: draw + occlusion are 80% of a 100 ms frame (738 objects at "
+                    "1280x720, software GL); try --size 640x360 or fewer objects (--objects 12060)")
     assert hud_text.render_bound(slow[:9], 738, (1280, 720), 24120, True) is None  # too few
     assert hud_text.render_bound([(10.0, 100.0)] * 12, 1, (64, 64), 2, False) is None
     assert hud_text.render_bound([(9.0, 10.0)] * 12, 1, (64, 64), 2, False) is None  # fast

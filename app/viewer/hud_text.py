@@ -123,7 +123,9 @@ def no_nodes_reason(index: str, frustum: bool, stats: Mapping | None,
 def render_bound(timings: Sequence[tuple[float, float]], drawn: int, size: tuple[int, int],
                  objects: int, software_gl: bool) -> str | None:
     """A hint when drawing dominates slow frames (llvmpipe draws in software): ``timings``
-    are the last frames' (render ms, frame ms)."""
+    are the last frames' (render ms, frame ms), render being the stage line's draw +
+    occlusion (the occlusion pass draws too: pyramid, frozen depth, ground truth's id
+    buffer), named so on the line."""
     if len(timings) < RENDER_BOUND_MIN_FRAMES:
         return None
     render = sum(r for r, _ in timings)
@@ -133,7 +135,7 @@ def render_bound(timings: Sequence[tuple[float, float]], drawn: int, size: tuple
         return None
     w, h = size
     gl = ", software GL" if software_gl else ""
-    return (f"render-bound: drawing is {render / frame:.0%} of a {mean:.0f} ms frame "
+    return (f"render-bound: draw + occlusion are {render / frame:.0%} of a {mean:.0f} ms frame "
             f"({drawn:,} objects at {w}x{h}{gl}); try --size {w // 2}x{h // 2} or "
             f"fewer objects (--objects {max(objects // 2, 1)})")
 
