@@ -475,3 +475,45 @@ def test_frozen_camera_culls_with_its_own_pyramid(ctx, tmp_path, mode):
     assert occluded > 0  # occlusion culled something: the pyramids were compared
     for v, _ in runs:
         v.close()
+
+
+@pytest.mark.gl
+def test_ground_truth_leaves_the_frame_s_node_outcomes_alone(ctx, tmp_path):
+    """Ground truth takes every object in the view frustum from the contract's predicates, not
+    from a query of the index under test (which it would then measure against itself): the
+    node outcomes the frame's cull left (the box overlay, the frame dump) stay the frozen
+    culling camera's, seen from outside, with ground truth on as with it off."""
+    from app.culling.pipeline import IndexConfig
+    from app.scene import load_scene
+    from app.viewer.camera import CameraView
+    from app.viewer.setup import occlusion_factory
+    from app.viewer.state import Toggles
+    from app.viewer.viewer import Viewer
+
+    src = (Path(__file__).resolve().parents[1] / "scenes" / "fig26.toml").read_text()
+    path = tmp_path / "small.toml"
+    path.write_text(src.replace("count = 1331", "count = 343"))
+    size = (192, 108)
+    viewers = []
+    for truth in (False, True):
+        scene = load_scene(path)
+        v = Viewer(ctx, scene, IndexConfig("octree", True, None), size,
+                   Toggles(hud=False, paused=True), occlusion_factory=occlusion_factory(truth))
+        v.set_occlusion("two-pass")
+        viewers.append(v)
+    c = scene.camera
+    eye, tgt = scene.camera_at(0.5)
+    at = CameraView.make(eye, tgt, c.fov_deg, size[0] / size[1], c.near, c.far)
+    outside_eye = np.asarray(tgt) + (np.asarray(eye) - np.asarray(tgt)) * 3.0 + [0, 40, 0]
+    outside = CameraView.make(outside_eye, tgt, c.fov_deg, size[0] / size[1], c.near,
+                              c.far * 4)
+    for v in viewers:
+        v.toggle_freeze(at)
+    for i in range(4):
+        for v in viewers:
+            v.frame(1 / 60, outside)
+        plain, measured = (v.pipeline.index.node_outcomes() for v in viewers)
+        np.testing.assert_array_equal(plain, measured, err_msg=f"frame {i}")
+    assert int(viewers[1].occlusion.log_values()["true_visible"]) > 0  # it did measure
+    for v in viewers:
+        v.close()

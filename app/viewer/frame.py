@@ -246,14 +246,17 @@ class Frame:
 
     def _measure_ground_truth(self, view: CameraView, first: np.ndarray | None,
                               newly: np.ndarray | None, frame_index: int) -> None:
-        """Hand the provider every object in the view frustum (an unoccluded query with the
-        view camera, exact) and what this frame draws; measurement, not part of the frame."""
+        """Hand the provider every object in the view frustum (the contract's predicates over
+        every object with the view camera, exact) and what this frame draws; measurement, not
+        part of the frame. Not a query of the index under test: it would be measured against
+        itself, and the query would overwrite the node outcomes the frame's cull left (the
+        box overlay, the frame dump, a frozen camera seen from outside)."""
         started = time.perf_counter()
         in_view = drawn = None
         if first is not None:
             in_view = self.pipeline.cull(view.planes, view.eye, frustum=True,
-                                         view_distance=self.pipeline.last_cull.view_distance
-                                         ).visible
+                                         view_distance=self.pipeline.last_cull.view_distance,
+                                         among=self.scene.objects.ids).visible
             drawn = first if newly is None else np.concatenate((first, newly))
         self.occlusion.measure_ground_truth(view, self.target.size, in_view, drawn,
                                             self.scene.objects, frame_index, started)
