@@ -432,57 +432,10 @@ def test_two_pass_image_equals_frustum_only_image(ctx, tmp_path):
         v.close()
 
 
-@pytest.mark.gl
-@pytest.mark.parametrize("mode", ["two-pass", "previous"])
-def test_frozen_camera_culls_with_its_own_pyramid(ctx, tmp_path, mode):
-    """A culling camera frozen at C and seen from outside culls exactly as the live camera at
-    C does: the pyramid is built from what C sees, not from the outside view's depth (with
-    the view's depth it hid objects C sees and kept others)."""
-    from app.culling.pipeline import IndexConfig
-    from app.scene import load_scene
-    from app.viewer.camera import CameraView
-    from app.viewer.setup import occlusion_factory
-    from app.viewer.state import Toggles
-    from app.viewer.viewer import Viewer
-
-    src = (Path(__file__).resolve().parents[1] / "scenes" / "fig26.toml").read_text()
-    path = tmp_path / "small.toml"
-    path.write_text(src.replace("count = 1331", "count = 343"))
-    size = (192, 108)
-    runs = []
-    for _ in range(2):  # the live camera's run, then the frozen one's
-        scene = load_scene(path)
-        v = Viewer(ctx, scene, IndexConfig("octree", True, None), size,
-                   Toggles(hud=False, paused=True), occlusion_factory=occlusion_factory(False))
-        v.set_occlusion(mode)
-        runs.append((v, scene))
-    scene = runs[0][1]
-    c = scene.camera
-    eye, tgt = scene.camera_at(0.5)
-    at = CameraView.make(eye, tgt, c.fov_deg, size[0] / size[1], c.near, c.far)
-    outside_eye = np.asarray(tgt) + (np.asarray(eye) - np.asarray(tgt)) * 3.0 + [0, 40, 0]
-    outside = CameraView.make(outside_eye, tgt, c.fov_deg, size[0] / size[1], c.near,
-                              c.far * 4)
-    runs[1][0].toggle_freeze(at)
-    occluded = 0
-    for i in range(6):
-        live, frozen = (v.frame(1 / 60, view) for (v, _), view in zip(runs, (at, outside),
-                                                                       strict=True))
-        got = [np.sort(v.pipeline.last_cull.result.visible) for v, _ in runs]
-        np.testing.assert_array_equal(got[0], got[1], err_msg=f"frame {i}")
-        assert live.drawn == frozen.drawn
-        occluded += int(runs[0][0].occlusion.log_values()["occluded_objects"])
-    assert occluded > 0  # occlusion culled something: the pyramids were compared
-    for v, _ in runs:
-        v.close()
-
-
-@pytest.mark.gl
-def test_ground_truth_leaves_the_frame_s_node_outcomes_alone(ctx, tmp_path):
-    """Ground truth takes every object in the view frustum from the contract's predicates, not
-    from a query of the index under test (which it would then measure against itself): the
-    node outcomes the frame's cull left (the box overlay, the frame dump) stay the frozen
-    culling camera's, seen from outside, with ground truth on as with it off."""
+def _fig26_pair(ctx, tmp_path: Path, mode: str, ground_truth: tuple[bool, bool]):
+    """Two viewers of a small fig26 (octree/leafy, paused, occlusion ``mode``, ground truth
+    per viewer) and two cameras: ``at``, on the scene's path, and ``outside``, behind and
+    above it looking at the same target."""
     from app.culling.pipeline import IndexConfig
     from app.scene import load_scene
     from app.viewer.camera import CameraView
@@ -495,11 +448,11 @@ def test_ground_truth_leaves_the_frame_s_node_outcomes_alone(ctx, tmp_path):
     path.write_text(src.replace("count = 1331", "count = 343"))
     size = (192, 108)
     viewers = []
-    for truth in (False, True):
+    for truth in ground_truth:
         scene = load_scene(path)
         v = Viewer(ctx, scene, IndexConfig("octree", True, None), size,
                    Toggles(hud=False, paused=True), occlusion_factory=occlusion_factory(truth))
-        v.set_occlusion("two-pass")
+        v.set_occlusion(mode)
         viewers.append(v)
     c = scene.camera
     eye, tgt = scene.camera_at(0.5)
@@ -507,6 +460,37 @@ def test_ground_truth_leaves_the_frame_s_node_outcomes_alone(ctx, tmp_path):
     outside_eye = np.asarray(tgt) + (np.asarray(eye) - np.asarray(tgt)) * 3.0 + [0, 40, 0]
     outside = CameraView.make(outside_eye, tgt, c.fov_deg, size[0] / size[1], c.near,
                               c.far * 4)
+    return viewers, at, outside
+
+
+@pytest.mark.gl
+@pytest.mark.parametrize("mode", ["two-pass", "previous"])
+def test_frozen_camera_culls_with_its_own_pyramid(ctx, tmp_path, mode):
+    """A culling camera frozen at C and seen from outside culls exactly as the live camera at
+    C does: the pyramid is built from what C sees, not from the outside view's depth (with
+    the view's depth it hid objects C sees and kept others)."""
+    viewers, at, outside = _fig26_pair(ctx, tmp_path, mode, (False, False))
+    viewers[1].toggle_freeze(at)  # the live camera's run, then the frozen one's
+    occluded = 0
+    for i in range(6):
+        live, frozen = (v.frame(1 / 60, view) for v, view in zip(viewers, (at, outside),
+                                                                 strict=True))
+        got = [np.sort(v.pipeline.last_cull.result.visible) for v in viewers]
+        np.testing.assert_array_equal(got[0], got[1], err_msg=f"frame {i}")
+        assert live.drawn == frozen.drawn
+        occluded += int(viewers[0].occlusion.log_values()["occluded_objects"])
+    assert occluded > 0  # occlusion culled something: the pyramids were compared
+    for v in viewers:
+        v.close()
+
+
+@pytest.mark.gl
+def test_ground_truth_leaves_the_frame_s_node_outcomes_alone(ctx, tmp_path):
+    """Ground truth takes every object in the view frustum from the contract's predicates, not
+    from a query of the index under test (which it would then measure against itself): the
+    node outcomes the frame's cull left (the box overlay, the frame dump) stay the frozen
+    culling camera's, seen from outside, with ground truth on as with it off."""
+    viewers, at, outside = _fig26_pair(ctx, tmp_path, "two-pass", (False, True))
     for v in viewers:
         v.toggle_freeze(at)
     for i in range(4):
