@@ -332,7 +332,7 @@ class ScanBrute:
         eye = np.zeros(3) if eye is None else np.asarray(eye, dtype=np.float64)
         planes = np.ascontiguousarray(planes, dtype=np.float64)
         n = self._n
-        rows, _ = scan_frustum(self._s32, n, planes, eye, bool(use_view_distance),
+        rows, _, _ = scan_frustum(self._s32, n, planes, eye, bool(use_view_distance),
                                self._max_abs, self._max_r, self._c64, self._r64, self._vd64,
                                NO_OCCLUDER, parallel=self.parallel, codes=self._codes)
         return QueryResult(visible=self._ids[rows], working_set=n, nodes_visited=0)

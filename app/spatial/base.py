@@ -30,7 +30,17 @@ __all__ = ["QueryResult", "SpatialIndex", "write_row"]
 
 @dataclass
 class QueryResult:
-    """Result of :meth:`SpatialIndex.query_frustum`."""
+    """Result of :meth:`SpatialIndex.query_frustum`.
+
+    The query's own stage counts (Unreal's ``stat initviews``), made in the same compiled
+    walk, in the order the kernel applies its tests (view distance, frustum, occlusion): a
+    node rejected whole counts every object below it under the test that rejected it, an
+    object tested alone counts under the first test it fails. ``culled_distance``: objects
+    rejected by the view-distance test; ``culled_frustum``: rejected by the frustum test;
+    ``occluded_objects``: rejected by an occlusion test. With the visible ones they add up to
+    every object of the index. A kernel counts two of them; the third is the rest
+    (:meth:`fill_counts`), None until then.
+    """
 
     visible: np.ndarray
     working_set: int
@@ -38,6 +48,21 @@ class QueryResult:
     occluded_nodes: int = 0
     occluded_objects: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    culled_frustum: int | None = None
+    culled_distance: int | None = None
+
+    def fill_counts(self, objects: int) -> QueryResult:
+        """Make the stage count left None the rest of ``objects`` (the index's size); a query
+        without view distance culls none by it. Returns self."""
+        rest = objects - int(self.visible.shape[0]) - int(self.occluded_objects)
+        if self.culled_distance is None:
+            if self.culled_frustum is None:
+                self.culled_distance = 0
+            else:
+                self.culled_distance = rest - self.culled_frustum
+        if self.culled_frustum is None:
+            self.culled_frustum = rest - self.culled_distance
+        return self
 
 
 class SpatialIndex(ObjectStore):
@@ -135,7 +160,7 @@ class SpatialIndex(ObjectStore):
         res = self._query_frustum(planes, eye_arr, bool(use_view_distance), occlusion)
         if not self._frustum_gives_ids:
             res.visible = self._ids[res.visible]
-        return res
+        return res.fill_counts(self._count)
 
     def query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Ids whose sphere's bounding box overlaps the closed box [lo, hi]."""

@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit, prange
 
 from app.geom.decide import ACCEPTED, accept_sphere
-from app.geom.predicates import NODE_REJECT_OCCLUSION
+from app.geom.predicates import NODE_REJECT_OCCLUSION, NODE_REJECT_VIEWDIST
 from app.geom.zpyramid import Occluder, sphere_hidden
 
 OUT = np.uint8(0)  # certainly culled
@@ -129,12 +129,32 @@ def _many_plane_verdicts(x, y, z, r, p32, tol, out) -> None:
 
 
 @njit(cache=True, fastmath=FAST)
-def _distance_verdicts(x, y, z, vd, ex, ey, ez, tol_d, out) -> None:
-    """Lower each verdict to the view-distance one (OUT / NEAR / IN); vectorises."""
+def _distance_verdicts(x, y, z, r, vd, ex, ey, ez, tol_d, out) -> int:
+    """Lower each verdict by the view-distance one; vectorises. Returns how many live
+    spheres (radius not -inf) view distance culls for certain.
+
+    View distance is tested first, as :func:`~app.geom.decide.accept_sphere` does: a sphere
+    certainly beyond its view distance is OUT and counted here, one within the tolerance is
+    NEAR even when the planes say OUT (the float64 settle then names the first test it fails),
+    one certainly within takes the planes' verdict.
+    """
+    culled = 0
     for i in range(x.shape[0]):
         c = distance_code(x[i] - ex, y[i] - ey, z[i] - ez, vd[i], tol_d)
-        o = out[i]
-        out[i] = c if c < o else o
+        live = r[i] > -np.inf
+        out[i] = lowered(c, out[i], live)
+        culled += (c == OUT) & live
+    return culled
+
+
+@njit(cache=True, fastmath=FAST, inline="always")
+def lowered(c, o, live) -> np.uint8:
+    """The verdict of a sphere with view-distance verdict ``c`` and plane verdict ``o``, view
+    distance first: OUT, NEAR, or (certainly within) the planes' ``o``. A live sphere NEAR
+    its view distance stays NEAR even when the planes say OUT, so that the float64 settle
+    names the first test it fails; a dead row (radius -inf) stays OUT."""
+    m = c if c < o else o
+    return m + np.uint8((c == NEAR) & (o == OUT) & live)
 
 
 @njit(cache=True, fastmath=FAST, inline="always")
@@ -171,9 +191,10 @@ def sphere_test(planes: np.ndarray, eye: np.ndarray, use_vd: bool, max_abs: floa
 
 
 @njit(cache=True)
-def verdicts(s, t, lo: int, hi: int, out) -> None:
+def verdicts(s, t, lo: int, hi: int, out) -> int:
     """Verdict bytes (OUT / NEAR / IN) of spheres ``lo .. hi-1`` of ``s`` (:class:`Spheres32`)
-    by the test ``t`` (:class:`SphereTest`) into ``out[lo:hi]``."""
+    by the test ``t`` (:class:`SphereTest`) into ``out[lo:hi]``; returns how many live ones
+    view distance culls for certain (0 without view distance)."""
     x, y, z, r, vd = s
     p32, eye32, use_vd, tol, tol_d = t
     xs = x[lo:hi]
@@ -185,18 +206,21 @@ def verdicts(s, t, lo: int, hi: int, out) -> None:
     else:
         _many_plane_verdicts(xs, ys, zs, r[lo:hi], p32, np.float32(tol), o)
     if use_vd:
-        _distance_verdicts(xs, ys, zs, vd[lo:hi], eye32[0], eye32[1], eye32[2],
-                           np.float32(tol_d), o)
+        return _distance_verdicts(xs, ys, zs, r[lo:hi], vd[lo:hi], eye32[0], eye32[1],
+                                  eye32[2], np.float32(tol_d), o)
+    return 0
 
 
 @njit(cache=True, parallel=True)
-def verdicts_parallel(s, t, n: int, out) -> None:
+def verdicts_parallel(s, t, n: int, out) -> int:
     """:func:`verdicts` over ``0 .. n-1`` in chunks on every core."""
     chunk = 16384
     nchunks = (n + chunk - 1) // chunk
+    culled = np.zeros(nchunks, np.int64)
     for c in prange(nchunks):
         lo = c * chunk
-        verdicts(s, t, lo, min(lo + chunk, n), out)
+        culled[c] = verdicts(s, t, lo, min(lo + chunk, n), out)
+    return culled.sum()
 
 
 @njit(cache=True, inline="always")
@@ -273,12 +297,13 @@ def settle(sure, ns: int, near, nn: int, centers, radii, vdist, planes, eye, use
 
     ``sure[:ns]`` and ``near[:nn]`` hold positions; ``rows`` maps a position to its row of the
     float64 ``centers`` / ``radii`` / ``vdist`` (``rows`` empty: the same). Writes the drawn
-    positions to ``sure[:k]`` and returns (k, occluded).
+    positions to ``sure[:k]`` and returns (k, occluded, NEAR ones culled by view distance).
     """
     same = rows.shape[0] == 0
     occl = occ.widths.shape[0] > 0
     k = 0
     occluded = 0
+    far = 0
     if occl:  # the sure ones passed view distance and frustum: occlusion remains
         for i in range(ns):
             pos = sure[i]
@@ -300,7 +325,9 @@ def settle(sure, ns: int, near, nn: int, centers, radii, vdist, planes, eye, use
             k += 1
         elif verdict == NODE_REJECT_OCCLUSION:
             occluded += 1
-    return k, occluded
+        elif verdict == NODE_REJECT_VIEWDIST:
+            far += 1
+    return k, occluded, far
 
 
 #: Largest magnitude the float32 copy holds: larger finite values are clamped to it (the
@@ -381,23 +408,23 @@ def kill32(s: Spheres32, rows) -> None:
 def _scan(s: Spheres32, n: int, t: SphereTest, centers, radii, vdist, planes, eye,
           occ: Occluder, rows, codes, parallel: bool):
     use_vd = t.use_vd
-    if parallel:
-        verdicts_parallel(s, t, n, codes)
-    else:
-        verdicts(s, t, 0, n, codes)
+    far = verdicts_parallel(s, t, n, codes) if parallel else verdicts(s, t, 0, n, codes)
     sure = np.empty(n, np.int64)
     near = np.empty(n, np.int64)
     ns, nn = compact(codes, verdict_words(codes), 0, n, sure, 0, near, 0)
-    k, occluded = settle(sure, ns, near, nn, centers, radii, vdist, planes, eye, use_vd, occ,
-                         rows)
-    return sure[:k], occluded
+    k, occluded, far_near = settle(sure, ns, near, nn, centers, radii, vdist, planes, eye,
+                                   use_vd, occ, rows)
+    return sure[:k], occluded, far + far_near
 
 
 def scan_frustum(s: Spheres32, n: int, planes: np.ndarray, eye: np.ndarray, use_vd: bool,
                  max_abs: float, max_r: float, centers: np.ndarray, radii: np.ndarray,
                  vdist: np.ndarray, occ: Occluder, rows: np.ndarray | None = None,
-                 parallel: bool = False, codes: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-    """Brute force over rows ``0 .. n-1`` of ``s``: (drawn rows, occluded count).
+                 parallel: bool = False,
+                 codes: np.ndarray | None = None) -> tuple[np.ndarray, int, int]:
+    """Brute force over rows ``0 .. n-1`` of ``s``: (drawn rows, occluded count, count culled
+    by view distance), each sphere counted under the first test it fails (view distance,
+    frustum, occlusion: :func:`~app.geom.decide.accept_sphere`'s order).
 
     ``max_abs`` / ``max_r`` bound every live row's coordinates and radius; ``rows`` maps a row
     of ``s`` to its row of the float64 arrays (None: the same); ``codes`` is an optional

@@ -32,6 +32,7 @@ from app.geom.predicates import (
     NODE_NOT_VISITED,
     NODE_PARTIAL,
     NODE_REJECT_OCCLUSION,
+    NODE_REJECT_VIEWDIST,
     box_point_dist,
     box_vs_frustum6,
     ray_box_hits,
@@ -132,9 +133,27 @@ def _next_list(head, qnode, qmask, qi: int):
     return -1, 0, qi
 
 
+@njit(cache=True, inline="always")
+def _objects_below(child, nchild, count, n: int, stack, top: int) -> int:
+    """Objects in node n's subtree (its list and every list below), for the stage counts of
+    a node rejected by view distance or occlusion; walks only nodes, on the free part of the
+    traversal's stack above ``top`` (the subtree and the pending entries are distinct nodes,
+    so the stack has room for both)."""
+    total = 0
+    stack[top] = n << MASK_BITS
+    sp = top + 1
+    while sp > top:
+        sp -= 1
+        k = stack[sp] >> MASK_BITS
+        total += count[k]
+        sp = _push_children(child, nchild, k, stack, sp, 0)
+    return total
+
+
 @njit(cache=True)
 def _gather_objects(nd, ob, sp, qnode, qmask, ps, eye, use_vd: bool, occ, out):
-    """Final per-object decisions for the queued nodes' lists; (count, occluded objects).
+    """Final per-object decisions for the queued nodes' lists; (count, occluded objects,
+    objects culled by view distance).
 
     Pass 1 walks the lists. Walking one linked list is a chain of dependent loads, each a
     likely cache miss on a large store; walking LANES lists in turn, with a loop body kept
@@ -195,6 +214,7 @@ def _gather_objects(nd, ob, sp, qnode, qmask, ps, eye, use_vd: bool, occ, out):
     ez = eye[2]
     occl = occ.widths.shape[0] > 0
     occluded = 0
+    far = 0
     for i in range(nc):
         s = cand[i]
         m = cmask[i]
@@ -206,6 +226,7 @@ def _gather_objects(nd, ob, sp, qnode, qmask, ps, eye, use_vd: bool, occ, out):
         # planes) it made the whole frustum query 2.5x slower (static workload, 10^5 objects;
         # numba reference-counts the arrays passed to it for every candidate).
         if use_vd and not within_view_distance(ex, ey, ez, cx, cy, cz, vdist[s]):
+            far += 1
             continue
         if m != 0 and not sphere_in_frustum(subsets[m, :counts[m]], cx, cy, cz, r):
             continue
@@ -214,13 +235,17 @@ def _gather_objects(nd, ob, sp, qnode, qmask, ps, eye, use_vd: bool, occ, out):
             continue
         out[k] = s
         k += 1
-    return k, occluded
+    return k, occluded, far
 
 
 @njit(cache=True)
 def query_frustum(nd, ob, sp, planes, eye, use_vd: bool, rules):
     """Visible slots and counters without occlusion: (slots, working_set, nodes_visited,
-    occ_nodes, occ_objects), the last two 0.
+    occ_nodes, occ_objects, far_objects), occ_* 0; far_objects: culled by view distance.
+
+    Stage counts: a node rejected by view distance or occlusion counts its subtree's objects
+    under that test (:func:`_objects_below`), one rejected by the frustum is left to the rest;
+    an object tested alone counts under the first test it fails.
 
     The traversal gets the constant OCCLUSION_OFF, whose arrays numba does not reference-count
     (passing the caller's occluder into the shared node test at every node made the query
@@ -264,6 +289,8 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules):
     working = 0
     visited = 0
     occ_nodes = 0
+    occ_objects = 0
+    far = 0
     lazy, limit = reach_rules(rules)
     while top > 0:
         top -= 1
@@ -293,6 +320,9 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules):
         if v not in (NODE_PARTIAL, NODE_INSIDE):
             if v == NODE_REJECT_OCCLUSION:
                 occ_nodes += 1
+                occ_objects += _objects_below(nd.child, nd.nchild, nd.count, n, stack, top)
+            elif v == NODE_REJECT_VIEWDIST:
+                far += _objects_below(nd.child, nd.nchild, nd.count, n, stack, top)
             continue
         newmask = 0
         if v == NODE_PARTIAL:
@@ -309,13 +339,13 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules):
         # A split was skipped for lack of nodes: the caller grows the pool and runs the query
         # again, so this run's answer would be thrown away. Testing the objects of the big
         # unsplit leaves it reached cost the first query of 10^6 objects about a third.
-        return np.empty(0, np.int64), working, visited, occ_nodes, 0
+        return np.empty(0, np.int64), working, visited, occ_nodes, 0, 0
     # Every output is one of the working set: buffers of that size, not of the whole store
     # (a store-sized allocation is a fresh mapping whose touched pages fault every frame).
     out = np.empty(working, np.int64)
-    k, occ_objects = _gather_objects(nd, ob, sp, qnode[:nq], qmask[:nq], ps, eye, use_vd, occ,
-                                     out)
-    return out[:k], working, visited, occ_nodes, occ_objects
+    k, occ_each, far_each = _gather_objects(nd, ob, sp, qnode[:nq], qmask[:nq], ps, eye,
+                                            use_vd, occ, out)
+    return out[:k], working, visited, occ_nodes, occ_objects + occ_each, far + far_each
 
 
 @njit(cache=True, inline="always")

@@ -162,9 +162,10 @@ class AABBTree(SpatialIndex):
         else:
             out = self._run_query(qu.query_frustum_occluded, planes, eye, use_vd,
                                   occlusion.occluder(), self._rules)
-        slots, working, visited, occ_nodes, occ_objects = out
+        slots, working, visited, occ_nodes, occ_objects, far = out
         return QueryResult(visible=slots, working_set=int(working), nodes_visited=int(visited),
-                           occluded_nodes=int(occ_nodes), occluded_objects=int(occ_objects))
+                           occluded_nodes=int(occ_nodes), occluded_objects=int(occ_objects),
+                           culled_distance=int(far))
 
     def _query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         if self._count == 0:

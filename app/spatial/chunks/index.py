@@ -423,22 +423,24 @@ class ChunkedIndex(SpatialIndex):
 
     def _query_frustum(self, planes, eye, use_vd, occlusion: ZPyramid | None) -> QueryResult:
         if self._slot_order:  # every box is open: the walk would only add its nodes to the scan
-            rows, occluded = scan_frustum(self._s32, self._npos, planes, eye, use_vd,
+            rows, occluded, far = scan_frustum(self._s32, self._npos, planes, eye, use_vd,
                                           self._max_abs, self._max_r, self._centers,
                                           self._radii, self._vdist, occluder(occlusion),
                                           self._pos_slot, codes=self._codes)
             self._tree.outcome[:] = 0
             return QueryResult(visible=self._pos_id[rows], working_set=self._count,
-                               nodes_visited=0, occluded_objects=int(occluded))
+                               nodes_visited=0, occluded_objects=int(occluded),
+                               culled_distance=int(far))
         p32, tol, tol_d = tolerances(planes, eye, self._max_abs, self._max_r)
-        k, occluded, working, visited = queries.query_frustum(
+        k, occluded, far, working, visited = queries.query_frustum(
             queries.ChunkLayout(self._tree, self._s32, self._pos_slot, self._pos_id, self._npos),
             queries.ChunkView(planes, six_planes(planes), eye, use_vd, p32, eye.astype(np.float32),
                          tol, tol_d),
             occluder(occlusion), self._records(),
             queries.ChunkAnswer(self._codes, self._sure, self._near, self._out))
         return QueryResult(visible=self._out[:k].copy(), working_set=int(working),
-                           nodes_visited=int(visited), occluded_objects=int(occluded))
+                           nodes_visited=int(visited), occluded_objects=int(occluded),
+                           culled_distance=int(far))
 
     def _query_box(self, lo, hi):
         return queries.query_box(self._tree, self._pos_slot, self._npos, self._centers,

@@ -33,7 +33,16 @@ from app.geom.predicates import (
 from app.geom.zpyramid import Occluder, box_hidden6
 from app.spatial.chunks.layout import CHUNK, FANOUT, HI, LO, MAXVD, MINVD, Tree
 from app.spatial.moves import SphereRecords
-from app.spatial.scan import FAST, Spheres32, compact, distance_code, settle, verdict_words
+from app.spatial.scan import (
+    FAST,
+    OUT,
+    Spheres32,
+    compact,
+    distance_code,
+    lowered,
+    settle,
+    verdict_words,
+)
 
 
 @njit(cache=True, inline="always")
@@ -166,7 +175,9 @@ class ChunkAnswer(NamedTuple):
 @njit(cache=True)
 def query_frustum(lay: ChunkLayout, view: ChunkView, occ: Occluder, store: SphereRecords,
                   ans: ChunkAnswer):
-    """Drawn ids in ``ans.out[:k]``; returns (k, occluded, working_set, nodes_visited).
+    """Drawn ids in ``ans.out[:k]``; returns (k, occluded, culled by view distance,
+    working_set, nodes_visited): a rejected node counts every object below it under its test
+    (the frustum's are the rest), a scanned lane under the first test it fails.
 
     Three phases: the walk decides the nodes (a node's children at once, with
     :func:`children_verdicts`) and lists the chunks to scan and the nodes to take whole; one
@@ -199,6 +210,8 @@ def query_frustum(lay: ChunkLayout, view: ChunkView, occ: Occluder, store: Spher
     kwhole = np.empty(FANOUT, np.bool_)
     working = 0
     visited = 0
+    occluded = 0
+    far = 0
     top = tree.loff.shape[0] - 2
     k0 = tree.loff[top]
     k1 = tree.loff[top + 1]
@@ -230,6 +243,8 @@ def query_frustum(lay: ChunkLayout, view: ChunkView, occ: Occluder, store: Spher
                 code = NODE_REJECT_OCCLUSION
             outcome[k] = code
             if code != NODE_INSIDE and code != NODE_PARTIAL:
+                occluded += count[k] if code == NODE_REJECT_OCCLUSION else 0
+                far += count[k] if code == NODE_REJECT_VIEWDIST else 0
                 continue
             if kwhole[j]:
                 take[ntake] = k  # every sphere below is drawn (occlusion aside)
@@ -249,7 +264,7 @@ def query_frustum(lay: ChunkLayout, view: ChunkView, occ: Occluder, store: Spher
         lv = _level_of(tree, g) - 1
         k0 = tree.loff[lv] + (g - tree.loff[lv + 1]) * FANOUT
         k1 = min(k0 + FANOUT, tree.loff[lv + 1])
-    _scan_chunks(lay.s32, view, scan, nscan, codes)
+    far += _scan_chunks(lay.s32, view, scan, nscan, codes)
     ns = 0
     nn = 0
     words = verdict_words(codes)
@@ -262,18 +277,20 @@ def query_frustum(lay: ChunkLayout, view: ChunkView, occ: Occluder, store: Spher
         for p in range(p0, p1):
             sure[ns] = p
             ns += pos_slot[p] >= 0
-    k, occluded = settle(sure, ns, near, nn, store.store_c, store.store_r, store.store_v,
-                         planes, eye, use_vd, occ, pos_slot)
+    k, occluded_objects, far_near = settle(sure, ns, near, nn, store.store_c, store.store_r,
+                                           store.store_v, planes, eye, use_vd, occ, pos_slot)
     out = ans.out
     pos_id = lay.pos_id
     for i in range(k):
         out[i] = pos_id[sure[i]]
-    return k, occluded, working, visited
+    return k, occluded + occluded_objects, far + far_near, working, visited
 
 
 @njit(cache=True, fastmath=FAST)
-def _scan_chunks(s32: Spheres32, view: ChunkView, chunks, nchunks: int, codes) -> None:
-    """The branch-free verdict bytes (``app.spatial.scan``) of every lane of the listed chunks.
+def _scan_chunks(s32: Spheres32, view: ChunkView, chunks, nchunks: int, codes) -> int:
+    """The branch-free verdict bytes (``app.spatial.scan``) of every lane of the listed chunks;
+    returns how many live lanes view distance culls for certain (tested first, as the scan's
+    ``_distance_verdicts`` does: a lane within its tolerance stays NEAR for the settle).
 
     64 lanes a chunk, a constant count, and unsigned positions (no negative-index checks): the
     lane loop vectorises as the flat scan does. Holes carry radius -inf and come out OUT.
@@ -291,6 +308,7 @@ def _scan_chunks(s32: Spheres32, view: ChunkView, chunks, nchunks: int, codes) -
     use_vd = view.use_vd
     tol = np.float32(view.tol)
     tol_d = np.float32(view.tol_d)
+    far = 0
     for j in range(nchunks):
         p0 = np.uint64(chunks[j] * CHUNK)
         for lane in range(CHUNK):
@@ -306,8 +324,11 @@ def _scan_chunks(s32: Spheres32, view: ChunkView, chunks, nchunks: int, codes) -
             code = np.uint8(m >= tol) + np.uint8(m >= -tol)
             if use_vd:
                 c2 = distance_code(xi - ex, yi - ey, zi - ez, vd[i], tol_d)
-                code = c2 if c2 < code else code
+                live = r[i] > -np.inf
+                code = lowered(c2, code, live)
+                far += (c2 == OUT) & live
             codes[i] = code
+    return far
 
 
 # What a query walk tests a node's box against (see _chunks_reached).

@@ -242,11 +242,12 @@ class FixedOctree(SpatialIndex):
         stack = self._stack()
         self._fill_pending = True
         self._outcome_cycle = self.cycles
-        k, ws, visited, occ_n, occ_o = qu.frustum(
+        k, ws, visited, occ_n, occ_o, far = qu.frustum(
             self._root, self._nodes, self._ents, planes, eye, use_vd, occluder(occlusion),
             out, stack, np.empty_like(stack), self._stack())
         return QueryResult(visible=out[:k], working_set=int(ws), nodes_visited=int(visited),
-                           occluded_nodes=int(occ_n), occluded_objects=int(occ_o))
+                           occluded_nodes=int(occ_n), occluded_objects=int(occ_o),
+                           culled_distance=int(far))
 
     def _query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         self._sync()

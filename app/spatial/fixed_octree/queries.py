@@ -126,7 +126,9 @@ def fill_inside(root, nd, stack):
 def frustum(root, nd, en, planes, eye, use_vd, occ, out, stack, inside_stack, stack2):
     """Cull the tree: reject nodes, accept inside subtrees wholesale, test the rest.
 
-    Returns (visible count, working set, nodes visited, occluded nodes, occluded objects).
+    Returns (visible count, working set, nodes visited, occluded nodes, objects culled by
+    occlusion, objects culled by view distance): a rejected node counts its whole subtree
+    under its test (the frustum's are the rest), a tested object under the first it fails.
     """
     occl = occ.widths.shape[0] > 0
     k = 0
@@ -134,9 +136,10 @@ def frustum(root, nd, en, planes, eye, use_vd, occ, out, stack, inside_stack, st
     visited = 0
     occ_nodes = 0
     occ_objs = 0
+    far = 0
     node = nd.node
     if root < 0 or node[root].subcount == 0:
-        return k, ws, visited, occ_nodes, occ_objs
+        return k, ws, visited, occ_nodes, occ_objs, far
     # The decisions are node_verdict6's and accept_sphere's, written out: those take the
     # Occluder by value, and an inlined call copies the tuple (a reference count pair per
     # array, every node and every object): with them this loop took 0.9 ms instead of 0.14
@@ -164,6 +167,7 @@ def frustum(root, nd, en, planes, eye, use_vd, occ, out, stack, inside_stack, st
         if use_vd and box_point_dist6(lx, ly, lz, hx, hy, hz, eye[0], eye[1], eye[2]) > (
                 rec.vmax * (1.0 + VIEWDIST_SLACK)):
             outcome[n] = NODE_REJECT_VIEWDIST
+            far += rec.subcount
             continue
         if not inside:
             cls = box_vs_frustum6(planes, lx, ly, lz, hx, hy, hz)
@@ -174,6 +178,7 @@ def frustum(root, nd, en, planes, eye, use_vd, occ, out, stack, inside_stack, st
         if occl and box_hidden6(occ, lx, ly, lz, hx, hy, hz):
             outcome[n] = NODE_REJECT_OCCLUSION
             occ_nodes += 1
+            occ_objs += rec.subcount
             continue
         if inside and not occl and (not use_vd or box_point_far6(
                 lx, ly, lz, hx, hy, hz, eye[0], eye[1], eye[2]) * (1.0 + _SLACK) <= rec.vmin):
@@ -193,6 +198,7 @@ def frustum(root, nd, en, planes, eye, use_vd, occ, out, stack, inside_stack, st
             cz = rs.cz
             r = rs.radius
             ok = not use_vd or within_view_distance(eye[0], eye[1], eye[2], cx, cy, cz, rs.vdist)
+            far += not ok
             if ok and not inside:
                 ok = sphere_in_frustum(planes, cx, cy, cz, r)
             if ok and occl and sphere_hidden(occ, cx, cy, cz, r):
@@ -208,7 +214,7 @@ def frustum(root, nd, en, planes, eye, use_vd, occ, out, stack, inside_stack, st
                 stack[sp] = ch
                 inside_stack[sp] = 1 if inside else 0
                 sp += 1
-    return k, ws, visited, occ_nodes, occ_objs
+    return k, ws, visited, occ_nodes, occ_objs, far
 
 
 @njit(cache=True, inline="always")

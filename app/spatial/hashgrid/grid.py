@@ -177,7 +177,8 @@ class HashedGrid(SpatialIndex):
         ids, cnt = qu.frustum(qu.view_args(planes, eye, use_vd, occlusion), self._count,
                               grid_args(self._grid), tuple(self._items))
         return QueryResult(visible=ids, working_set=int(cnt[0]), nodes_visited=int(cnt[1]),
-                           occluded_nodes=int(cnt[2]), occluded_objects=int(cnt[3]))
+                           occluded_nodes=int(cnt[2]), occluded_objects=int(cnt[3]),
+                           culled_distance=int(cnt[4]))
 
     def _query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         return qu.box(lo, hi, self._count, grid_args(self._grid), tuple(self._items))

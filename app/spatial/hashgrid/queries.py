@@ -267,7 +267,9 @@ def cells_in_ranges(ranges, active, g):
 def cull_cell(c, res, size, grow, view, g, items, out, k, cnt, scr):
     """Frustum-test one live cell (``res``: its class if known, else -1); emit its objects' ids.
 
-    ``cnt`` accumulates [working set, cells visited, occluded cells, occluded objects];
+    ``cnt`` accumulates [working set, cells visited, occluded cells, objects culled by
+    occlusion, objects culled by view distance] (a rejected cell counts all its objects under
+    its test, the frustum's being the rest; an object counts under the first test it fails);
     ``scr`` is (4, 3) scratch for boxes (no allocation per cell).
 
     The cell's decision is not :func:`app.geom.decide.node_verdict`: a cell tests view
@@ -306,6 +308,7 @@ def cull_cell(c, res, size, grow, view, g, items, out, k, cnt, scr):
             near = box_point_dist(clo, chi, eye[0], eye[1], eye[2])
             if near > cells.vdmax[c] * (1.0 + VIEWDIST_SLACK):
                 cells.outcome[c] = NODE_REJECT_VIEWDIST
+                cnt[4] += cells.count[c]
                 return k
             fx = max(abs(clo[0] - eye[0]), abs(chi[0] - eye[0]))
             fy = max(abs(clo[1] - eye[1]), abs(chi[1] - eye[1]))
@@ -315,6 +318,7 @@ def cull_cell(c, res, size, grow, view, g, items, out, k, cnt, scr):
     if finite and view.occ.widths.shape[0] > 0 and box_hidden(view.occ, lo, hi):
         cells.outcome[c] = NODE_REJECT_OCCLUSION
         cnt[2] += 1
+        cnt[3] += cells.count[c]
         return k
     cells.outcome[c] = NODE_INSIDE if res == INSIDE else NODE_PARTIAL
     # The per-object decision is accept_sphere's (view distance, frustum, occlusion, with the
@@ -337,6 +341,7 @@ def cull_cell(c, res, size, grow, view, g, items, out, k, cnt, scr):
         cz = cen[it, 2]
         r = rad[it]
         ok = vd_all or within_view_distance(eye[0], eye[1], eye[2], cx, cy, cz, vd[it])
+        cnt[4] += not ok
         if ok and res != INSIDE:
             ok = sphere_in_frustum(planes, cx, cy, cz, r)
         if ok and occlusion and sphere_hidden(occ, cx, cy, cz, r):
@@ -382,7 +387,8 @@ def frustum(view_t, n_objects, grid_t, items_t):
     """Frustum (+ view distance, + occlusion) query over every level; one call per frame
     (the bundles come as plain tuples, see store.grid_args).
 
-    Returns (ids, [working set, cells visited, occluded cells, occluded objects]).
+    Returns (ids, [working set, cells visited, occluded cells, objects culled by occlusion,
+    objects culled by view distance]).
     """
     view = as_view(view_t)
     g = as_grid(grid_t)
@@ -397,7 +403,7 @@ def frustum(view_t, n_objects, grid_t, items_t):
     cells.outcome[:hw] = 0
     out = np.empty(n_objects, dtype=np.int64)
     k = 0
-    cnt = np.zeros(4, dtype=np.int64)
+    cnt = np.zeros(5, dtype=np.int64)
     nlev = lv.size.shape[0]
     ranges = np.zeros((nlev, 6), dtype=np.int64)
     scan = np.zeros(nlev, dtype=np.bool_)

@@ -290,7 +290,7 @@ class NestedIndex:
             if tree.dirty:
                 self._refresh()  # else the listed groups' bounds are refreshed in the call
             res = query_hot(rec.st or rec.get(), planes, eye, use_vd, self.inner_min)
-        vis, working, visited, n_inner, bad = res
+        vis, working, visited, n_inner, far, bad = res
         if bad == 2:
             check_point(eye, "eye")  # raises, naming the eye
         if bad:
@@ -298,16 +298,19 @@ class NestedIndex:
                 f"query_frustum: planes must be a finite (K, 4) array, got {planes.shape}")
         if occlusion is None and not n_inner:
             return QueryResult(vis, working, visited, 0, 0,
-                               {"groups_visited": visited, "inner_queries": 0})
+                               {"groups_visited": visited, "inner_queries": 0},
+                               culled_distance=int(far) if use_vd else None).fill_counts(
+                                   self._arena.count)
         extra = {"groups_visited": visited, "inner_queries": n_inner}
         if n_inner:  # the partly visible groups of inner_min objects or more, in preorder
             inner = tree.order[tree.act[:tree.order.shape[0]] == INNER_ACT]
             parts = [vis]
             for g in inner.tolist():
-                got, w, nv = self._ask_inner(g, planes, eye, use_vd)
+                got, w, nv, f = self._ask_inner(g, planes, eye, use_vd)
                 parts.append(got)
                 working += w
                 visited += nv
+                far += f
             vis = np.concatenate(parts)
         occ_objects = occ_groups = 0
         if occlusion is not None and occlusion.widths.shape[0] and vis.shape[0]:
@@ -317,11 +320,13 @@ class NestedIndex:
                 bool(getattr(self, "occlusion_gate", True)), occlusion.occluder())
         return QueryResult(visible=vis, working_set=int(working), nodes_visited=int(visited),
                            occluded_nodes=int(occ_groups), occluded_objects=int(occ_objects),
-                           extra=extra)
+                           extra=extra, culled_distance=int(far) if use_vd else None,
+                           ).fill_counts(self._arena.count)
 
     def _ask_inner(self, g: int, planes: np.ndarray, eye: np.ndarray,
-                   use_vd: bool) -> tuple[np.ndarray, int, int]:
-        """Group ``g`` through its own index: the widened local planes, then the world test."""
+                   use_vd: bool) -> tuple[np.ndarray, int, int, int]:
+        """Group ``g`` through its own index: the widened local planes, then the world test;
+        (ids, working set, nodes visited, objects rejected by view distance)."""
         rec = self._record
         st = rec.st or rec.get()
         view = local_frame(st, planes, eye, use_vd, g)
@@ -336,9 +341,10 @@ class NestedIndex:
             cand = self._arena.R.ids[lo:lo + int(self._tree.G.b_count[g])].copy()
             work, nodes = cand.shape[0], 0
             view = view._replace(tol=np.inf)
-        got = settle_candidates(np.ascontiguousarray(cand, dtype=np.int64),
-                                self._arena.idmap.arrays(), st, planes, eye, use_vd, g, view)
-        return got, int(work), int(nodes)
+        got, far = settle_candidates(np.ascontiguousarray(cand, dtype=np.int64),
+                                     self._arena.idmap.arrays(), st, planes, eye, use_vd, g,
+                                     view)
+        return got, int(work), int(nodes), int(far)
 
     # ------------------------------------------------------------------ drawing
 

@@ -1,6 +1,6 @@
 """A query seen from one group's frame: the planes and the eye carried into the group's local
 coordinates with the tolerances that keep the local test a safe filter (:func:`local_frame`),
-the contract's test on an object's canonical world sphere (:func:`exact_world`), and the
+the contract's test on an object's canonical world sphere (:func:`world_test`), and the
 settling of what a group's own index returns for the widened local planes
 (:func:`settle_candidates`). ``query.py``'s docstring gives the exactness argument.
 """
@@ -99,30 +99,39 @@ def local_frame(st, planes, eye, use_vd: bool, g: int) -> LocalView:
     return LocalView(pl, tol, eye_l, rel, dabs, ok)
 
 
+#: :func:`world_test`'s answers: drawn, beyond its view distance, outside the frustum.
+WORLD_DRAWN = 0
+WORLD_FAR = 1
+WORLD_OUTSIDE = 2
+
+
 @njit(cache=True, inline="always")
-def exact_world(planes, eye, use_vd: bool, W, ws, g: int, lx: float, ly: float, lz: float,
-                r: float, vd: float) -> bool:
-    """The contract's test on the canonical world sphere of a local sphere of group ``g``."""
+def world_test(planes, eye, use_vd: bool, W, ws, g: int, lx: float, ly: float, lz: float,
+               r: float, vd: float) -> int:
+    """The contract's test on the canonical world sphere of a local sphere of group ``g``:
+    WORLD_DRAWN, or the first test it fails (WORLD_FAR, WORLD_OUTSIDE), for the stage counts."""
     wx, wy, wz = world_point(W, g, lx, ly, lz)
     s = ws[g]
     if use_vd and not within_view_distance(eye[0], eye[1], eye[2], wx, wy, wz, s * vd):
-        return False
-    return sphere_in_frustum(planes, wx, wy, wz, s * r)
+        return WORLD_FAR
+    return WORLD_DRAWN if sphere_in_frustum(planes, wx, wy, wz, s * r) else WORLD_OUTSIDE
 
 
 @njit(cache=True)
 def settle_candidates(cand, id_table, st, planes, eye, use_vd: bool, g: int,
                       view: LocalView):
-    """The ids among ``cand`` (what group ``g``'s own index returned for the widened local
-    planes ``view.planes``, without view distance) that pass the world test: the local
-    float64 values decide the clear cases, :func:`exact_world` the ones within the
-    tolerances. ``id_table``: the id map's (keys, vals, dense); ``st``: the index's record."""
+    """(the ids among ``cand`` that pass the world test, how many of the others view distance
+    rejected): ``cand`` is what group ``g``'s own index returned for the widened local planes
+    ``view.planes``, without view distance; the local float64 values decide the clear cases,
+    :func:`world_test` the ones within the tolerances. ``id_table``: the id map's (keys, vals,
+    dense); ``st``: the index's record."""
     keys, vals, dense = id_table
     lc, rad, vdist, W, ws = st.lc, st.rad, st.vd, st.W, st.ws
     pl, tol, eye_l, rel, dabs = view.planes, view.tol, view.eye, view.rel, view.dabs
     out = np.empty(cand.shape[0], np.int64)
     nd = dense.shape[0]
     k = 0
+    far = 0
     K = pl.shape[0]
     for i in range(cand.shape[0]):
         key = cand[i]
@@ -147,9 +156,13 @@ def settle_candidates(cand, id_table, st, planes, eye, use_vd: bool, g: int,
             d = math.sqrt(dx * dx + dy * dy + dz * dz)
             v = vdist[s]
             if d > v * (1.0 + rel) + dabs:
+                far += 1
                 continue
             sure = d <= v * (1.0 - rel) - dabs
-        if sure or exact_world(planes, eye, use_vd, W, ws, g, x, y, z, r, vdist[s]):
+        verdict = WORLD_DRAWN if sure else world_test(planes, eye, use_vd, W, ws, g, x, y, z,
+                                                      r, vdist[s])
+        if verdict == WORLD_DRAWN:
             out[k] = key
             k += 1
-    return out[:k]
+        far += verdict == WORLD_FAR
+    return out[:k], far

@@ -11,7 +11,7 @@ the same number in real arithmetic but not in float64, so the local test is only
    involved (the rounding of the local and of the world computation, ~900 roundings of the
    largest term): OUT and IN are then certain for the world test too;
 2. the few NEAR objects (within that band of a plane or of their view distance) are decided
-   by the world test itself (``local.exact_world``), computed exactly as the oracle does.
+   by the world test itself (``local.world_test``), computed exactly as the oracle does.
 
 View distance the same way: the eye is carried into the frame (``A^-1 (eye - t)``), the
 distance compared with the local view distance with a relative slack for the transform's
@@ -38,7 +38,7 @@ from app.geom.predicates import (
 )
 from app.spatial.nested.bounds import refresh_bounds_some
 from app.spatial.nested.groups import ABS, REL, world_point
-from app.spatial.nested.local import exact_world, local_frame_into
+from app.spatial.nested.local import WORLD_DRAWN, WORLD_FAR, local_frame_into, world_test
 from app.spatial.nested.state import STATE_TYPE
 from app.spatial.nested.store import row32, sync32
 from app.spatial.scan import (
@@ -168,11 +168,13 @@ def _tol32_into(pl, eye_l, max_abs: float, max_r: float, p32):
 
 
 @njit(cache=True, fastmath=FAST)
-def _distance_verdicts(x, y, z, vd, ex, ey, ez, rel, tol, lo: int, hi: int, out) -> None:
+def _distance_verdicts(x, y, z, vd, ex, ey, ez, rel, tol, lo: int, hi: int, out) -> int:
     """Lower ``out[lo:hi]`` to the view-distance verdict (OUT / NEAR / IN) in float32, with
-    relative slack ``rel`` and absolute ``tol``; an infinite view distance is never OUT."""
+    relative slack ``rel`` and absolute ``tol``; an infinite view distance is never OUT.
+    Returns how many rows it finds certainly beyond their view distance (the stage count)."""
     a_rel = np.float32(1.0) - rel
     b_rel = np.float32(1.0) + rel
+    far = 0
     for i in range(lo, hi):
         dx = x[i] - ex
         dy = y[i] - ey
@@ -183,6 +185,8 @@ def _distance_verdicts(x, y, z, vd, ex, ey, ez, rel, tol, lo: int, hi: int, out)
         c = np.uint8((a > 0) & (d2 < a * a)) + np.uint8(d2 <= b * b)
         o = out[i]
         out[i] = c if c < o else o
+        far += c == 0
+    return far
 
 
 @njit(cache=True, fastmath=FAST)
@@ -261,12 +265,15 @@ def _cut_verdicts(x32, y32, z32, r32, vd32, p32, q32, cut, tol, lo: int, hi: int
 @njit(cache=True)
 def descend(st, planes, eye, use_vd: bool, inner_min: int):
     """One query over every group: (visible ids, working set, groups visited, how many groups
-    are left to their own index, code); code 1 (nothing done) when a plane is not 4 finite
-    numbers, 2 when the eye is not 3. The groups left to their own index are those whose
-    ``act`` is ``_INNER``. ``gcode[g]`` gets each group's outcome (``NODE_*``). The float32
-    centres of the groups it scans are brought up to date first: the logged moved rows of a
-    group with state 1, the whole block with state 2; the log is then emptied and the groups
-    it leaves unscanned go to state 2 (update.apply_moves).
+    are left to their own index, objects rejected by view distance, code); code 1 (nothing
+    done) when a plane is not 4 finite numbers, 2 when the eye is not 3. A group rejected by
+    view distance counts its objects (its subtree's, for its subtree sphere) under it, a
+    scanned object when its view-distance verdict rejects it; the frustum's are the rest.
+    The groups left to their own index are those whose ``act`` is ``_INNER``. ``gcode[g]``
+    gets each group's outcome (``NODE_*``). The float32 centres of the groups it scans are
+    brought up to date first: the logged moved rows of a group with state 1, the whole block
+    with state 2; the log is then emptied and the groups it leaves unscanned go to state 2
+    (update.apply_moves).
 
     Scratch (the caller's, reused): ``act`` / ``cuts`` a byte / word per group position,
     ``scanned`` a byte per group slot (zero on entry and on return), ``sure`` and ``near``
@@ -288,14 +295,14 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
     ng = order.shape[0]
     K = planes.shape[0]
     if planes.shape[1] != 4:
-        return np.empty(0, np.int64), 0, 0, 0, 1
+        return np.empty(0, np.int64), 0, 0, 0, 0, 1
     for p in range(K):
         for a in range(4):
             if not np.isfinite(planes[p, a]):
-                return np.empty(0, np.int64), 0, 0, 0, 1
+                return np.empty(0, np.int64), 0, 0, 0, 0, 1
     if eye.shape[0] != 3 or not (np.isfinite(eye[0]) and np.isfinite(eye[1])
                                  and np.isfinite(eye[2])):
-        return np.empty(0, np.int64), 0, 0, 0, 2
+        return np.empty(0, np.int64), 0, 0, 0, 0, 2
     nn = np.empty(K)
     n1 = np.empty(K)
     for p in range(K):
@@ -305,6 +312,12 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
         nn[p] = math.sqrt(a * a + b * b + c * c) * (1.0 + REL)
         n1[p] = abs(a) + abs(b) + abs(c)
     _out_flags(planes, nn, n1, order, sub_c, sub_r, cuts)
+    # Objects of the groups before preorder position i: a subtree's count in O(1).
+    below = np.empty(ng + 1, np.int64)
+    below[0] = 0
+    for i in range(ng):
+        below[i + 1] = below[i] + b_count[order[i]]
+    far = 0
     total = 0
     n_inner = 0
     visited = 0
@@ -325,6 +338,7 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
         if use_vd and _beyond_view(eye, sub_c[g, 0], sub_c[g, 1], sub_c[g, 2], sub_r[g], sub_vd[g]):
             gcode[g] = NODE_REJECT_VIEWDIST
             skip_to = send[i]
+            far += below[send[i]] - below[i]
             continue
         own = _INSIDE
         cut = np.uint64(0)
@@ -347,6 +361,7 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
             if use_vd and _beyond_view(eye, world_c[g, 0], world_c[g, 1], world_c[g, 2],
                                        world_r[g], world_vd[g]):
                 gcode[g] = NODE_REJECT_VIEWDIST
+                far += b_count[g]
                 continue
             own = _INSIDE
             cut = np.uint64(0)
@@ -411,7 +426,7 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
                 _cut_verdicts(x32, y32, z32, r32, vd32, p32, q32, cuts[i], tol32 + tol, lo, hi,
                               codes)
             if use_vd:
-                _distance_verdicts(x32, y32, z32, vd32, np.float32(eye_l[0]),
+                far += _distance_verdicts(x32, y32, z32, vd32, np.float32(eye_l[0]),
                                    np.float32(eye_l[1]), np.float32(eye_l[2]),
                                    np.float32(_VD32 + rel), np.float32(tol_d32 + dabs), lo, hi,
                                    codes)
@@ -420,17 +435,19 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
         ns, nn_g = compact(codes, words, lo, hi, sure, ns, near, 0)
         for q in range(nn_g):
             s = near[q]
-            if exact_world(planes, eye, use_vd, W, ws, g, lc[s, 0], lc[s, 1], lc[s, 2], rad[s],
-                           vdist[s]):
+            verdict = world_test(planes, eye, use_vd, W, ws, g, lc[s, 0], lc[s, 1], lc[s, 2],
+                                 rad[s], vdist[s])
+            if verdict == WORLD_DRAWN:
                 sure[ns] = s
                 ns += 1
+            far += verdict == WORLD_FAR
     # Rows to ids once at the end, not group by group: reading back the rows the compaction
     # has just written with overlapping 8-wide stores stalls on store forwarding (measured:
     # 0.6-1.1 us a 100 x 1,000 frame).
     out = np.empty(ns, np.int64)
     for q in range(ns):
         out[q] = ids[sure[q]]
-    return out, total, visited, n_inner, 0
+    return out, total, visited, n_inner, far, 0
 
 
 @njit(cache=True)

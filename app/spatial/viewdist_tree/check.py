@@ -30,6 +30,7 @@ MESSAGES = {
     12: "broken infinite-view-distance list",
     13: "live object not in exactly the right list, or a dead slot still linked",
     14: "packed copy differs from the node's list or the store, or out of list order",
+    15: "subtree object count is not the node's own count plus its children's",
 }
 
 
@@ -144,6 +145,12 @@ def check_lists(nd, ob, pk, tree, sp, alive):
             s = ob.next[s]
         if count != nd.count[node]:
             return 9, node
+        below = count
+        for j in range(8):
+            if nd.child[node, j] != -1:
+                below += nd.sub[nd.child[node, j]]
+        if below != nd.sub[node]:
+            return 15, node
         if packed != nd.plen[node]:
             return 14, node
         in_nodes += count

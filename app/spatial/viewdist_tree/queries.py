@@ -73,38 +73,39 @@ def _verdict(planes, eye, use_vd, occ, lx, ly, lz, hx, hy, hz, max_vd):
 
 
 @njit(cache=True, inline="always")
-def _tally(v: int, s: int, out, k: int, occluded: int):
+def _tally(v: int, s: int, out, k: int, occluded: int, far: int):
     """Count one object's decision v: an accepted slot s goes to out[k]; returns
-    (k, occluded) after it."""
+    (k, occluded, far) after it (culled by occlusion, by view distance)."""
     if v == ACCEPTED:
         out[k] = s
-        return k + 1, occluded
-    return k, occluded + (v == NODE_REJECT_OCCLUSION)
+        return k + 1, occluded, far
+    return k, occluded + (v == NODE_REJECT_OCCLUSION), far + (v == NODE_REJECT_VIEWDIST)
 
 
 @njit(cache=True, _nrt=False)
 def _decide_objects(nd, ob, pk, sp, node, planes, eye, use_vd, occ, take_all, out, k):
     """Decide a node's objects into ``out[k:]``: those linked since the last rebuild (read
-    from the store), then the packed ones; returns (k, occluded). ``take_all``: the node is
+    from the store), then the packed ones; returns (k, occluded, far). ``take_all``: the node is
     inside every plane and nothing occludes, so each object is taken as it is.
 
     Once per node, without reference counting like :func:`_accept`.
     """
     occluded = 0
+    far = 0
     s = nd.head[node]
     while s != -1 and ob.row[s] < 0:  # linked since the last rebuild: not packed
         v = ACCEPTED if take_all else _accept(
             planes, eye, use_vd, occ, sp.centers[s, 0], sp.centers[s, 1], sp.centers[s, 2],
             sp.radii[s], sp.vdist[s])
-        k, occluded = _tally(v, s, out, k, occluded)
+        k, occluded, far = _tally(v, s, out, k, occluded, far)
         s = ob.next[s]
     start = nd.pstart[node]
     for p in range(start, start + nd.plen[node]):
         v = ACCEPTED if take_all else _accept(
             planes, eye, use_vd, occ, pk.center[p, 0], pk.center[p, 1], pk.center[p, 2],
             pk.radius[p], pk.vdist[p])
-        k, occluded = _tally(v, pk.slot[p], out, k, occluded)
-    return k, occluded
+        k, occluded, far = _tally(v, pk.slot[p], out, k, occluded, far)
+    return k, occluded, far
 
 
 # ---------------------------------------------------------------- node tests
@@ -188,7 +189,7 @@ def _stack_cap(nd, tree):
 
 @njit(cache=True)
 def _scan_infinite(ob, tree, sp, planes, eye, use_vd, occ, out):
-    """Decide the unbounded list into ``out``; returns (kept, considered, occluded).
+    """Decide the unbounded list into ``out``; returns (kept, considered, occluded, far).
 
     Its view distances are infinite or beyond UNBOUNDED, so the view-distance test is kept
     for the exact answer (it only rejects objects at absurd coordinates).
@@ -196,26 +197,29 @@ def _scan_infinite(ob, tree, sp, planes, eye, use_vd, occ, out):
     k = 0
     considered = 0
     occluded = 0
+    far = 0
     s = tree[0].inf_head
     while s != -1:
         considered += 1
         v = _accept(planes, eye, use_vd, occ, sp.centers[s, 0], sp.centers[s, 1],
                     sp.centers[s, 2], sp.radii[s], sp.vdist[s])
-        k, occluded = _tally(v, s, out, k, occluded)
+        k, occluded, far = _tally(v, s, out, k, occluded, far)
         s = ob.next[s]
-    return k, considered, occluded
+    return k, considered, occluded, far
 
 
 @njit(cache=True)
 def query_eye(nd, ob, pk, tree, sp, planes, eye, tight, occ):
     """Frustum query with view distance: the point query for the eye, then exact tests.
 
-    Returns (slots, considered, nodes visited, nodes occluded, objects occluded).
+    Returns (slots, considered, nodes visited, nodes occluded, objects culled by occlusion,
+    objects culled by view distance): a rejected node counts its subtree (``sub``) under its
+    test, the frustum's being the rest; an object counts under the first test it fails.
     """
     t = tree[0]
     nd.outcome[:] = NODE_NOT_VISITED
     out = np.empty(t.in_nodes + t.inf_count, dtype=np.int64)
-    k, considered, occ_obj = _scan_infinite(ob, tree, sp, planes, eye, True, occ, out)
+    k, considered, occ_obj, far = _scan_infinite(ob, tree, sp, planes, eye, True, occ, out)
     visited = 0
     occ_nodes = 0
     ex = eye[0]
@@ -236,21 +240,24 @@ def query_eye(nd, ob, pk, tree, sp, planes, eye, tight, occ):
         if not _eye_in_reach(nd, node, ex, ey, ez, emag) or _is_empty(nd, node) or (
                 tight and not _eye_near_centres(nd, node, ex, ey, ez, emag)):
             nd.outcome[node] = NODE_REJECT_VIEWDIST
+            far += nd.sub[node]
             continue
         lx, ly, lz, hx, hy, hz, _ = _sphere_box(nd, node, qmag)
         verdict = _verdict(planes, eye, False, occ, lx, ly, lz, hx, hy, hz, nd.vmax[node])
         nd.outcome[node] = verdict
         if verdict == NODE_REJECT_OCCLUSION:
             occ_nodes += 1
+            occ_obj += nd.sub[node]
         if verdict != NODE_INSIDE and verdict != NODE_PARTIAL:
             continue
         visited += 1
         considered += nd.count[node]
-        k, occluded = _decide_objects(nd, ob, pk, sp, node, planes, eye, True, occ, False,
-                                      out, k)
+        k, occluded, far_objects = _decide_objects(nd, ob, pk, sp, node, planes, eye, True,
+                                                   occ, False, out, k)
         occ_obj += occluded
+        far += far_objects
         top = push_children(nd.child, node, stack, top)
-    return out[:k], considered, visited, occ_nodes, occ_obj
+    return out[:k], considered, visited, occ_nodes, occ_obj, far
 
 
 @njit(cache=True)
@@ -263,7 +270,7 @@ def query_planes(nd, ob, pk, tree, sp, planes, eye, occ):
     t = tree[0]
     nd.outcome[:] = NODE_NOT_VISITED
     out = np.empty(t.in_nodes + t.inf_count, dtype=np.int64)
-    k, considered, occ_obj = _scan_infinite(ob, tree, sp, planes, eye, False, occ, out)
+    k, considered, occ_obj, _ = _scan_infinite(ob, tree, sp, planes, eye, False, occ, out)
     occluding = occ.widths.shape[0] > 0
     no_planes = np.empty((0, planes.shape[1]), dtype=planes.dtype)
     visited = 0
@@ -292,6 +299,7 @@ def query_planes(nd, ob, pk, tree, sp, planes, eye, occ):
                                     nd.vmax[node])
             if verdict == NODE_REJECT_OCCLUSION:
                 occ_nodes += 1
+                occ_obj += nd.sub[node]
             if verdict != NODE_INSIDE and verdict != NODE_PARTIAL:
                 nd.outcome[node] = verdict
                 continue
@@ -300,8 +308,8 @@ def query_planes(nd, ob, pk, tree, sp, planes, eye, occ):
         visited += 1
         considered += nd.count[node]
         pl = no_planes if whole else planes
-        k, occluded = _decide_objects(nd, ob, pk, sp, node, pl, eye, False, occ,
-                                      whole and not occluding, out, k)
+        k, occluded, _ = _decide_objects(nd, ob, pk, sp, node, pl, eye, False, occ,
+                                         whole and not occluding, out, k)
         occ_obj += occluded
         for j in range(8):
             c = nd.child[node, j]
@@ -309,7 +317,7 @@ def query_planes(nd, ob, pk, tree, sp, planes, eye, occ):
                 stack[top] = c
                 inside[top] = whole
                 top += 1
-    return out[:k], considered, visited, occ_nodes, occ_obj
+    return out[:k], considered, visited, occ_nodes, occ_obj, 0
 
 
 # ---------------------------------------------------------------- box, sphere and ray

@@ -48,6 +48,7 @@ class ViewDistNodes(NamedTuple):
     nchild: np.ndarray  # children that exist
     head: np.ndarray  # first object slot of the node's list, -1 when none
     count: np.ndarray  # objects in the node's own list
+    sub: np.ndarray  # objects in the subtree (own list and below): a rejected node's count
     pstart: np.ndarray  # first row of the node's range in the packed copy
     plen: np.ndarray  # rows of the range in use (objects removed since the rebuild are gone)
     clo: np.ndarray  # (N, 3) min of the object centres in the subtree
@@ -107,8 +108,8 @@ TREE = np.dtype([
 
 # What a node entry holds while free (alloc_node sets every field of a new node).
 _NODE_FILL = {"lo": 0.0, "size": 0.0, "level": 0, "parent": -1, "child": -1, "nchild": 0,
-              "head": -1, "count": 0, "pstart": 0, "plen": 0, "clo": np.inf, "chi": -np.inf,
-              "slo": np.inf, "shi": -np.inf, "vmax": -np.inf, "outcome": 0}
+              "head": -1, "count": 0, "sub": 0, "pstart": 0, "plen": 0, "clo": np.inf,
+              "chi": -np.inf, "slo": np.inf, "shi": -np.inf, "vmax": -np.inf, "outcome": 0}
 
 
 # ---------------------------------------------------------------- pools (numpy, not per frame)
@@ -128,7 +129,7 @@ def new_nodes() -> Nodes:
     f3 = np.zeros((0, 3))
     i1 = np.zeros(0, dtype=np.int64)
     return Nodes(lo=f3, size=np.zeros(0), level=i1, parent=i1, child=np.zeros((0, 8), np.int64),
-                 nchild=i1, head=i1, count=i1, pstart=i1, plen=i1, clo=f3, chi=f3, slo=f3,
+                 nchild=i1, head=i1, count=i1, sub=i1, pstart=i1, plen=i1, clo=f3, chi=f3, slo=f3,
                  shi=f3, vmax=np.zeros(0), outcome=np.zeros(0, np.int8), free=i1)
 
 
@@ -196,6 +197,7 @@ def alloc_node(nd, tree, x, y, z, level, parent):
     nd.level[node] = level
     nd.head[node] = -1
     nd.count[node] = 0
+    nd.sub[node] = 0
     nd.nchild[node] = 0
     for j in range(8):
         nd.child[node, j] = -1
@@ -338,6 +340,7 @@ def grow_root(nd, tree, cx, cy, cz, vd):
             nd.slo[new, a] = nd.slo[root, a]
             nd.shi[new, a] = nd.shi[root, a]
         nd.vmax[new] = nd.vmax[root]
+        nd.sub[new] = nd.sub[root]
         nd.child[new, octant] = root
         nd.nchild[new] = 1
         nd.parent[root] = new

@@ -192,16 +192,16 @@ class ViewDistanceTree(SpatialIndex):
                        occlusion: ZPyramid | None) -> QueryResult:
         occ = occluder(occlusion)
         if use_vd:
-            slots, considered, visited, occ_n, occ_o = qu.query_eye(
+            slots, considered, visited, occ_n, occ_o, far = qu.query_eye(
                 self._nodes, self._objs, self._packed, self._tree, self._spheres(), planes, eye,
                 self._tight, occ)
         else:
-            slots, considered, visited, occ_n, occ_o = qu.query_planes(
+            slots, considered, visited, occ_n, occ_o, far = qu.query_planes(
                 self._nodes, self._objs, self._packed, self._tree, self._spheres(), planes, eye,
                 occ)
         return QueryResult(visible=slots, working_set=int(considered),
                            nodes_visited=int(visited), occluded_nodes=int(occ_n),
-                           occluded_objects=int(occ_o))
+                           occluded_objects=int(occ_o), culled_distance=int(far))
 
     def _region(self, kind: int, q: np.ndarray, qr: float) -> tuple[np.ndarray, np.ndarray]:
         return qu.query_region(self._nodes, self._objs, self._packed, self._tree,

@@ -64,8 +64,18 @@ def link(nd, ob, tree, node, s):
     else:
         nd.head[node] = s
         nd.count[node] += 1
+        add_below(nd, node, 1)
         t.in_nodes += 1
         t.unpacked += 1
+
+
+@njit(cache=True, _nrt=False)
+def add_below(nd, node, d):
+    """Add ``d`` to the subtree counts of ``node`` and its ancestors (O(depth): only a relink
+    pays it, never an in-place move)."""
+    while node != -1:
+        nd.sub[node] += d
+        node = nd.parent[node]
 
 
 @njit(cache=True, _nrt=False)
@@ -102,6 +112,7 @@ def unlink(nd, ob, pk, tree, s):
         t.inf_count -= 1
     else:
         nd.count[node] -= 1
+        add_below(nd, node, -1)
         t.in_nodes -= 1
         t.stale += 1
         if ob.row[s] >= 0:
