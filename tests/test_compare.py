@@ -244,6 +244,13 @@ def test_exact_indexes_give_b_the_same_answer_as_a_on_every_frame(ctx, tmp_path,
     ab = [s for s in lines if s.startswith("A/B (F2): ")]
     assert ab and f"| B {v.comparison.label} " in ab[0]
     assert any("answers equal" in s for s in lines)
+    # B's own stage counts, its query's: they add up to the objects with B's answer
+    c = v.comparison.stages
+    res = v.comparison.pipeline.last_cull.result
+    assert (c.frustum, c.drawn) == (res.culled_frustum, res.visible.shape[0])
+    assert c.frustum + (c.distance or 0) + (c.occlusion or 0) + c.drawn == c.objects
+    assert f"   B culled {c.culled:,} of {c.objects:,}" in "\n".join(lines)
+    assert f"-> B drew {c.drawn:,}" in "\n".join(lines)
     (pair, s), = v.comparison.runs.items()
     assert s.count == 12 and pair.exact
     # closing wrote the report: both sides, every frame, the answers equal

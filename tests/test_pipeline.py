@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from app.culling.pipeline import CullPipeline, IndexConfig
 
@@ -106,35 +104,11 @@ def _oracle_in_view(c, r, vd, planes, eye, use_vd):
     return inside, inside & (near | (not use_vd))
 
 
-@settings(max_examples=25)
-@given(seed=st.integers(0, 2**31), n=st.integers(0, 3000), use_vd=st.booleans(),
-       parallel=st.booleans(), spread=st.sampled_from([1.0, 60.0, 1e4]))
-def test_count_in_view_is_the_contracts_count(seed, n, use_vd, parallel, spread):
-    """The stage count's compiled pass counts exactly what the contract's predicates accept,
-    in both kernels, and its second count is the size of brute force's unoccluded answer."""
-    from app.culling.frustum import camera_planes, count_in_view
-    from app.spatial import create_index
-
-    rng = np.random.default_rng(seed)
-    c = rng.uniform(-spread, spread, (n, 3))
-    r = rng.uniform(0.01, 5.0, n)
-    vd = np.where(rng.random(n) < 0.2, np.inf, rng.uniform(1, 2 * spread, n))
-    eye = rng.uniform(-spread / 2, spread / 2, 3)
-    planes = camera_planes(eye, eye + rng.normal(size=3), far=spread)
-    inside, in_view = _oracle_in_view(c, r, vd, planes, eye, use_vd)
-    got = count_in_view(c, r, vd, planes, eye, use_vd, parallel)
-    assert got == (int(inside.sum()), int(in_view.sum()))
-    if n:
-        brute = create_index("brute")
-        brute.insert(np.arange(n, dtype=np.int64), c, r, vd)
-        res = brute.query_frustum(planes, eye=eye, use_view_distance=use_vd)
-        assert got[1] == res.visible.shape[0]
-
-
-def test_stage_counts_split_the_culled_objects_by_stage():
-    """stage_counts: frustum + distance + occlusion + drawn = objects, each stage's count is
-    the oracle's, a stage that is off is None, and nothing is read when the query's answer
-    already is the count."""
+def test_stage_counts_are_the_queries_own():
+    """frame_stages takes the counts the frame's query made (no pass of its own): with brute
+    force exactly the per-object first failed test (view distance, then frustum), adding up
+    to the objects with what was drawn; a stage that is off is None; frustum culling off,
+    the view-distance filter's count."""
     from app.culling.frustum import camera_planes
 
     rng = np.random.default_rng(4)
@@ -143,50 +117,39 @@ def test_stage_counts_split_the_culled_objects_by_stage():
     r = rng.uniform(0.5, 2.0, n)
     vd = r * 60
     ids = np.arange(n, dtype=np.int64)
-    pipe = CullPipeline(IndexConfig("octree", False, None))
-    pipe.build(ids, c, r, vd)
     eye = np.array([0.0, 5.0, 150.0])
     planes = camera_planes(eye, np.zeros(3), far=250.0)
-    inside, near = _oracle_in_view(c, r, vd, planes, eye, True)
-    kw = dict(centers=c, radii=r, view_distances=vd)
-    for use_vd in (False, True):
-        res = pipe.cull(planes, eye, frustum=True, view_distance=use_vd)
-        k = res.visible.shape[0]
-        s = pipe.stage_counts(planes, eye, frustum=True, view_distance=use_vd, occlusion=False,
-                              visible=k, drawn=k, **kw)
-        assert s.frustum == n - inside.sum() and s.occlusion is None
-        assert s.distance == ((inside.sum() - near.sum()) if use_vd else None)
-        assert s.frustum + (s.distance or 0) + s.drawn == n == s.culled + s.drawn
-    # occlusion: whatever passed frustum and distance but was not drawn
-    drawn = int(near.sum()) // 2
-    s = pipe.stage_counts(planes, eye, frustum=True, view_distance=True, occlusion=True,
-                          visible=drawn, drawn=drawn, **kw)
-    assert (s.frustum, s.distance, s.occlusion) == (n - inside.sum(), inside.sum() - near.sum(),
-                                                    near.sum() - drawn)
+    inside, _ = _oracle_in_view(c, r, vd, planes, eye, True)
+    far = np.sqrt(((c - eye) ** 2).sum(axis=1)) > vd
+    for name in ("brute", "octree"):
+        pipe = CullPipeline(IndexConfig(name, False, None))
+        pipe.build(ids, c, r, vd)
+        for use_vd in (False, True):
+            first = pipe.first_cull(planes, eye, frustum=True, view_distance=use_vd)
+            s = pipe.frame_stages(drawn=first.shape[0])
+            assert s.occlusion is None and s.drawn == first.shape[0]
+            assert s.frustum + (s.distance or 0) + s.drawn == n == s.culled + s.drawn
+            if not use_vd:
+                assert s.distance is None and s.frustum == n - inside.sum()
+            elif name == "brute":
+                assert (s.distance, s.frustum) == (far.sum(), (~far & ~inside).sum())
+            else:  # a node beyond every view distance below it counts as view distance
+                assert s.distance <= far.sum() and s.frustum <= (~inside).sum()
     # frustum culling off: only the view-distance filter culls
-    s = pipe.stage_counts(planes, eye, frustum=False, view_distance=True, occlusion=True,
-                          visible=1234, drawn=1234, **kw)
-    assert (s.frustum, s.distance, s.occlusion, s.drawn) == (None, n - 1234, None, 1234)
+    first = pipe.first_cull(planes, eye, frustum=False, view_distance=True)
+    s = pipe.frame_stages(drawn=first.shape[0])
+    assert (s.frustum, s.distance, s.occlusion, s.drawn) == (None, far.sum(), None,
+                                                             n - far.sum())
 
 
-def test_stage_counts_of_a_large_scene_are_refreshed_every_few_frames(monkeypatch):
-    """Above COUNT_ROWS_PER_FRAME rows the pass runs every ceil(n / that)-th frame; the frames
-    between repeat its counts and say so."""
-    import app.culling.pipeline as pl
-    from app.culling.frustum import camera_planes
+def test_two_pass_stage_counts_leave_out_what_the_early_set_drew():
+    """Two-pass: the late cull's occluded objects that the early set drew are drawn, not
+    culled, so the counts and the drawn objects still add up."""
+    from app.culling.pipeline import stage_counts
+    from app.spatial import QueryResult
 
-    monkeypatch.setattr(pl, "COUNT_ROWS_PER_FRAME", 1000)  # 3,000 rows: every third frame
-    rng = np.random.default_rng(8)
-    n = 3000
-    c = rng.uniform(-100, 100, (n, 3))
-    r = np.ones(n)
-    vd = np.full(n, 80.0)
-    pipe = CullPipeline(IndexConfig("brute"))
-    eye = np.zeros(3)
-    kw = dict(centers=c, radii=r, view_distances=vd, frustum=True, view_distance=True,
-              occlusion=True, visible=0, drawn=0)
-    first = pipe.stage_counts(camera_planes(eye, np.array([1.0, 0, 0])), eye, frame=0, **kw)
-    other = camera_planes(eye, np.array([-1.0, 0, 0]))
-    later = [pipe.stage_counts(other, eye, frame=f, **kw) for f in (1, 2, 3)]
-    assert first.counted and not later[0].counted and not later[1].counted and later[2].counted
-    assert later[0].frustum == first.frustum and later[2].frustum != first.frustum
+    res = QueryResult(visible=np.arange(10), working_set=0, nodes_visited=0,
+                      occluded_objects=7, culled_frustum=50, culled_distance=33)
+    s = stage_counts(res, 100, frustum=True, view_distance=True, occlusion=True, drawn=12)
+    assert (s.frustum, s.distance, s.occlusion, s.drawn) == (50, 33, 5, 12)
+    assert s.frustum + s.distance + s.occlusion + s.drawn == 100

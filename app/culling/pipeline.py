@@ -11,11 +11,12 @@ the frame's culls with the current toggles:
 - :meth:`CullPipeline.late_cull`: two-pass occlusion's *late* cull against this frame's
   pyramid; it returns the newly visible ids for the second draw and keeps the late answer as
   the next frame's early set;
-- :meth:`CullPipeline.frame_stages`: how many objects each stage of that cull removed
-  (frustum, view distance, occlusion), as Unreal's ``stat initviews`` does.
+- :meth:`CullPipeline.frame_stages`: how many objects each test of that cull rejected
+  (frustum, view distance, occlusion), as Unreal's ``stat initviews`` does: the counts the
+  query made in its own walk (``QueryResult.culled_frustum`` ...), no second pass.
 
-:meth:`CullPipeline.cull` and :meth:`CullPipeline.stage_counts` are the same steps with every
-input explicit (the start-up's warm calls, ground truth, tests).
+:meth:`CullPipeline.cull` and :func:`stage_counts` are the same steps with every input
+explicit (the start-up's warm calls, ground truth, tests).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from app.culling.frustum import camera_planes, count_in_view, filter_in_view
+from app.culling.frustum import camera_planes, filter_in_view
 from app.geom.zpyramid import ZPyramid
 from app.spatial import INDEX_NAMES, TREE_HEURISTICS, QueryResult, SpatialIndex, create_index
 
@@ -84,22 +85,19 @@ def _named_params(name: str) -> set[str]:
             if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
 
 
-#: Rows the stage count may read every frame; a larger scene refreshes its counts every
-#: ceil(rows / COUNT_ROWS_PER_FRAME)-th frame (one pass over 10^6 rows reads 40 MB: 3-5 ms on
-#: two cores; 60,000 rows take ~0.3 ms).
-COUNT_ROWS_PER_FRAME = 131_072
-
-
 @dataclass
 class StageCounts:
-    """Objects removed by each culling stage in one frame; None for a stage that is off."""
+    """Objects each culling test rejected in one frame, as the query counted them in the order
+    its kernel applies the tests (view distance, frustum, occlusion): a node rejected whole
+    counts every object below it under that test, an object tested alone counts under the
+    first test it fails. None for a stage that is off. With ``drawn`` they add up to
+    ``objects``."""
 
     objects: int
-    frustum: int | None  # outside the culling camera's frustum
-    distance: int | None  # in the frustum but beyond their view distance
-    occlusion: int | None  # in the frustum and within view distance, yet not drawn
+    frustum: int | None  # rejected by the frustum test
+    distance: int | None  # rejected by the view-distance test
+    occlusion: int | None  # rejected by an occlusion test and not drawn
     drawn: int
-    counted: bool = True  # False: frustum/distance were not recounted this frame (large scene)
 
     @property
     def culled(self) -> int:
@@ -140,8 +138,6 @@ class CullPipeline:
         self._rows_checked: np.ndarray | None = None
         self._run_start = -1
         self._all_rows: np.ndarray | None = None  # read-only 0..n-1 when the ids are the rows
-        self._in_view = (0, 0)  # the last stage count: (in the frustum, also within distance)
-        self._counts_key: tuple[bool, int] | None = None
         # (ids, centers, radii, view distances): the scene's arrays, moved in place
         self._objects: tuple[np.ndarray, ...] | None = None
         self._early = np.zeros(0, np.int64)  # two-pass: last frame's late answer
@@ -263,7 +259,9 @@ class CullPipeline:
             d2 = ((centers - np.asarray(eye)) ** 2).sum(axis=1)
             keep = d2 <= view_distances * view_distances
             ids = all_ids[keep] if all_ids is not None else np.flatnonzero(keep)
-            return QueryResult(visible=ids, working_set=int(keep.shape[0]), nodes_visited=0)
+            return QueryResult(visible=ids, working_set=int(keep.shape[0]), nodes_visited=0,
+                               culled_frustum=0,
+                               culled_distance=int(keep.shape[0] - ids.shape[0]))
         res = self.index.query_frustum(planes, eye=eye, use_view_distance=view_distance,
                                        occlusion=occlusion)
         self.last_result = res
@@ -306,54 +304,45 @@ class CullPipeline:
         self._early = res.visible.copy()  # the index may reuse its answer's buffer
         return f.newly
 
-    def frame_stages(self, drawn: int, frame: int = 0) -> StageCounts:
-        """How many objects each stage of this frame's culls removed; ``drawn``: what the
-        frame drew (every object when nothing was culled)."""
+    def frame_stages(self, drawn: int) -> StageCounts:
+        """How many objects each test of this frame's culls rejected, from the query's own
+        counts (two-pass: the late cull's); ``drawn``: what the frame drew (every object when
+        nothing was culled)."""
         f = self.last_cull
-        visible = drawn if f.result is None else int(f.result.visible.shape[0])
-        return self.stage_counts(f.planes, f.eye, frustum=f.frustum,
-                                 view_distance=f.view_distance, occlusion=f.occlusion != "off",
-                                 visible=visible, drawn=drawn, frame=frame)
+        return stage_counts(f.result, self.object_count(), frustum=f.frustum,
+                            view_distance=f.view_distance, occlusion=f.occlusion != "off",
+                            drawn=drawn)
 
-    def stage_counts(self, planes: np.ndarray, eye: np.ndarray, *, frustum: bool,
-                     view_distance: bool, occlusion: bool, visible: int, drawn: int,
-                     centers: np.ndarray | None = None, radii: np.ndarray | None = None,
-                     view_distances: np.ndarray | None = None,
-                     frame: int = 0) -> StageCounts:
-        """How many objects each stage culled this frame (``stat initviews``).
+    def object_count(self) -> int:
+        """The objects the frame culls: the held ones (the index's size)."""
+        if self._objects is not None:
+            return int(self._objects[0].shape[0])
+        return 0 if self.index is None else len(self.index)
 
-        ``visible``: the size of this frame's query answer (with frustum culling off: of the
-        view-distance filter); ``drawn``: the objects the frame drew. Without view distance
-        and occlusion the query answer is the frustum's count and nothing is read; otherwise
-        one compiled pass over every row (:func:`count_in_view`, the indexes' predicates)
-        counts the objects in the frustum and those also within view distance, in scenes
-        over :data:`COUNT_ROWS_PER_FRAME` rows only every few frames (the others repeat the
-        last counts with ``counted=False``, occlusion recomputed from them). The object
-        arrays default to the held ones.
 
-        The frustum's and view distance's counts cannot come out of a query that prunes by
-        view distance or occlusion: it never looks at the objects of a node it rejects that
-        way, whether they are in the frustum or not. Hence the pass, which streams the rows
-        (24,000 objects 0.03 ms, 60,000 0.07 ms; the live index's frustum-only query takes
-        0.1 ms for either).
-        """
-        if centers is None:
-            _, centers, radii, view_distances = self._objects
-        n = int(centers.shape[0])
-        if not frustum:
-            return StageCounts(n, None, n - visible if view_distance else None, None, drawn)
-        if not view_distance and not occlusion:
-            return StageCounts(n, n - visible, None, None, drawn)
-        every = max(1, -(-n // COUNT_ROWS_PER_FRAME))
-        key = (bool(view_distance), n)
-        counted = every == 1 or frame % every == 0 or self._counts_key != key
-        if counted:
-            self._in_view = count_in_view(centers, radii, view_distances, planes, eye,
-                                          bool(view_distance))
-            self._counts_key = key
-        f, d = self._in_view
-        return StageCounts(n, n - f, f - d if view_distance else None,
-                           max(d - drawn, 0) if occlusion else None, drawn, counted)
+def stage_counts(result: QueryResult | None, objects: int, *, frustum: bool,
+                 view_distance: bool, occlusion: bool, drawn: int) -> StageCounts:
+    """The culled-by-test counts (``stat initviews``) of a frame whose query answered
+    ``result`` (None: nothing was culled) out of ``objects``, and which drew ``drawn``.
+
+    The counts are the query's own (``QueryResult.culled_frustum``, ``culled_distance``,
+    ``occluded_objects``); frustum culling off, the view-distance filter's. Two-pass draws the
+    early set before the late cull tests occlusion: the late answer's occluded objects the
+    early set drew are drawn, not culled, so occlusion counts the others (``drawn`` is then
+    the late answer plus those), and the four still add up to ``objects``.
+    """
+    if result is None:
+        return StageCounts(objects, None, None, None, drawn)
+    if frustum and result.culled_frustum is None:  # two-pass's early set, no late cull yet
+        return StageCounts(objects, None, None, None, drawn)
+    visible = int(result.visible.shape[0])
+    distance = int(result.culled_distance or 0) if view_distance else None
+    if not frustum:
+        return StageCounts(objects, None, distance, None, drawn)
+    occluded = None
+    if occlusion:
+        occluded = max(int(result.occluded_objects) - max(drawn - visible, 0), 0)
+    return StageCounts(objects, int(result.culled_frustum or 0), distance, occluded, drawn)
 
 
 def newly_visible(late: np.ndarray, early: np.ndarray) -> np.ndarray:
@@ -394,7 +383,6 @@ def warm_up(names: tuple[str, ...] | list[str] | None = None, objects: tuple | N
     else:
         planes, eye = view
     out: dict[str, float] = {}
-    counted = False
     for name in names or INDEX_NAMES:
         variants = [True, False] if name in TREE_HEURISTICS and leafy is None else [
             True if leafy is None else leafy]
@@ -408,13 +396,7 @@ def warm_up(names: tuple[str, ...] | list[str] | None = None, objects: tuple | N
                 p.build(ids, centers, radii, vd)
                 p.update(movers, centers)
                 for use_vd in (False, True):
-                    res = p.cull(planes, eye, frustum=True, view_distance=use_vd)
-                    if not counted:  # the HUD's stage counts, once
-                        n_vis = int(res.visible.shape[0])
-                        p.stage_counts(planes, eye, frustum=True, view_distance=use_vd,
-                                       occlusion=False, visible=n_vis, drawn=n_vis,
-                                       centers=centers, radii=radii, view_distances=vd)
-                counted = True
+                    p.cull(planes, eye, frustum=True, view_distance=use_vd)
                 p.index.node_boxes()
                 p.index.node_outcomes()
             except Exception:  # noqa: BLE001, S112 - reported when the user switches to it

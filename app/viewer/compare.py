@@ -41,8 +41,9 @@ from pathlib import Path
 
 import numpy as np
 
-from app.culling.pipeline import CullPipeline, FrameCull, IndexConfig
+from app.culling.pipeline import CullPipeline, FrameCull, IndexConfig, StageCounts
 from app.viewer.compare_occlusion import OwnOcclusion
+from app.viewer.hud_text import stages_line
 
 #: Frames the HUD's median and p95 are taken over.
 WINDOW = 300
@@ -182,6 +183,7 @@ class Comparison:
         self.last: dict[str, object] = dict.fromkeys(COLUMNS)  # the last frame's log cells
         self._times = [0.0, 0.0]  # this frame's B update and cull ms so far
         self._frames = 0  # frames B ran (which one goes first alternates)
+        self.stages: StageCounts | None = None  # what B's own tests rejected, last frame
 
     @property
     def active(self) -> bool:
@@ -294,6 +296,8 @@ class Comparison:
                      "compare_update_ms": round(b_update, 4),
                      "compare_cull_ms": round(b_cull, 4),
                      "compare_pyramid_ms": round(b_pyramid, 4), "compare_differ": differ}
+        # B's own stage counts: what its query's tests rejected, and what B drew
+        self.stages = p.frame_stages(n if b_drawn is None else int(b_drawn.shape[0]))
 
     def _late_cull(self, pyramid) -> None:
         """Two-pass's late cull of B against ``pyramid``, timed into B's cull."""
@@ -309,7 +313,9 @@ class Comparison:
         """The HUD's A/B lines of the current pairing (none while B is off)."""
         if not self.active or self.current is None or self.current.b != self.label:
             return [f"A/B (F2): B {self.label} built, no frame yet"] if self.active else []
-        return hud_lines(self.current, self.runs[self.current].rows, WINDOW)
+        b_stages = stages_line(self.stages, kept="B drew")
+        return [*hud_lines(self.current, self.runs[self.current].rows, WINDOW),
+                *([f"   B {b_stages}"] if b_stages else [])]
 
 
 def _stages(pair: Pairing) -> tuple[str, ...]:

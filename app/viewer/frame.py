@@ -202,7 +202,7 @@ class Frame:
 
         # 8. stage counts (a measurement, like ground truth: its own time)
         if count_stages:
-            st.stages = p.frame_stages(st.drawn, frame_index)
+            st.stages = p.frame_stages(st.drawn)
             st.stages_ms = (time.perf_counter() - t6) * 1e3
         return st
 

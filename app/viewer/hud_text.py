@@ -77,9 +77,13 @@ def counts_line(st: FrameStats, objects: int, nodes: str, two_pass: bool) -> str
     return line
 
 
-def stages_line(c: StageCounts | None, toggles: Toggles | None = None) -> str | None:
-    """Unreal's ``stat initviews`` in one line: how many objects each stage culled. A stage
-    switched on that cannot act says why (occlusion needs frustum culling's query)."""
+def stages_line(c: StageCounts | None, toggles: Toggles | None = None,
+                kept: str = "drawn") -> str | None:
+    """Unreal's ``stat initviews`` in one line: how many objects each test of the cull
+    rejected, as the query counted them (a node rejected whole counts its objects under that
+    test; see docs/viewer.md), and how many were ``kept`` (drawn; an A/B run's B side: its
+    answer). A stage switched on that cannot act says why (occlusion needs frustum culling's
+    query)."""
     if c is None:
         return None
     occ_mode = toggles.occlusion if toggles is not None else "off"
@@ -91,12 +95,9 @@ def stages_line(c: StageCounts | None, toggles: Toggles | None = None) -> str | 
     if c.occlusion is None and occ_mode != "off" and c.frustum is None:
         occlusion = f"occlusion {occ_mode} inactive (frustum off)"
     share = c.culled / c.objects if c.objects else 0.0
-    line = (f"culled {c.culled:,} of {c.objects:,} ({share:.1%}):  "
-            f"{part('frustum', c.frustum)}   {part('distance', c.distance)}   "
-            f"{occlusion}   -> drawn {c.drawn:,}")
-    if not c.counted:
-        line += "  (recounted every few frames)"
-    return line
+    return (f"culled {c.culled:,} of {c.objects:,} ({share:.1%}), rejected by the test of:  "
+            f"{part('frustum', c.frustum)}   {part('view distance', c.distance)}   "
+            f"{occlusion}   -> {kept} {c.drawn:,}")
 
 
 def no_nodes_reason(index: str, frustum: bool, stats: Mapping | None,

@@ -307,7 +307,7 @@ def frame_document(viewer, st) -> tuple[dict[str, Any], dict[str, dict[str, Any]
     and "groups" for a nested scene)."""
     p = viewer.pipeline
     if st.stages is None:  # the HUD and the log were off: count the stages for the dump
-        st = dataclasses.replace(st, stages=p.frame_stages(st.drawn, st.frame))
+        st = dataclasses.replace(st, stages=p.frame_stages(st.drawn))
     row = plain(viewer.log_row(st))
     queried, why = _queried(p)
     view = viewer.last_view

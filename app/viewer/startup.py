@@ -431,8 +431,6 @@ class FirstFrame:
                 Step("{index} index: query", self.query)]
         if a.occlusion != "off":
             out.append(Step("{index} index: occlusion query", self.occlusion_query))
-        if not a.no_hud or a.record:
-            out.append(Step("stage counts", self.stage_counts))
         if a.boxes != "off":
             out.append(Step("{index} index: node boxes", self.node_boxes))
         return out
@@ -532,11 +530,6 @@ class FirstFrame:
         self._guarded(lambda: warm_occlusion(self._pipeline, self.scene, self.toggles,
                                              self.view(), self.args.occlusion, self._visible))
 
-    def stage_counts(self) -> None:
-        self._guarded(lambda: warm_stage_counts(self._pipeline, self.scene, self.toggles,
-                                                self.view(), self.args.occlusion,
-                                                self._visible))
-
     def node_boxes(self) -> None:
         self._guarded(lambda: warm_node_boxes(self._pipeline, self.args.boxes))
 
@@ -582,17 +575,6 @@ def warm_occlusion(pipeline: Any, scene: Any, toggles: Any, view: Any, mode: str
         pipeline.cull(view.planes, view.eye, frustum=True, view_distance=toggles.view_distance,
                       among=among, all_ids=o.ids, centers=o.centers, radii=o.radii,
                       view_distances=o.view_distances)
-
-
-def warm_stage_counts(pipeline: Any, scene: Any, toggles: Any, view: Any, occlusion: str,
-                      visible: Any) -> None:
-    """The HUD's culled-by-stage counts."""
-    o = scene.objects
-    n = 0 if visible is None else int(visible.shape[0])
-    pipeline.stage_counts(view.planes, view.eye, frustum=toggles.frustum,
-                          view_distance=toggles.view_distance, occlusion=occlusion != "off",
-                          visible=n, drawn=n, centers=o.centers, radii=o.radii,
-                          view_distances=o.view_distances, frame=0)
 
 
 def warm_node_boxes(pipeline: Any, mode: str) -> None:
