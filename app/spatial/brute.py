@@ -137,12 +137,12 @@ class BruteIndex(SpatialIndex):
         n = self._rows  # the slots ever used: the pool's spare capacity is never scanned
         # The serial scan has no parallel loop: no threads_for (setting numba's thread count
         # takes a lock, ~10 us a call).
-        slots, occluded, far = scan_frustum(self._s32, n, planes, eye, use_vd, self._max_abs,
-                                       self._max_r, self._centers, self._radii, self._vdist,
-                                       occluder(occlusion), parallel=n >= SCAN_PARALLEL_MIN,
-                                       codes=self._codes)
+        slots, occluded, outside = scan_frustum(
+            self._s32, n, planes, eye, use_vd, self._max_abs, self._max_r, self._centers,
+            self._radii, self._vdist, occluder(occlusion), parallel=n >= SCAN_PARALLEL_MIN,
+            codes=self._codes, dead=n - self._count)
         return QueryResult(visible=slots, working_set=self._count, nodes_visited=0,
-                           occluded_objects=int(occluded), culled_distance=int(far))
+                           occluded_objects=int(occluded), culled_frustum=outside)
 
     # ------------------------------------------------------------------ the float32 copy
 

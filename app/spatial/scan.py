@@ -22,12 +22,16 @@ import numpy as np
 from numba import njit, prange
 
 from app.geom.decide import ACCEPTED, accept_sphere
-from app.geom.predicates import NODE_REJECT_OCCLUSION, NODE_REJECT_VIEWDIST
+from app.geom.predicates import NODE_REJECT_FRUSTUM, NODE_REJECT_OCCLUSION
 from app.geom.zpyramid import Occluder, sphere_hidden
 
 OUT = np.uint8(0)  # certainly culled
 NEAR = np.uint8(1)  # within the tolerance: decide again in float64
 IN = np.uint8(2)  # certainly drawn
+#: Certainly within its view distance and certainly outside a plane: culled, by the frustum
+#: test (view distance is tested first). Neither of the IN and NEAR bits: the compaction takes
+#: it for OUT, and counts it (:func:`compact`). Only view-distance scans make it.
+OUTSIDE = np.uint8(4)
 
 #: The lanes set in an 8-bit mask, in order (row m: the set bits of m, then padding), and
 #: how many: one word of verdicts becomes up to eight positions with one 8-wide store.
@@ -35,6 +39,8 @@ _LANES = np.array([[k for k in range(8) if m >> k & 1] + [0] * (8 - bin(m).count
                    for m in range(256)], dtype=np.int64)
 _COUNT = np.array([bin(m).count("1") for m in range(256)], dtype=np.int64)
 _LOW_BITS = np.uint64(0x0101010101010101)  # bit 0 of every byte
+_TAKEN_BITS = np.uint64(0x0303030303030303)  # the IN and NEAR bits of every byte
+_OUTSIDE_BITS = np.uint64(0x0404040404040404)  # the OUTSIDE bit of every byte
 _GATHER_BITS = np.uint64(0x0102040810204080)  # moves bit 0 of byte k to bit 56 + k
 
 #: fastmath for the verdict loops: enough for LLVM to vectorise them (2x), without 'ninf'
@@ -129,32 +135,23 @@ def _many_plane_verdicts(x, y, z, r, p32, tol, out) -> None:
 
 
 @njit(cache=True, fastmath=FAST)
-def _distance_verdicts(x, y, z, r, vd, ex, ey, ez, tol_d, out) -> int:
-    """Lower each verdict by the view-distance one; vectorises. Returns how many live
-    spheres (radius not -inf) view distance culls for certain.
-
-    View distance is tested first, as :func:`~app.geom.decide.accept_sphere` does: a sphere
-    certainly beyond its view distance is OUT and counted here, one within the tolerance is
-    NEAR even when the planes say OUT (the float64 settle then names the first test it fails),
-    one certainly within takes the planes' verdict.
-    """
-    culled = 0
+def _distance_verdicts(x, y, z, vd, ex, ey, ez, tol_d, out) -> None:
+    """Lower each verdict by the view-distance one (:func:`lowered`); vectorises."""
     for i in range(x.shape[0]):
         c = distance_code(x[i] - ex, y[i] - ey, z[i] - ez, vd[i], tol_d)
-        live = r[i] > -np.inf
-        out[i] = lowered(c, out[i], live)
-        culled += (c == OUT) & live
-    return culled
+        out[i] = lowered(c, out[i])
 
 
 @njit(cache=True, fastmath=FAST, inline="always")
-def lowered(c, o, live) -> np.uint8:
-    """The verdict of a sphere with view-distance verdict ``c`` and plane verdict ``o``, view
-    distance first: OUT, NEAR, or (certainly within) the planes' ``o``. A live sphere NEAR
-    its view distance stays NEAR even when the planes say OUT, so that the float64 settle
-    names the first test it fails; a dead row (radius -inf) stays OUT."""
-    m = c if c < o else o
-    return m + np.uint8((c == NEAR) & (o == OUT) & live)
+def lowered(c, o) -> np.uint8:
+    """The verdict of a sphere whose view-distance verdict is ``c`` and plane verdict ``o``,
+    view distance tested first as :func:`~app.geom.decide.accept_sphere` does: OUT (culled by
+    view distance), NEAR (even when the planes say OUT, so that the float64 settle names the
+    first test it fails), or, certainly within its view distance, the planes' verdict with
+    OUT made :data:`OUTSIDE` (culled by the frustum), which the compaction counts: no count in
+    this loop (a reduction here cost the loop a third). A dead row (radius -inf, view distance
+    inf: :func:`kill32`) comes out OUTSIDE too; :func:`scan_frustum` takes those off."""
+    return c if c < IN else (o if o > OUT else OUTSIDE)
 
 
 @njit(cache=True, fastmath=FAST, inline="always")
@@ -191,10 +188,10 @@ def sphere_test(planes: np.ndarray, eye: np.ndarray, use_vd: bool, max_abs: floa
 
 
 @njit(cache=True)
-def verdicts(s, t, lo: int, hi: int, out) -> int:
-    """Verdict bytes (OUT / NEAR / IN) of spheres ``lo .. hi-1`` of ``s`` (:class:`Spheres32`)
-    by the test ``t`` (:class:`SphereTest`) into ``out[lo:hi]``; returns how many live ones
-    view distance culls for certain (0 without view distance)."""
+def verdicts(s, t, lo: int, hi: int, out) -> None:
+    """Verdict bytes (OUT / NEAR / IN, with view distance also OUTSIDE) of spheres
+    ``lo .. hi-1`` of ``s`` (:class:`Spheres32`) by the test ``t`` (:class:`SphereTest`) into
+    ``out[lo:hi]``."""
     x, y, z, r, vd = s
     p32, eye32, use_vd, tol, tol_d = t
     xs = x[lo:hi]
@@ -206,33 +203,32 @@ def verdicts(s, t, lo: int, hi: int, out) -> int:
     else:
         _many_plane_verdicts(xs, ys, zs, r[lo:hi], p32, np.float32(tol), o)
     if use_vd:
-        return _distance_verdicts(xs, ys, zs, r[lo:hi], vd[lo:hi], eye32[0], eye32[1],
-                                  eye32[2], np.float32(tol_d), o)
-    return 0
+        _distance_verdicts(xs, ys, zs, vd[lo:hi], eye32[0], eye32[1], eye32[2],
+                           np.float32(tol_d), o)
 
 
 @njit(cache=True, parallel=True)
-def verdicts_parallel(s, t, n: int, out) -> int:
+def verdicts_parallel(s, t, n: int, out) -> None:
     """:func:`verdicts` over ``0 .. n-1`` in chunks on every core."""
     chunk = 16384
     nchunks = (n + chunk - 1) // chunk
-    culled = np.zeros(nchunks, np.int64)
     for c in prange(nchunks):
         lo = c * chunk
-        culled[c] = verdicts(s, t, lo, min(lo + chunk, n), out)
-    return culled.sum()
+        verdicts(s, t, lo, min(lo + chunk, n), out)
 
 
 @njit(cache=True, inline="always")
-def _take(codes, j0: int, j1: int, sure, ns: int, near, nn: int):
-    """Append positions ``j0 .. j1-1`` by verdict, without branches: (ns, nn)."""
+def _take(codes, j0: int, j1: int, sure, ns: int, near, nn: int, nf: int):
+    """Append positions ``j0 .. j1-1`` by verdict, without branches, and count the OUTSIDE
+    ones: (ns, nn, nf)."""
     for j in range(j0, j1):
         c = codes[j]
         sure[ns] = j
         ns += c == IN
         near[nn] = j
         nn += c == NEAR
-    return ns, nn
+        nf += c == OUTSIDE
+    return ns, nn, nf
 
 
 @njit(cache=True, inline="always")
@@ -242,8 +238,9 @@ def verdict_words(codes):
 
 
 @njit(cache=True, inline="always")
-def _take_word(codes, word, base: int, sure, ns: int, near, nn: int):
-    """Append the eight positions ``base ..`` of one verdict word by verdict: (ns, nn).
+def _take_word(codes, word, base: int, sure, ns: int, near, nn: int, nf: int):
+    """Append the eight positions ``base ..`` of one verdict word by verdict, and count its
+    OUTSIDE lanes (bit 2 of a byte, gathered as the IN lanes are): (ns, nn, nf).
 
     The IN lanes (bit 1 of each byte) gather into an 8-bit mask whose lane list is written
     with one unconditional 8-wide store, then ``ns`` moves by the count: no per-lane work.
@@ -254,40 +251,52 @@ def _take_word(codes, word, base: int, sure, ns: int, near, nn: int):
     for k in range(8):
         sure[ns + k] = base + _LANES[m, k]
     ns += _COUNT[m]
+    if word & _OUTSIDE_BITS:  # (never without view distance: a branch that predicts well)
+        nf += _COUNT[((word >> np.uint64(2)) & _LOW_BITS) * _GATHER_BITS >> np.uint64(56)]
     if word & _LOW_BITS:
         for j in range(base, base + 8):
             near[nn] = j
             nn += codes[j] == NEAR
-    return ns, nn
+    return ns, nn, nf
 
 
 @njit(cache=True, inline="always")
-def compact(codes, words, lo: int, hi: int, sure, ns: int, near, nn: int):
-    """Append the positions in ``lo .. hi-1`` with verdict IN to ``sure`` and NEAR to ``near``.
+def compact(codes, words, lo: int, hi: int, sure, ns: int, near, nn: int, nf: int = 0):
+    """Append the positions in ``lo .. hi-1`` with verdict IN to ``sure`` and NEAR to ``near``,
+    and add the OUTSIDE ones to ``nf`` (an all-OUT group has none, so skipping it loses none).
 
     Reads the verdicts eight bytes at a time (``words`` = :func:`verdict_words` of ``codes``,
     made once by the caller), skips all-OUT words and turns the others into positions a word
     at a time (:func:`_take_word`). Each position is appended at most once, so a ``sure``
     buffer with a row for every position appended in the whole pass has the room the
-    8-wide stores need. Returns the new (ns, nn). Inlined: callers compact one 64-lane chunk
-    at a time.
+    8-wide stores need. Returns the new (ns, nn, nf). Inlined: callers compact one 64-lane
+    chunk at a time.
     """
     head = min(hi, (lo + 7) & ~7)
-    ns, nn = _take(codes, lo, head, sure, ns, near, nn)
+    ns, nn, nf = _take(codes, lo, head, sure, ns, near, nn, nf)
     w0 = head // 8
     w1 = max(w0, hi // 8)
-    # Eight words (64 lanes) at a time: an all-OUT group is skipped (a branch that predicts
-    # well on sparse answers), the words of the others are taken without a branch (a
-    # per-word test mispredicts about half the time on answers of 10-50 %).
+    # Eight words (64 lanes) at a time: a group with no IN or NEAR lane is skipped (a branch
+    # that predicts well on sparse answers; its OUTSIDE lanes only counted), the words of the
+    # others are taken without a branch (a per-word test mispredicts about half the time on
+    # answers of 10-50 %).
     g1 = w0 + (w1 - w0) // 8 * 8
     for g in range(w0, g1, 8):
-        if (words[g] | words[g + 1] | words[g + 2] | words[g + 3] | words[g + 4] | words[g + 5]
-                | words[g + 6] | words[g + 7]) != 0:
+        any_lane = (words[g] | words[g + 1] | words[g + 2] | words[g + 3] | words[g + 4]
+                    | words[g + 5] | words[g + 6] | words[g + 7])
+        if any_lane & _TAKEN_BITS:
             for w in range(g, g + 8):
-                ns, nn = _take_word(codes, words[w], 8 * w, sure, ns, near, nn)
+                ns, nn, nf = _take_word(codes, words[w], 8 * w, sure, ns, near, nn, nf)
+        elif any_lane:
+            # Nothing to take, only OUTSIDE lanes to count: sum their bits over the 8 words
+            # (at most 8 a byte), then the bytes with one multiply (at most 64).
+            out4 = np.uint64(0)
+            for w in range(g, g + 8):
+                out4 += (words[w] >> np.uint64(2)) & _LOW_BITS
+            nf += (out4 * _LOW_BITS) >> np.uint64(56)
     for w in range(g1, w1):
-        ns, nn = _take_word(codes, words[w], 8 * w, sure, ns, near, nn)
-    return _take(codes, max(head, 8 * w1), hi, sure, ns, near, nn)
+        ns, nn, nf = _take_word(codes, words[w], 8 * w, sure, ns, near, nn, nf)
+    return _take(codes, max(head, 8 * w1), hi, sure, ns, near, nn, nf)
 
 
 @njit(cache=True)
@@ -297,13 +306,13 @@ def settle(sure, ns: int, near, nn: int, centers, radii, vdist, planes, eye, use
 
     ``sure[:ns]`` and ``near[:nn]`` hold positions; ``rows`` maps a position to its row of the
     float64 ``centers`` / ``radii`` / ``vdist`` (``rows`` empty: the same). Writes the drawn
-    positions to ``sure[:k]`` and returns (k, occluded, NEAR ones culled by view distance).
+    positions to ``sure[:k]`` and returns (k, occluded, NEAR ones culled by the frustum).
     """
     same = rows.shape[0] == 0
     occl = occ.widths.shape[0] > 0
     k = 0
     occluded = 0
-    far = 0
+    outside = 0
     if occl:  # the sure ones passed view distance and frustum: occlusion remains
         for i in range(ns):
             pos = sure[i]
@@ -325,9 +334,9 @@ def settle(sure, ns: int, near, nn: int, centers, radii, vdist, planes, eye, use
             k += 1
         elif verdict == NODE_REJECT_OCCLUSION:
             occluded += 1
-        elif verdict == NODE_REJECT_VIEWDIST:
-            far += 1
-    return k, occluded, far
+        elif verdict == NODE_REJECT_FRUSTUM:
+            outside += 1
+    return k, occluded, outside
 
 
 #: Largest magnitude the float32 copy holds: larger finite values are clamped to it (the
@@ -344,7 +353,8 @@ def to32(v: float) -> np.float32:
 
 
 class Spheres32(NamedTuple):
-    """The float32 copy the scan reads: one array per field, radius ``-inf`` in dead rows."""
+    """The float32 copy the scan reads: one array per field; a dead row has radius ``-inf``
+    and view distance ``inf`` (:func:`kill32`)."""
 
     x: np.ndarray
     y: np.ndarray
@@ -399,32 +409,39 @@ def store32(s: Spheres32, rows, centers, radii, vdist, src):
 
 @njit(cache=True)
 def kill32(s: Spheres32, rows) -> None:
-    """Mark rows dead: radius -inf fails every plane test without a branch."""
+    """Mark rows dead: radius -inf fails every plane test without a branch, and an endless
+    view distance keeps them out of the view-distance count (:func:`_distance_verdicts`)."""
     for i in range(rows.shape[0]):
         s.r[rows[i]] = -np.inf
+        s.vd[rows[i]] = np.inf
 
 
 @njit(cache=True)
 def _scan(s: Spheres32, n: int, t: SphereTest, centers, radii, vdist, planes, eye,
           occ: Occluder, rows, codes, parallel: bool):
     use_vd = t.use_vd
-    far = verdicts_parallel(s, t, n, codes) if parallel else verdicts(s, t, 0, n, codes)
+    if parallel:
+        verdicts_parallel(s, t, n, codes)
+    else:
+        verdicts(s, t, 0, n, codes)
     sure = np.empty(n, np.int64)
     near = np.empty(n, np.int64)
-    ns, nn = compact(codes, verdict_words(codes), 0, n, sure, 0, near, 0)
-    k, occluded, far_near = settle(sure, ns, near, nn, centers, radii, vdist, planes, eye,
-                                   use_vd, occ, rows)
-    return sure[:k], occluded, far + far_near
+    ns, nn, nf = compact(codes, verdict_words(codes), 0, n, sure, 0, near, 0, 0)
+    k, occluded, outside = settle(sure, ns, near, nn, centers, radii, vdist, planes, eye,
+                                  use_vd, occ, rows)
+    return sure[:k], occluded, nf + outside
 
 
 def scan_frustum(s: Spheres32, n: int, planes: np.ndarray, eye: np.ndarray, use_vd: bool,
                  max_abs: float, max_r: float, centers: np.ndarray, radii: np.ndarray,
                  vdist: np.ndarray, occ: Occluder, rows: np.ndarray | None = None,
-                 parallel: bool = False,
-                 codes: np.ndarray | None = None) -> tuple[np.ndarray, int, int]:
+                 parallel: bool = False, codes: np.ndarray | None = None,
+                 dead: int = 0) -> tuple[np.ndarray, int, int | None]:
     """Brute force over rows ``0 .. n-1`` of ``s``: (drawn rows, occluded count, count culled
-    by view distance), each sphere counted under the first test it fails (view distance,
-    frustum, occlusion: :func:`~app.geom.decide.accept_sphere`'s order).
+    by the frustum), each sphere counted under the first test it fails (view distance,
+    frustum, occlusion: :func:`~app.geom.decide.accept_sphere`'s order; the view distance's
+    count is the rest). ``dead``: how many of the rows are dead. Without view distance the
+    frustum's count is None (the rest, too).
 
     ``max_abs`` / ``max_r`` bound every live row's coordinates and radius; ``rows`` maps a row
     of ``s`` to its row of the float64 arrays (None: the same); ``codes`` is an optional
@@ -433,8 +450,10 @@ def scan_frustum(s: Spheres32, n: int, planes: np.ndarray, eye: np.ndarray, use_
     t = sphere_test(planes, eye, use_vd, max_abs, max_r)
     if codes is None or codes.shape[0] < n:
         codes = np.empty(n, np.uint8)
-    return _scan(s, n, t, centers, radii, vdist, planes, eye, occ,
-                 _NO_ROWS if rows is None else rows, codes, parallel)
+    drawn, occluded, outside = _scan(s, n, t, centers, radii, vdist, planes, eye, occ,
+                                     _NO_ROWS if rows is None else rows, codes, parallel)
+    # Dead rows (radius -inf, view distance inf) come out OUTSIDE in a view-distance scan.
+    return drawn, occluded, int(outside) - dead if use_vd else None
 
 
 _NO_ROWS = np.zeros(0, np.int64)

@@ -16,7 +16,7 @@ MESSAGES = {
     1: "a live slot's position does not point back at it",
     2: "a position points at a dead slot or at a slot placed elsewhere",
     3: "the float32 copy differs from the store by more than its rounding",
-    4: "a hole is not marked dead in the float32 copy (radius -inf)",
+    4: "a hole is not marked dead in the float32 copy (radius -inf, view distance inf)",
     5: "a chunk's box does not hold one of its spheres",
     6: "a chunk's view-distance bounds do not hold one of its objects",
     7: "a node's box or bounds do not hold a child's",
@@ -50,7 +50,7 @@ def check_copy(s32: Spheres32, pos_slot, npos: int, centers, radii, vdist):
     for p in range(npos):
         s = pos_slot[p]
         if s < 0:
-            if s32.r[p] != -np.inf:
+            if s32.r[p] != -np.inf or s32.vd[p] != np.inf:
                 return 4, p
             continue
         if (s32.x[p] != to32(centers[s, 0])) | (s32.y[p] != to32(centers[s, 1])) | (

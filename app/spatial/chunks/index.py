@@ -423,14 +423,14 @@ class ChunkedIndex(SpatialIndex):
 
     def _query_frustum(self, planes, eye, use_vd, occlusion: ZPyramid | None) -> QueryResult:
         if self._slot_order:  # every box is open: the walk would only add its nodes to the scan
-            rows, occluded, far = scan_frustum(self._s32, self._npos, planes, eye, use_vd,
-                                          self._max_abs, self._max_r, self._centers,
-                                          self._radii, self._vdist, occluder(occlusion),
-                                          self._pos_slot, codes=self._codes)
+            rows, occluded, outside = scan_frustum(
+                self._s32, self._npos, planes, eye, use_vd, self._max_abs, self._max_r,
+                self._centers, self._radii, self._vdist, occluder(occlusion), self._pos_slot,
+                codes=self._codes, dead=self._npos - self._count)
             self._tree.outcome[:] = 0
             return QueryResult(visible=self._pos_id[rows], working_set=self._count,
                                nodes_visited=0, occluded_objects=int(occluded),
-                               culled_distance=int(far))
+                               culled_frustum=outside)
         p32, tol, tol_d = tolerances(planes, eye, self._max_abs, self._max_r)
         k, occluded, far, working, visited = queries.query_frustum(
             queries.ChunkLayout(self._tree, self._s32, self._pos_slot, self._pos_id, self._npos),

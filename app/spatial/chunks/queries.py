@@ -39,7 +39,6 @@ from app.spatial.scan import (
     Spheres32,
     compact,
     distance_code,
-    lowered,
     settle,
     verdict_words,
 )
@@ -270,27 +269,32 @@ def query_frustum(lay: ChunkLayout, view: ChunkView, occ: Occluder, store: Spher
     words = verdict_words(codes)
     for j in range(nscan):
         p0 = scan[j] * CHUNK
-        ns, nn = compact(codes, words, p0, p0 + CHUNK, sure, ns, near, nn)
+        ns, nn, _ = compact(codes, words, p0, p0 + CHUNK, sure, ns, near, nn)
     for j in range(ntake):
         g = take[j]
         p0, p1 = _positions(tree, g, _level_of(tree, g), npos)
         for p in range(p0, p1):
             sure[ns] = p
             ns += pos_slot[p] >= 0
-    k, occluded_objects, far_near = settle(sure, ns, near, nn, store.store_c, store.store_r,
-                                           store.store_v, planes, eye, use_vd, occ, pos_slot)
+    k, occluded_objects, outside = settle(sure, ns, near, nn, store.store_c, store.store_r,
+                                          store.store_v, planes, eye, use_vd, occ, pos_slot)
     out = ans.out
     pos_id = lay.pos_id
     for i in range(k):
         out[i] = pos_id[sure[i]]
-    return k, occluded + occluded_objects, far + far_near, working, visited
+    # The NEAR lanes the settle found beyond their view distance: those neither drawn nor
+    # occluded (k + occluded_objects - ns of them, the sure ones being one or the other) nor
+    # outside.
+    far += nn - (k + occluded_objects - ns) - outside
+    return k, occluded + occluded_objects, far, working, visited
 
 
 @njit(cache=True, fastmath=FAST)
 def _scan_chunks(s32: Spheres32, view: ChunkView, chunks, nchunks: int, codes) -> int:
     """The branch-free verdict bytes (``app.spatial.scan``) of every lane of the listed chunks;
-    returns how many live lanes view distance culls for certain (tested first, as the scan's
-    ``_distance_verdicts`` does: a lane within its tolerance stays NEAR for the settle).
+    returns how many live lanes view distance culls for certain (tested first: a lane
+    certainly beyond its view distance counts as such even when also outside a plane; one
+    only NEAR it and outside a plane counts as outside, which it certainly is).
 
     64 lanes a chunk, a constant count, and unsigned positions (no negative-index checks): the
     lane loop vectorises as the flat scan does. Holes carry radius -inf and come out OUT.
@@ -324,9 +328,8 @@ def _scan_chunks(s32: Spheres32, view: ChunkView, chunks, nchunks: int, codes) -
             code = np.uint8(m >= tol) + np.uint8(m >= -tol)
             if use_vd:
                 c2 = distance_code(xi - ex, yi - ey, zi - ez, vd[i], tol_d)
-                live = r[i] > -np.inf
-                code = lowered(c2, code, live)
-                far += (c2 == OUT) & live
+                code = c2 if c2 < code else code
+                far += (c2 == OUT) & (r[i] > -np.inf)  # a hole is no object
             codes[i] = code
     return far
 

@@ -68,7 +68,8 @@ def wake_movers(tree: Tree, s32: Spheres32, places: ChunkPlaces, pos, rows, npos
         r[npos] = r[p]
         vd[npos] = vd[p]
         pos_slot[p] = NO_POS
-        r[p] = -np.inf
+        r[p] = -np.inf  # a hole, as scan.kill32 leaves it
+        vd[p] = np.inf
         local = p // CHUNK
         for lv in range(levels):
             count[loff[lv] + local] -= 1

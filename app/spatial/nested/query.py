@@ -432,7 +432,7 @@ def descend(st, planes, eye, use_vd: bool, inner_min: int):
                                    codes)
         else:
             codes[lo:hi] = NEAR
-        ns, nn_g = compact(codes, words, lo, hi, sure, ns, near, 0)
+        ns, nn_g, _ = compact(codes, words, lo, hi, sure, ns, near, 0)
         for q in range(nn_g):
             s = near[q]
             verdict = world_test(planes, eye, use_vd, W, ws, g, lc[s, 0], lc[s, 1], lc[s, 2],
