@@ -39,8 +39,10 @@ def test_any_size_and_three_levels(n, seed):
 
 
 def test_movers_wake_and_the_awake_region_resorts():
-    """A few movers wake into the awake region; a batch of most objects wakes everything in
-    place; the awake chunks re-sort once they have spread; no object is lost or hidden."""
+    """A still object that moves a little is written in place (its chunk's box grown); moving
+    again the next batch wakes it into the awake region; an awake mover that jumps away from
+    its chunk wakes again at the end; the awake chunks re-sort once they have spread; no
+    object is lost or hidden."""
     rng = np.random.default_rng(3)
     n = 5000
     idx = create_index("chunks")
@@ -51,21 +53,21 @@ def test_movers_wake_and_the_awake_region_resorts():
     idx.insert(ids, c, r)
     oracle.insert(ids, c, r)
     eye = np.full(3, 50.0)
-    vel = rng.normal(size=(n, 3))
-    for step in range(40):
-        if step % 2:
-            c = c + vel  # everything moves: refit, and re-sort as the chunks spread
-            moved = ids
-        else:
-            moved = rng.choice(n, 50, replace=False)  # a few move far: grow only
-            c[moved] = rng.uniform(0, 100, (50, 3))
-        idx.update(moved, c[moved])
-        oracle.update(moved, c[moved])
-        if step == 0:
-            assert idx.stats()["awake"] == 50
-        if step == 1:
-            st = idx.stats()
-            assert st["awake"] == st["positions"]  # everything woke where it was
+    movers = np.sort(rng.choice(n, 1000, replace=False))
+    vel = 0.3 * rng.normal(size=(n, 3))
+    for step in range(60):
+        c[movers] += vel[movers]
+        if step == 30:  # a few jump far
+            c[movers[:20]] = rng.uniform(0, 100, (20, 3))
+        before = idx.stats()["awake"]
+        idx.update(movers, c[movers])
+        oracle.update(movers, c[movers])
+        if step == 0:  # nearly all stay in place, in their still chunks
+            assert idx.stats()["awake"] < 50
+        if step == 1:  # moving again: all woke
+            assert idx.stats()["awake"] == 1000
+        if step == 30:  # the far jumpers woke again, at the end
+            assert idx.stats()["awake"] >= before + 10
         _check(idx, oracle, eye, eye + rng.normal(size=3), far=60.0)
     assert idx.stats()["awake_resorts"] >= 1
 
@@ -227,3 +229,44 @@ def test_whole_scene_batches_in_slot_order_stay_exact_and_reject_bad_input():
             assert np.array_equal(idx.get(ids)[0], before), spoil
             idx.validate()
         _check(idx, oracle, eye, eye + rng.normal(size=3), far=70.0)
+
+
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(70, 3000), seed=st.integers(0, 2**31), sizes=st.booleans())
+def test_fresh_movers_in_place_grow_their_chunks_and_bad_rows_change_nothing(n, seed, sizes):
+    """A fresh random set of still movers every batch (radii and view distances too when
+    ``sizes``): those that stay near their chunk are written in place, their boxes grown, and
+    every answer stays exact; a batch with one bad row among good ones is refused whole."""
+    import pytest
+
+    rng = np.random.default_rng(seed)
+    idx = create_index("chunks")
+    oracle = Oracle()
+    ids = np.arange(n, dtype=np.int64) * 3 + 1  # ids not positions
+    c = rng.uniform(0, 100, (n, 3))
+    r = rng.uniform(0.1, 2.0, n)
+    vd = rng.uniform(5, 80, n)
+    idx.insert(ids, c, r, vd)
+    oracle.insert(ids, c, r, vd)
+    eye = np.full(3, 50.0)
+    for step in range(8):
+        rows = rng.choice(n, max(1, n // 20), replace=False)
+        rng.shuffle(rows)  # any order
+        c[rows] += rng.normal(scale=0.5 if step % 3 else 5.0, size=(rows.shape[0], 3))
+        args = [ids[rows], c[rows]]
+        if sizes:
+            r[rows] *= rng.uniform(0.8, 1.3, rows.shape[0])
+            vd[rows] *= rng.uniform(0.8, 1.3, rows.shape[0])
+            args += [r[rows], vd[rows]]
+        if step % 2:  # the same batch with a bad row first: refused, nothing changes
+            before = idx.get(ids)
+            bad = [a.copy() for a in args]
+            bad[1][len(rows) // 2, 0] = np.nan
+            with pytest.raises(ValueError):
+                idx.update(*bad)
+            after = idx.get(ids)
+            assert all(np.array_equal(x, y) for x, y in zip(before, after, strict=True))
+        idx.update(*args)
+        oracle.update(*args)
+        _check(idx, oracle, eye, eye + rng.normal(size=3), far=70.0)
+    assert idx.stats()["awake"] < n // 10  # most of them stayed where they were

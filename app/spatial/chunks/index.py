@@ -4,8 +4,9 @@ What engines cull with today instead of pointer trees (Frostbite's and Unity DOT
 culling): spheres stored 64 to a chunk along a Hilbert curve, a box per chunk and per group of
 16 chunks, the branch-free float32 scan inside chunks the view only partly covers. Movers live
 in an awake region at the end of the layout (:mod:`.update`), so a move writes one cached
-record and nothing is relinked. The Python class orchestrates whole batches; every loop is
-compiled (:mod:`.layout`, :mod:`.update`, :mod:`.queries`).
+record and nothing is relinked; a still object that moves a little is written where it is,
+its chunk's box grown (within the chunk's limit). The Python class orchestrates whole
+batches; every loop is compiled (:mod:`.layout`, :mod:`.update`, :mod:`.queries`).
 
 Layout: ``[still objects 0 .. awake0) [awake objects awake0 .. npos) [free capacity]``. The tree
 covers the whole capacity (empty chunks count 0 and are never visited), so it is rebuilt only
@@ -13,11 +14,13 @@ when the capacity grows.
 
 Every update batch, whatever its shape (ids in any order, radii and view distances or not,
 movers seen last frame or not), costs in proportion to itself: one checking pass (id ->
-position, values, repeats by a per-position stamp), a compiled wake of its still movers, one
-writing pass, and a refit of the chunks it wrote (``app.spatial.moves``, :mod:`.update`). A
-small insert (spawns) joins the awake region; a large one goes still, before it. When a batch
-moves most objects, everything wakes in place (the awake region becomes the whole layout, as
-sorted). Awake objects stay awake until the whole layout is re-sorted.
+position, values, repeats by a per-position stamp), a compiled pass that leaves its still
+movers in place (their chunks' boxes grown) or marks them to wake, a compiled wake of those,
+one writing pass, and a refit of the awake chunks it wrote (``app.spatial.moves``,
+:mod:`.update`). An awake mover that jumps out of its chunk's limit wakes again, at the end.
+A small insert (spawns) joins the awake region; a large one goes still, before it. When a
+batch moves most objects, everything wakes in place (the awake region becomes the whole
+layout, as sorted). Awake objects stay awake until the whole layout is re-sorted.
 
 When most objects move every frame, curve order costs more to keep than it saves: every move
 writes somewhere else in memory and the chunks spread apart within frames. After two such
@@ -99,6 +102,9 @@ class ChunkedIndex(SpatialIndex):
         self._spare_c: np.ndarray | None = None  # the store's twin for all-object batches
         self._big_batches = 0  # consecutive batches moving at least SLOT_FRACTION
         self._mark = 0  # the last stamp given to _pos_mark / _chunk_mark
+        self._moved_at = np.zeros(self.capacity, np.int64)  # by slot: last in-place batch
+        self._stamp = 1  # batches that may write still objects in place (see update.py)
+        self._in_place_last = False  # the last batch wrote still objects in place
         self._set_capacity(CHUNK * 16)
 
     def describe(self) -> str:
@@ -139,6 +145,7 @@ class ChunkedIndex(SpatialIndex):
 
     def _grow(self, new_capacity: int) -> None:
         self._slot_pos = grown(self._slot_pos, new_capacity, NO_POS)
+        self._moved_at = grown(self._moved_at, new_capacity, 0)
 
     def _append(self, slots: np.ndarray, new: bool = False) -> int:
         """Put ``slots`` at positions ``npos ..`` in curve order; returns the first position.
@@ -307,12 +314,15 @@ class ChunkedIndex(SpatialIndex):
         way, which names what is wrong and changes nothing."""
         batch = moves.batch_of(ids, centers, radii, view_distances)
         if batch is not None:
-            if radii is None and view_distances is None and self._move_known(ids, centers):
+            # (last batch's movers written in place are still: they go the checked way)
+            if radii is None and view_distances is None and not self._in_place_last and (
+                    self._move_known(ids, centers)):
                 return
             pos = moves.known_positions(self._last_movers, self._layout_epoch, batch,
                                         self._pos_id)
             if pos is not None:  # last batch's movers, with radii or view distances
-                self._move(batch, pos, 0)
+                asleep = int(np.count_nonzero(pos < self._awake0)) if self._in_place_last else 0
+                self._move(batch, pos, asleep)
                 return
             pos = np.empty(batch.ids.shape[0], dtype=np.int64)
             asleep = moves.find_batch(batch, self._id_pos.arrays(), self._pos_mark,
@@ -338,7 +348,7 @@ class ChunkedIndex(SpatialIndex):
             return False
         big, self._centers, self._spare_c = done
         self._note_bounds(big, 0.0)
-        self._after_moves(self._last_movers.pos, woke=False)
+        self._after_moves(self._last_movers.pos, False, self._npos)
         return True
 
     def _apply_update(self, slots, centers, radii, vd) -> None:
@@ -350,17 +360,23 @@ class ChunkedIndex(SpatialIndex):
 
     def _move(self, batch: moves.UpdateBatch, pos: np.ndarray, asleep: int) -> None:
         """Write a checked batch found at ``pos`` (``asleep`` of them before the awake
-        region): wake those, write every record, refit what was written."""
-        woke = asleep > 0 and self._wake(pos, batch.centers, asleep)
+        region): leave those in place or wake them, write every record, refit the awake
+        chunks written."""
+        self._in_place_last = False
+        end = self._npos
+        woke = asleep > 0 and self._settle_still(batch, pos, asleep)
         big, rad = moves.write_batch(batch, pos, self._records())
         self._note_bounds(big, rad)
         self._last_movers = moves.remember(self._layout_epoch, pos, self._slot_order)
-        self._after_moves(pos, woke)
+        self._after_moves(pos, woke, end)
 
-    def _after_moves(self, pos: np.ndarray, woke: bool) -> None:
-        """Tight boxes for the chunks just written; re-sort the awake ones once they have
-        spread (or everything, once holes abound); slot or curve order for what comes next."""
+    def _after_moves(self, pos: np.ndarray, woke: bool, end: int) -> None:
+        """Tight boxes for the chunks just written; awake movers that jumped away from their
+        chunk wake again, at the end (those below ``end``: the others woke in this batch);
+        re-sort the awake ones once they have spread (or
+        everything, once holes abound); slot or curve order for what comes next."""
         if not self._slot_order:  # (in slot order every box is open: nothing to refit)
+            woke = self._wake_leavers(pos, end) or woke
             if self._holes > MAX_HOLES * self._npos:
                 self._resort()
             else:
@@ -372,9 +388,28 @@ class ChunkedIndex(SpatialIndex):
                     self._sort_awake()
         self._choose_order(pos.shape[0])
 
+    def _wake_leavers(self, pos: np.ndarray, end: int) -> bool:
+        """Awake movers written outside their chunk's limit (teleports) move to the end of the
+        layout, so that the chunk they left keeps its box (else every jump would swell a
+        chunk and soon force a re-sort of the whole awake region); True when any did."""
+        rows = np.empty(pos.shape[0], np.int64)
+        k = update.left_chunks(self._tree, self._s32, pos, self._awake0, end, rows)
+        if k == 0:
+            return False
+        self._layout_epoch += 1
+        self._reserve(k)
+        self._npos = update.wake_movers(self._tree, self._s32, self._places(), pos, rows[:k],
+                                        self._npos, True)
+        self._holes += k
+        if self._last_movers is not None and self._last_movers.pos is pos:  # still valid
+            self._last_movers = moves.remember(self._layout_epoch, pos, self._slot_order)
+        return True
+
     def _refit_written(self, pos: np.ndarray) -> None:
-        """Tight boxes and counts for the chunks of ``pos`` and the nodes above them."""
-        chunks, c0, c1 = update.written_chunks(pos, self._chunk_mark, self._fresh_mark())
+        """Tight boxes and counts for the awake chunks of ``pos`` and the nodes above them
+        (still ones written in place have had their boxes grown)."""
+        chunks, c0, c1 = update.written_chunks(pos, self._chunk_mark, self._fresh_mark(),
+                                               self._awake0)
         update.refit_listed(self._tree, self._s32, chunks,
                             layout.pad_for(self._max_abs, self._max_r))
         if c1 > c0:
@@ -388,15 +423,30 @@ class ChunkedIndex(SpatialIndex):
         return update.ChunkPlaces(self._slot_pos, self._pos_slot, self._pos_id,
                                   *self._id_pos.arrays())
 
-    def _wake(self, pos: np.ndarray, centers: np.ndarray, asleep: int) -> bool:
-        """Wake the still movers of a batch, rewriting their ``pos`` (in curve order of their
-        new centres, behind the awake region); True when records moved."""
+    def _settle_still(self, batch: moves.UpdateBatch, pos: np.ndarray, asleep: int) -> bool:
+        """The still movers of a checked batch: most objects moving wake all where they are;
+        else each stays in place within its chunk's limit (its boxes grown) or wakes
+        (``update.grow_in_place``). True when records moved."""
         if asleep >= WAKE_ALL * self._count:
             # Most objects move: the layout as sorted is the best awake region there is.
             self._awake0 = 0
             self._awake_extent = layout.mean_extent(self._tree, *self._awake_chunks())
             return False
-        rows = np.flatnonzero(pos < self._awake0)
+        # Room for all of them first: a growth refits every box from the float32 lanes, which
+        # would drop the boxes grown here for records not yet written.
+        self._reserve(asleep)
+        self._stamp += 1
+        wake = np.empty(pos.shape[0], np.bool_)
+        nwake = update.grow_in_place(
+            batch, pos, update.StillMoves(self._tree, self._s32.r, self._pos_slot,
+                                          self._moved_at),
+            self._awake0, self._stamp, layout.pad_for(self._max_abs, self._max_r), wake)
+        self._in_place_last = nwake < asleep
+        return nwake > 0 and self._wake(pos, batch.centers, np.flatnonzero(wake))
+
+    def _wake(self, pos: np.ndarray, centers: np.ndarray, rows: np.ndarray) -> bool:
+        """Wake the still movers ``pos[rows]`` of a batch, rewriting their ``pos`` (in curve
+        order of their new centres, behind the awake region); True (records moved)."""
         rows = rows[layout.curve_order(centers[rows])]
         if self._npos == self._awake0:
             self._awake_extent = 0.0  # a new awake region: its first extent is the reference

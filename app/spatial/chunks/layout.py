@@ -16,6 +16,12 @@ children and its range of positions follow from its index (Frostbite's and Unity
 A box holds every live sphere below its node, padded for the float32 rounding of the copy the
 boxes are computed from (:func:`pad_for`); boxes may be loose (removals never shrink them, moves
 of a few objects only grow them) and are made tight again by :func:`refit_chunks`.
+
+Each chunk also has a *limit* (``Tree.limit``, Box2D's fat box turned round): its box as last
+laid out (:func:`refit_chunks`), widened by :data:`SLACK` of its largest edge. A still object
+that moves within its chunk's limit is written where it is and its chunk's box grown to cover
+it (``update.grow_in_place``); the limit bounds how far boxes may swell between re-sorts. It
+is never needed for a right answer, only for a fast one.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ class Tree(NamedTuple):
     outcome: np.ndarray  # (K,) int8 NODE_* of the last frustum query
     loff: np.ndarray  # (levels + 1,) where each level starts
     span: np.ndarray  # (levels,) chunks under one node of each level (FANOUT ** L)
+    limit: np.ndarray  # (chunks, 8) chunk-major, rows as ``box``: how far a chunk may grow
 
 
 # Rows of Tree.box.
@@ -67,6 +74,7 @@ def new_tree(nchunks: int) -> Tree:
         count=np.zeros(k, dtype=np.int64),
         outcome=np.zeros(k, dtype=np.int8), loff=loff,
         span=FANOUT ** np.arange(len(sizes), dtype=np.int64),
+        limit=np.tile(EMPTY_BOX[None, :], (sizes[0], 1)),
     )
 
 
@@ -182,8 +190,16 @@ def hilbert_codes(q: np.ndarray, bits: int) -> np.ndarray:
 PARALLEL_CHUNKS = 512
 
 
+#: A chunk's limit: its laid-out box widened on every side by this fraction of its largest
+#: edge, view-distance bounds by this fraction. 1/8: a 40-unit chunk of the static scene lets
+#: an object wander 5 units out (a random walk of 0.3 a move takes hundreds of moves), and a
+#: box never grows past 1.25x its edge.
+SLACK = 0.125
+
+
 def refit_chunks(tree: Tree, s32: Spheres32, c0: int, c1: int, pad: float) -> None:
-    """Tight boxes, view-distance bounds and counts of chunks ``c0 .. c1-1`` from their lanes."""
+    """Tight boxes, view-distance bounds, counts and limits of chunks ``c0 .. c1-1`` from their
+    lanes (as laid out: the limits are set from these boxes)."""
     if c1 - c0 >= PARALLEL_CHUNKS:
         _fit_chunks_parallel(tree, s32, c0, c1, pad)
     else:
@@ -194,17 +210,38 @@ def refit_chunks(tree: Tree, s32: Spheres32, c0: int, c1: int, pad: float) -> No
 def _fit_chunks_parallel(tree: Tree, s32: Spheres32, c0: int, c1: int, pad: float) -> None:
     for c in prange(c0, c1):
         fit_chunk(tree, s32, c, pad)
+        set_limit(tree, c)
 
 
 @njit(cache=True)
 def _fit_chunks(tree: Tree, s32: Spheres32, c0: int, c1: int, pad: float) -> None:
     for c in range(c0, c1):
         fit_chunk(tree, s32, c, pad)
+        set_limit(tree, c)
+
+
+@njit(cache=True)
+def set_limit(tree: Tree, c: int) -> None:
+    """Chunk ``c``'s limit from its box (see the module docstring); an empty chunk's holds
+    nothing."""
+    b = tree.box
+    lim = tree.limit
+    if tree.count[c] == 0:
+        lim[c, :] = EMPTY_BOX
+        return
+    edge = max(b[HI, c] - b[LO, c], b[HI + 1, c] - b[LO + 1, c], b[HI + 2, c] - b[LO + 2, c])
+    m = SLACK * edge
+    for a in range(3):
+        lim[c, LO + a] = b[LO + a, c] - m
+        lim[c, HI + a] = b[HI + a, c] + m
+    lim[c, MAXVD] = b[MAXVD, c] * (1.0 + SLACK)
+    lim[c, MINVD] = b[MINVD, c] * (1.0 - SLACK)
 
 
 @njit(cache=True)
 def fit_chunk(tree: Tree, s32: Spheres32, c: int, pad: float) -> None:
-    """One chunk's box (padded), view-distance bounds and count from its float32 lanes.
+    """One chunk's box (padded), view-distance bounds and count from its float32 lanes (its
+    limit stays: see :func:`set_limit`).
 
     Branch-free: a hole's radius is -inf, so ``x - r`` is +inf and ``x + r`` is -inf and the
     hole drops out of the min and max by itself; its view distance is masked the same way.

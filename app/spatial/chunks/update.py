@@ -1,13 +1,17 @@
 """Moving objects in the chunked layout: movers live apart from the still ones.
 
-Keep still objects apart from moving ones (Jolt's layers, Bullet's sleeping bodies): the
-first move of an object *wakes* it, which leaves a hole at its old position (the chunk's box
-stays: loose is still right) and appends it to the *awake region* at the end of the layout,
-in curve order with the others woken in the same batch. Later moves write in place inside the
-awake region: a few thousand movers' records stay in the cache instead of costing a miss each
-in a layout of millions, and the still chunks' boxes never change. After a batch only the
-chunks it wrote are refit (:func:`written_chunks`, :func:`refit_listed`), so a batch costs
-in proportion to its own size, however large the awake region has grown.
+Keep still objects apart from moving ones (Jolt's layers, Bullet's sleeping bodies). A still
+object that moves once in a while is written where it is, and its chunk's box and the boxes
+above it grow to cover it (:func:`grow_in_place`: a few compares, Box2D's fat boxes and
+Jolt's grow-only bounds), as long as it stays within its chunk's limit (``Tree.limit``). One
+that moves out of that limit, or moves again the next batch (a mover that keeps moving),
+*wakes*: that leaves a hole at its old position (the chunk's box stays: loose is still right)
+and appends it to the *awake region* at the end of the layout, in curve order with the others
+woken in the same batch. Later moves write in place inside the awake region: a few thousand
+movers' records stay in the cache instead of costing a miss each in a layout of millions.
+After a batch only the awake chunks it wrote are refit (:func:`written_chunks`,
+:func:`refit_listed`), so a batch costs in proportion to its own size, however large the
+awake region has grown.
 """
 
 from __future__ import annotations
@@ -17,10 +21,21 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from app.spatial.chunks.layout import CHUNK, FANOUT, NO_POS, Tree, fit_chunk
+from app.spatial.chunks.layout import (
+    CHUNK,
+    FANOUT,
+    HI,
+    LO,
+    MAXVD,
+    MINVD,
+    NO_POS,
+    Tree,
+    fit_chunk,
+    set_limit,
+)
 from app.spatial.idmap import assign
-from app.spatial.moves import SphereRecords
-from app.spatial.scan import Spheres32, to32
+from app.spatial.moves import SphereRecords, UpdateBatch
+from app.spatial.scan import F32_BIG, Spheres32, to32
 
 
 class ChunkPlaces(NamedTuple):
@@ -35,13 +50,16 @@ class ChunkPlaces(NamedTuple):
 
 
 @njit(cache=True)
-def wake_movers(tree: Tree, s32: Spheres32, places: ChunkPlaces, pos, rows, npos: int) -> int:
-    """Move the still movers ``pos[rows]`` (``rows`` in the order they are to be laid out) to
+def wake_movers(tree: Tree, s32: Spheres32, places: ChunkPlaces, pos, rows, npos: int,
+                written: bool = False) -> int:
+    """Move the movers ``pos[rows]`` (``rows`` in the order they are to be laid out) to
     positions ``npos ..``, rewriting ``pos[rows]``; returns the new end of the layout.
 
     Their old positions become holes, and the chunks there (and above) count one fewer; the
-    new positions' chunks are counted when the caller refits them. The caller then writes
-    every mover's centre (:func:`app.spatial.moves.write_batch`): this leaves it unset.
+    new positions' chunks are counted when the caller refits them. Unless ``written`` (the
+    batch's centres are in the records already: movers that left their awake chunk), the
+    caller then writes every mover's centre (:func:`app.spatial.moves.write_batch`): this
+    leaves it unset.
     """
     # Every field out of the records once: read through a named tuple inside the loop, each
     # access pays a reference count.
@@ -51,6 +69,9 @@ def wake_movers(tree: Tree, s32: Spheres32, places: ChunkPlaces, pos, rows, npos
     keys = places.id_keys
     vals = places.id_vals
     dense = places.id_dense
+    x = s32.x
+    y = s32.y
+    z = s32.z
     r = s32.r
     vd = s32.vd
     count = tree.count
@@ -67,6 +88,10 @@ def wake_movers(tree: Tree, s32: Spheres32, places: ChunkPlaces, pos, rows, npos
         # misses fewer a woken object.
         r[npos] = r[p]
         vd[npos] = vd[p]
+        if written:
+            x[npos] = x[p]
+            y[npos] = y[p]
+            z[npos] = z[p]
         pos_slot[p] = NO_POS
         r[p] = -np.inf  # a hole, as scan.kill32 leaves it
         vd[p] = np.inf
@@ -98,15 +123,108 @@ def _assign_hashed(keys, vals, dense, pos_id, positions) -> None:
         assign(keys, vals, dense, pos_id[positions[i]], positions[i])
 
 
+class StillMoves(NamedTuple):
+    """What :func:`grow_in_place` reads and writes besides the batch: the tree, the float32
+    radii (the batch may not carry them), who sits where, and each slot's last batch."""
+
+    tree: Tree
+    r32: np.ndarray  # float32 radius by position
+    pos_slot: np.ndarray
+    moved_at: np.ndarray  # by slot: the last batch that wrote the object in place
+
+
 @njit(cache=True)
-def written_chunks(pos, mark, epoch: int):
-    """The distinct chunks of positions ``pos`` (each once, stamped in ``mark`` with a fresh
-    ``epoch``), and the lowest and one past the highest of them."""
+def grow_in_place(batch: UpdateBatch, pos, still: StillMoves, awake0: int, stamp: int,
+                  pad: float, wake) -> int:
+    """Settle the still movers of a checked batch (``pos[i] < awake0``): one that stays within
+    its chunk's limit and was not written in place by the previous batch (``stamp - 1``) is
+    left where it is, and its chunk's box and the boxes above it grow to cover its new sphere
+    (and view distance, when the batch carries it); the others are marked in ``wake``.
+    Returns how many are marked. The records themselves are the caller's to write.
+
+    The boxes cover the float64 spheres: the radius is the batch's, or the float32 copy's
+    rounded up (one ulp), and each bound moves out by ``pad`` and a rounding margin.
+    """
+    tree = still.tree
+    box = tree.box
+    lim = tree.limit
+    loff = tree.loff
+    levels = loff.shape[0] - 1
+    r32 = still.r32
+    pos_slot = still.pos_slot
+    moved_at = still.moved_at
+    centers = batch.centers
+    radii = batch.radii
+    vdist = batch.vdist
+    n = pos.shape[0]
+    has_r = radii.shape[0] == n
+    has_v = vdist.shape[0] == n
+    up = 1.0 + 2.0 ** -23
+    big = np.float32(F32_BIG)
+    nwake = 0
+    for i in range(n):
+        p = pos[i]
+        wake[i] = False
+        if p >= awake0:
+            continue
+        s = pos_slot[p]
+        c = p // CHUNK
+        # (a clamped float32 radius stands for any larger one: it fits no limit)
+        r_copy = np.float64(r32[p]) * up if r32[p] < big else np.inf
+        rr = radii[i] if has_r else r_copy
+        v = vdist[i] if has_v else 0.0
+        cx = centers[i, 0]
+        cy = centers[i, 1]
+        cz = centers[i, 2]
+        e = (abs(cx) + abs(cy) + abs(cz) + rr) * 2.0 ** -50 + pad
+        lx = cx - rr - e
+        ly = cy - rr - e
+        lz = cz - rr - e
+        hx = cx + rr + e
+        hy = cy + rr + e
+        hz = cz + rr + e
+        fits = ((lx >= lim[c, LO]) & (ly >= lim[c, LO + 1]) & (lz >= lim[c, LO + 2])
+                & (hx <= lim[c, HI]) & (hy <= lim[c, HI + 1]) & (hz <= lim[c, HI + 2]))
+        if has_v:
+            fits &= (v <= lim[c, MAXVD]) & (v >= lim[c, MINVD])
+        if not fits or moved_at[s] == stamp - 1:
+            wake[i] = True
+            nwake += 1
+            continue
+        moved_at[s] = stamp
+        local = c
+        for lv in range(levels):
+            g = loff[lv] + local
+            grew = ((lx < box[LO, g]) | (ly < box[LO + 1, g]) | (lz < box[LO + 2, g])
+                    | (hx > box[HI, g]) | (hy > box[HI + 1, g]) | (hz > box[HI + 2, g]))
+            if has_v:
+                grew |= (v > box[MAXVD, g]) | (v < box[MINVD, g])
+            if not grew:  # the nodes above hold this one's box already
+                break
+            box[LO, g] = min(box[LO, g], lx)
+            box[LO + 1, g] = min(box[LO + 1, g], ly)
+            box[LO + 2, g] = min(box[LO + 2, g], lz)
+            box[HI, g] = max(box[HI, g], hx)
+            box[HI + 1, g] = max(box[HI + 1, g], hy)
+            box[HI + 2, g] = max(box[HI + 2, g], hz)
+            if has_v:
+                box[MAXVD, g] = max(box[MAXVD, g], v)
+                box[MINVD, g] = min(box[MINVD, g], v)
+            local //= FANOUT
+    return nwake
+
+
+@njit(cache=True)
+def written_chunks(pos, mark, epoch: int, p0: int = 0):
+    """The distinct chunks of positions ``pos`` from ``p0`` on (each once, stamped in ``mark``
+    with a fresh ``epoch``), and the lowest and one past the highest of them."""
     out = np.empty(pos.shape[0], dtype=np.int64)
     k = 0
     lo = np.int64(mark.shape[0])
     hi = np.int64(0)
     for i in range(pos.shape[0]):
+        if pos[i] < p0:
+            continue
         c = pos[i] // CHUNK
         if mark[c] != epoch:
             mark[c] = epoch
@@ -119,9 +237,36 @@ def written_chunks(pos, mark, epoch: int):
 
 @njit(cache=True)
 def refit_listed(tree: Tree, s32: Spheres32, chunks, pad: float) -> None:
-    """Tight boxes and counts of the listed chunks (the nodes above are the caller's)."""
+    """Tight boxes, counts and limits of the listed (awake) chunks (the nodes above are the
+    caller's). An awake chunk's limit follows its movers: it only tells one that jumped
+    away from its chunk-mates (:func:`left_chunks`)."""
     for i in range(chunks.shape[0]):
         fit_chunk(tree, s32, chunks[i], pad)
+        set_limit(tree, chunks[i])
+
+
+@njit(cache=True)
+def left_chunks(tree: Tree, s32: Spheres32, pos, awake0: int, p1: int, out) -> int:
+    """Rows of ``pos`` at awake positions below ``p1`` (not woken by this batch: a fresh
+    chunk has no limit yet) whose written float32 sphere lies outside its chunk's limit (a
+    teleport), in ``out[:k]``; returns k."""
+    lim = tree.limit
+    x = s32.x
+    y = s32.y
+    z = s32.z
+    r = s32.r
+    k = 0
+    for i in range(pos.shape[0]):
+        p = pos[i]
+        c = p // CHUNK
+        rr = r[p]
+        gone = (p >= awake0) & (p < p1) & (
+            (x[p] - rr < lim[c, LO]) | (y[p] - rr < lim[c, LO + 1]) | (z[p] - rr < lim[c, LO + 2])
+            | (x[p] + rr > lim[c, HI]) | (y[p] + rr > lim[c, HI + 1])
+            | (z[p] + rr > lim[c, HI + 2]))
+        out[k] = i
+        k += gone
+    return k
 
 
 @njit(cache=True)
