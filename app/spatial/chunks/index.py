@@ -102,7 +102,6 @@ class ChunkedIndex(SpatialIndex):
         self._spare_c: np.ndarray | None = None  # the store's twin for all-object batches
         self._big_batches = 0  # consecutive batches moving at least SLOT_FRACTION
         self._mark = 0  # the last stamp given to _pos_mark / _chunk_mark
-        self._moved_at = np.zeros(self.capacity, np.int64)  # by slot: last in-place batch
         self._stamp = 1  # batches that may write still objects in place (see update.py)
         self._in_place_last = False  # the last batch wrote still objects in place
         self._set_capacity(CHUNK * 16)
@@ -132,6 +131,10 @@ class ChunkedIndex(SpatialIndex):
         self._out = np.empty(cap, np.int64)  # reused answer buffer: a fresh one faults pages
         self._pos_mark = np.zeros(cap, np.int64)  # a batch's stamps: ids given twice
         self._chunk_mark = np.zeros(cap // CHUNK, np.int64)  # a batch's stamps: chunks written
+        # by position: the last batch that wrote a still object there in place, modulo 256
+        # (a byte: a miss fewer than a wider stamp; a stale stamp that matches, or one lost
+        # with a growth, only makes a mover wake one batch early or stay in place once more)
+        self._moved_at = np.zeros(cap, np.uint8)
         self._tree = layout.new_tree(cap // CHUNK)
         self._refit(0)
         if self._slot_order:  # in slot order every box stays open (moves never refit)
@@ -145,7 +148,6 @@ class ChunkedIndex(SpatialIndex):
 
     def _grow(self, new_capacity: int) -> None:
         self._slot_pos = grown(self._slot_pos, new_capacity, NO_POS)
-        self._moved_at = grown(self._moved_at, new_capacity, 0)
 
     def _append(self, slots: np.ndarray, new: bool = False) -> int:
         """Put ``slots`` at positions ``npos ..`` in curve order; returns the first position.
@@ -364,23 +366,28 @@ class ChunkedIndex(SpatialIndex):
         chunks written."""
         self._in_place_last = False
         end = self._npos
-        woke = asleep > 0 and self._settle_still(batch, pos, asleep)
-        big, rad = moves.write_batch(batch, pos, self._records())
-        self._note_bounds(big, rad)
+        woke = False
+        if 0 < asleep < WAKE_ALL * self._count:
+            woke = self._write_settle(batch, pos, asleep)
+        else:
+            if asleep:  # most objects move: the layout as sorted is the best awake region
+                self._awake0 = 0
+                self._awake_extent = layout.mean_extent(self._tree, *self._awake_chunks())
+            big, rad = moves.write_batch(batch, pos, self._records())
+            self._note_bounds(big, rad)
         self._last_movers = moves.remember(self._layout_epoch, pos, self._slot_order)
         self._after_moves(pos, woke, end)
 
     def _after_moves(self, pos: np.ndarray, woke: bool, end: int) -> None:
-        """Tight boxes for the chunks just written; awake movers that jumped away from their
-        chunk wake again, at the end (those below ``end``: the others woke in this batch);
-        re-sort the awake ones once they have spread (or
-        everything, once holes abound); slot or curve order for what comes next."""
+        """Tight boxes for the awake chunks just written (awake movers that jumped away from
+        their chunk wake again, at the end); re-sort the awake ones once they have spread (or
+        everything, once holes abound); slot or curve order for what comes next. Positions
+        from ``end`` on woke in this batch."""
         if not self._slot_order:  # (in slot order every box is open: nothing to refit)
-            woke = self._wake_leavers(pos, end) or woke
             if self._holes > MAX_HOLES * self._npos:
                 self._resort()
             else:
-                self._refit_written(pos)
+                woke = self._refit_written(pos, end) or woke
                 extent = layout.mean_extent(self._tree, *self._awake_chunks())
                 if woke:  # new awake chunks: the reference widens with them
                     self._awake_extent = max(self._awake_extent, extent)
@@ -388,32 +395,34 @@ class ChunkedIndex(SpatialIndex):
                     self._sort_awake()
         self._choose_order(pos.shape[0])
 
-    def _wake_leavers(self, pos: np.ndarray, end: int) -> bool:
-        """Awake movers written outside their chunk's limit (teleports) move to the end of the
-        layout, so that the chunk they left keeps its box (else every jump would swell a
-        chunk and soon force a re-sort of the whole awake region); True when any did."""
-        rows = np.empty(pos.shape[0], np.int64)
-        k = update.left_chunks(self._tree, self._s32, pos, self._awake0, end, rows)
-        if k == 0:
-            return False
-        self._layout_epoch += 1
-        self._reserve(k)
-        self._npos = update.wake_movers(self._tree, self._s32, self._places(), pos, rows[:k],
-                                        self._npos, True)
-        self._holes += k
-        if self._last_movers is not None and self._last_movers.pos is pos:  # still valid
-            self._last_movers = moves.remember(self._layout_epoch, pos, self._slot_order)
-        return True
-
-    def _refit_written(self, pos: np.ndarray) -> None:
+    def _refit_written(self, pos: np.ndarray, end: int) -> bool:
         """Tight boxes and counts for the awake chunks of ``pos`` and the nodes above them
-        (still ones written in place have had their boxes grown)."""
+        (still ones written in place have had their boxes grown). Awake movers (below
+        ``end``) that jumped out of their chunk's limit (teleports) wake again, at the end of
+        the layout, so that the chunk they left keeps its box: else every jump would swell a
+        chunk and soon force a re-sort of the whole awake region. True when any did."""
+        pad = layout.pad_for(self._max_abs, self._max_r)
         chunks, c0, c1 = update.written_chunks(pos, self._chunk_mark, self._fresh_mark(),
                                                self._awake0)
-        update.refit_listed(self._tree, self._s32, chunks,
-                            layout.pad_for(self._max_abs, self._max_r))
+        left = np.empty(chunks.shape[0] * CHUNK, np.int64)
+        k = update.refit_listed(self._tree, self._s32, chunks, pad, self._awake0, end, left)
+        rows = update.rows_at(pos, left[:k], self._pos_mark, self._fresh_mark()) if k else None
+        if rows is not None and rows.shape[0]:
+            self._layout_epoch += 1
+            self._reserve(rows.shape[0])
+            self._npos = update.wake_movers(self._tree, self._s32, self._places(), pos, rows,
+                                            self._npos, True)
+            self._holes += rows.shape[0]
+            # the chunks they left and the ones they joined, tight again
+            again, a0, a1 = update.written_chunks(np.concatenate([left[:k], pos[rows]]),
+                                                  self._chunk_mark, self._fresh_mark())
+            update.refit_listed(self._tree, self._s32, again, pad, 0, 0, left)
+            c0, c1 = min(c0, a0), max(c1, a1)
+            if self._last_movers is not None and self._last_movers.pos is pos:  # still valid
+                self._last_movers = moves.remember(self._layout_epoch, pos, self._slot_order)
         if c1 > c0:
             layout.refit_upper(self._tree, c0, c1)
+        return rows is not None and rows.shape[0] > 0
 
     def _records(self) -> moves.SphereRecords:
         return moves.SphereRecords(self._pos_slot, self._centers, self._radii, self._vdist,
@@ -423,37 +432,33 @@ class ChunkedIndex(SpatialIndex):
         return update.ChunkPlaces(self._slot_pos, self._pos_slot, self._pos_id,
                                   *self._id_pos.arrays())
 
-    def _settle_still(self, batch: moves.UpdateBatch, pos: np.ndarray, asleep: int) -> bool:
-        """The still movers of a checked batch: most objects moving wake all where they are;
-        else each stays in place within its chunk's limit (its boxes grown) or wakes
-        (``update.grow_in_place``). True when records moved."""
-        if asleep >= WAKE_ALL * self._count:
-            # Most objects move: the layout as sorted is the best awake region there is.
-            self._awake0 = 0
-            self._awake_extent = layout.mean_extent(self._tree, *self._awake_chunks())
-            return False
+    def _write_settle(self, batch: moves.UpdateBatch, pos: np.ndarray, asleep: int) -> bool:
+        """Write a batch with still movers: each stays in place within its chunk's limit (its
+        boxes grown) or wakes (``update.write_settle``). True when records moved."""
         # Room for all of them first: a growth refits every box from the float32 lanes, which
-        # would drop the boxes grown here for records not yet written.
+        # would drop the boxes grown here.
         self._reserve(asleep)
-        self._stamp += 1
+        self._stamp = self._stamp % 255 + 1  # 1 .. 255: a fresh array's zeros are no stamp
         wake = np.empty(pos.shape[0], np.bool_)
-        nwake = update.grow_in_place(
-            batch, pos, update.StillMoves(self._tree, self._s32.r, self._pos_slot,
-                                          self._moved_at),
-            self._awake0, self._stamp, layout.pad_for(self._max_abs, self._max_r), wake)
+        big, rad, nwake = update.write_settle(
+            batch, pos, self._records(),
+            update.StillMoves(self._tree, self._awake0, self._moved_at), self._stamp,
+            layout.pad_for(self._max_abs, self._max_r), wake)
+        self._note_bounds(big, rad)
         self._in_place_last = nwake < asleep
         return nwake > 0 and self._wake(pos, batch.centers, np.flatnonzero(wake))
 
     def _wake(self, pos: np.ndarray, centers: np.ndarray, rows: np.ndarray) -> bool:
-        """Wake the still movers ``pos[rows]`` of a batch, rewriting their ``pos`` (in curve
-        order of their new centres, behind the awake region); True (records moved)."""
+        """Wake the still movers ``pos[rows]`` of a batch, their records written, rewriting
+        their ``pos`` (in curve order of their new centres, behind the awake region); True
+        (records moved)."""
         rows = rows[layout.curve_order(centers[rows])]
         if self._npos == self._awake0:
             self._awake_extent = 0.0  # a new awake region: its first extent is the reference
         self._layout_epoch += 1
         self._reserve(rows.shape[0])
         self._npos = update.wake_movers(self._tree, self._s32, self._places(), pos, rows,
-                                        self._npos)
+                                        self._npos, True)
         self._holes += rows.shape[0]
         return True
 

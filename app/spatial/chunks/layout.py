@@ -20,7 +20,7 @@ of a few objects only grow them) and are made tight again by :func:`refit_chunks
 Each chunk also has a *limit* (``Tree.limit``, Box2D's fat box turned round): its box as last
 laid out (:func:`refit_chunks`), widened by :data:`SLACK` of its largest edge. A still object
 that moves within its chunk's limit is written where it is and its chunk's box grown to cover
-it (``update.grow_in_place``); the limit bounds how far boxes may swell between re-sorts. It
+it (``update.write_settle``); the limit bounds how far boxes may swell between re-sorts. It
 is never needed for a right answer, only for a fast one.
 """
 
@@ -50,7 +50,8 @@ class Tree(NamedTuple):
     outcome: np.ndarray  # (K,) int8 NODE_* of the last frustum query
     loff: np.ndarray  # (levels + 1,) where each level starts
     span: np.ndarray  # (levels,) chunks under one node of each level (FANOUT ** L)
-    limit: np.ndarray  # (chunks, 8) chunk-major, rows as ``box``: how far a chunk may grow
+    limit: np.ndarray  # (chunks, 16) chunk-major: columns 0-7 how far a chunk's box may
+    #                    grow (rows as ``box``), 8-15 (COPY + row) a copy of its box
 
 
 # Rows of Tree.box.
@@ -58,6 +59,9 @@ LO = 0
 HI = 3
 MAXVD = 6
 MINVD = 7
+#: Where ``Tree.limit`` keeps a chunk's box copy: the test of a move against its chunk then
+#: reads one or two cache lines instead of the eight rows of the field-major box.
+COPY = 8
 EMPTY_BOX = np.array([np.inf, np.inf, np.inf, -np.inf, -np.inf, -np.inf, -np.inf, np.inf])
 
 
@@ -74,7 +78,7 @@ def new_tree(nchunks: int) -> Tree:
         count=np.zeros(k, dtype=np.int64),
         outcome=np.zeros(k, dtype=np.int8), loff=loff,
         span=FANOUT ** np.arange(len(sizes), dtype=np.int64),
-        limit=np.tile(EMPTY_BOX[None, :], (sizes[0], 1)),
+        limit=np.tile(EMPTY_BOX[None, :], (sizes[0], 2)),
     )
 
 
@@ -227,7 +231,7 @@ def set_limit(tree: Tree, c: int) -> None:
     b = tree.box
     lim = tree.limit
     if tree.count[c] == 0:
-        lim[c, :] = EMPTY_BOX
+        lim[c, :COPY] = EMPTY_BOX
         return
     edge = max(b[HI, c] - b[LO, c], b[HI + 1, c] - b[LO + 1, c], b[HI + 2, c] - b[LO + 2, c])
     m = SLACK * edge
@@ -277,8 +281,11 @@ def fit_chunk(tree: Tree, s32: Spheres32, c: int, pad: float) -> None:
     hi = (hx, hy, hz)
     tree.count[c] = n
     b = tree.box
+    lim = tree.limit
     if n == 0:
-        b[:, c] = EMPTY_BOX
+        for k in range(8):
+            b[k, c] = EMPTY_BOX[k]
+            lim[c, COPY + k] = EMPTY_BOX[k]
         return
     for a in range(3):
         # A lane clamped to F32_BIG stands for any larger value: its side is open.
@@ -288,6 +295,8 @@ def fit_chunk(tree: Tree, s32: Spheres32, c: int, pad: float) -> None:
     # clamped one (F32_BIG) stands for anything larger.
     b[MAXVD, c] = np.inf if mx >= big32 else np.float64(mx) * (1.0 + 2.0 ** -22)
     b[MINVD, c] = np.float64(mn) * (1.0 - 2.0 ** -22)
+    for k in range(8):
+        lim[c, COPY + k] = b[k, c]
 
 
 @njit(cache=True)

@@ -2,16 +2,17 @@
 
 Keep still objects apart from moving ones (Jolt's layers, Bullet's sleeping bodies). A still
 object that moves once in a while is written where it is, and its chunk's box and the boxes
-above it grow to cover it (:func:`grow_in_place`: a few compares, Box2D's fat boxes and
-Jolt's grow-only bounds), as long as it stays within its chunk's limit (``Tree.limit``). One
-that moves out of that limit, or moves again the next batch (a mover that keeps moving),
-*wakes*: that leaves a hole at its old position (the chunk's box stays: loose is still right)
-and appends it to the *awake region* at the end of the layout, in curve order with the others
+above it grow to cover it (:func:`write_settle`: a few compares, Box2D's fat boxes and Jolt's
+grow-only bounds), as long as it stays within its chunk's limit (``Tree.limit``). One that
+moves out of that limit, or moves again the next batch (a mover that keeps moving), *wakes*:
+that leaves a hole at its old position (the chunk's box stays: loose is still right) and
+appends it to the *awake region* at the end of the layout, in curve order with the others
 woken in the same batch. Later moves write in place inside the awake region: a few thousand
 movers' records stay in the cache instead of costing a miss each in a layout of millions.
 After a batch only the awake chunks it wrote are refit (:func:`written_chunks`,
 :func:`refit_listed`), so a batch costs in proportion to its own size, however large the
-awake region has grown.
+awake region has grown. An awake mover that jumps out of its chunk's limit wakes again
+(found by :func:`refit_listed`): its chunk keeps its box.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from numba import njit
 
 from app.spatial.chunks.layout import (
     CHUNK,
+    COPY,
     FANOUT,
     HI,
     LO,
@@ -124,23 +126,25 @@ def _assign_hashed(keys, vals, dense, pos_id, positions) -> None:
 
 
 class StillMoves(NamedTuple):
-    """What :func:`grow_in_place` reads and writes besides the batch: the tree, the float32
-    radii (the batch may not carry them), who sits where, and each slot's last batch."""
+    """What :func:`write_settle` needs besides the batch and the records: the tree (boxes and
+    limits), where the awake region starts, and each position's last in-place batch."""
 
     tree: Tree
-    r32: np.ndarray  # float32 radius by position
-    pos_slot: np.ndarray
-    moved_at: np.ndarray  # by slot: the last batch that wrote the object in place
+    awake0: int
+    moved_at: np.ndarray  # uint8 by position: the last batch (1 .. 255) that wrote it in place
 
 
 @njit(cache=True)
-def grow_in_place(batch: UpdateBatch, pos, still: StillMoves, awake0: int, stamp: int,
-                  pad: float, wake) -> int:
-    """Settle the still movers of a checked batch (``pos[i] < awake0``): one that stays within
-    its chunk's limit and was not written in place by the previous batch (``stamp - 1``) is
-    left where it is, and its chunk's box and the boxes above it grow to cover its new sphere
-    (and view distance, when the batch carries it); the others are marked in ``wake``.
-    Returns how many are marked. The records themselves are the caller's to write.
+def write_settle(batch: UpdateBatch, pos, rec: SphereRecords, still: StillMoves, stamp: int,
+                 pad: float, wake):
+    """Write a checked batch (as :func:`app.spatial.moves.write_batch` does) and settle its
+    still movers (``pos[i] < awake0``) in the same pass, while their records are in the
+    cache: one that stays within its chunk's limit and was not written in place by the
+    previous batch (the stamp before ``stamp``, cycling through 1 .. 255) stays, and its
+    chunk's box and the boxes above it grow to cover its new sphere (and view distance, when
+    the batch carries it); the others are marked in ``wake`` for the caller to move (their
+    records written already). Returns
+    (largest coordinate magnitude, largest radius written, how many are marked).
 
     The boxes cover the float64 spheres: the radius is the batch's, or the float32 copy's
     rounded up (one ulp), and each bound moves out by ``pad`` and a rounding margin.
@@ -150,9 +154,17 @@ def grow_in_place(batch: UpdateBatch, pos, still: StillMoves, awake0: int, stamp
     lim = tree.limit
     loff = tree.loff
     levels = loff.shape[0] - 1
-    r32 = still.r32
-    pos_slot = still.pos_slot
+    awake0 = still.awake0
     moved_at = still.moved_at
+    pos_slot = rec.pos_slot
+    store_c = rec.store_c
+    store_r = rec.store_r
+    store_v = rec.store_v
+    x = rec.s32.x
+    y = rec.s32.y
+    z = rec.s32.z
+    r32 = rec.s32.r
+    vd32 = rec.s32.vd
     centers = batch.centers
     radii = batch.radii
     vdist = batch.vdist
@@ -161,21 +173,40 @@ def grow_in_place(batch: UpdateBatch, pos, still: StillMoves, awake0: int, stamp
     has_v = vdist.shape[0] == n
     up = 1.0 + 2.0 ** -23
     big = np.float32(F32_BIG)
+    bx = by = bz = 0.0
+    rad = 0.0
     nwake = 0
     for i in range(n):
         p = pos[i]
-        wake[i] = False
-        if p >= awake0:
-            continue
         s = pos_slot[p]
-        c = p // CHUNK
-        # (a clamped float32 radius stands for any larger one: it fits no limit)
-        r_copy = np.float64(r32[p]) * up if r32[p] < big else np.inf
-        rr = radii[i] if has_r else r_copy
-        v = vdist[i] if has_v else 0.0
         cx = centers[i, 0]
         cy = centers[i, 1]
         cz = centers[i, 2]
+        store_c[s, 0] = cx
+        store_c[s, 1] = cy
+        store_c[s, 2] = cz
+        x[p] = to32(cx)
+        y[p] = to32(cy)
+        z[p] = to32(cz)
+        bx = max(bx, abs(cx))
+        by = max(by, abs(cy))
+        bz = max(bz, abs(cz))
+        v = 0.0
+        if has_r:
+            store_r[s] = radii[i]
+            r32[p] = to32(radii[i])
+            rad = max(rad, radii[i])
+        if has_v:
+            v = vdist[i]
+            store_v[s] = v
+            vd32[p] = to32(v)
+        wake[i] = False
+        if p >= awake0:
+            continue
+        # (a clamped float32 radius stands for any larger one: it fits no limit)
+        r_copy = np.float64(r32[p]) * up if r32[p] < big else np.inf
+        rr = radii[i] if has_r else r_copy
+        c = p // CHUNK
         e = (abs(cx) + abs(cy) + abs(cz) + rr) * 2.0 ** -50 + pad
         lx = cx - rr - e
         ly = cy - rr - e
@@ -187,20 +218,36 @@ def grow_in_place(batch: UpdateBatch, pos, still: StillMoves, awake0: int, stamp
                 & (hx <= lim[c, HI]) & (hy <= lim[c, HI + 1]) & (hz <= lim[c, HI + 2]))
         if has_v:
             fits &= (v <= lim[c, MAXVD]) & (v >= lim[c, MINVD])
-        if not fits or moved_at[s] == stamp - 1:
+        if not fits or moved_at[p] == (stamp - 2) % 255 + 1:  # (the stamp before)
             wake[i] = True
             nwake += 1
             continue
-        moved_at[s] = stamp
+        moved_at[p] = np.uint8(stamp)
+        # The chunk against its box's copy (one or two lines), the nodes above field-major.
+        k = COPY
+        grew = ((lx < lim[c, k + LO]) | (ly < lim[c, k + LO + 1]) | (lz < lim[c, k + LO + 2])
+                | (hx > lim[c, k + HI]) | (hy > lim[c, k + HI + 1]) | (hz > lim[c, k + HI + 2]))
+        if has_v:
+            grew |= (v > lim[c, k + MAXVD]) | (v < lim[c, k + MINVD])
+        if not grew:  # the nodes above hold the chunk's box already
+            continue
+        lim[c, k + LO] = min(lim[c, k + LO], lx)
+        lim[c, k + LO + 1] = min(lim[c, k + LO + 1], ly)
+        lim[c, k + LO + 2] = min(lim[c, k + LO + 2], lz)
+        lim[c, k + HI] = max(lim[c, k + HI], hx)
+        lim[c, k + HI + 1] = max(lim[c, k + HI + 1], hy)
+        lim[c, k + HI + 2] = max(lim[c, k + HI + 2], hz)
+        if has_v:
+            lim[c, k + MAXVD] = max(lim[c, k + MAXVD], v)
+            lim[c, k + MINVD] = min(lim[c, k + MINVD], v)
         local = c
         for lv in range(levels):
             g = loff[lv] + local
-            grew = ((lx < box[LO, g]) | (ly < box[LO + 1, g]) | (lz < box[LO + 2, g])
-                    | (hx > box[HI, g]) | (hy > box[HI + 1, g]) | (hz > box[HI + 2, g]))
-            if has_v:
-                grew |= (v > box[MAXVD, g]) | (v < box[MINVD, g])
-            if not grew:  # the nodes above hold this one's box already
-                break
+            if lv > 0 and not (
+                    (lx < box[LO, g]) | (ly < box[LO + 1, g]) | (lz < box[LO + 2, g])
+                    | (hx > box[HI, g]) | (hy > box[HI + 1, g]) | (hz > box[HI + 2, g])
+                    | (has_v & ((v > box[MAXVD, g]) | (v < box[MINVD, g])))):
+                break  # the nodes above hold this one's box already
             box[LO, g] = min(box[LO, g], lx)
             box[LO + 1, g] = min(box[LO + 1, g], ly)
             box[LO + 2, g] = min(box[LO + 2, g], lz)
@@ -211,7 +258,7 @@ def grow_in_place(batch: UpdateBatch, pos, still: StillMoves, awake0: int, stamp
                 box[MAXVD, g] = max(box[MAXVD, g], v)
                 box[MINVD, g] = min(box[MINVD, g], v)
             local //= FANOUT
-    return nwake
+    return max(bx, by, bz), rad, nwake
 
 
 @njit(cache=True)
@@ -236,37 +283,58 @@ def written_chunks(pos, mark, epoch: int, p0: int = 0):
 
 
 @njit(cache=True)
-def refit_listed(tree: Tree, s32: Spheres32, chunks, pad: float) -> None:
+def refit_listed(tree: Tree, s32: Spheres32, chunks, pad: float, p0: int, p1: int,
+                 left) -> int:
     """Tight boxes, counts and limits of the listed (awake) chunks (the nodes above are the
-    caller's). An awake chunk's limit follows its movers: it only tells one that jumped
-    away from its chunk-mates (:func:`left_chunks`)."""
+    caller's); returns k, with in ``left[:k]`` the live positions in ``p0 .. p1`` that now
+    lie outside their chunk's previous limit: movers that jumped away from their chunk-mates
+    (a teleport). An awake chunk's limit follows its movers, so only a jump is caught; the
+    test costs a chunk six compares, and its lanes are read again only when one jumped."""
+    lim = tree.limit
+    b = tree.box
+    k = 0
     for i in range(chunks.shape[0]):
-        fit_chunk(tree, s32, chunks[i], pad)
-        set_limit(tree, chunks[i])
+        c = chunks[i]
+        fit_chunk(tree, s32, c, pad)
+        q0 = max(c * CHUNK, p0)
+        q1 = min((c + 1) * CHUNK, p1)
+        if q0 < q1 and ((b[LO, c] < lim[c, LO]) | (b[LO + 1, c] < lim[c, LO + 1])
+                        | (b[LO + 2, c] < lim[c, LO + 2]) | (b[HI, c] > lim[c, HI])
+                        | (b[HI + 1, c] > lim[c, HI + 1]) | (b[HI + 2, c] > lim[c, HI + 2])):
+            k = _outside_limit(s32, lim, c, q0, q1, left, k)
+        set_limit(tree, c)
+    return k
 
 
 @njit(cache=True)
-def left_chunks(tree: Tree, s32: Spheres32, pos, awake0: int, p1: int, out) -> int:
-    """Rows of ``pos`` at awake positions below ``p1`` (not woken by this batch: a fresh
-    chunk has no limit yet) whose written float32 sphere lies outside its chunk's limit (a
-    teleport), in ``out[:k]``; returns k."""
-    lim = tree.limit
-    x = s32.x
-    y = s32.y
-    z = s32.z
-    r = s32.r
+def _outside_limit(s32: Spheres32, lim, c: int, q0: int, q1: int, left, k: int) -> int:
+    """Append to ``left[k:]`` the live positions ``q0 .. q1`` of chunk ``c`` outside its
+    limit; returns the new k."""
+    for p in range(q0, q1):
+        rr = s32.r[p]
+        if rr == -np.inf:
+            continue
+        if ((s32.x[p] - rr < lim[c, LO]) | (s32.y[p] - rr < lim[c, LO + 1])
+                | (s32.z[p] - rr < lim[c, LO + 2]) | (s32.x[p] + rr > lim[c, HI])
+                | (s32.y[p] + rr > lim[c, HI + 1]) | (s32.z[p] + rr > lim[c, HI + 2])):
+            left[k] = p
+            k += 1
+    return k
+
+
+@njit(cache=True)
+def rows_at(pos, positions, mark, stamp: int):
+    """The rows of ``pos`` that hold one of ``positions`` (stamped in ``mark`` with a fresh
+    ``stamp``)."""
+    for i in range(positions.shape[0]):
+        mark[positions[i]] = stamp
+    out = np.empty(positions.shape[0], np.int64)
     k = 0
     for i in range(pos.shape[0]):
-        p = pos[i]
-        c = p // CHUNK
-        rr = r[p]
-        gone = (p >= awake0) & (p < p1) & (
-            (x[p] - rr < lim[c, LO]) | (y[p] - rr < lim[c, LO + 1]) | (z[p] - rr < lim[c, LO + 2])
-            | (x[p] + rr > lim[c, HI]) | (y[p] + rr > lim[c, HI + 1])
-            | (z[p] + rr > lim[c, HI + 2]))
-        out[k] = i
-        k += gone
-    return k
+        if mark[pos[i]] == stamp and k < out.shape[0]:
+            out[k] = i
+            k += 1
+    return out[:k]
 
 
 @njit(cache=True)
