@@ -41,8 +41,8 @@ def test_any_size_and_three_levels(n, seed):
 def test_movers_wake_and_the_awake_region_resorts():
     """A still object that moves a little is written in place (its chunk's box grown); moving
     again the next batch wakes it into the awake region; an awake mover that jumps away from
-    its chunk wakes again at the end; the awake chunks re-sort once they have spread; no
-    object is lost or hidden."""
+    its chunk wakes again at the end; newcomers to a set of awake movers wake at once; the
+    awake chunks re-sort once they have spread; no object is lost or hidden."""
     rng = np.random.default_rng(3)
     n = 5000
     idx = create_index("chunks")
@@ -56,6 +56,9 @@ def test_movers_wake_and_the_awake_region_resorts():
     movers = np.sort(rng.choice(n, 1000, replace=False))
     vel = 0.3 * rng.normal(size=(n, 3))
     for step in range(60):
+        if step == 40:  # a tenth of the set replaced: the newcomers wake at once
+            rest = np.setdiff1d(ids, movers)
+            movers = np.sort(np.concatenate([movers[100:], rng.choice(rest, 100, replace=False)]))
         c[movers] += vel[movers]
         if step == 30:  # a few jump far
             c[movers[:20]] = rng.uniform(0, 100, (20, 3))
@@ -68,6 +71,8 @@ def test_movers_wake_and_the_awake_region_resorts():
             assert idx.stats()["awake"] == 1000
         if step == 30:  # the far jumpers woke again, at the end
             assert idx.stats()["awake"] >= before + 10
+        if step == 40:
+            assert idx.stats()["awake"] >= before + 100
         _check(idx, oracle, eye, eye + rng.normal(size=3), far=60.0)
     assert idx.stats()["awake_resorts"] >= 1
 

@@ -69,6 +69,10 @@ WAKE_ALL = 0.5
 #: to slot order; in slot order, a batch below :data:`CURVE_FRACTION` brings the curve back.
 SLOT_FRACTION = 0.5
 CURVE_FRACTION = 0.25
+#: A batch's still movers are written in place (:mod:`.update`) when they are at least this
+#: fraction of it; when most of it is awake already (a set of movers that keeps moving, a few
+#: joining it), its still movers wake at once: they will likely move again.
+IN_PLACE = 0.5
 #: An insert of at most 1/SPAWN_FRACTION of the objects (or of the awake region's size) joins
 #: the awake region; a larger one goes still, before it (which moves the awake records up).
 SPAWN_FRACTION = 32
@@ -367,12 +371,16 @@ class ChunkedIndex(SpatialIndex):
         self._in_place_last = False
         end = self._npos
         woke = False
-        if 0 < asleep < WAKE_ALL * self._count:
+        if 0 < asleep < WAKE_ALL * self._count and asleep >= IN_PLACE * pos.shape[0]:
             woke = self._write_settle(batch, pos, asleep)
         else:
-            if asleep:  # most objects move: the layout as sorted is the best awake region
+            if asleep >= WAKE_ALL * self._count:
+                # Most objects move: the layout as sorted is the best awake region there is.
                 self._awake0 = 0
                 self._awake_extent = layout.mean_extent(self._tree, *self._awake_chunks())
+            elif asleep:  # newcomers to a set of movers that keeps moving: they wake now
+                woke = self._wake(pos, batch.centers, np.flatnonzero(pos < self._awake0),
+                                  False)
             big, rad = moves.write_batch(batch, pos, self._records())
             self._note_bounds(big, rad)
         self._last_movers = moves.remember(self._layout_epoch, pos, self._slot_order)
@@ -446,19 +454,21 @@ class ChunkedIndex(SpatialIndex):
             layout.pad_for(self._max_abs, self._max_r), wake)
         self._note_bounds(big, rad)
         self._in_place_last = nwake < asleep
-        return nwake > 0 and self._wake(pos, batch.centers, np.flatnonzero(wake))
+        return nwake > 0 and self._wake(pos, batch.centers, np.flatnonzero(wake), True)
 
-    def _wake(self, pos: np.ndarray, centers: np.ndarray, rows: np.ndarray) -> bool:
-        """Wake the still movers ``pos[rows]`` of a batch, their records written, rewriting
-        their ``pos`` (in curve order of their new centres, behind the awake region); True
-        (records moved)."""
+    def _wake(self, pos: np.ndarray, centers: np.ndarray, rows: np.ndarray,
+              written: bool) -> bool:
+        """Wake the still movers ``pos[rows]`` of a batch, rewriting their ``pos`` (in curve
+        order of their new centres, behind the awake region); ``written``: their records
+        hold the batch's values already (else the caller writes them after). True (records
+        moved)."""
         rows = rows[layout.curve_order(centers[rows])]
         if self._npos == self._awake0:
             self._awake_extent = 0.0  # a new awake region: its first extent is the reference
         self._layout_epoch += 1
         self._reserve(rows.shape[0])
         self._npos = update.wake_movers(self._tree, self._s32, self._places(), pos, rows,
-                                        self._npos, True)
+                                        self._npos, written)
         self._holes += rows.shape[0]
         return True
 
