@@ -374,9 +374,9 @@ def test_hud_log_and_graph_share_one_timing_model_and_mark_stalls(ctx, tmp_path)
         if label in parts:
             assert abs(parts[label] - float(data[col][row])) <= 0.0051, label
     assert abs(sum(parts.values()) - frame) <= 0.005 * len(parts)
-    stalled = [i for i, s in enumerate(data["stall"]) if s]
-    assert stalled and data["stall"][stalled[0]].startswith("rebuild kd")
-    assert data["stall_ms"][stalled[0]] > 0 and data["frame"][stalled[0]] == 3
+    # the rebuild's stall (a cold kernel cache adds compile stalls to earlier frames)
+    stalled = [i for i, s in enumerate(data["stall"]) if "rebuild kd" in s]
+    assert stalled and data["stall_ms"][stalled[0]] > 0 and data["frame"][stalled[0]] == 3
     assert np.all(np.diff(data["wall_s"]) > 0) and np.all(np.diff(data["time_s"]) > 0)
     text = (tmp_path / "graph.hud.txt").read_text().splitlines()
     assert parse_timing(text[:2])[3] == data["frame"][-2]  # the screenshot's frame's HUD
