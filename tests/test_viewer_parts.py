@@ -50,8 +50,8 @@ def test_f1_help_and_the_docs_are_the_table():
 def test_stages_line_says_each_stage_and_off():
     c = StageCounts(objects=24120, frustum=15702, distance=7944, occlusion=None, drawn=474)
     assert hud_text.stages_line(c) == (
-        "culled 23,646 of 24,120 (98.0%), rejected by the test of:  frustum 15,702   "
-        "view distance 7,944   occlusion off   -> drawn 474")
+        "culled 23,646 of 24,120 (98.0%), rejected in the order tested by:  view distance "
+        "7,944   frustum 15,702   occlusion off   -> drawn 474")
     assert hud_text.stages_line(None) is None
 
 

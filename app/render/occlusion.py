@@ -33,7 +33,9 @@ visible objects the frame did not draw.
 
 Log columns: ``occlusion_ms`` (pyramid reduction + read-back), ``occlusion_cull_ms`` (two-pass:
 the late cull; the viewer's ``cull_ms`` is then only the early cull), ``occluded_nodes``,
-``occluded_objects``, ``second_pass`` (objects drawn by the late pass), and with ground truth
+``occluded_objects`` (every object an occlusion test rejected, alone or under an occluded
+node; two-pass's early pass may have drawn some of them, which the HUD's stage line counts as
+drawn), ``second_pass`` (objects drawn by the late pass), and with ground truth
 ``true_visible``, ``false_negatives``, ``ground_truth_ms``.
 """
 
@@ -209,9 +211,10 @@ class OcclusionPyramids:
         v = self._vals
         lines = []
         if self.mode != "off":
+            # The objects occlusion culled are the stage line's count (those the test rejected
+            # less those two-pass's early pass drew anyway); the log keeps the test's own.
             lines.append(f"occlusion {self.mode}: occluded nodes {v.get('occluded_nodes', 0):,}"
-                         f" objects {v.get('occluded_objects', 0):,}   pyramid "
-                         f"{v.get('occlusion_ms', 0):.2f} ms")
+                         f"   pyramid {v.get('occlusion_ms', 0):.2f} ms")
         if self.mode == "two-pass":
             lines[0] += (f"   query {v.get('occlusion_cull_ms', 0):.2f} ms   second draw "
                          f"+{v.get('second_pass', 0):,}")

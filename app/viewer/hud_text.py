@@ -95,8 +95,9 @@ def stages_line(c: StageCounts | None, toggles: Toggles | None = None,
     if c.occlusion is None and occ_mode != "off" and c.frustum is None:
         occlusion = f"occlusion {occ_mode} inactive (frustum off)"
     share = c.culled / c.objects if c.objects else 0.0
-    return (f"culled {c.culled:,} of {c.objects:,} ({share:.1%}), rejected by the test of:  "
-            f"{part('frustum', c.frustum)}   {part('view distance', c.distance)}   "
+    # in the order the kernels apply the tests (app/geom/decide.py), which decides the counts
+    return (f"culled {c.culled:,} of {c.objects:,} ({share:.1%}), rejected in the order "
+            f"tested by:  {part('view distance', c.distance)}   {part('frustum', c.frustum)}   "
             f"{occlusion}   -> {kept} {c.drawn:,}")
 
 
