@@ -13,7 +13,7 @@ from numba import njit
 from app.bench.workloads import frustum_truth
 from app.culling.frustum import camera_planes
 from app.spatial import create_index
-from app.spatial.scan import IN, NEAR, compact, verdict_words
+from app.spatial.scan import IN, NEAR, OUTSIDE, compact, verdict_words
 
 
 def _boundary_spheres(rng: np.random.Generator, n: int, planes: np.ndarray, eye: np.ndarray):
@@ -55,21 +55,23 @@ def test_boundary_spheres_match_the_predicates(name, seed, offset):
 def _compact_range(codes, lo, hi):
     sure = np.empty(hi - lo, np.int64)
     near = np.empty(hi - lo, np.int64)
-    ns, nn = compact(codes, verdict_words(codes), lo, hi, sure, 0, near, 0)
-    return sure[:ns], near[:nn]
+    ns, nn, outside = compact(codes, verdict_words(codes), lo, hi, sure, 0, near, 0)
+    return sure[:ns], near[:nn], outside
 
 
 @settings(max_examples=200, deadline=None)
-@given(codes=st.lists(st.sampled_from([0, 1, 2]), max_size=70), data=st.data())
+@given(codes=st.lists(st.sampled_from([0, 1, 2, 4]), max_size=70), data=st.data())
 def test_compact_takes_every_position_by_verdict(codes, data):
-    """Any range, aligned or not, of any length: IN positions to one list, NEAR to the other."""
+    """Any range, aligned or not, of any length: IN positions to one list, NEAR to the other,
+    OUT and OUTSIDE to neither, the OUTSIDE ones counted (brute force's frustum count)."""
     c = np.array(codes, dtype=np.uint8)
     lo = data.draw(st.integers(0, c.shape[0]))
     hi = data.draw(st.integers(lo, c.shape[0]))
-    sure, near = _compact_range(c, lo, hi)
+    sure, near, outside = _compact_range(c, lo, hi)
     span = np.arange(lo, hi)
     assert np.array_equal(sure, span[c[lo:hi] == IN])
     assert np.array_equal(near, span[c[lo:hi] == NEAR])
+    assert outside == int(np.count_nonzero(c[lo:hi] == OUTSIDE))
 
 
 @pytest.mark.parametrize("name", ["brute", "chunks"])
