@@ -103,7 +103,10 @@ def curve_order(centers: np.ndarray) -> np.ndarray:
     """
     if centers.shape[0] < 2:
         return np.arange(centers.shape[0], dtype=np.int64)
-    return np.argsort(curve_codes(centers, curve_bits(centers.shape[0])), kind="stable")
+    # numpy's default sort, not a stable one: objects of one curve cell may go in any order,
+    # and the stable sort of int64 took 5.6x as long (10^4 codes: 464 us against 83 us, the
+    # largest part of waking 10^4 movers at once)
+    return np.argsort(curve_codes(centers, curve_bits(centers.shape[0])))
 
 
 def curve_bits(n: int) -> int:
