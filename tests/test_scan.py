@@ -51,7 +51,10 @@ def test_boundary_spheres_match_the_predicates(name, seed, offset):
                                            np.setdiff1d(want, got)[:5])
 
 
-@njit(cache=True)
+# Not cached: numba's own cache of a test module's kernel is stamped with this file only, so
+# it kept an older compact inlined after compact changed (the project's closure stamps cover
+# app/ alone); compiling it costs a second.
+@njit
 def _compact_range(codes, lo, hi):
     sure = np.empty(hi - lo, np.int64)
     near = np.empty(hi - lo, np.int64)
