@@ -284,20 +284,20 @@ class Comparison:
         self.current = key
         n = int(self.scene.objects.ids.shape[0])
         b_drawn = f.first if not f.two_pass else np.concatenate((f.first, f.newly))
+        b_count = n if b_drawn is None else int(b_drawn.shape[0])
         samples.append((a.update_ms, a.cull_ms, b_update, b_cull, differ,
                         n if ra is None else ra.working_set, n if b is None else b.working_set,
                         0 if ra is None else ra.nodes_visited,
                         0 if b is None else b.nodes_visited,
                         n if ra is None else ra.visible.shape[0],
-                        a.pyramid_ms, b_pyramid, a.drawn,
-                        n if b_drawn is None else b_drawn.shape[0],
+                        a.pyramid_ms, b_pyramid, a.drawn, b_count,
                         a.false_negatives, missed(a.true_visible, b_drawn)))
         self.last = {"compare_index": self.label, "compare_occlusion": key.b_mode,
                      "compare_update_ms": round(b_update, 4),
                      "compare_cull_ms": round(b_cull, 4),
                      "compare_pyramid_ms": round(b_pyramid, 4), "compare_differ": differ}
         # B's own stage counts: what its query's tests rejected, and what B drew
-        self.stages = p.frame_stages(n if b_drawn is None else int(b_drawn.shape[0]))
+        self.stages = p.frame_stages(b_count)
 
     def _late_cull(self, pyramid) -> None:
         """Two-pass's late cull of B against ``pyramid``, timed into B's cull."""

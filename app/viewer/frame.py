@@ -61,6 +61,7 @@ class OcclusionProvider(Protocol):
     mode: str  # "off", "previous" or "two-pass": goes to the log's ``occlusion`` column
     ground_truth: bool  # measure the true visible set after the culls
     log_columns: tuple[str, ...]  # extra log columns, e.g. ("true_visible", "false_negatives")
+    last_true_visible: np.ndarray | None  # ground truth's visible ids this frame (else None)
 
     def last_frame_pyramid(self):  # -> app.geom.zpyramid.ZPyramid | None
         """``previous``: the last frame's pyramid for this frame's cull; else None."""
@@ -210,8 +211,7 @@ class Frame:
         """A's side of this frame for the comparison (two-pass: early + late cull)."""
         p, occ = self.pipeline, self.occlusion
         vals = {} if occ is None else occ.log_values()
-        truth = getattr(occ, "last_true_visible", None) if occ is not None and \
-            occ.ground_truth else None
+        truth = occ.last_true_visible if occ is not None and occ.ground_truth else None
         return AFrame(p.last_cull, side_label(p.config, p.split_threshold()), update_ms,
                       cull_ms + self._late_cull_ms, float(vals.get("occlusion_ms", 0.0)),
                       st.drawn, truth,

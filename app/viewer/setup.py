@@ -74,6 +74,6 @@ def start_comparison(viewer, args) -> str | None:
         return None
     if not viewer.set_compare(viewer.compare_config(spec)):
         return f"--compare: {viewer.notices[-1][1]}"
-    if spec.occlusion is not None:
-        viewer.comparison.set_occlusion(spec.occlusion)
+    if spec.occlusion is not None:  # F3's path: B's own mode, with its notice
+        viewer.set_compare_occlusion(spec.occlusion)
     return None
