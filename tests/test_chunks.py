@@ -39,10 +39,10 @@ def test_any_size_and_three_levels(n, seed):
 
 
 def test_movers_wake_and_the_awake_region_resorts():
-    """A still object that moves a little is written in place (its chunk's box grown); moving
-    again the next batch wakes it into the awake region; an awake mover that jumps away from
-    its chunk wakes again at the end; newcomers to a set of awake movers wake at once; the
-    awake chunks re-sort once they have spread; no object is lost or hidden."""
+    """The first batch after a build wakes its movers into the awake region (a set that
+    starts moving keeps moving); an awake mover that jumps away from its chunk wakes again at
+    the end; newcomers to a set of awake movers wake at once; the awake chunks re-sort once
+    they have spread; no object is lost or hidden."""
     rng = np.random.default_rng(3)
     n = 5000
     idx = create_index("chunks")
@@ -54,7 +54,7 @@ def test_movers_wake_and_the_awake_region_resorts():
     oracle.insert(ids, c, r)
     eye = np.full(3, 50.0)
     movers = np.sort(rng.choice(n, 1000, replace=False))
-    vel = 0.3 * rng.normal(size=(n, 3))
+    vel = rng.normal(size=(n, 3))  # they spread: the awake chunks swell
     for step in range(60):
         if step == 40:  # a tenth of the set replaced: the newcomers wake at once
             rest = np.setdiff1d(ids, movers)
@@ -65,16 +65,97 @@ def test_movers_wake_and_the_awake_region_resorts():
         before = idx.stats()["awake"]
         idx.update(movers, c[movers])
         oracle.update(movers, c[movers])
-        if step == 0:  # nearly all stay in place, in their still chunks
-            assert idx.stats()["awake"] < 50
-        if step == 1:  # moving again: all woke
+        if step <= 1:  # all woke on their first move
             assert idx.stats()["awake"] == 1000
+        if step == 29:  # re-sorted for spreading (before any jump or newcomer)
+            assert idx.stats()["awake_resorts"] >= 1
         if step == 30:  # the far jumpers woke again, at the end
             assert idx.stats()["awake"] >= before + 10
         if step == 40:
             assert idx.stats()["awake"] >= before + 100
         _check(idx, oracle, eye, eye + rng.normal(size=3), far=60.0)
-    assert idx.stats()["awake_resorts"] >= 1
+
+
+def test_fresh_movers_stay_in_place_and_wake_on_their_second_move():
+    """Once batches move fresh sets (most of a batch still), a still object that moves a
+    little is written in place (its chunk's box grown); moving again the next batch wakes it;
+    a set that then keeps moving makes its newcomers wake at once again."""
+    rng = np.random.default_rng(4)
+    n = 20000
+    idx = create_index("chunks")
+    oracle = Oracle()
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(0, 200, (n, 3))
+    r = rng.uniform(0.2, 1.0, n)
+    idx.insert(ids, c, r)
+    oracle.insert(ids, c, r)
+    eye = np.full(3, 100.0)
+
+    def move(movers):
+        c[movers] += 0.05 * rng.normal(size=(movers.shape[0], 3))
+        idx.update(movers, c[movers])
+        oracle.update(movers, c[movers])
+        _check(idx, oracle, eye, eye + rng.normal(size=3), far=120.0)
+
+    move(np.sort(rng.choice(n, 200, replace=False)))  # the first batch wakes
+    assert idx.stats()["awake"] == 200
+    for _ in range(3):  # fresh sets: written in place (a few may leave their chunk's limit)
+        before = idx.stats()["awake"]
+        fresh = np.sort(rng.choice(np.setdiff1d(ids, idx._pos_id[idx._awake0:idx._npos]), 200,
+                                   replace=False))
+        move(fresh)
+        assert idx.stats()["awake"] < before + 20
+    move(fresh)  # the same set again: its second move wakes it
+    assert idx.stats()["awake"] >= before + 200
+    move(fresh)  # it keeps moving: awake, nothing more wakes
+    assert idx.stats()["awake"] >= before + 200
+
+
+def test_movers_stay_known_through_spawns_and_a_removed_mover_is_refused():
+    """Inserting and removing other objects leaves last batch's movers where they were, so
+    the next batch of them takes the same-movers path; a removed mover's id in a later
+    batch is an unknown id (ValueError, nothing changes), not a write into its hole."""
+    import pytest
+
+    rng = np.random.default_rng(6)
+    n = 4000
+    idx = create_index("chunks")
+    oracle = Oracle()
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(0, 100, (n, 3))
+    r = rng.uniform(0.2, 1.0, n)
+    idx.insert(ids, c, r)
+    oracle.insert(ids, c, r)
+    eye = np.full(3, 50.0)
+    movers = np.sort(rng.choice(n, 300, replace=False))
+    others = np.setdiff1d(ids, movers)
+    next_id = n
+    for step in range(6):
+        gone = rng.choice(others, 10, replace=False)
+        others = np.setdiff1d(others, gone)
+        idx.remove(gone)
+        oracle.remove(gone)
+        new = np.arange(next_id, next_id + 10, dtype=np.int64)
+        next_id += 10
+        cn = rng.uniform(0, 100, (10, 3))
+        idx.insert(new, cn, np.full(10, 0.5))
+        oracle.insert(new, cn, np.full(10, 0.5))
+        if step >= 2:  # the movers of the batch before, where it left them, still valid
+            assert idx._last_movers is not None
+            assert idx._last_movers.epoch == idx._layout_epoch
+        c[movers] += 0.2
+        idx.update(movers, c[movers])
+        oracle.update(movers, c[movers])
+        _check(idx, oracle, eye, eye + rng.normal(size=3), far=60.0)
+    idx.remove(movers[:1])
+    oracle.remove(movers[:1])
+    assert idx._last_movers is None  # one of them is gone: the positions are not trusted
+    before = idx.query_frustum(camera_planes(eye, eye + 1.0, far=60.0), eye).visible
+    with pytest.raises(ValueError, match=str(int(movers[0]))):
+        idx.update(movers, c[movers] + 1.0)
+    after = idx.query_frustum(camera_planes(eye, eye + 1.0, far=60.0), eye).visible
+    assert np.array_equal(np.sort(before), np.sort(after))
+    idx.validate()
 
 
 def test_removals_leave_holes_then_resort():

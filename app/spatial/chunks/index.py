@@ -76,6 +76,8 @@ IN_PLACE = 0.5
 #: An insert of at most 1/SPAWN_FRACTION of the objects (or of the awake region's size) joins
 #: the awake region; a larger one goes still, before it (which moves the awake records up).
 SPAWN_FRACTION = 32
+#: A growth of the layout leaves room for 1/HEADROOM more positions (the awake region's).
+HEADROOM = 8
 
 class ChunkedIndex(SpatialIndex):
     """Spheres in curve-ordered chunks of 64 under an implicit 16-ary tree of boxes."""
@@ -100,7 +102,10 @@ class ChunkedIndex(SpatialIndex):
         self.resorts = 0
         self.awake_resorts = 0
         self._slot_order = False  # positions are the store's slots (most objects move a frame)
-        self._layout_epoch = 0  # bumped whenever any object changes position
+        # bumped whenever an object already laid out changes position (not when objects are
+        # added at new positions or removed: last frame's movers keep their positions then)
+        self._layout_epoch = 0
+        self._set_epoch = 0  # bumped whenever objects are inserted or removed
         # the last per-frame batch (its ids are pos_id[positions] while the epoch holds)
         self._last_movers: moves.LastMovers | None = None
         self._spare_c: np.ndarray | None = None  # the store's twin for all-object batches
@@ -108,6 +113,12 @@ class ChunkedIndex(SpatialIndex):
         self._mark = 0  # the last stamp given to _pos_mark / _chunk_mark
         self._stamp = 1  # batches that may write still objects in place (see update.py)
         self._in_place_last = False  # the last batch wrote still objects in place
+        # Whether the last batch's movers mostly moved before (were awake): the still movers of
+        # the next batch then wake at once (a set of movers that keeps moving, as a scene's
+        # moving objects); else they are written in place (each frame moves a fresh set). The
+        # first batch after a build counts as such, so a set that starts moving and keeps
+        # moving wakes on its first move, not on its second.
+        self._keeps_moving = True
         self._set_capacity(CHUNK * 16)
 
     def describe(self) -> str:
@@ -145,10 +156,13 @@ class ChunkedIndex(SpatialIndex):
             layout.open_boxes(self._tree)
 
     def _reserve(self, m: int) -> None:
-        """Room for ``m`` more positions."""
+        """Room for ``m`` more positions, and then some: a growth copies every record and
+        refits every box (36 ms at 10^6), so a build leaves room for an awake region of an
+        eighth of its objects; the first objects to move then wake without one."""
         cap = self._pos_slot.shape[0]
-        if self._npos + m > cap:
-            self._set_capacity(max(self._npos + m, cap + cap // 2))
+        need = self._npos + m
+        if need > cap:
+            self._set_capacity(max(need + need // HEADROOM, cap + cap // 2))
 
     def _grow(self, new_capacity: int) -> None:
         self._slot_pos = grown(self._slot_pos, new_capacity, NO_POS)
@@ -159,7 +173,8 @@ class ChunkedIndex(SpatialIndex):
         (a re-sort)."""
         m = slots.shape[0]
         self._reserve(m)
-        self._layout_epoch += 1
+        if not new:
+            self._layout_epoch += 1
         order = slots[layout.curve_order(self._centers[slots])]
         first = self._npos
         if m < PARALLEL_MIN:  # one serial pass (the maps, the id map, the float32 records)
@@ -268,7 +283,18 @@ class ChunkedIndex(SpatialIndex):
 
     # ------------------------------------------------------------------ hooks
 
+    def _forget_removed(self, pos: np.ndarray) -> None:
+        """Last batch's movers stay known through a removal unless one of them is removed
+        (its hole keeps its id in ``pos_id``: a later batch must not write there)."""
+        last = self._last_movers
+        if last is not None:
+            mark = self._fresh_mark()
+            self._pos_mark[pos] = mark
+            if np.any(self._pos_mark[last.pos] == mark):
+                self._last_movers = None
+
     def _on_insert(self, slots: np.ndarray) -> None:
+        self._set_epoch += 1
         if self._slot_order:  # each new object takes its slot's position, as everything does
             self._place_at_slots(slots)
             return
@@ -294,7 +320,6 @@ class ChunkedIndex(SpatialIndex):
 
     def _place_at_slots(self, slots: np.ndarray) -> None:
         """Slot order: new objects at the positions of their slots (holes, or past the end)."""
-        self._layout_epoch += 1
         top = int(slots.max()) + 1
         if top > self._npos:
             self._reserve(top - self._npos)
@@ -354,6 +379,7 @@ class ChunkedIndex(SpatialIndex):
             return False
         big, self._centers, self._spare_c = done
         self._note_bounds(big, 0.0)
+        self._keeps_moving = True
         self._after_moves(self._last_movers.pos, False, self._npos)
         return True
 
@@ -371,7 +397,12 @@ class ChunkedIndex(SpatialIndex):
         self._in_place_last = False
         end = self._npos
         woke = False
-        if 0 < asleep < WAKE_ALL * self._count and asleep >= IN_PLACE * pos.shape[0]:
+        n = pos.shape[0]
+        in_place = asleep >= IN_PLACE * n and not self._keeps_moving
+        # Whether this batch's movers mostly moved before: next batch's newcomers wake at once
+        # if so (they join a set that keeps moving), and are written in place if not.
+        self._keeps_moving = n - asleep >= IN_PLACE * n
+        if 0 < asleep < WAKE_ALL * self._count and in_place:
             woke = self._write_settle(batch, pos, asleep)
         else:
             if asleep >= WAKE_ALL * self._count:
@@ -473,8 +504,9 @@ class ChunkedIndex(SpatialIndex):
         return True
 
     def _on_remove(self, slots: np.ndarray) -> None:
-        self._layout_epoch += 1
+        self._set_epoch += 1
         pos = self._slot_pos[slots]
+        self._forget_removed(pos)
         self._id_pos.delete(self._ids[slots])
         self._pos_slot[pos] = NO_POS
         self._slot_pos[slots] = NO_POS

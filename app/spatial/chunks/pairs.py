@@ -282,7 +282,7 @@ class SlotOrderView:
     """
 
     def __init__(self, index) -> None:
-        self.epoch = index._layout_epoch
+        self.epoch = (index._layout_epoch, index._set_epoch)
         self.count = index._count
         self.capacity = index.capacity
         live = np.flatnonzero(index._alive).astype(np.int64)
@@ -301,7 +301,8 @@ class SlotOrderView:
 
     def fits(self, index) -> bool:
         """Whether the view holds the index's current set of objects."""
-        return (self.epoch == index._layout_epoch and self.count == index._count
+        return (self.epoch == (index._layout_epoch, index._set_epoch)
+                and self.count == index._count
                 and self.capacity == index.capacity)
 
     def refresh(self, index) -> None:
