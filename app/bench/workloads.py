@@ -465,7 +465,7 @@ def make_workload(name: str, scale: float = 1.0, frames: int = 20, seed: int = 1
         st = _State(n + _spawn_room(n, frames, pats), side, False, rng, (0.3, 3.0), moving=True)
         return _build("moving", f"{n:,} in a {side:.0f}-unit cube, radii 0.3-3, all moving "
                       "every frame (0.1-1 unit)", planes, eye, False, [ph], st, None, frames,
-                      pats, far, target=1.0)
+                      pats, far, target=0.9)
     if name == "world":
         # Matthews' vast world: ten times the static scene's objects at the same density,
         # small (radii 0.1-1) with view distance 40 x radius, 0.1 % of them moving.
