@@ -105,3 +105,32 @@ def test_remember_finds_runs_only_in_order():
     assert remember(3, np.arange(5, 9), False).run == -1
     assert remember(3, np.array([5, 7, 6, 8]), True).run == -1
     assert remember(3, np.array([5, 6, 8]), True).run == -1
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_find_batch_refuses_exactly_the_batches_with_an_id_twice(data):
+    """Ids in any order (sorted runs, a shuffle, a repeat anywhere, before or after the first
+    id out of order): the look-up pass resolves every position and refuses the batch exactly
+    when an id is given twice."""
+    from app.spatial.idmap import IdMap
+    from app.spatial.moves import batch_of, find_batch
+
+    n = data.draw(st.integers(1, 60))
+    id_of = np.array(data.draw(st.lists(st.integers(-50, 10**6), min_size=n, max_size=n,
+                                        unique=True)), dtype=np.int64)
+    idmap = IdMap()
+    idmap.insert(id_of, np.arange(n, dtype=np.int64))
+    rows = data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=2 * n))
+    if data.draw(st.booleans()):
+        rows = sorted(set(rows))
+    ids = id_of[np.array(rows, dtype=np.int64)]
+    batch = batch_of(ids, np.zeros((ids.shape[0], 3)), None, None)
+    mark = np.zeros(n, np.int64)
+    pos = np.empty(ids.shape[0], np.int64)
+    got = find_batch(batch, idmap.arrays(), mark, 1, n, pos)
+    if len(set(rows)) < len(rows):
+        assert got == -1
+    else:
+        assert got == ids.shape[0]  # every one before the awake region (n)
+        assert np.array_equal(pos, np.array(rows))

@@ -285,10 +285,10 @@ def find_batch(batch: UpdateBatch, tables, mark, epoch: int, awake0: int, pos) -
 
     Returns how many movers sit before ``awake0`` (still ones the caller wakes), or -1 when
     anything is wrong: an unknown id, a bad centre, radius or view distance, or an id given
-    twice. Increasing ids are distinct; any other order is checked by stamping
-    ``mark[position]`` with ``epoch``, which the caller makes fresh for every batch (one more
-    pass over the positions just found). The contract's general path then names what is
-    wrong.
+    twice. Increasing ids are distinct; from the first id that is not larger than the one
+    before, every position is stamped in ``mark`` with ``epoch`` (the caller makes it fresh
+    for every batch), those before it at once, in the same pass: a shuffled batch costs one
+    pass, a sorted one no stamps. The contract's general path then names what is wrong.
     """
     keys, vals, dense = tables
     ids = batch.ids
@@ -300,7 +300,7 @@ def find_batch(batch: UpdateBatch, tables, mark, epoch: int, awake0: int, pos) -
     has_v = vdist.shape[0] == n
     nd = dense.shape[0]
     asleep = 0
-    increasing = True
+    stamping = False
     prev = np.int64(0)
     for i in range(n):
         k = ids[i]
@@ -310,14 +310,15 @@ def find_batch(batch: UpdateBatch, tables, mark, epoch: int, awake0: int, pos) -
             return -1
         pos[i] = p
         asleep += p < awake0
-        increasing &= (i == 0) | (k > prev)
-        prev = k
-    if not increasing:
-        for i in range(n):
-            p = pos[i]
+        if not stamping and i > 0 and k <= prev:
+            stamping = True
+            for j in range(i):  # (distinct: they increased)
+                mark[pos[j]] = epoch
+        if stamping:
             if mark[p] == epoch:
                 return -1
             mark[p] = epoch
+        prev = k
     return asleep
 
 
