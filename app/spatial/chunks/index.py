@@ -294,7 +294,7 @@ class ChunkedIndex(SpatialIndex):
         if last is not None:
             mark = self._fresh_mark()
             self._pos_mark[pos] = mark
-            if np.any(self._pos_mark[last.pos] == mark):
+            if moves.any_stamped(last.pos, self._pos_mark, mark):
                 self._last_movers = None
 
     def _on_insert(self, slots: np.ndarray) -> None:
