@@ -357,3 +357,29 @@ def test_fresh_movers_in_place_grow_their_chunks_and_bad_rows_change_nothing(n, 
         oracle.update(*args)
         _check(idx, oracle, eye, eye + rng.normal(size=3), far=70.0)
     assert idx.stats()["awake"] < n // 10  # most of them stayed where they were
+
+
+def test_validate_names_each_broken_box_invariant():
+    """validate() catches a chunk box that misses a sphere, a node box that misses a child's
+    and a node above chunks that misses a chunk's limit (which in-place writes rely on)."""
+    import pytest
+
+    from app.spatial.chunks.layout import HI, LO
+
+    rng = np.random.default_rng(8)
+    n = 4 * CHUNK * 16
+    cases = {
+        "does not hold one of its spheres": lambda t: t.box.__setitem__((HI, 0), t.box[LO, 0]),
+        "node's box or bounds do not hold": lambda t: t.box.__setitem__(
+            (HI, t.loff[1]), t.box[LO, t.loff[1]]),
+        "does not hold a chunk's limit": lambda t: t.limit.__setitem__(
+            (0, HI), t.box[HI, t.loff[1]] + 1.0),
+    }
+    for message, spoil in cases.items():
+        idx = create_index("chunks")
+        idx.insert(np.arange(n, dtype=np.int64), rng.uniform(0, 100, (n, 3)),
+                   rng.uniform(0.2, 1.0, n))
+        idx.validate()
+        spoil(idx._tree)
+        with pytest.raises(AssertionError, match=message):
+            idx.validate()

@@ -22,6 +22,7 @@ MESSAGES = {
     7: "a node's box or bounds do not hold a child's",
     8: "a node's count differs from the live objects below it",
     9: "a position past the end is in use",
+    10: "a node above chunks does not hold a chunk's limit",
 }
 
 
@@ -83,8 +84,9 @@ def check_chunks(tree: Tree, pos_slot, npos: int, centers, radii, vdist):
 
 
 @njit(cache=True)
-def check_nodes(tree: Tree):
-    """Each node of level >= 1 holds its children's boxes, bounds and counts."""
+def check_nodes(tree: Tree, limits: bool):
+    """Each node of level >= 1 holds its children's boxes, bounds and counts, and (``limits``:
+    in curve order; slot order's open boxes need none) a node above chunks their limits."""
     for lv in range(1, tree.loff.shape[0] - 1):
         below = tree.loff[lv - 1]
         for g in range(tree.loff[lv], tree.loff[lv + 1]):
@@ -100,6 +102,13 @@ def check_nodes(tree: Tree):
                         return 7, g
                 if b[MAXVD, k] > b[MAXVD, g] or b[MINVD, k] < b[MINVD, g]:
                     return 7, g
+                if limits and lv == 1:  # in-place writes grow a chunk up to its limit only
+                    lim = tree.limit
+                    for a in range(3):
+                        if lim[k, LO + a] < b[LO + a, g] or lim[k, HI + a] > b[HI + a, g]:
+                            return 10, g
+                    if lim[k, MAXVD] > b[MAXVD, g] or lim[k, MINVD] < b[MINVD, g]:
+                        return 10, g
             if n != tree.count[g]:
                 return 8, g
     return 0, 0

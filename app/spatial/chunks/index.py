@@ -611,7 +611,7 @@ class ChunkedIndex(SpatialIndex):
                              self._vdist),
             check.check_chunks(t, self._pos_slot, self._npos, self._centers, self._radii,
                                self._vdist),
-            check.check_nodes(t),
+            check.check_nodes(t, not self._slot_order),
         ):
             self._raise_check(code, check.MESSAGES, where)
         alive = np.flatnonzero(self._alive)

@@ -319,7 +319,13 @@ def refit_upper(tree: Tree, c0: int, c1: int) -> None:
 
 @njit(cache=True, inline="always")
 def _merge_children(tree: Tree, g: int, k0: int, k1: int) -> None:
+    """Node ``g``'s box, bounds and count from its children ``k0 .. k1-1``. Above chunks it
+    holds their limits too: a still object written in place stays within its chunk's limit
+    (``update.write_settle``), so only the chunk's own box grows and the nodes above never
+    need a write (each would cost a cache miss per field and level)."""
     b = tree.box
+    lim = tree.limit
+    chunks = k0 < tree.loff[1]
     b[:, g] = EMPTY_BOX
     n = 0
     for k in range(k0, k1):
@@ -331,6 +337,12 @@ def _merge_children(tree: Tree, g: int, k0: int, k1: int) -> None:
             b[HI + a, g] = max(b[HI + a, g], b[HI + a, k])
         b[MAXVD, g] = max(b[MAXVD, g], b[MAXVD, k])
         b[MINVD, g] = min(b[MINVD, g], b[MINVD, k])
+        if chunks:
+            for a in range(3):
+                b[LO + a, g] = min(b[LO + a, g], lim[k, LO + a])
+                b[HI + a, g] = max(b[HI + a, g], lim[k, HI + a])
+            b[MAXVD, g] = max(b[MAXVD, g], lim[k, MAXVD])
+            b[MINVD, g] = min(b[MINVD, g], lim[k, MINVD])
     tree.count[g] = n
 
 

@@ -1,9 +1,9 @@
 """Moving objects in the chunked layout: movers live apart from the still ones.
 
 Keep still objects apart from moving ones (Jolt's layers, Bullet's sleeping bodies). A still
-object that moves once in a while is written where it is, and its chunk's box and the boxes
-above it grow to cover it (:func:`write_settle`: a few compares, Box2D's fat boxes and Jolt's
-grow-only bounds), as long as it stays within its chunk's limit (``Tree.limit``). One that
+object that moves once in a while is written where it is, and its chunk's box grows to cover
+it (:func:`write_settle`: a few compares, Box2D's fat boxes and Jolt's grow-only bounds), as
+long as it stays within its chunk's limit (``Tree.limit``), which the nodes above hold. One that
 moves out of that limit, or moves again the next batch (a mover that keeps moving), *wakes*:
 that leaves a hole at its old position (the chunk's box stays: loose is still right) and
 appends it to the *awake region* at the end of the layout, in curve order with the others
@@ -141,9 +141,9 @@ def write_settle(batch: UpdateBatch, pos, rec: SphereRecords, still: StillMoves,
     still movers (``pos[i] < awake0``) in the same pass, while their records are in the
     cache: one that stays within its chunk's limit and was not written in place by the
     previous batch (the stamp before ``stamp``, cycling through 1 .. 255) stays, and its
-    chunk's box and the boxes above it grow to cover its new sphere (and view distance, when
-    the batch carries it); the others are marked in ``wake`` for the caller to move (their
-    records written already). Returns
+    chunk's box grows to cover its new sphere (and view distance, when the batch carries it;
+    the nodes above hold the chunk's limit already: ``layout.refit_upper``); the others are
+    marked in ``wake`` for the caller to move (their records written already). Returns
     (largest coordinate magnitude, largest radius written, how many are marked).
 
     The boxes cover the float64 spheres: the radius is the batch's, or the float32 copy's
@@ -152,8 +152,6 @@ def write_settle(batch: UpdateBatch, pos, rec: SphereRecords, still: StillMoves,
     tree = still.tree
     box = tree.box
     lim = tree.limit
-    loff = tree.loff
-    levels = loff.shape[0] - 1
     awake0 = still.awake0
     moved_at = still.moved_at
     pos_slot = rec.pos_slot
@@ -233,7 +231,7 @@ def write_settle(batch: UpdateBatch, pos, rec: SphereRecords, still: StillMoves,
                 | (hx > lim[c, k + HI]) | (hy > lim[c, k + HI + 1]) | (hz > lim[c, k + HI + 2]))
         if has_v:
             grew |= (v > lim[c, k + MAXVD]) | (v < lim[c, k + MINVD])
-        if not grew:  # the nodes above hold the chunk's box already
+        if not grew:  # the chunk's box holds the sphere already
             continue
         lim[c, k + LO] = min(lim[c, k + LO], lx)
         lim[c, k + LO + 1] = min(lim[c, k + LO + 1], ly)
@@ -244,24 +242,17 @@ def write_settle(batch: UpdateBatch, pos, rec: SphereRecords, still: StillMoves,
         if has_v:
             lim[c, k + MAXVD] = max(lim[c, k + MAXVD], v)
             lim[c, k + MINVD] = min(lim[c, k + MINVD], v)
-        local = c
-        for lv in range(levels):
-            g = loff[lv] + local
-            if lv > 0 and not (
-                    (lx < box[LO, g]) | (ly < box[LO + 1, g]) | (lz < box[LO + 2, g])
-                    | (hx > box[HI, g]) | (hy > box[HI + 1, g]) | (hz > box[HI + 2, g])
-                    | (has_v & ((v > box[MAXVD, g]) | (v < box[MINVD, g])))):
-                break  # the nodes above hold this one's box already
-            box[LO, g] = min(box[LO, g], lx)
-            box[LO + 1, g] = min(box[LO + 1, g], ly)
-            box[LO + 2, g] = min(box[LO + 2, g], lz)
-            box[HI, g] = max(box[HI, g], hx)
-            box[HI + 1, g] = max(box[HI + 1, g], hy)
-            box[HI + 2, g] = max(box[HI + 2, g], hz)
-            if has_v:
-                box[MAXVD, g] = max(box[MAXVD, g], v)
-                box[MINVD, g] = min(box[MINVD, g], v)
-            local //= FANOUT
+        # The chunk's own box, field-major (the query's layout); the nodes above hold the
+        # chunk's limit already (layout.refit_upper) and need no write.
+        box[LO, c] = min(box[LO, c], lx)
+        box[LO + 1, c] = min(box[LO + 1, c], ly)
+        box[LO + 2, c] = min(box[LO + 2, c], lz)
+        box[HI, c] = max(box[HI, c], hx)
+        box[HI + 1, c] = max(box[HI + 1, c], hy)
+        box[HI + 2, c] = max(box[HI + 2, c], hz)
+        if has_v:
+            box[MAXVD, c] = max(box[MAXVD, c], v)
+            box[MINVD, c] = min(box[MINVD, c], v)
     return max(bx, by, bz), rad, nwake
 
 
