@@ -364,9 +364,10 @@ class Spheres32(NamedTuple):
 
 
 def spheres32(capacity: int) -> Spheres32:
-    """An empty float32 copy of ``capacity`` rows (all dead)."""
-    return Spheres32(np.zeros(capacity, np.float32), np.zeros(capacity, np.float32),
-                     np.zeros(capacity, np.float32), np.full(capacity, -np.inf, np.float32),
+    """An empty float32 copy of ``capacity`` rows (all dead), every page written now (np.zeros
+    maps pages lazily: the frame that first appends there would pay the faults)."""
+    return Spheres32(np.full(capacity, 0, np.float32), np.full(capacity, 0, np.float32),
+                     np.full(capacity, 0, np.float32), np.full(capacity, -np.inf, np.float32),
                      np.full(capacity, np.inf, np.float32))
 
 

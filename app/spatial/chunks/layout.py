@@ -20,8 +20,9 @@ of a few objects only grow them) and are made tight again by :func:`refit_chunks
 Each chunk also has a *limit* (``Tree.limit``, Box2D's fat box turned round): its box as last
 laid out (:func:`refit_chunks`), widened by :data:`SLACK` of its largest edge. A still object
 that moves within its chunk's limit is written where it is and its chunk's box grown to cover
-it (``update.write_settle``); the limit bounds how far boxes may swell between re-sorts. It
-is never needed for a right answer, only for a fast one.
+it (``update.write_settle``), or a new object placed in a hole of the chunk around it
+(``spawn.place_in_holes``); the limit bounds how far boxes may swell between re-sorts, and
+the nodes above a chunk hold its limit (:func:`refit_upper`), so none of that writes above it.
 """
 
 from __future__ import annotations
@@ -119,6 +120,14 @@ def curve_bits(n: int) -> int:
 def curve_codes(centers: np.ndarray, bits: int) -> np.ndarray:
     """Hilbert index of each centre on a ``bits``-bit grid over the centres' bounding box, in
     one compiled pass (numpy's temporaries cost more than the codes for a batch of spawns)."""
+    lo, scale = curve_frame(centers, bits)
+    return frame_codes(centers, lo, scale, bits)
+
+
+@njit(cache=True)
+def curve_frame(centers: np.ndarray, bits: int):
+    """The grid of :func:`curve_codes` over the centres' bounding box: (its low corner, cells
+    per unit along each axis)."""
     n = centers.shape[0]
     lo = np.empty(3)
     scale = np.empty(3)
@@ -131,10 +140,20 @@ def curve_codes(centers: np.ndarray, bits: int) -> np.ndarray:
             mx = max(mx, centers[i, a])
         lo[a] = mn
         scale[a] = top / max(mx - mn, 1e-300)
+    return lo, scale
+
+
+@njit(cache=True)
+def frame_codes(centers: np.ndarray, lo, scale, bits: int) -> np.ndarray:
+    """Hilbert index of each centre on a given grid (:func:`curve_frame`); a centre outside
+    it takes the nearest cell."""
+    n = centers.shape[0]
+    top = (1 << bits) - 1
     q = np.empty((n, 3), np.int64)
     for i in range(n):
         for a in range(3):
-            q[i, a] = min(np.int64((centers[i, a] - lo[a]) * scale[a]), top)
+            t = (centers[i, a] - lo[a]) * scale[a]
+            q[i, a] = 0 if not t > 0.0 else min(np.int64(min(t, 9e18)), top)
     return hilbert_codes(q, bits)
 
 

@@ -1,0 +1,163 @@
+"""New objects into the holes of the still chunk around them.
+
+Every removal and every wake leaves a hole in the still region, and until now every new
+object went to the awake region at the end of the layout. Under steady spawning (a game
+removing and adding a few objects a frame) the holes piled up until a quarter of the layout
+was holes and the whole layout was re-sorted: a stall (23 ms at 10^5 objects, every ~250
+frames at 0.1 % a frame), and meanwhile the awake region filled with spawns scattered over
+the world. Here a new object takes a hole of the still chunk whose curve range holds it, as
+long as its sphere (and view distance) lie within that chunk's limit: the chunk's box grows
+to cover it, as for an object written in place (``update.write_settle``), and the nodes
+above hold the limit already. The chunked index does so once holes are many (``FILL_HOLES``):
+a placement reads and writes more cache lines than an append, but the holes then stop
+growing before they force a re-sort.
+
+Which chunk: the still region was laid out along a Hilbert curve on a known grid
+(:class:`StillCurve`: the grid and the first code of every still chunk), so a new centre's
+code on that grid, searched among the chunks' first codes, names the chunk whose range of
+the curve holds it; that chunk and its two neighbours are tried.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from app.spatial.chunks.layout import (
+    CHUNK,
+    COPY,
+    FANOUT,
+    HI,
+    LO,
+    MAXVD,
+    MINVD,
+    Tree,
+    frame_codes,
+)
+from app.spatial.chunks.update import ChunkPlaces, StillMoves
+from app.spatial.moves import SphereRecords
+from app.spatial.scan import to32
+
+
+class StillCurve(NamedTuple):
+    """The curve the still region was laid out along: its grid (``layout.curve_frame``) and
+    the code of each still chunk's first object (increasing)."""
+
+    lo: np.ndarray
+    scale: np.ndarray
+    bits: int
+    first: np.ndarray
+
+
+def still_curve(lo: np.ndarray, scale: np.ndarray, bits: int,
+                sorted_codes: np.ndarray) -> StillCurve:
+    """The record of a still region laid out from position 0 in the order of
+    ``sorted_codes``."""
+    return StillCurve(lo, scale, bits, np.ascontiguousarray(sorted_codes[::CHUNK]))
+
+
+def guess_chunks(curve: StillCurve, centers: np.ndarray) -> np.ndarray:
+    """For each centre, the still chunk whose range of the curve holds its code."""
+    codes = frame_codes(centers, curve.lo, curve.scale, curve.bits)
+    guess = np.searchsorted(curve.first, codes, side="right") - 1
+    return np.clip(guess, 0, curve.first.shape[0] - 1)
+
+
+@njit(cache=True)
+def place_in_holes(still: StillMoves, places: ChunkPlaces, rec: SphereRecords, slot_id,
+                   slots, guess, pad: float, placed) -> tuple[int, float, float]:
+    """Place the new objects ``slots`` (their values in the store) in holes of still chunks:
+    of chunk ``guess[i]`` or a neighbour, one with objects (its limit is held above: see
+    ``layout.refit_upper``) whose limit holds the new sphere and view distance. ``placed[i]``
+    gets the position, or -1 (the caller appends those). The id -> position map is the
+    caller's. Returns (how many placed, largest coordinate magnitude, largest radius)."""
+    tree: Tree = still.tree
+    box = tree.box
+    lim = tree.limit
+    count = tree.count
+    loff = tree.loff
+    levels = loff.shape[0] - 1
+    awake0 = still.awake0
+    moved_at = still.moved_at
+    slot_pos = places.slot_pos
+    pos_slot = places.pos_slot
+    pos_id = places.pos_id
+    store_c = rec.store_c
+    store_r = rec.store_r
+    store_v = rec.store_v
+    x = rec.s32.x
+    y = rec.s32.y
+    z = rec.s32.z
+    r32 = rec.s32.r
+    vd32 = rec.s32.vd
+    nstill = (awake0 + CHUNK - 1) // CHUNK
+    n = 0
+    big = 0.0
+    rad = 0.0
+    for i in range(slots.shape[0]):
+        placed[i] = -1
+        s = slots[i]
+        cx = store_c[s, 0]
+        cy = store_c[s, 1]
+        cz = store_c[s, 2]
+        rr = store_r[s]
+        v = store_v[s]
+        e = (abs(cx) + abs(cy) + abs(cz) + rr) * 2.0 ** -50 + pad
+        lx = cx - rr - e
+        ly = cy - rr - e
+        lz = cz - rr - e
+        hx = cx + rr + e
+        hy = cy + rr + e
+        hz = cz + rr + e
+        for d in range(3):
+            c = guess[i] + (0, -1, 1)[d]
+            if c < 0 or c >= nstill or count[c] == 0 or count[c] >= CHUNK:
+                continue
+            if not ((lx >= lim[c, LO]) & (ly >= lim[c, LO + 1]) & (lz >= lim[c, LO + 2])
+                    & (hx <= lim[c, HI]) & (hy <= lim[c, HI + 1]) & (hz <= lim[c, HI + 2])
+                    & (v <= lim[c, MAXVD]) & (v >= lim[c, MINVD])):
+                continue
+            p = -1
+            for q in range(c * CHUNK, min((c + 1) * CHUNK, awake0)):
+                if r32[q] == -np.inf:  # a hole (its radius lane: half the lines of pos_slot)
+                    p = q
+                    break
+            if p < 0:  # (its holes lie past the still region's end)
+                continue
+            pos_slot[p] = s
+            slot_pos[s] = p
+            pos_id[p] = slot_id[s]
+            x[p] = to32(cx)
+            y[p] = to32(cy)
+            z[p] = to32(cz)
+            r32[p] = to32(rr)
+            vd32[p] = to32(v)
+            moved_at[p] = 0  # (no batch's stamp: not "written in place by the last batch")
+            local = c
+            for lv in range(levels):
+                count[loff[lv] + local] += 1
+                local //= FANOUT
+            k = COPY
+            if not ((lx >= lim[c, k + LO]) & (ly >= lim[c, k + LO + 1])
+                    & (lz >= lim[c, k + LO + 2]) & (hx <= lim[c, k + HI])
+                    & (hy <= lim[c, k + HI + 1]) & (hz <= lim[c, k + HI + 2])
+                    & (v <= lim[c, k + MAXVD]) & (v >= lim[c, k + MINVD])):
+                # the chunk's box (its copy, then the field-major rows) grows to hold it
+                lim[c, k + LO] = min(lim[c, k + LO], lx)
+                lim[c, k + LO + 1] = min(lim[c, k + LO + 1], ly)
+                lim[c, k + LO + 2] = min(lim[c, k + LO + 2], lz)
+                lim[c, k + HI] = max(lim[c, k + HI], hx)
+                lim[c, k + HI + 1] = max(lim[c, k + HI + 1], hy)
+                lim[c, k + HI + 2] = max(lim[c, k + HI + 2], hz)
+                lim[c, k + MAXVD] = max(lim[c, k + MAXVD], v)
+                lim[c, k + MINVD] = min(lim[c, k + MINVD], v)
+                for f in range(COPY):
+                    box[f, c] = lim[c, k + f]
+            big = max(big, abs(cx), abs(cy), abs(cz))
+            rad = max(rad, rr)
+            placed[i] = p
+            n += 1
+            break
+    return n, big, rad
