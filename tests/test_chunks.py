@@ -422,3 +422,37 @@ def test_spawns_take_holes_of_the_still_chunks_around_them():
         assert grew <= 100, (step, grew)  # most found a hole
         _check(idx, oracle, eye, eye + rng.normal(size=3), far=90.0)
     assert idx.stats()["resorts"] == 0
+
+
+def test_movers_that_stop_go_back_to_still_holes_under_churn():
+    """Movers replaced every frame: each newcomer leaves a hole in the still region. Once
+    holes are many, the movers that stopped go back to holes of the still chunks around them,
+    and the awake region re-sorts when it is half holes, so the holes stay bounded and the
+    layout is never rebuilt whole; every answer stays exact."""
+    rng = np.random.default_rng(10)
+    n = 6400
+    idx = create_index("chunks")
+    oracle = Oracle()
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(0, 100, (n, 3))
+    r = rng.uniform(0.2, 1.0, n)
+    idx.insert(ids, c, r)
+    oracle.insert(ids, c, r)
+    eye = np.full(3, 50.0)
+    movers = np.sort(rng.choice(n, 320, replace=False))
+    most = 0
+    for step in range(80):
+        keep = rng.choice(movers, 160, replace=False)
+        fresh = rng.choice(np.setdiff1d(ids, movers), 160, replace=False)
+        movers = np.sort(np.concatenate([keep, fresh]))
+        c[movers] += rng.normal(scale=0.2, size=(movers.shape[0], 3))
+        idx.update(movers, c[movers])
+        oracle.update(movers, c[movers])
+        most = max(most, idx._holes)
+        if step % 8 == 0:
+            _check(idx, oracle, eye, eye + rng.normal(size=3), far=60.0)
+    st = idx.stats()
+    assert st["resorts"] == 0  # 80 x 160 newcomers: 12,800 holes without putting any back
+    assert st["awake_resorts"] >= 1
+    assert most < 0.2 * n
+    _check(idx, oracle, eye, eye + rng.normal(size=3), far=60.0)

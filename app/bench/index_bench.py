@@ -102,6 +102,15 @@ def _warm(factory: Callable[[], Any], use_vd: bool) -> None:
         idx.insert(ids[200:210] + n, c[200:210], r[200:210], 40 * r[200:210] if use_vd else None)
         idx.query_frustum(camera_planes(np.full(3, 25.0), np.array([25.0, 25, 26]), far=30.0),
                           np.full(3, 25.0), use_vd)
+        # A long run's paths too: many removals (holes), then spawns and movers replaced
+        # every batch (chunks puts them in holes, and movers that stopped back in them).
+        idx.remove(ids[100:200])
+        for k in range(4):
+            new = np.arange(2 * n + 20 * k, 2 * n + 20 * (k + 1), dtype=np.int64)
+            idx.insert(new, c[:20] + k, r[:20], 40 * r[:20] if use_vd else None)
+            moving = ids[210 + 10 * k: 260 + 10 * k]
+            idx.update(moving, c[moving] + 0.1 * k)
+            idx.query_frustum(planes, np.full(3, 25.0), use_vd)
     except Exception:  # noqa: BLE001 - reported by the pattern that makes the same calls
         pass
 

@@ -63,10 +63,13 @@ from app.spatial.scan import (
 RESORT_GROWTH = 1.6
 #: Re-sort everything when this fraction of the used positions are holes.
 MAX_HOLES = 0.25
-#: From this fraction of holes on, new objects take holes of the still chunks around them
-#: (``spawn``): a placement costs more than an append (about 30 cache lines against 20), but
-#: the holes then stop growing before they force a re-sort (a stall: 23 ms at 10^5 objects).
-FILL_HOLES = 0.125
+#: From this fraction of holes on, new objects and movers that stopped take holes of the
+#: still chunks around them (``spawn``): a placement costs more than an append (about 30 cache
+#: lines against 20), but the holes then stop growing before they force a re-sort (a stall:
+#: 23-26 ms at 10^5 objects). Lower starts sooner and leaves less for the awake region's
+#: re-sort to put back (1/32: its stall 12 ms at 10^5 under churn10; 1/8: 15 ms), but the
+#: bench's nine patterns in a row then cross it and pay placements mid-segment.
+FILL_HOLES = 1 / 16
 #: When a batch wakes at least this fraction of the objects, all of them wake where they are.
 WAKE_ALL = 0.5
 #: After two batches in a row that move at least this fraction of the objects, the layout goes
@@ -123,6 +126,7 @@ class ChunkedIndex(SpatialIndex):
         # first batch after a build counts as such, so a set that starts moving and keeps
         # moving wakes on its first move, not on its second.
         self._keeps_moving = True
+        self._slept = 0  # awake objects put back in still holes since the awake region's sort
         self._still_curve: spawn.StillCurve | None = None  # how the still region was laid out
         self._set_capacity(CHUNK * 16)
 
@@ -248,6 +252,7 @@ class ChunkedIndex(SpatialIndex):
 
     def _sort_awake(self) -> None:
         """Re-sort the awake region along the curve, dropping its holes."""
+        self._slept = 0
         end = self._npos
         live = self._take_out(self._awake0)
         if live.shape[0]:
@@ -445,6 +450,8 @@ class ChunkedIndex(SpatialIndex):
         """Write a checked batch found at ``pos`` (``asleep`` of them before the awake
         region): leave those in place or wake them, write every record, refit the awake
         chunks written."""
+        stamp = self._fresh_mark()
+        stopped = self._stopped(pos, stamp)
         self._in_place_last = False
         end = self._npos
         woke = False
@@ -465,8 +472,54 @@ class ChunkedIndex(SpatialIndex):
                                   False)
             big, rad = moves.write_batch(batch, pos, self._records())
             self._note_bounds(big, rad)
+        if stopped is not None:
+            self._sleep(stopped)
+            if self._slept > (end - self._awake0) // 2:
+                # The awake region is half holes: whatever in it this batch did not move
+                # sleeps too (movers that stopped before holes were many), and it re-sorts.
+                self._sleep(update.unmarked(self._awake0, end, self._pos_mark, stamp,
+                                            self._pos_slot))
+                self._sort_awake()
+                pos = self._slot_pos[self._pos_slot[pos]]  # (where the re-sort put them)
         self._last_movers = moves.remember(self._layout_epoch, pos, self._slot_order)
         self._after_moves(pos, woke, end)
+
+    def _stopped(self, pos: np.ndarray, stamp: int) -> np.ndarray | None:
+        """Once holes are many (``FILL_HOLES``): the awake movers of the last batch that this
+        one (at ``pos``, stamped ``stamp``) leaves out, for :meth:`_sleep`; else None."""
+        last = self._last_movers
+        if (last is None or last.epoch != self._layout_epoch or self._still_curve is None
+                or self._slot_order or self._holes < FILL_HOLES * self._npos):
+            return None
+        out = update.leavers(last.pos, pos, self._pos_mark, stamp, self._awake0,
+                             self._pos_slot)
+        return out if out.shape[0] else None
+
+    def _sleep(self, positions: np.ndarray) -> None:
+        """Awake objects that stopped moving go back to holes of the still chunks around them
+        where their limits allow (``spawn.place_in_holes``), as new objects do: else under
+        churn (movers replaced every frame) the holes the newcomers leave pile up until the
+        whole layout is re-sorted (26 ms at 10^5 objects after ~400 frames of churn10), and
+        the awake region grows. The awake region drops the holes they leave when it re-sorts,
+        which it does once they are half of it."""
+        slots = self._pos_slot[positions]
+        placed = np.empty(slots.shape[0], np.int64)
+        n, big, rad = spawn.place_in_holes(
+            update.StillMoves(self._tree, self._awake0, self._moved_at), self._places(),
+            self._records(), self._ids, slots,
+            spawn.guess_chunks(self._still_curve, self._centers[slots]),
+            layout.pad_for(self._max_abs, self._max_r), placed)
+        if n == 0:
+            return
+        done = placed >= 0
+        old = positions[done]
+        self._layout_epoch += 1
+        self._pos_slot[old] = NO_POS
+        kill32(self._s32, old)
+        layout.count_down(self._tree, old)
+        self._id_pos.assign(self._ids[slots[done]], placed[done])
+        self._note_bounds(big, rad)
+        self._slept += n
 
     def _after_moves(self, pos: np.ndarray, woke: bool, end: int) -> None:
         """Tight boxes for the awake chunks just written (awake movers that jumped away from

@@ -384,3 +384,31 @@ def place(places: ChunkPlaces, rec: SphereRecords, slot_id, order, first: int, r
             nh += 1
     _assign_hashed(keys, vals, dense, pos_id, hashed[:nh])
     return max(bx, by, bz), rad
+
+
+@njit(cache=True)
+def leavers(last_pos, pos, mark, stamp: int, awake0: int, pos_slot):
+    """The awake positions of the last batch (``last_pos``) that this batch (``pos``) does
+    not move: movers that stopped. Stamps ``pos`` in ``mark`` with ``stamp`` (fresh)."""
+    for i in range(pos.shape[0]):
+        mark[pos[i]] = stamp
+    out = np.empty(last_pos.shape[0], np.int64)
+    k = 0
+    for i in range(last_pos.shape[0]):
+        p = last_pos[i]
+        if p >= awake0 and mark[p] != stamp and pos_slot[p] >= 0:
+            out[k] = p
+            k += 1
+    return out[:k]
+
+
+@njit(cache=True)
+def unmarked(p0: int, p1: int, mark, stamp: int, pos_slot):
+    """The live positions in ``p0 .. p1`` not stamped ``stamp`` in ``mark``."""
+    out = np.empty(max(p1 - p0, 0), np.int64)
+    k = 0
+    for p in range(p0, p1):
+        if pos_slot[p] >= 0 and mark[p] != stamp:
+            out[k] = p
+            k += 1
+    return out[:k]
