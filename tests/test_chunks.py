@@ -38,20 +38,27 @@ def test_any_size_and_three_levels(n, seed):
     assert idx.stats()["chunks"] == -(-n // CHUNK)
 
 
+def _scene(n: int, seed: int, side: float):
+    """A chunked index and its oracle holding ``n`` uniform spheres in a cube of ``side``:
+    (index, oracle, ids, centres, radii, rng)."""
+    rng = np.random.default_rng(seed)
+    idx = create_index("chunks")
+    oracle = Oracle()
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(0, side, (n, 3))
+    r = rng.uniform(0.2, 1.0, n)
+    idx.insert(ids, c, r)
+    oracle.insert(ids, c, r)
+    return idx, oracle, ids, c, r, rng
+
+
 def test_movers_wake_and_the_awake_region_resorts():
     """The first batch after a build wakes its movers into the awake region (a set that
     starts moving keeps moving); an awake mover that jumps away from its chunk wakes again at
     the end; newcomers to a set of awake movers wake at once; the awake chunks re-sort once
     they have spread; no object is lost or hidden."""
-    rng = np.random.default_rng(3)
     n = 5000
-    idx = create_index("chunks")
-    oracle = Oracle()
-    ids = np.arange(n, dtype=np.int64)
-    c = rng.uniform(0, 100, (n, 3))
-    r = rng.uniform(0.2, 1.0, n)
-    idx.insert(ids, c, r)
-    oracle.insert(ids, c, r)
+    idx, oracle, ids, c, r, rng = _scene(n, 3, 100.0)
     eye = np.full(3, 50.0)
     movers = np.sort(rng.choice(n, 1000, replace=False))
     vel = rng.normal(size=(n, 3))  # they spread: the awake chunks swell
@@ -80,15 +87,8 @@ def test_fresh_movers_stay_in_place_and_wake_on_their_second_move():
     """Once batches move fresh sets (most of a batch still), a still object that moves a
     little is written in place (its chunk's box grown); moving again the next batch wakes it;
     a set that then keeps moving makes its newcomers wake at once again."""
-    rng = np.random.default_rng(4)
     n = 20000
-    idx = create_index("chunks")
-    oracle = Oracle()
-    ids = np.arange(n, dtype=np.int64)
-    c = rng.uniform(0, 200, (n, 3))
-    r = rng.uniform(0.2, 1.0, n)
-    idx.insert(ids, c, r)
-    oracle.insert(ids, c, r)
+    idx, oracle, ids, c, r, rng = _scene(n, 4, 200.0)
     eye = np.full(3, 100.0)
 
     def move(movers):
@@ -117,15 +117,8 @@ def test_movers_stay_known_through_spawns_and_a_removed_mover_is_refused():
     batch is an unknown id (ValueError, nothing changes), not a write into its hole."""
     import pytest
 
-    rng = np.random.default_rng(6)
     n = 4000
-    idx = create_index("chunks")
-    oracle = Oracle()
-    ids = np.arange(n, dtype=np.int64)
-    c = rng.uniform(0, 100, (n, 3))
-    r = rng.uniform(0.2, 1.0, n)
-    idx.insert(ids, c, r)
-    oracle.insert(ids, c, r)
+    idx, oracle, ids, c, r, rng = _scene(n, 6, 100.0)
     eye = np.full(3, 50.0)
     movers = np.sort(rng.choice(n, 300, replace=False))
     others = np.setdiff1d(ids, movers)
@@ -389,15 +382,8 @@ def test_spawns_take_holes_of_the_still_chunks_around_them():
     """Removals leave holes in the still region; once they are many, new objects take those
     of the chunk whose curve range holds them (when its limit allows), so the layout stops
     growing and the holes do not pile up to a full re-sort; every answer stays exact."""
-    rng = np.random.default_rng(9)
     n = 20000
-    idx = create_index("chunks")
-    oracle = Oracle()
-    ids = np.arange(n, dtype=np.int64)
-    c = rng.uniform(0, 200, (n, 3))
-    r = rng.uniform(0.2, 1.0, n)
-    idx.insert(ids, c, r)
-    oracle.insert(ids, c, r)
+    idx, oracle, ids, c, r, rng = _scene(n, 9, 200.0)
     eye = np.full(3, 100.0)
     gone = rng.choice(ids, 2800, replace=False)  # 14 % holes: past FILL_HOLES
     idx.remove(gone)
@@ -429,15 +415,8 @@ def test_movers_that_stop_go_back_to_still_holes_under_churn():
     holes are many, the movers that stopped go back to holes of the still chunks around them,
     and the awake region re-sorts when it is half holes, so the holes stay bounded and the
     layout is never rebuilt whole; every answer stays exact."""
-    rng = np.random.default_rng(10)
     n = 6400
-    idx = create_index("chunks")
-    oracle = Oracle()
-    ids = np.arange(n, dtype=np.int64)
-    c = rng.uniform(0, 100, (n, 3))
-    r = rng.uniform(0.2, 1.0, n)
-    idx.insert(ids, c, r)
-    oracle.insert(ids, c, r)
+    idx, oracle, ids, c, r, rng = _scene(n, 10, 100.0)
     eye = np.full(3, 50.0)
     movers = np.sort(rng.choice(n, 320, replace=False))
     most = 0

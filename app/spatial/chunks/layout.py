@@ -321,6 +321,15 @@ def fit_chunk(tree: Tree, s32: Spheres32, c: int, pad: float) -> None:
         lim[c, COPY + k] = b[k, c]
 
 
+@njit(cache=True, inline="always")
+def sphere_bounds(cx: float, cy: float, cz: float, r: float, pad: float):
+    """The box a chunk needs to hold a float64 sphere: each side out by ``pad`` (what boxes
+    from the float32 copy get, :func:`pad_for`) and a rounding margin of the sums. Scalars
+    only: an inlined helper that takes arrays pays their reference counts at every call."""
+    e = (abs(cx) + abs(cy) + abs(cz) + r) * 2.0 ** -50 + pad
+    return cx - r - e, cy - r - e, cz - r - e, cx + r + e, cy + r + e, cz + r + e
+
+
 @njit(cache=True)
 def refit_upper(tree: Tree, c0: int, c1: int) -> None:
     """The nodes of level >= 1 above chunks ``c0 .. c1-1``, from their children."""

@@ -35,6 +35,7 @@ from app.spatial.chunks.layout import (
     MINVD,
     Tree,
     frame_codes,
+    sphere_bounds,
 )
 from app.spatial.chunks.update import ChunkPlaces, StillMoves
 from app.spatial.moves import SphereRecords
@@ -104,13 +105,7 @@ def place_in_holes(still: StillMoves, places: ChunkPlaces, rec: SphereRecords, s
         cz = store_c[s, 2]
         rr = store_r[s]
         v = store_v[s]
-        e = (abs(cx) + abs(cy) + abs(cz) + rr) * 2.0 ** -50 + pad
-        lx = cx - rr - e
-        ly = cy - rr - e
-        lz = cz - rr - e
-        hx = cx + rr + e
-        hy = cy + rr + e
-        hz = cz + rr + e
+        lx, ly, lz, hx, hy, hz = sphere_bounds(cx, cy, cz, rr, pad)
         for d in range(3):
             c = guess[i] + (0, -1, 1)[d]
             if c < 0 or c >= nstill or count[c] == 0 or count[c] >= CHUNK:

@@ -34,6 +34,7 @@ from app.spatial.chunks.layout import (
     Tree,
     fit_chunk,
     set_limit,
+    sphere_bounds,
 )
 from app.spatial.idmap import assign
 from app.spatial.moves import SphereRecords, UpdateBatch
@@ -209,13 +210,7 @@ def write_settle(batch: UpdateBatch, pos, rec: SphereRecords, still: StillMoves,
         r_copy = np.float64(r32[p]) * up if r32[p] < big else np.inf
         rr = radii[i] if has_r else r_copy
         c = p // CHUNK
-        e = (abs(cx) + abs(cy) + abs(cz) + rr) * 2.0 ** -50 + pad
-        lx = cx - rr - e
-        ly = cy - rr - e
-        lz = cz - rr - e
-        hx = cx + rr + e
-        hy = cy + rr + e
-        hz = cz + rr + e
+        lx, ly, lz, hx, hy, hz = sphere_bounds(cx, cy, cz, rr, pad)
         fits = ((lx >= lim[c, LO]) & (ly >= lim[c, LO + 1]) & (lz >= lim[c, LO + 2])
                 & (hx <= lim[c, HI]) & (hy <= lim[c, HI + 1]) & (hz <= lim[c, HI + 2]))
         if has_v:
