@@ -479,8 +479,10 @@ class ChunkedIndex(SpatialIndex):
                 # sleeps too (movers that stopped before holes were many), and it re-sorts.
                 self._sleep(update.unmarked(self._awake0, end, self._pos_mark, stamp,
                                             self._pos_slot))
+                slots = self._pos_slot[pos]
                 self._sort_awake()
-                pos = self._slot_pos[self._pos_slot[pos]]  # (where the re-sort put them)
+                pos = self._slot_pos[slots]  # where the re-sort put this batch's movers
+                end = self._npos  # (all of them laid out before the next refit)
         self._last_movers = moves.remember(self._layout_epoch, pos, self._slot_order)
         self._after_moves(pos, woke, end)
 
