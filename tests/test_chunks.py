@@ -434,3 +434,49 @@ def test_movers_that_stop_go_back_to_still_holes_under_churn():
     assert st["awake_resorts"] >= 1
     assert most < 0.2 * n
     _check(idx, oracle, eye, eye + rng.normal(size=3), far=60.0)
+
+
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(300, 3000), seed=st.integers(0, 2**31),
+       ops=st.lists(st.sampled_from(["spawn", "remove", "churn", "same", "shuffled"]),
+                    min_size=4, max_size=12))
+def test_holes_reused_by_spawns_and_stopped_movers_stay_exact(n, seed, ops):
+    """With many holes (a tenth to a third removed first), any sequence of spawns, removals
+    and mover sets (replaced, repeated, shuffled) keeps every answer exact and validate()
+    clean, whichever objects took holes or went back to them."""
+    idx, oracle, ids, c, r, rng = _scene(n, seed % 1000, 60.0)
+    gone = rng.choice(ids, int(n * rng.uniform(0.1, 0.33)), replace=False)
+    idx.remove(gone)
+    oracle.remove(gone)
+    live = np.setdiff1d(ids, gone)
+    centers = {int(i): c[i] for i in live}
+    next_id = n
+    movers = np.sort(rng.choice(live, max(1, live.shape[0] // 10), replace=False))
+    eye = np.full(3, 30.0)
+    for op in ops:
+        if op == "spawn":
+            new = np.arange(next_id, next_id + 20, dtype=np.int64)
+            next_id += 20
+            cn = rng.uniform(0, 60, (20, 3))
+            idx.insert(new, cn, np.full(20, 0.5))
+            oracle.insert(new, cn, np.full(20, 0.5))
+            live = np.concatenate([live, new])
+            centers.update({int(i): cn[k] for k, i in enumerate(new)})
+        elif op == "remove":
+            out = rng.choice(np.setdiff1d(live, movers), 15, replace=False)
+            idx.remove(out)
+            oracle.remove(out)
+            live = np.setdiff1d(live, out)
+        else:
+            if op == "churn":
+                keep = rng.choice(movers, movers.shape[0] // 2, replace=False)
+                fresh = rng.choice(np.setdiff1d(live, movers), movers.shape[0] - keep.shape[0],
+                                   replace=False)
+                movers = np.sort(np.concatenate([keep, fresh]))
+            batch = rng.permutation(movers) if op == "shuffled" else movers
+            cm = np.array([centers[int(i)] for i in batch]) + rng.normal(scale=0.3,
+                                                                           size=(batch.shape[0], 3))
+            idx.update(batch, cm)
+            oracle.update(batch, cm)
+            centers.update({int(i): cm[k] for k, i in enumerate(batch)})
+        _check(idx, oracle, eye, eye + rng.normal(size=3), far=40.0)
