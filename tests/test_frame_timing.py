@@ -39,6 +39,18 @@ def test_a_frame_closes_at_the_next_start_and_its_stages_sum_to_its_wall_time():
     assert clock.close() is None  # nothing open
 
 
+def test_the_brute_force_reference_is_left_out_of_the_frame_and_its_stages():
+    """A frame that measured the brute-force reference (app/viewer/brute_reference.py) spent
+    ``reference_ms`` outside its stages: its wall time leaves it out, so fps does too."""
+    clock = FrameClock()
+    st = _frame(0.0, cull_ms=2.0, draw_ms=5.0, reference_ms=4.0)
+    clock.begin(st, 100.0, 0.0)
+    clock.close(100.020)
+    assert abs(st.frame_ms - 16.0) < 1e-6 and abs(st.fps - 62.5) < 1e-6
+    assert abs(st.other_ms - 9.0) < 1e-6
+    assert abs(sum(getattr(st, c) for c in STAGE_COLUMNS) - st.frame_ms) < 1e-9
+
+
 def test_a_stall_before_the_first_frame_goes_to_it():
     clock = FrameClock()
     clock.note_stall("rebuild octree", 12.0)

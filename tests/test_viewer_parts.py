@@ -156,7 +156,7 @@ def test_hud_lines_from_plain_values():
     assert lines[2] == ("objects 24,120   tested 3,108 (working set) in - nodes   query answer "
                         "474   drawn 474")
     assert lines[3].startswith("culled 23,646 of 24,120")
-    assert lines[4] == "index brute  variant -  split threshold -   [brute]"
+    assert lines[4] == "index brute"
     assert "boxes depth (leaves only: 0 of 0)" in lines[5] and lines[5].endswith("rec run.csv")
     assert lines[6] == "scene demo   camera: fly   F1 help"
     assert lines[7].startswith("no nodes, no boxes to draw: brute is a flat scan")

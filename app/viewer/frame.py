@@ -47,6 +47,7 @@ import numpy as np
 from app.culling.pipeline import CullPipeline
 from app.render.context import SceneTarget
 from app.render.objects import ObjectRenderer
+from app.viewer.brute_reference import BruteReference, wanted
 from app.viewer.camera import CameraView
 from app.viewer.compare import AFrame, Comparison, side_label
 from app.viewer.state import FrameStats, Toggles
@@ -103,9 +104,15 @@ class Frame:
         self.sim_time = 0.0
         self.drawn_ids: np.ndarray | None = None  # the first cull's ids (None: all)
         self.compare: Comparison | None = None  # the B side of an A/B comparison
+        self.reference: BruteReference | None = None  # the brute force's cost, now and then
         self._late_pyramid = None  # this frame's pyramid of two-pass's late cull (for B's)
         self._late_cull_ms = 0.0  # A's late cull (inside the occlusion stage)
         self._empty = np.zeros(0, np.int64)
+
+    @property
+    def late_cull_ms(self) -> float:
+        """This frame's two-pass late cull of the live index (inside the occlusion stage)."""
+        return self._late_cull_ms
 
     def set_occlusion(self, provider: OcclusionProvider | None) -> None:
         """A new provider (or none); two-pass's early set starts empty."""
@@ -147,6 +154,13 @@ class Frame:
         # 3. cull, with the culling camera
         first = p.first_cull(cull_view.planes, cull_view.eye, **cull)
         t3 = time.perf_counter()
+
+        # 3a. the brute-force reference, every few frames: a measurement, in no stage
+        t3r = t3
+        if self.reference is not None:
+            self._measure_reference(st, moved, cull_view, tg, cmp)
+            t3r = time.perf_counter()
+            st.reference_ms = (t3r - t3) * 1e3
 
         # 3b. compare: B's update and the same cull, right after A's (or before: 2b)
         if cmp is not None and not b_first:
@@ -196,9 +210,9 @@ class Frame:
         st.draw_ms = (t_draw - t4) * 1e3
         st.occlusion_pass_ms = (t5 - t_draw) * 1e3
         st.index_update_ms = (t2 - (t1b if cmp is not None else t1)) * 1e3
-        st.upload_ms = (t4 - (t3b if cmp is not None else t3)) * 1e3
+        st.upload_ms = (t4 - (t3b if cmp is not None else t3r)) * 1e3
         # 0 without B: the few microseconds between the timestamps stay in their stages
-        st.compare_ms = (t1b - t1 + t3b - t3 + t6 - t5) * 1e3 if cmp is not None else 0.0
+        st.compare_ms = (t1b - t1 + t3b - t3r + t6 - t5) * 1e3 if cmp is not None else 0.0
         st.time_s = self.sim_time
 
         # 8. stage counts (a measurement, like ground truth: its own time)
@@ -206,6 +220,22 @@ class Frame:
             st.stages = p.frame_stages(st.drawn)
             st.stages_ms = (time.perf_counter() - t6) * 1e3
         return st
+
+    def _measure_reference(self, st: FrameStats, moved: np.ndarray, cull_view: CameraView,
+                           tg: Toggles, cmp: Comparison | None) -> None:
+        """Step 3a: the brute force on this frame's moved ids and culling camera, when it is
+        due and means something (:func:`app.viewer.brute_reference.wanted`); its wall time
+        is the frame's ``reference_ms``, left out of the frame's time."""
+        ref = self.reference
+        ref.note_moved(moved)
+        b = cmp.pipeline.config.name if cmp is not None else None
+        if wanted(self.pipeline.config.name, b, tg.frustum) and ref.due(st.frame):
+            built = ref.pipeline
+            st.brute = ref.measure(st.frame, moved, cull_view.planes, cull_view.eye,
+                                   tg.view_distance)
+            if ref.pipeline is not built:  # a hitch the user sees: named, though not timed
+                ms = ref.pipeline.last_rebuild_ms
+                st.stall = f"brute reference built {ms:.0f} ms (outside the frame's time)"
 
     def _a_frame(self, st: FrameStats, update_ms: float, cull_ms: float) -> AFrame:
         """A's side of this frame for the comparison (two-pass: early + late cull)."""

@@ -42,6 +42,7 @@ class HudState:
     reason: str | None = None  # why there are no nodes (no_nodes_reason)
     hint: str | None = None  # render_bound's advice
     extra: list[str] = field(default_factory=list)  # the occlusion, collision, nested lines
+    cost: str | None = None  # cost_text's: the index's cost against the brute force's
 
 
 def box_filter_label(box_filter: str) -> str:
@@ -142,6 +143,60 @@ def render_bound(timings: Sequence[tuple[float, float]], drawn: int, size: tuple
             f"fewer objects (--objects {max(objects // 2, 1)})")
 
 
+#: The paper's nesting heuristics by tree name, and the children of a node they split into.
+HEURISTICS = {"kd": ("K-D", 2), "ternary": ("ternary", 3), "octree": ("octree", 8),
+              "icoseptree": ("icoseptree", 27)}
+
+
+def index_line(index: str, variant: str, split: int | None, describe: str,
+               cost: str | None = None) -> str:
+    """The active index said plainly (for the paper's trees: leafy or non-leafy, the split
+    threshold and the heuristic; another index: its own description), then ``cost``
+    (:func:`cost_text`) on the same line."""
+    if index in HEURISTICS:
+        head = (f"index {index} {variant}, split threshold {split if split is not None else '-'} "
+                f"(heuristic {HEURISTICS[index][0]})")
+    else:
+        head = f"index {index}" + (f" [{describe}]" if describe != index else "")
+    return head if cost is None else f"{head}: {cost}"
+
+
+def cost_text(index_ms: float, brute_ms: float | None = None, frames_ago: int = 0,
+              note: str | None = None, occlusion: str = "off", of: int = 1) -> str:
+    """The live index's update + cull of this frame against the brute force's (the ``brute``
+    index's update + cull: the median of its last ``of`` measurements, the latest
+    ``frames_ago`` frames ago), as a ratio, brute force over index (the benchmarks' "x brute
+    force": above 1 the index is faster); ``note`` instead says why there is no figure."""
+    head = f"update + cull {index_ms:.2f} ms"
+    if note is not None:
+        return f"{head}; brute force {note}"
+    if brute_ms is None:
+        return f"{head}; brute force not measured yet"
+    ago = "this frame" if frames_ago == 0 else \
+        f"{frames_ago} frame{'s' if frames_ago != 1 else ''} ago"
+    when = f"median of {of}, latest {ago}" if of > 1 else f"measured {ago}"
+    occ = "" if occlusion == "off" else ", no occlusion"
+    if index_ms <= 0:
+        return f"{head}; brute force {brute_ms:.2f} ms ({when}{occ})"
+    return (f"{head} = {brute_ms / index_ms:.2f}x brute force {brute_ms:.2f} ms "
+            f"({when}{occ})")
+
+
+def help_head(index: str, variant: str, split: int | None) -> list[str]:
+    """F1's first lines: which index, heuristic, variant and threshold are active, and the
+    keys that switch them."""
+    if index in HEURISTICS:
+        name, children = HEURISTICS[index]
+        active = (f"ACTIVE  {index}: heuristic {name} ({children} children a node), "
+                  f"{variant}, split threshold {split if split is not None else '-'}")
+    else:
+        active = f"ACTIVE  {index} (not one of the paper's trees: L and + / - do not apply)"
+    return [active,
+            "  I / Shift+I switches the index (kd, ternary, octree, icoseptree: the paper's "
+            "heuristics), L leafy / non-leafy, + / - the split threshold; the HUD's index "
+            "line compares each with the brute force", ""]
+
+
 def hud_lines(st: FrameStats, s: HudState) -> list[str]:
     """The HUD's lines for frame ``st``: times, counts, the stages, the index, the toggles,
     the scene and camera, then the lines that apply (no nodes, render-bound, extras)."""
@@ -155,9 +210,8 @@ def hud_lines(st: FrameStats, s: HudState) -> list[str]:
     stages = stages_line(st.stages, tg)
     if stages:
         lines.append(stages)
+    lines.append(index_line(s.index, s.variant, s.split, s.describe, s.cost))
     lines += [
-        f"index {s.index}  variant {s.variant}  split threshold "
-        f"{s.split if s.split is not None else '-'}   [{s.describe}]",
         f"frustum {on[tg.frustum]}  view distance {on[tg.view_distance]}  occlusion "
         f"{tg.occlusion}  boxes {boxes}  frozen {on[tg.frozen]}  motion "
         f"{'paused' if tg.paused else 'running'}  rec {s.recording or 'off'}",

@@ -8,6 +8,7 @@ The text itself comes from :mod:`app.viewer.hud_text` (pure functions) and
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import moderngl
 import numpy as np
@@ -164,10 +165,11 @@ class Overlays:
     # ------------------------------------------------------------------ text
 
     def draw_text(self, hud_lines: list[str], notices: list[str], help_on: bool,
-                  lines: bool = True) -> None:
+                  lines: bool = True, help_head: Sequence[str] = ()) -> None:
         """The HUD text (``hud_lines``; empty when the HUD is hidden) with the box legend and
         the frozen camera's labels, the ``notices`` under it and the help panel; ``lines``
-        False draws the notices only (a frame saved without them gets them afterwards).
+        False draws the notices only (a frame saved without them gets them afterwards);
+        ``help_head``: the help's first lines (what is active).
         Glyphs are drawn at 1:1 (crisp): lines too long for the window wrap."""
         w, h = self.target.size
         hud = self.hud
@@ -186,22 +188,24 @@ class Overlays:
             _, th = hud.text_size(shown)
             hud.text(8, h - th - 8, shown, color=NOTICE_TEXT)
         if help_on and lines:
-            self.draw_help(6 + th + 10 if th else 8)
+            self.draw_help(6 + th + 10 if th else 8, help_head)
         hud.draw((w, h))
 
-    def draw_help(self, top: int) -> None:
-        """F1's key list from ``top`` down, under the HUD (which stays readable, so a key's
-        effect shows while the list is open); in two columns when one does not fit."""
+    def draw_help(self, top: int, head: Sequence[str] = ()) -> None:
+        """F1's key list from ``top`` down (after ``head``), under the HUD (which stays
+        readable, so a key's effect shows while the list is open); in two columns when one
+        does not fit."""
         w, h = self.target.size
         hud = self.hud
         cols = max((w - 16) // hud.cw, 1)
-        shown = wrap_lines(HELP_LINES, cols)
+        help_lines = [*head, *HELP_LINES]
+        shown = wrap_lines(help_lines, cols)
         tw, th = hud.text_size(shown)
         if top + th > h - 8 and len(shown) > 1:  # too tall: halves side by side
             half_cols = max((w - 32) // (2 * hud.cw), 1)
-            half = (len(HELP_LINES) + 1) // 2
-            left = wrap_lines(HELP_LINES[:half], half_cols)
-            right = wrap_lines(HELP_LINES[half:], half_cols)
+            half = (len(help_lines) + 1) // 2
+            left = wrap_lines(help_lines[:half], half_cols)
+            right = wrap_lines(help_lines[half:], half_cols)
             lw, _ = hud.text(8, top, left, color=HELP_TEXT)
             hud.text(8 + lw + 16, top, right, color=HELP_TEXT)
         else:

@@ -7,6 +7,7 @@ log (``capture``) and the viewer (``viewer``) share these records.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from app.culling.pipeline import StageCounts
 
@@ -68,6 +69,10 @@ class FrameStats:
     drawn_late: int = 0  # of drawn: two-pass's late cull's newly visible objects
     started: float = 0.0  # perf_counter at the frame's start
     compile_mark: float = 0.0  # the compile clock at the frame's start
+    # The brute-force reference measured in this frame (app.viewer.brute_reference), and its
+    # wall time, which is a measurement outside the frame: in no stage, not in frame_ms.
+    brute: Any = None
+    reference_ms: float = 0.0
 
     @property
     def update_ms(self) -> float:

@@ -40,8 +40,9 @@ def stage_values(st: FrameStats) -> list[float]:
 
 def close_frame(st: FrameStats, end: float) -> None:
     """Close ``st`` at ``end`` (perf_counter seconds): its wall time, and ``other`` as what the
-    stages leave of it (never negative: the stages are timed inside the frame)."""
-    st.frame_ms = max((end - st.started) * 1e3, 0.0)
+    stages leave of it (never negative: the stages are timed inside the frame). The brute-force
+    reference's time (``reference_ms``) is a measurement, left out of the frame's wall time."""
+    st.frame_ms = max((end - st.started) * 1e3 - st.reference_ms, 0.0)
     st.other_ms = 0.0
     named = sum(stage_values(st))
     st.other_ms = max(st.frame_ms - named, 0.0)

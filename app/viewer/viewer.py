@@ -27,6 +27,9 @@ from app.render.meshes import load_mesh
 from app.render.objects import ObjectRenderer
 from app.spatial import INDEX_NAMES, TREE_HEURISTICS
 from app.viewer import hud_text
+from app.viewer.brute_reference import COLUMNS as BRUTE_COLUMNS
+from app.viewer.brute_reference import BruteReference
+from app.viewer.brute_reference import log_values as brute_log_values
 from app.viewer.camera import CameraRig, CameraView
 from app.viewer.capture import DEFAULT_LOG_DIR, EXTRA_COLUMNS, Capture, log_row, next_free_path
 from app.viewer.compare import COLUMNS as COMPARE_COLUMNS
@@ -93,6 +96,8 @@ class Viewer:
         # A/B (--compare, F2): a second index on the same frames; its report written on close
         self.comparison = self.passes.compare = Comparison(make_pipeline, scene,
                                                            self._own_occlusion)
+        # the brute force's update + cull of a frame now and then, for the HUD's cost line
+        self.reference = self.passes.reference = BruteReference(scene)
         self.compare_report: Path | None = None  # --compare-report (else beside the log)
         self._report_written = False
         self.compare_summary: list[str] = []  # the report's lines for the terminal (on close)
@@ -415,7 +420,7 @@ class Viewer:
     def log_columns(self) -> tuple[str, ...]:
         """The frame log's columns beyond the contract's: the frame's, the occlusion
         provider's, the collision view's, a nested index's."""
-        cols = EXTRA_COLUMNS + COMPARE_COLUMNS
+        cols = EXTRA_COLUMNS + COMPARE_COLUMNS + BRUTE_COLUMNS
         cols += tuple(getattr(self.occlusion, "log_columns", ()) or ())
         if self.collision is not None:
             from app.viewer.collision_view import COLUMNS
@@ -466,6 +471,7 @@ class Viewer:
                   if x is not None]
         if hasattr(self.pipeline, "log_values"):
             extras.append(self.pipeline.log_values())
+        extras.append(brute_log_values(st.brute))
         return log_row(st, self.toggles, objects=int(self.scene.objects.ids.shape[0]),
                        index=self.config.label(), split=self.pipeline.split_threshold(),
                        extras=extras)
@@ -596,8 +602,12 @@ class Viewer:
         while self.notices and self.notices[0][0] < now:
             self.notices.popleft()
         msgs = [m for _, m in self.notices] if hud_on and notices else []
+        c = self.config
+        head = hud_text.help_head(
+            c.name, ("leafy" if c.leafy else "non-leafy") if c.is_tree() else "-",
+            self.pipeline.split_threshold()) if self.toggles.help else []
         self.overlays.draw_text(self.hud_lines(st) if hud_on else [], msgs, self.toggles.help,
-                                lines)
+                                lines, head)
 
     def hud_lines(self, st: FrameStats) -> list[str]:
         """The HUD's lines for ``st`` (:func:`app.viewer.hud_text.hud_lines`)."""
@@ -613,17 +623,40 @@ class Viewer:
             extra += self.pipeline.hud_lines()
         extra += self.comparison.hud_lines()
         rec = self.capture.recorder
+        variant = ("leafy" if c.leafy else "non-leafy") if c.is_tree() else "-"
+        split = self.pipeline.split_threshold()
         state = hud_text.HudState(
             timed=self.clock.last, objects=n, index=c.name,
-            variant=("leafy" if c.leafy else "non-leafy") if c.is_tree() else "-",
-            split=self.pipeline.split_threshold(), describe=self.pipeline.describe(),
+            variant=variant, split=split, describe=self.pipeline.describe(),
             toggles=tg, box_count=ov.box_count, box_total=ov.box_total,
             recording=rec.path.name if rec.active else None, scene=self.scene.name,
             camera=self.camera_label or self.rig.describe(), reason=reason,
             hint=hud_text.render_bound(self.recent_render_times(), st.drawn, (w, h), n,
                                        self.software_gl),
-            extra=extra)
+            extra=extra, cost=self.cost_text(st))
         return hud_text.hud_lines(st, state)
+
+    def cost_text(self, st: FrameStats) -> str:
+        """The index line's cost: the live index's update + cull in frame ``st`` against the
+        brute force's recent measurements (:func:`app.viewer.hud_text.cost_text`)."""
+        c, tg, ref = self.config, self.toggles, self.reference
+        cmp = self.comparison
+        index_ms = st.index_update_ms + st.cull_ms + self.passes.late_cull_ms
+        note = None
+        if c.name == "brute":
+            note = "is this index"
+        elif cmp.active and cmp.pipeline.config.name == "brute":
+            note = "is B: the A/B lines below"  # measured every frame there
+        elif not tg.frustum:
+            note = "none: frustum culling off (F), nothing culled"
+        elif ref.warming:
+            note = "compiling its kernels, measured next frame"
+        elif ref.last is None:
+            note = f"first measured at frame {ref.every - 1}"
+        m = ref.last
+        return hud_text.cost_text(index_ms, ref.median_ms,
+                                  0 if m is None else max(st.frame - m.frame, 0), note,
+                                  tg.occlusion, len(ref.recent))
 
     def recent_render_times(self, frames: int = 30) -> list[tuple[float, float]]:
         """(render ms, frame ms) of the last ``frames`` closed frames, for the render-bound

@@ -1,0 +1,175 @@
+"""The brute-force reference of the HUD (issue 25): what the `brute` index would cost on the
+frame the viewer just culled, measured every :data:`EVERY` frames beside the live index.
+
+A :class:`BruteReference` keeps a pipeline of its own over the scene's arrays with the
+``brute`` index (the project's branch-free float32 scan, :mod:`app.spatial.brute`), built on
+its first measurement. On a measured frame, right after the live index's cull, it is brought
+up to date with the objects that moved since its last measurement (untimed: those writes
+belong to frames that were not measured), then timed doing exactly what the frame asked of
+the live index: ``update`` of this frame's moved ids (written once untimed before, so that
+the timed batch finds the same movers as its last one, as in a brute force updated every
+frame of the viewer's scenes, whose set of movers is fixed) and the frustum (and
+view-distance) query with the same culling camera, without occlusion. Its cost is
+``update + cull``, as the live index's.
+
+The reference is a measurement, not part of the frame: the frame subtracts its wall time
+from its own (:attr:`FrameStats.reference_ms`), so it is in no stage and not in fps, and the
+log records it apart (:data:`COLUMNS`).
+
+Between measurements it costs one identity test a frame: the scenes hand back the same
+array of moved ids every frame, so the pending catch-up is a short list of distinct arrays,
+not a copy of every object.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.culling.pipeline import CullPipeline, IndexConfig
+from app.viewer.timing import COMPILES
+
+#: Frames between two measurements: twice a second at 60 fps, so the figure follows the
+#: camera and a heuristic switch within a blink, while its cost (a scan of every object:
+#: ~0.3 ms at 10^5, ~3 ms at 10^6) stays a thirtieth of that per frame, kept out of the
+#: frame's own time anyway.
+EVERY = 30
+
+#: Measurements the HUD's figure is the median of: the brute index's update of every row
+#: takes 4-8 ms once in 15-30 calls at 10^5 objects (0.2-0.3 ms otherwise), and one such
+#: frame would otherwise stand for the brute force for half a second.
+RECENT = 5
+
+#: The frame log's columns of the reference, filled on measured frames only.
+COLUMNS = ("brute_update_ms", "brute_cull_ms", "brute_visible", "brute_outside_ms")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One timed brute-force frame: its update and cull, what it found and which frame."""
+
+    frame: int
+    update_ms: float
+    cull_ms: float
+    visible: int  # the brute force's answer: the live index's, when occlusion is off
+    outside_ms: float  # the reference's whole wall time that frame (catch-up and build too)
+
+    @property
+    def total_ms(self) -> float:
+        return self.update_ms + self.cull_ms
+
+
+def wanted(index: str, compare: str | None, frustum: bool) -> bool:
+    """Whether a frame with live index ``index`` (and A/B's B index ``compare``, None when
+    off) gets a reference: not when the live index is the brute force, nor when B is (the
+    comparison measures it every frame and the HUD shows it), nor with frustum culling off
+    (nothing is culled, so there is no cull to compare)."""
+    return frustum and index != "brute" and compare != "brute"
+
+
+class BruteReference:
+    """The brute force's cost of the viewer's frames, every :data:`EVERY` frames."""
+
+    def __init__(self, scene, every: int = EVERY) -> None:
+        self.scene = scene
+        self.every = every
+        self.pipeline: CullPipeline | None = None  # built on the first measurement
+        self.last: Measurement | None = None
+        self.recent: deque[Measurement] = deque(maxlen=RECENT)
+        self._pending: list[np.ndarray] = []  # moved-id arrays since the last measurement
+        self.warming = False  # the last try compiled kernels: measured again next frame
+
+    def due(self, frame: int) -> bool:
+        """Whether frame number ``frame`` is measured: the first after :data:`EVERY` frames
+        since the last measurement (or since the start)."""
+        last = -1 if self.last is None else self.last.frame
+        return self.warming or frame - last >= self.every or frame < last
+
+    def note_moved(self, moved: np.ndarray) -> None:
+        """A frame's moved ids that the reference has not written yet (an identity test
+        when it is the same array as the last one noted)."""
+        if moved.shape[0] and not any(m is moved for m in self._pending):
+            self._pending.append(moved)
+
+    def measure(self, frame: int, moved: np.ndarray, planes: np.ndarray, eye: np.ndarray,
+                view_distance: bool) -> Measurement | None:
+        """Time the brute force on this frame (module docstring); returns the measurement
+        (None when numba compiled during it: then the next frame measures again)."""
+        # As timeit does: a garbage collection of the whole process must not land in the
+        # figure (it did: 8 ms in one update of 10^5 objects, the same frame in every run).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._measure(frame, moved, planes, eye, view_distance)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _measure(self, frame: int, moved: np.ndarray, planes: np.ndarray, eye: np.ndarray,
+                 view_distance: bool) -> Measurement | None:
+        t0 = time.perf_counter()
+        compiled = COMPILES.total_ms
+        o = self.scene.objects
+        p = self.pipeline
+        if p is None or len(p.index) != o.ids.shape[0]:
+            p = self.pipeline = CullPipeline(IndexConfig("brute", False))
+            p.build(o.ids, o.centers, o.radii, o.view_distances)
+            self._pending.clear()
+            # a first call loads (or compiles) the kernels: not what a frame costs
+            p.update(moved)
+            p.cull(planes, eye, frustum=True, view_distance=view_distance)
+        self._catch_up(moved)
+        # Once untimed: the timed batch then finds the same movers as the brute's last batch,
+        # as a brute force updated every frame of a scene with a fixed set of movers would.
+        p.update(moved)
+        t1 = time.perf_counter()
+        p.update(moved)
+        t2 = time.perf_counter()
+        res = p.cull(planes, eye, frustum=True, view_distance=view_distance)
+        t3 = time.perf_counter()
+        m = Measurement(frame, (t2 - t1) * 1e3, (t3 - t2) * 1e3, int(res.visible.shape[0]),
+                        (time.perf_counter() - t0) * 1e3)
+        # A first use that compiled the brute's kernels timed the compiler: try again
+        self.warming = COMPILES.total_ms > compiled
+        if self.warming:
+            return None
+        self.last = m
+        self.recent.append(m)
+        return m
+
+    @property
+    def median_ms(self) -> float | None:
+        """The brute force's update + cull, median of the last :data:`RECENT` measurements
+        (None before the first)."""
+        if not self.recent:
+            return None
+        return float(np.median([m.total_ms for m in self.recent]))
+
+    def _catch_up(self, moved: np.ndarray) -> None:
+        """Write the objects moved since the last measurement, other than this frame's
+        (the timed update writes those)."""
+        pending = [m for m in self._pending if m is not moved]
+        self._pending.clear()
+        if not pending:
+            return
+        ids = pending[0] if len(pending) == 1 else np.unique(np.concatenate(pending))
+        self.pipeline.update(ids)
+
+    def forget(self) -> None:
+        """Drop the figure (the objects were replaced): the next frame measures again."""
+        self.last = None
+        self.recent.clear()
+        self.pipeline = None
+        self._pending.clear()
+
+
+def log_values(m: Measurement | None) -> dict[str, object]:
+    """The frame log's cells of a frame: the measurement it made, else empty cells."""
+    if m is None:
+        return dict.fromkeys(COLUMNS)
+    return {"brute_update_ms": round(m.update_ms, 4), "brute_cull_ms": round(m.cull_ms, 4),
+            "brute_visible": m.visible, "brute_outside_ms": round(m.outside_ms, 4)}
