@@ -166,7 +166,7 @@ def cost_text(index_ms: float, brute_ms: float | None = None, frames_ago: int = 
     """The live index's update + cull of this frame against the brute force's (the ``brute``
     index's update + cull: the median of its last ``of`` measurements, the latest
     ``frames_ago`` frames ago), as a ratio, brute force over index (the benchmarks' "x brute
-    force": above 1 the index is faster); ``note`` instead says why there is no figure."""
+    force", here "as fast": above 1 the index is faster); ``note`` says why there is none."""
     head = f"update + cull {index_ms:.2f} ms"
     if note is not None:
         return f"{head}; brute force {note}"
@@ -178,7 +178,7 @@ def cost_text(index_ms: float, brute_ms: float | None = None, frames_ago: int = 
     occ = "" if occlusion == "off" else ", no occlusion"
     if index_ms <= 0:
         return f"{head}; brute force {brute_ms:.2f} ms ({when}{occ})"
-    return (f"{head} = {brute_ms / index_ms:.2f}x brute force {brute_ms:.2f} ms "
+    return (f"{head} vs brute force {brute_ms:.2f} ms: {brute_ms / index_ms:.2f}x as fast "
             f"({when}{occ})")
 
 
