@@ -23,7 +23,6 @@ not a copy of every object.
 
 from __future__ import annotations
 
-import gc
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -39,9 +38,9 @@ from app.viewer.timing import COMPILES
 #: frame's own time anyway.
 EVERY = 30
 
-#: Measurements the HUD's figure is the median of: the brute index's update of every row
-#: takes 4-8 ms once in 15-30 calls at 10^5 objects (0.2-0.3 ms otherwise), and one such
-#: frame would otherwise stand for the brute force for half a second.
+#: Measurements the HUD's figure is the median of: on a busy machine a sub-millisecond
+#: measurement loses a scheduler tick (4.2 ms) once in 20-40 (numpy's own loops too), and one
+#: such frame would otherwise stand for the brute force for half a second.
 RECENT = 5
 
 #: The frame log's columns of the reference, filled on measured frames only.
@@ -92,25 +91,18 @@ class BruteReference:
     def note_moved(self, moved: np.ndarray) -> None:
         """A frame's moved ids that the reference has not written yet (an identity test
         when it is the same array as the last one noted)."""
-        if moved.shape[0] and not any(m is moved for m in self._pending):
-            self._pending.append(moved)
+        if self.pipeline is None or not moved.shape[0] or any(m is moved for m in self._pending):
+            return  # not built yet (the build reads every object), or nothing new
+        if len(self._pending) >= 2 * self.every:  # fresh arrays every frame, not measured
+            self.pipeline = None  # for long: rebuilt from the scene's arrays when next due
+            self._pending.clear()
+            return
+        self._pending.append(moved)
 
     def measure(self, frame: int, moved: np.ndarray, planes: np.ndarray, eye: np.ndarray,
                 view_distance: bool) -> Measurement | None:
         """Time the brute force on this frame (module docstring); returns the measurement
         (None when numba compiled during it: then the next frame measures again)."""
-        # As timeit does: a garbage collection of the whole process must not land in the
-        # figure (it did: 8 ms in one update of 10^5 objects, the same frame in every run).
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            return self._measure(frame, moved, planes, eye, view_distance)
-        finally:
-            if collecting:
-                gc.enable()
-
-    def _measure(self, frame: int, moved: np.ndarray, planes: np.ndarray, eye: np.ndarray,
-                 view_distance: bool) -> Measurement | None:
         t0 = time.perf_counter()
         compiled = COMPILES.total_ms
         o = self.scene.objects
