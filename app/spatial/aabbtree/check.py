@@ -37,6 +37,8 @@ MESSAGES = {
     22: "live slot is in no node's list",
     23: "empty root is split or has a non-empty box",
     24: "paper mode: clean node's stored (paper) box differs from its box",
+    25: "pending list entry is out of range, repeated or not flagged as noted",
+    26: "node flagged as noted is not on the pending list",
 }
 
 
@@ -185,4 +187,27 @@ def check_view_distances(nd, ob, sp):
             if sp.vdist[s] > nd.maxvd[n]:
                 return 19, s
             s = ob.next[s]
+    return 0, -1
+
+
+@njit(cache=True)
+def check_pending(nd, pd):
+    """The upkeep's pending list holds distinct nodes of the pool, exactly the flagged ones.
+
+    A listed node may have been freed since a query noted it (the upkeep drops it); every
+    live one is checked by the other checks like any node.
+    """
+    m = nd.parent.shape[0]
+    npend = pd.count[0]
+    if npend < 0 or npend > m or pd.noted.shape[0] != m or pd.pending.shape[0] != m:
+        return 25, npend
+    listed = np.zeros(m, np.bool_)
+    for i in range(npend):
+        n = pd.pending[i]
+        if n < 0 or n >= m or listed[n] or not pd.noted[n]:
+            return 25, n
+        listed[n] = True
+    for n in range(m):
+        if pd.noted[n] and not listed[n]:
+            return 26, n
     return 0, -1

@@ -1,10 +1,11 @@
 """Compiled traversals of the dynamic AABB tree: frustum (with view distance and occlusion),
 box, sphere and ray queries (Shagam, section 2.2.1).
 
-Every traversal uses an explicit stack, refits the dirty nodes it does not reject on their
-stored (conservative) box (lazy AABB determination, 2.1.5) and splits the overfull leaves it
-reaches (2.1.1): splits happen at query time, in all four query kinds, and only in nodes the
-query does not reject, i.e. in the part of the tree the application is looking at.
+In our mode the traversals are read-only on the tree's shape: a node they do not reject
+that is dirty (its stored box may be loose, 2.1.5) or an overfull leaf (2.1.1) is answered
+from as it is (its stored box is conservative, its list complete) and noted on the pending
+list; the upkeep (:func:`~.kernels.maintain`, run by the tree outside queries) refits and
+splits it. The paper's laziness stays: only nodes a query reached are ever split.
 Splitting never changes an answer: the decisions are the shared ones, per node
 (:func:`~app.geom.decide.node_verdict6`, against the planes the parent's box straddles) and
 per object (:func:`~app.geom.decide.accept_sphere`'s stages for the frustum, written out for
@@ -41,11 +42,12 @@ from app.geom.predicates import (
 )
 from app.geom.zpyramid import OCCLUSION_OFF, sphere_hidden
 from app.spatial.aabbtree.kernels import (
+    META_CATCHUP,
     META_WANT_GROW,
     ROOT,
     needs_split,
+    note_node,
     reach_rules,
-    refit_node,
     split_node,
 )
 from app.spatial.aabbtree.paper import reach_node
@@ -239,7 +241,7 @@ def _gather_objects(nd, ob, sp, qnode, qmask, ps, eye, use_vd: bool, occ, out):
 
 
 @njit(cache=True)
-def query_frustum(nd, ob, sp, planes, eye, use_vd: bool, rules):
+def query_frustum(nd, ob, sp, planes, eye, use_vd: bool, rules, catchup: int, pd):
     """Visible slots and counters without occlusion: (slots, working_set, nodes_visited,
     occ_nodes, occ_objects, far_objects), occ_* 0; far_objects: culled by view distance.
 
@@ -253,21 +255,24 @@ def query_frustum(nd, ob, sp, planes, eye, use_vd: bool, rules):
     own (not a branch on the occluder) so that a run without occlusion never compiles the
     occluded traversal (3-6 s at the first start).
     """
-    return _frustum(nd, ob, sp, planes, eye, use_vd, OCCLUSION_OFF, rules)
+    return _frustum(nd, ob, sp, planes, eye, use_vd, OCCLUSION_OFF, rules, catchup, pd)
 
 
 @njit(cache=True)
-def query_frustum_occluded(nd, ob, sp, planes, eye, use_vd: bool, occ, rules):
+def query_frustum_occluded(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: int,
+                           pd):
     """:func:`query_frustum` against the Z-pyramid ``occ``."""
-    return _frustum(nd, ob, sp, planes, eye, use_vd, occ, rules)
+    return _frustum(nd, ob, sp, planes, eye, use_vd, occ, rules, catchup, pd)
 
 
 @njit(cache=True)
-def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules):
+def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: int, pd):
     """:func:`query_frustum`'s traversal.
 
     Two phases: the node traversal decides which nodes' objects must be looked at (and
-    against which planes), then :func:`_gather_objects` walks those lists. Each stack entry
+    against which planes), then :func:`_gather_objects` walks those lists. When the overfull
+    leaves it noted hold more than ``catchup`` objects it stops before the objects and sets
+    META_CATCHUP (the caller catches up and asks again). Each stack entry
     carries the planes its parent's box straddles; a node inside them all (mask 0) hands
     its whole subtree over without frustum tests. View distance and occlusion are still
     tested there, per node first (subtree max view distance, box occlusion) and then per
@@ -292,6 +297,8 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules):
     occ_objects = 0
     far = 0
     lazy, limit = reach_rules(rules)
+    noted_objects = 0  # objects in the overfull leaves noted for a split
+    noted, pending, npend = pd
     while top > 0:
         top -= 1
         e = stack[top]
@@ -299,23 +306,7 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules):
         mask = e & low
         visited += 1
         reach_node(nd, ob, sp, n, rules, limit)
-        planes_m = subsets[mask, :counts[mask]]
-        for again in range(2):
-            v = _verdict(nd.lo, nd.hi, nd.maxvd, n, planes_m, eye, use_vd, occ)
-            if again or not (v in (NODE_PARTIAL, NODE_INSIDE) and mask != 0 and nd.dirty[n]
-                             and not lazy):
-                break
-            # The stored box is conservative even when dirty, so a rejection is final: only a
-            # dirty node that survives is refitted (2.1.5) and decided again, and the big
-            # unsplit leaves just outside the view are never walked for a refit. An overfull
-            # leaf reached here is split even if its refitted box turns out to be outside:
-            # otherwise a big leaf grazing the view, dirtied by its movers, would be walked
-            # for a refit every frame. Below a node inside the planes nothing is refitted.
-            # (A loop, not a second call: the inlined node decision compiled twice cost the
-            # first start about a second.)
-            refit_node(nd, ob, sp, np.int64(n), rules.threshold)
-            if needs_split(nd.is_split, nd.count, n, limit):
-                split_node(nd, ob, sp, n, rules)
+        v = _verdict(nd.lo, nd.hi, nd.maxvd, n, subsets[mask, :counts[mask]], eye, use_vd, occ)
         nd.outcome[n] = v
         if v not in (NODE_PARTIAL, NODE_INSIDE):
             if v == NODE_REJECT_OCCLUSION:
@@ -327,14 +318,31 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules):
         newmask = 0
         if v == NODE_PARTIAL:
             newmask = _straddled(planes, mask, nd.lo, nd.hi, n)
-            if needs_split(nd.is_split, nd.count, n, limit):
+        if lazy:
+            # The paper mode splits where the listing does: reach_node did; this is a split
+            # it skipped for lack of nodes.
+            if v == NODE_PARTIAL and needs_split(nd.is_split, nd.count, n, limit):
                 split_node(nd, ob, sp, n, rules)
+        elif mask != 0 and (nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit)):
+            # Read-only: the stored box is conservative even when dirty, so the answer is
+            # exact from the node as it is; the upkeep refits it (2.1.5) and splits it if
+            # overfull (2.1.1). Below a node inside the planes nothing is noted, as nothing
+            # was refitted or split there before.
+            note_node(noted, pending, npend, n)
+            if needs_split(nd.is_split, nd.count, n, limit):
+                noted_objects += nd.count[n]
         if nd.count[n] > 0:
             working += nd.count[n]
             qnode[nq] = n
             qmask[nq] = newmask
             nq += 1
         top = _push_children(nd.child, nd.nchild, n, stack, top, newmask)
+    if noted_objects > catchup:
+        # The tree is badly out of shape for this view (a big scene's first query): the
+        # caller runs the upkeep without a budget and asks again, and this run's answer
+        # would be thrown away.
+        nd.meta[META_CATCHUP] = 1
+        return np.empty(0, np.int64), working, visited, occ_nodes, 0, 0
     if nd.meta[META_WANT_GROW]:
         # A split was skipped for lack of nodes: the caller grows the pool and runs the query
         # again, so this run's answer would be thrown away. Testing the objects of the big
@@ -367,13 +375,13 @@ def _node_hit(kind: int, lo, hi, qa, qb, reach: float, idx: float, idy: float,
 
 
 @njit(cache=True)
-def _region_query(nd, ob, sp, rules, kind: int, qa, qb, qr: float, total: int):
+def _region_query(nd, ob, sp, rules, kind: int, qa, qb, qr: float, total: int, pd):
     """The traversal of :func:`query_box`, :func:`query_sphere` and :func:`query_ray`:
     (slots, values), the values being the ray's entry distances (zeros for the others).
 
-    A node rejected on its stored (conservative) box is final; a dirty node that passes is
-    refitted and tested again (our mode), or every node reached is first brought up to date
-    (the paper mode's ``GetExtents``); an overfull leaf that passes is split.
+    A node rejected on its stored (conservative) box is final; a dirty or overfull node that
+    passes is noted for the upkeep (our mode), or every node reached is first brought up to
+    date (the paper mode's ``GetExtents``).
     """
     out = np.empty(total, np.int64)
     ts = np.empty(total, np.float64)
@@ -382,6 +390,7 @@ def _region_query(nd, ob, sp, rules, kind: int, qa, qb, qr: float, total: int):
     top = 1
     k = 0
     lazy, limit = reach_rules(rules)
+    noted, pending, npend = pd
     centers, radii, _ = sp
     nxt = ob.next  # a local: numba counts a tuple's references at each use in a loop
     # A node is pruned when its box is farther than qr; the slack covers rounding in the
@@ -396,12 +405,11 @@ def _region_query(nd, ob, sp, rules, kind: int, qa, qb, qr: float, total: int):
         reach_node(nd, ob, sp, n, rules, limit)
         if not _node_hit(kind, nd.lo[n], nd.hi[n], qa, qb, reach, idx, idy, idz):
             continue
-        if nd.dirty[n] and not lazy:
-            refit_node(nd, ob, sp, np.int64(n), rules.threshold)
-            if not _node_hit(kind, nd.lo[n], nd.hi[n], qa, qb, reach, idx, idy, idz):
-                continue
-        if needs_split(nd.is_split, nd.count, n, limit):
-            split_node(nd, ob, sp, n, rules)
+        if lazy:
+            if needs_split(nd.is_split, nd.count, n, limit):  # skipped for lack of nodes
+                split_node(nd, ob, sp, n, rules)
+        elif nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit):
+            note_node(noted, pending, npend, n)  # the upkeep refits / splits it
         s = nd.head[n]
         while s >= 0:
             t = region_hit(kind, centers[s, 0], centers[s, 1], centers[s, 2], radii[s],
@@ -416,18 +424,18 @@ def _region_query(nd, ob, sp, rules, kind: int, qa, qb, qr: float, total: int):
 
 
 @njit(cache=True)
-def query_box(nd, ob, sp, qlo, qhi, rules, total: int):
+def query_box(nd, ob, sp, qlo, qhi, rules, total: int, pd):
     """Slots whose sphere's bounding box overlaps [qlo, qhi]."""
-    return _region_query(nd, ob, sp, rules, REGION_BOX, qlo, qhi, 0.0, total)[0]
+    return _region_query(nd, ob, sp, rules, REGION_BOX, qlo, qhi, 0.0, total, pd)[0]
 
 
 @njit(cache=True)
-def query_sphere(nd, ob, sp, q, qr: float, rules, total: int):
+def query_sphere(nd, ob, sp, q, qr: float, rules, total: int, pd):
     """Slots with ``|c - q| <= r + qr``."""
-    return _region_query(nd, ob, sp, rules, REGION_SPHERE, q, q, qr, total)[0]
+    return _region_query(nd, ob, sp, rules, REGION_SPHERE, q, q, qr, total, pd)[0]
 
 
 @njit(cache=True)
-def query_ray(nd, ob, sp, o, d, rules, total: int):
+def query_ray(nd, ob, sp, o, d, rules, total: int, pd):
     """(slots, entry distances) of spheres hit by the ray from o along unit direction d."""
-    return _region_query(nd, ob, sp, rules, REGION_RAY, o, d, 0.0, total)
+    return _region_query(nd, ob, sp, rules, REGION_RAY, o, d, 0.0, total, pd)

@@ -42,6 +42,17 @@ class AABBTree(SpatialIndex):
     objects, and boxes follow the listing's extents bookkeeping (see :mod:`.paper`). Single
     choices can be switched for experiments: ``ours+split``, ``paper-lazy`` (parse_mode).
     Either way every query answers exactly.
+
+    Upkeep (our mode): queries do not change the tree's shape. They note the dirty nodes and
+    overfull leaves they reach, and :meth:`maintain` refits and splits those, at most
+    ``upkeep_objects`` objects' worth per call (at least one node). It runs at the end of
+    every ``update``, and at the start of a query once ``frame_queries`` queries have followed
+    the last update: a moving scene's frames of up to that many queries (two-pass occlusion,
+    a shadow view) run it once, in the update, and a scene that stopped moving still gets its
+    tree, one budget per query. A frustum query whose noted overfull leaves hold more than
+    ``catchup_objects`` objects (a big scene's first view) runs the upkeep without a budget
+    and asks again, so the visible part of the tree is built at once. The paper mode's
+    extents bookkeeping (``PAPER_LAZY``) keeps splitting inside queries, as appendix A does.
     """
 
     name = "aabbtree"
@@ -49,6 +60,12 @@ class AABBTree(SpatialIndex):
     #: With ids, one descent per given object while they are fewer than objects / this;
     #: otherwise the whole-tree descent with the ids as a filter.
     pairs_per_object_ratio = 12
+    #: The upkeep's budget per call: objects of the nodes it refits or splits.
+    upkeep_objects = 1 << 14
+    #: A frustum query noting overfull leaves of more objects than this catches up at once.
+    catchup_objects = 1 << 12
+    #: Queries a frame may make after its update before queries run the upkeep themselves.
+    frame_queries = 2
 
     def __init__(self, heuristic: str = "octree", leafy: bool = False,
                  split_threshold: int | None = None, capacity: int = 1024,
@@ -75,8 +92,11 @@ class AABBTree(SpatialIndex):
         self._nodes = kn.new_nodes(64, CHILDREN[heuristic])
         root = kn.allocate_node(self._nodes, np.int64(-1))
         assert root == kn.ROOT
+        self._pend = kn.new_pending(self._nodes.parent.shape[0])
         self._objs = kn.new_objects(self.capacity)
         self.last_moved = 0  # objects that changed node in the last update
+        self._queries_since_update = self.frame_queries  # none yet: the first query upkeeps
+        self._seen = np.zeros((0, 4))  # the last frustum query's planes (the upkeep's descent)
 
     # ------------------------------------------------------------------ description
 
@@ -95,6 +115,7 @@ class AABBTree(SpatialIndex):
         cap = nd.parent.shape[0]
         need = cap - int(nd.meta[kn.META_NFREE]) + n
         self._nodes = kn.grow_nodes(nd, max(2 * cap, need))
+        self._pend = kn.grow_pending(self._pend, self._nodes.parent.shape[0])
 
     def _reserve_for_queries(self) -> None:
         """Room for the splits a query may make (a query that runs out asks for more)."""
@@ -110,17 +131,44 @@ class AABBTree(SpatialIndex):
         """The store's arrays as the kernels take them (rebuilt per call: growth replaces them)."""
         return kn.Spheres(self._centers, self._radii, self._vdist)
 
-    def _run_query(self, kernel, *args):
-        """Run a query kernel; if it skipped splits for lack of nodes, grow and run it again.
-
-        Every run is exact, so this only matters for the tree's shape: the first query of a
-        big scene builds the whole visible part of the tree at once instead of over frames.
-        """
+    def _run_query(self, kernel, *args, notes: bool = True):
+        """Run a query kernel after the frame's upkeep if it is due; run it again after a
+        catch-up, or (paper mode) after growing the pool when it skipped splits for lack of
+        nodes. Every run is exact: this only shapes the tree."""
+        if self._queries_since_update >= self.frame_queries:
+            self.maintain(self.upkeep_objects)
+        self._queries_since_update += 1
         while True:
             self._reserve_for_queries()
-            out = kernel(self._nodes, self._objs, self._spheres(), *args)
-            if not self._nodes.meta[kn.META_WANT_GROW]:
+            extra = (self._pend,) if notes else ()  # the pairs kernels still split themselves
+            out = kernel(self._nodes, self._objs, self._spheres(), *args, *extra)
+            meta = self._nodes.meta
+            if meta[kn.META_CATCHUP]:
+                meta[kn.META_CATCHUP] = 0
+                self.maintain(None)
+                continue
+            if not meta[kn.META_WANT_GROW]:
                 return out
+
+    def maintain(self, budget: int | None = None) -> int:
+        """Refit and split the nodes queries noted, up to ``budget`` objects (all if None);
+        returns the objects spent. Never changes an answer, only the tree's shape."""
+        limit = np.iinfo(np.int64).max if budget is None else int(budget)
+        spent = 0
+        while int(self._pend.count[0]) > 0 and spent < limit:
+            nd = self._nodes
+            # A split takes k nodes at most; the descent into seen children may ask for more
+            # (then the kernel stops with META_WANT_GROW and this loop doubles the pool).
+            want = int(self._pend.count[0]) * nd.child.shape[1] + 1
+            if nd.meta[kn.META_WANT_GROW]:
+                want = max(want, nd.parent.shape[0])
+                nd.meta[kn.META_WANT_GROW] = 0
+            self._reserve_nodes(want)
+            spent += int(kn.maintain(self._nodes, self._objs, self._spheres(), self._rules,
+                                     limit - spent, self._seen, self._pend))
+            if not self._nodes.meta[kn.META_WANT_GROW]:
+                break
+        return spent
 
     # ------------------------------------------------------------------ hooks
 
@@ -145,6 +193,10 @@ class AABBTree(SpatialIndex):
         update = pp.paper_update_objects if self._lazy else kn.update_objects
         self.last_moved = int(update(self._nodes, self._objs, self._spheres(), slots, old,
                                      self._keep))
+        # After the moves, not before: the store already holds the new spheres, and a refit
+        # on them before the tree has placed them could leave a parent's box short of them.
+        self.maintain(self.upkeep_objects)
+        self._queries_since_update = 0
 
     def _on_remove(self, slots: np.ndarray) -> None:
         remove = pp.paper_remove_objects if self._lazy else kn.remove_objects
@@ -157,11 +209,13 @@ class AABBTree(SpatialIndex):
         if self._count == 0:
             self._nodes.outcome[:] = 0
             return QueryResult(visible=np.zeros(0, np.int64), working_set=0, nodes_visited=0)
+        self._seen = planes.copy()
         if occlusion is None:
-            out = self._run_query(qu.query_frustum, planes, eye, use_vd, self._rules)
+            out = self._run_query(qu.query_frustum, planes, eye, use_vd, self._rules,
+                                  self.catchup_objects)
         else:
             out = self._run_query(qu.query_frustum_occluded, planes, eye, use_vd,
-                                  occlusion.occluder(), self._rules)
+                                  occlusion.occluder(), self._rules, self.catchup_objects)
         slots, working, visited, occ_nodes, occ_objects, far = out
         return QueryResult(visible=slots, working_set=int(working), nodes_visited=int(visited),
                            occluded_nodes=int(occ_nodes), occluded_objects=int(occ_objects),
@@ -189,9 +243,9 @@ class AABBTree(SpatialIndex):
             slots = np.unique(slots)
             if slots.shape[0] * self.pairs_per_object_ratio < self._count:
                 return self._run_query(pr.pairs_of_slots, self._rules, slots,
-                                       selection(self.capacity, slots), margin)
+                                       selection(self.capacity, slots), margin, notes=False)
         sel = selection(self.capacity, slots)
-        snap = self._run_query(pr.build_snapshot, self._rules, sel, self._count)
+        snap = self._run_query(pr.build_snapshot, self._rules, sel, self._count, notes=False)
         return snapshot_pairs(snap, margin, sel)
 
     # ------------------------------------------------------------------ inspection
@@ -234,6 +288,7 @@ class AABBTree(SpatialIndex):
             "split_nodes": split,
             "stuck_split_nodes": int((nd.is_split[live] & (nd.nchild[live] == 0)).sum()),
             "dirty_nodes": int(nd.dirty[live].sum()),
+            "pending_nodes": int(self._pend.count[0]),
             "objects_per_leaf": float(nd.count[live][nd.nchild[live] == 0].mean())
             if leaves else 0.0,
             "node_capacity": int(nd.parent.shape[0]),
@@ -247,6 +302,7 @@ class AABBTree(SpatialIndex):
         nd, ob, sp = self._nodes, self._objs, self._spheres()
         checks = (  # in order: each relies on the links and lists the previous ones vouched for
             lambda: ck.check_pool(nd),
+            lambda: ck.check_pending(nd, self._pend),
             lambda: ck.check_root(nd),
             lambda: ck.check_links(nd),
             lambda: ck.check_lists(nd, ob, self._alive),

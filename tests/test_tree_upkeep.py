@@ -1,0 +1,161 @@
+"""The dynamic AABB tree's read-only queries and bounded upkeep: queries note, the upkeep
+refits and splits within its budget, a big backlog catches up at once, answers stay exact
+with splits pending, and validate checks the pending list."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.culling.frustum import camera_planes
+from app.spatial import create_index
+from app.spatial.aabbtree import CHILDREN
+from tests.oracle import Oracle
+
+HEURISTICS = list(CHILDREN)
+
+
+def _scene(name: str, n: int, seed: int, leafy: bool = False, t: int = 6):
+    rng = np.random.default_rng(seed)
+    idx = create_index(name, leafy=leafy, split_threshold=t)
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(-100, 100, (n, 3))
+    r = rng.uniform(0.05, 2.0, n)
+    vd = rng.uniform(10, 200, n)
+    idx.insert(ids, c, r, vd)
+    oracle = Oracle()
+    oracle.insert(ids, c, r, vd)
+    return idx, oracle, rng, ids, c
+
+
+def _shape(idx) -> tuple:
+    nd = idx._nodes
+    return (nd.parent.copy(), nd.child.copy(), nd.count.copy(), idx._objs.node.copy(),
+            nd.lo.copy(), nd.hi.copy(), nd.dirty.copy())
+
+
+@settings(max_examples=12, deadline=None)
+@given(name=st.sampled_from(HEURISTICS), leafy=st.booleans(), seed=st.integers(0, 2**31),
+       budget=st.integers(1, 400), catchup=st.integers(0, 3000),
+       per_frame=st.integers(1, 3))
+def test_exact_with_splits_pending(name, leafy, seed, budget, catchup, per_frame):
+    """Small budgets leave splits and refits pending across frames; several queries a frame
+    (frustum with and without view distance, box, sphere) answer exactly every time."""
+    idx, oracle, rng, ids, c = _scene(name, 1500, seed, leafy)
+    idx.upkeep_objects = budget
+    idx.catchup_objects = catchup
+    for _frame in range(6):
+        movers = rng.choice(ids, 150, replace=False)
+        c[movers] += rng.normal(scale=8.0, size=(150, 3))
+        idx.update(movers, c[movers])
+        oracle.update(movers, c[movers])
+        for _ in range(per_frame):
+            eye = rng.uniform(-60, 60, 3)
+            planes = camera_planes(eye, eye + rng.normal(size=3), far=120)
+            for use_vd in (False, True):
+                got = idx.query_frustum(planes, eye=eye, use_view_distance=use_vd).visible
+                assert np.array_equal(np.sort(got), oracle.frustum(planes, eye, use_vd))
+            q = rng.uniform(-80, 80, 3)
+            assert np.array_equal(np.sort(idx.query_box(q - 15, q + 15)),
+                                  oracle.box(q - 15, q + 15))
+            assert np.array_equal(np.sort(idx.query_sphere(q, 12.0)), oracle.sphere(q, 12.0))
+        idx.validate()
+
+
+@pytest.mark.parametrize("name", HEURISTICS)
+def test_queries_between_updates_leave_the_shape_alone(name):
+    """After an update, the frame's first ``frame_queries`` queries change no node or list."""
+    idx, oracle, rng, ids, c = _scene(name, 3000, 1)
+    idx.catchup_objects = 10**9
+    idx.upkeep_objects = 1  # one node an upkeep: work stays pending
+    planes = camera_planes([0, 0, 0], [1, 0.3, 0.1], far=150)
+    idx.query_frustum(planes)
+    idx.update(ids[:10], c[:10] + 0.5)
+    before = _shape(idx)
+    for _ in range(idx.frame_queries):
+        idx.query_frustum(planes)
+    after = _shape(idx)
+    # (the pool may have grown: the new rows are free nodes)
+    assert all(np.array_equal(a, b[:len(a)]) for a, b in zip(before, after, strict=True))
+    assert idx.stats()["pending_nodes"] > 0
+    idx.validate()
+    # the next query counts as a new frame of a scene that stopped moving: it upkeeps
+    nodes = idx.stats()["nodes"]
+    idx.query_frustum(planes)
+    assert idx.stats()["nodes"] > nodes
+
+
+@pytest.mark.parametrize("name", HEURISTICS)
+def test_budget_bounds_each_upkeep(name):
+    """maintain(b) spends at most b plus one node's objects, and the backlog shrinks."""
+    idx, oracle, rng, ids, c = _scene(name, 4000, 2, t=4)
+    idx.catchup_objects = 10**9
+    planes = camera_planes([0, 0, 0], [1, 0, 0], far=300)
+    biggest = 0
+    for _ in range(40):
+        idx.query_frustum(planes)
+        nd = idx._nodes
+        pend = idx._pend.pending[:idx._pend.count[0]]
+        biggest = int(nd.count[pend].max(initial=0)) + 1
+        spent = idx.maintain(50)
+        assert spent <= 50 + biggest
+        if spent == 0:
+            break
+    assert idx.stats()["split_nodes"] > 1
+    idx.validate()
+
+
+@pytest.mark.parametrize("name", HEURISTICS)
+def test_first_big_query_catches_up(name):
+    """A frustum query noting overfull leaves of more than ``catchup_objects`` objects builds
+    the visible tree before answering: after it, what it notes is under the bound."""
+    idx, oracle, rng, ids, c = _scene(name, 20000, 3, t=8)
+    idx.catchup_objects = 500
+    planes = camera_planes([0, 0, 0], [1, 0.2, 0.1], far=200)
+    res = idx.query_frustum(planes)
+    assert np.array_equal(np.sort(res.visible), oracle.frustum(planes))
+    assert idx.stats()["nodes"] > 20
+    nd = idx._nodes
+    pend = idx._pend.pending[:idx._pend.count[0]]
+    overfull = pend[(~nd.is_split[pend]) & (nd.count[pend] > idx.split_threshold)]
+    assert nd.count[overfull].sum() <= 500
+    idx.validate()
+
+
+def test_removed_nodes_leave_the_pending_list_quietly():
+    """A node noted and then freed by garbage collection is dropped by the upkeep."""
+    idx, oracle, rng, ids, c = _scene("octree", 2000, 4)
+    idx.catchup_objects = 0
+    idx.query_frustum(camera_planes([0, 0, 0], [1, 0, 0], far=150))
+    idx.query_box(np.full(3, -100.0), np.full(3, 100.0))  # notes leaves everywhere
+    assert idx.stats()["pending_nodes"] > 0
+    idx.remove(ids[:1900])
+    oracle.remove(ids[:1900])
+    idx.validate()
+    idx.maintain()
+    assert idx.stats()["pending_nodes"] == 0
+    idx.validate()
+    assert np.array_equal(np.sort(idx.query_box(np.full(3, -100.0), np.full(3, 100.0))),
+                          oracle.box(np.full(3, -100.0), np.full(3, 100.0)))
+
+
+@pytest.mark.parametrize("corrupt", ["repeated", "unflagged", "unlisted"])
+def test_validate_checks_the_pending_list(corrupt):
+    idx, oracle, rng, ids, c = _scene("kd", 2000, 5)
+    idx.catchup_objects = 10**9
+    idx.query_frustum(camera_planes([0, 0, 0], [1, 0, 0], far=150))
+    idx.validate()
+    pd = idx._pend
+    npend = int(pd.count[0])
+    assert npend >= 1
+    if corrupt == "repeated":
+        pd.pending[npend] = pd.pending[0]
+        pd.count[0] += 1
+    elif corrupt == "unflagged":
+        pd.noted[pd.pending[0]] = False
+    else:
+        pd.noted[np.flatnonzero(~pd.noted)[0]] = True
+    with pytest.raises(AssertionError):
+        idx.validate()
