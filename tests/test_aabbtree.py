@@ -69,7 +69,8 @@ def test_splits_follow_queries_not_inserts(name):
     far_away = camera_planes([1e4, 1e4, 1e4], [2e4, 1e4, 1e4], far=10)
     assert len(idx.query_frustum(far_away).visible) == 0
     assert idx.maintain() == 0 and idx.stats()["nodes"] == 1
-    # a query reads the tree: it notes the overfull root and leaves it as it is
+    # a query reads the tree: it notes the overfull root and leaves it as it is (no catch-up)
+    idx.catchup_share = 1.0
     planes = camera_planes([0, 0, 0], [1, 0, 0], far=150)
     first = idx.query_frustum(planes)
     assert idx.stats()["nodes"] == 1 and idx.stats()["pending_nodes"] == 1

@@ -39,13 +39,14 @@ def _shape(idx) -> tuple:
 @settings(max_examples=12, deadline=None)
 @given(name=st.sampled_from(HEURISTICS), leafy=st.booleans(), seed=st.integers(0, 2**31),
        budget=st.integers(1, 400), catchup=st.integers(0, 3000),
-       per_frame=st.integers(1, 3))
-def test_exact_with_splits_pending(name, leafy, seed, budget, catchup, per_frame):
+       share=st.sampled_from([0.5, 1.0]), per_frame=st.integers(1, 3))
+def test_exact_with_splits_pending(name, leafy, seed, budget, catchup, share, per_frame):
     """Small budgets leave splits and refits pending across frames; several queries a frame
     (frustum with and without view distance, box, sphere) answer exactly every time."""
     idx, oracle, rng, ids, c = _scene(name, 1500, seed, leafy)
     idx.upkeep_objects = budget
     idx.catchup_objects = catchup
+    idx.catchup_share = share
     for _frame in range(6):
         movers = rng.choice(ids, 150, replace=False)
         c[movers] += rng.normal(scale=8.0, size=(150, 3))
@@ -69,6 +70,7 @@ def test_queries_between_updates_leave_the_shape_alone(name):
     """After an update, the frame's first ``frame_queries`` queries change no node or list."""
     idx, oracle, rng, ids, c = _scene(name, 3000, 1)
     idx.catchup_objects = 10**9
+    idx.catchup_share = 1.0
     idx.upkeep_objects = 1  # one node an upkeep: work stays pending
     planes = camera_planes([0, 0, 0], [1, 0.3, 0.1], far=150)
     idx.query_frustum(planes)
@@ -92,6 +94,7 @@ def test_budget_bounds_each_upkeep(name):
     """maintain(b) spends at most b plus one node's objects, and the backlog shrinks."""
     idx, oracle, rng, ids, c = _scene(name, 4000, 2, t=4)
     idx.catchup_objects = 10**9
+    idx.catchup_share = 1.0
     planes = camera_planes([0, 0, 0], [1, 0, 0], far=300)
     biggest = 0
     for _ in range(40):
@@ -113,6 +116,7 @@ def test_first_big_query_catches_up(name):
     the visible tree before answering: after it, what it notes is under the bound."""
     idx, oracle, rng, ids, c = _scene(name, 20000, 3, t=8)
     idx.catchup_objects = 500
+    idx.catchup_share = 1.0
     planes = camera_planes([0, 0, 0], [1, 0.2, 0.1], far=200)
     res = idx.query_frustum(planes)
     assert np.array_equal(np.sort(res.visible), oracle.frustum(planes))
@@ -145,6 +149,7 @@ def test_removed_nodes_leave_the_pending_list_quietly():
 def test_validate_checks_the_pending_list(corrupt):
     idx, oracle, rng, ids, c = _scene("kd", 2000, 5)
     idx.catchup_objects = 10**9
+    idx.catchup_share = 1.0
     idx.query_frustum(camera_planes([0, 0, 0], [1, 0, 0], far=150))
     idx.validate()
     pd = idx._pend

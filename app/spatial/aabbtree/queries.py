@@ -241,7 +241,8 @@ def _gather_objects(nd, ob, sp, qnode, qmask, ps, eye, use_vd: bool, occ, out):
 
 
 @njit(cache=True)
-def query_frustum(nd, ob, sp, planes, eye, use_vd: bool, rules, catchup: int, pd):
+def query_frustum(nd, ob, sp, planes, eye, use_vd: bool, rules, catchup: int, share: float,
+                  pd):
     """Visible slots and counters without occlusion: (slots, working_set, nodes_visited,
     occ_nodes, occ_objects, far_objects), occ_* 0; far_objects: culled by view distance.
 
@@ -255,28 +256,29 @@ def query_frustum(nd, ob, sp, planes, eye, use_vd: bool, rules, catchup: int, pd
     own (not a branch on the occluder) so that a run without occlusion never compiles the
     occluded traversal (3-6 s at the first start).
     """
-    return _frustum(nd, ob, sp, planes, eye, use_vd, OCCLUSION_OFF, rules, catchup, pd)
+    return _frustum(nd, ob, sp, planes, eye, use_vd, OCCLUSION_OFF, rules, catchup, share, pd)
 
 
 @njit(cache=True)
 def query_frustum_occluded(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: int,
-                           pd):
+                           share: float, pd):
     """:func:`query_frustum` against the Z-pyramid ``occ``."""
-    return _frustum(nd, ob, sp, planes, eye, use_vd, occ, rules, catchup, pd)
+    return _frustum(nd, ob, sp, planes, eye, use_vd, occ, rules, catchup, share, pd)
 
 
 @njit(cache=True)
-def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: int, pd):
+def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: int, share: float,
+             pd):
     """:func:`query_frustum`'s traversal.
 
     Two phases: the node traversal decides which nodes' objects must be looked at (and
     against which planes), then :func:`_gather_objects` walks those lists. When the overfull
-    leaves it noted hold more than ``catchup`` objects it stops before the objects and sets
-    META_CATCHUP (the caller catches up and asks again). Each stack entry
-    carries the planes its parent's box straddles; a node inside them all (mask 0) hands
-    its whole subtree over without frustum tests. View distance and occlusion are still
-    tested there, per node first (subtree max view distance, box occlusion) and then per
-    object.
+    leaves it noted hold more than ``catchup`` objects or ``share`` of its working set, it
+    stops before the objects and sets META_CATCHUP (the caller catches up and asks again).
+    Each stack entry carries the planes its parent's box straddles; a node inside them all
+    (mask 0) hands its whole subtree over without frustum tests. View distance and
+    occlusion are still tested there, per node first (subtree max view distance, box
+    occlusion) and then per object.
     """
     m = nd.parent.shape[0]
     nd.outcome[:] = NODE_NOT_VISITED
@@ -337,8 +339,9 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: int, pd
             qmask[nq] = newmask
             nq += 1
         top = _push_children(nd.child, nd.nchild, n, stack, top, newmask)
-    if noted_objects > catchup:
-        # The tree is badly out of shape for this view (a big scene's first query): the
+    if noted_objects > catchup or noted_objects > share * working:
+        # The tree is badly out of shape for this view (a big scene's first query; unsplit
+        # leaves would be most of the objects to look at): the
         # caller runs the upkeep without a budget and asks again, and this run's answer
         # would be thrown away.
         nd.meta[META_CATCHUP] = 1

@@ -50,9 +50,11 @@ class AABBTree(SpatialIndex):
     the last update: a moving scene's frames of up to that many queries (two-pass occlusion,
     a shadow view) run it once, in the update, and a scene that stopped moving still gets its
     tree, one budget per query. A frustum query whose noted overfull leaves hold more than
-    ``catchup_objects`` objects (a big scene's first view) runs the upkeep without a budget
-    and asks again, so the visible part of the tree is built at once. The paper mode's
-    extents bookkeeping (``PAPER_LAZY``) keeps splitting inside queries, as appendix A does.
+    ``catchup_objects`` objects, or more than ``catchup_share`` of its working set (a big
+    scene's first view, a small scene's first query, a turn onto big leaves), runs the
+    upkeep without a budget and asks again, so the visible part of the tree is built at once.
+    The paper mode's extents bookkeeping (``PAPER_LAZY``) keeps splitting inside queries, as
+    appendix A does.
     """
 
     name = "aabbtree"
@@ -64,6 +66,8 @@ class AABBTree(SpatialIndex):
     upkeep_objects = 1 << 14
     #: A frustum query noting overfull leaves of more objects than this catches up at once.
     catchup_objects = 1 << 12
+    #: ... or more than this share of its working set (1.0: never on that account).
+    catchup_share = 0.5
     #: Queries a frame may make after its update before queries run the upkeep themselves.
     frame_queries = 2
 
@@ -131,7 +135,7 @@ class AABBTree(SpatialIndex):
         """The store's arrays as the kernels take them (rebuilt per call: growth replaces them)."""
         return kn.Spheres(self._centers, self._radii, self._vdist)
 
-    def _run_query(self, kernel, *args, notes: bool = True):
+    def _run_query(self, kernel, *args, notes: bool = False):
         """Run a query kernel after the frame's upkeep if it is due; run it again after a
         catch-up, or (paper mode) after growing the pool when it skipped splits for lack of
         nodes. Every run is exact: this only shapes the tree."""
@@ -140,7 +144,7 @@ class AABBTree(SpatialIndex):
         self._queries_since_update += 1
         while True:
             self._reserve_for_queries()
-            extra = (self._pend,) if notes else ()  # the pairs kernels still split themselves
+            extra = (self._pend,) if notes else ()  # (the pairs kernels still split themselves)
             out = kernel(self._nodes, self._objs, self._spheres(), *args, *extra)
             meta = self._nodes.meta
             if meta[kn.META_CATCHUP]:
@@ -212,10 +216,11 @@ class AABBTree(SpatialIndex):
         self._seen = planes.copy()
         if occlusion is None:
             out = self._run_query(qu.query_frustum, planes, eye, use_vd, self._rules,
-                                  self.catchup_objects)
+                                  self.catchup_objects, self.catchup_share, notes=True)
         else:
             out = self._run_query(qu.query_frustum_occluded, planes, eye, use_vd,
-                                  occlusion.occluder(), self._rules, self.catchup_objects)
+                                  occlusion.occluder(), self._rules, self.catchup_objects,
+                                  self.catchup_share, notes=True)
         slots, working, visited, occ_nodes, occ_objects, far = out
         return QueryResult(visible=slots, working_set=int(working), nodes_visited=int(visited),
                            occluded_nodes=int(occ_nodes), occluded_objects=int(occ_objects),
@@ -224,18 +229,20 @@ class AABBTree(SpatialIndex):
     def _query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         if self._count == 0:
             return np.zeros(0, np.int64)
-        return self._run_query(qu.query_box, lo, hi, self._rules, self._count)
+        return self._run_query(qu.query_box, lo, hi, self._rules, self._count, notes=True)
 
     def _query_sphere(self, center: np.ndarray, radius: float) -> np.ndarray:
         if self._count == 0:
             return np.zeros(0, np.int64)
-        return self._run_query(qu.query_sphere, center, radius, self._rules, self._count)
+        return self._run_query(qu.query_sphere, center, radius, self._rules, self._count,
+                               notes=True)
 
     def _query_ray(self, origin: np.ndarray, direction: np.ndarray) -> tuple[np.ndarray,
                                                                             np.ndarray]:
         if self._count == 0:
             return np.zeros(0, np.int64), np.zeros(0)
-        return self._run_query(qu.query_ray, origin, direction, self._rules, self._count)
+        return self._run_query(qu.query_ray, origin, direction, self._rules, self._count,
+                               notes=True)
 
     def _query_pairs(self, slots: np.ndarray | None, margin: float) -> np.ndarray:
         """Self-collision descent of the tree (all pairs), or one descent per given object."""
@@ -243,9 +250,9 @@ class AABBTree(SpatialIndex):
             slots = np.unique(slots)
             if slots.shape[0] * self.pairs_per_object_ratio < self._count:
                 return self._run_query(pr.pairs_of_slots, self._rules, slots,
-                                       selection(self.capacity, slots), margin, notes=False)
+                                       selection(self.capacity, slots), margin)
         sel = selection(self.capacity, slots)
-        snap = self._run_query(pr.build_snapshot, self._rules, sel, self._count, notes=False)
+        snap = self._run_query(pr.build_snapshot, self._rules, sel, self._count)
         return snapshot_pairs(snap, margin, sel)
 
     # ------------------------------------------------------------------ inspection
