@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from app.culling.frustum import camera_planes
@@ -134,6 +134,8 @@ def _spoiled(ids, c, radii, vd, spoil: str, row: int, unknown: int):
 @given(n=st.integers(2, 3000), seed=st.integers(0, 2**31),
        patterns=st.lists(st.sampled_from(PATTERNS), min_size=3, max_size=8),
        spoil=st.sampled_from(SPOILS))
+# found by hypothesis: chunks' awake region re-sorted after a growth had reset the stamps
+@example(n=2844, seed=1, patterns=["order", "order", "churn100"], spoil="nan")
 def test_every_pattern_stays_exact_and_refuses_a_bad_row(kind, n, seed, patterns, spoil):
     """Segments of the bench's patterns one after another on one index (three frames each,
     checked against the oracle after every frame); before each segment's frames, the same

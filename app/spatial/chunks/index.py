@@ -477,6 +477,9 @@ class ChunkedIndex(SpatialIndex):
             if self._slept > (end - self._awake0) // 2:
                 # The awake region is half holes: whatever in it this batch did not move
                 # sleeps too (movers that stopped before holes were many), and it re-sorts.
+                # (Stamped again: a growth of the layout in between starts fresh stamps.)
+                stamp = self._fresh_mark()
+                self._pos_mark[pos] = stamp
                 self._sleep(update.unmarked(self._awake0, end, self._pos_mark, stamp,
                                             self._pos_slot))
                 slots = self._pos_slot[pos]
