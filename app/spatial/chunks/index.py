@@ -358,21 +358,26 @@ class ChunkedIndex(SpatialIndex):
         if (self._still_curve is None or self._awake0 == 0
                 or self._holes < FILL_HOLES * self._npos):
             return slots
-        centers = self._centers[slots]
-        guess = spawn.guess_chunks(self._still_curve, centers)
-        placed = np.empty(slots.shape[0], np.int64)
-        pad = layout.pad_for(max(self._max_abs, float(np.abs(centers).max())),
+        pad = layout.pad_for(max(self._max_abs, float(np.abs(self._centers[slots]).max())),
                              max(self._max_r, float(self._radii[slots].max())))
-        n, big, rad = spawn.place_in_holes(
-            update.StillMoves(self._tree, self._awake0, self._moved_at), self._places(),
-            self._records(), self._ids, slots, guess, pad, placed)
-        if n == 0:
-            return slots
+        placed = self._place_in_holes(slots, pad)
         done = placed >= 0
+        if not done.any():
+            return slots
         self._id_pos.insert(self._ids[slots[done]], placed[done])
-        self._note_bounds(big, rad)
-        self._holes -= n
+        self._holes -= int(np.count_nonzero(done))
         return slots[~done]
+
+    def _place_in_holes(self, slots: np.ndarray, pad: float) -> np.ndarray:
+        """Where ``spawn.place_in_holes`` put each of ``slots`` (-1: nowhere), their bounds
+        noted; the id -> position map is the caller's."""
+        placed = np.empty(slots.shape[0], np.int64)
+        _, big, rad = spawn.place_in_holes(
+            update.StillMoves(self._tree, self._awake0, self._moved_at), self._places(),
+            self._records(), self._ids, slots,
+            spawn.guess_chunks(self._still_curve, self._centers[slots]), pad, placed)
+        self._note_bounds(big, rad)
+        return placed
 
     def _place_at_slots(self, slots: np.ndarray) -> None:
         """Slot order: new objects at the positions of their slots (holes, or past the end)."""
@@ -508,22 +513,17 @@ class ChunkedIndex(SpatialIndex):
         the awake region grows. The awake region drops the holes they leave when it re-sorts,
         which it does once they are half of it."""
         slots = self._pos_slot[positions]
-        placed = np.empty(slots.shape[0], np.int64)
-        n, big, rad = spawn.place_in_holes(
-            update.StillMoves(self._tree, self._awake0, self._moved_at), self._places(),
-            self._records(), self._ids, slots,
-            spawn.guess_chunks(self._still_curve, self._centers[slots]),
-            layout.pad_for(self._max_abs, self._max_r), placed)
+        placed = self._place_in_holes(slots, layout.pad_for(self._max_abs, self._max_r))
+        done = placed >= 0
+        n = int(np.count_nonzero(done))
         if n == 0:
             return
-        done = placed >= 0
         old = positions[done]
         self._layout_epoch += 1
         self._pos_slot[old] = NO_POS
         kill32(self._s32, old)
         layout.count_down(self._tree, old)
         self._id_pos.assign(self._ids[slots[done]], placed[done])
-        self._note_bounds(big, rad)
         self._slept += n
 
     def _after_moves(self, pos: np.ndarray, woke: bool, end: int) -> None:

@@ -330,6 +330,39 @@ def sphere_bounds(cx: float, cy: float, cz: float, r: float, pad: float):
     return cx - r - e, cy - r - e, cz - r - e, cx + r + e, cy + r + e, cz + r + e
 
 
+@njit(cache=True, _nrt=False)
+def chunk_holds(lim, c: int, k: int, lx: float, ly: float, lz: float, hx: float, hy: float,
+                hz: float, v: float, with_v: bool) -> bool:
+    """Whether chunk ``c``'s limit (``k`` = 0) or its box's copy (``k`` = :data:`COPY`) holds
+    the bounds (and, ``with_v``, the view distance ``v``). Compiled without reference counts:
+    called per object, an array argument would pay them at every call."""
+    inside = ((lx >= lim[c, k + LO]) & (ly >= lim[c, k + LO + 1]) & (lz >= lim[c, k + LO + 2])
+              & (hx <= lim[c, k + HI]) & (hy <= lim[c, k + HI + 1]) & (hz <= lim[c, k + HI + 2]))
+    if with_v:
+        inside &= (v <= lim[c, k + MAXVD]) & (v >= lim[c, k + MINVD])
+    return inside
+
+
+@njit(cache=True, _nrt=False)
+def grow_chunk(box, lim, c: int, lx: float, ly: float, lz: float, hx: float, hy: float,
+               hz: float, v: float, with_v: bool) -> None:
+    """Grow chunk ``c``'s box (its chunk-major copy, then the field-major rows the query reads)
+    to hold the bounds (and, ``with_v``, the view distance ``v``); the nodes above hold the
+    chunk's limit already (:func:`refit_upper`) and need no write."""
+    k = COPY
+    lim[c, k + LO] = min(lim[c, k + LO], lx)
+    lim[c, k + LO + 1] = min(lim[c, k + LO + 1], ly)
+    lim[c, k + LO + 2] = min(lim[c, k + LO + 2], lz)
+    lim[c, k + HI] = max(lim[c, k + HI], hx)
+    lim[c, k + HI + 1] = max(lim[c, k + HI + 1], hy)
+    lim[c, k + HI + 2] = max(lim[c, k + HI + 2], hz)
+    if with_v:
+        lim[c, k + MAXVD] = max(lim[c, k + MAXVD], v)
+        lim[c, k + MINVD] = min(lim[c, k + MINVD], v)
+    for f in range(COPY):
+        box[f, c] = lim[c, k + f]
+
+
 @njit(cache=True)
 def refit_upper(tree: Tree, c0: int, c1: int) -> None:
     """The nodes of level >= 1 above chunks ``c0 .. c1-1``, from their children."""

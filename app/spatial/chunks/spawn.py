@@ -29,12 +29,10 @@ from app.spatial.chunks.layout import (
     CHUNK,
     COPY,
     FANOUT,
-    HI,
-    LO,
-    MAXVD,
-    MINVD,
     Tree,
+    chunk_holds,
     frame_codes,
+    grow_chunk,
     sphere_bounds,
 )
 from app.spatial.chunks.update import ChunkPlaces, StillMoves
@@ -110,9 +108,7 @@ def place_in_holes(still: StillMoves, places: ChunkPlaces, rec: SphereRecords, s
             c = guess[i] + (0, -1, 1)[d]
             if c < 0 or c >= nstill or count[c] == 0 or count[c] >= CHUNK:
                 continue
-            if not ((lx >= lim[c, LO]) & (ly >= lim[c, LO + 1]) & (lz >= lim[c, LO + 2])
-                    & (hx <= lim[c, HI]) & (hy <= lim[c, HI + 1]) & (hz <= lim[c, HI + 2])
-                    & (v <= lim[c, MAXVD]) & (v >= lim[c, MINVD])):
+            if not chunk_holds(lim, c, 0, lx, ly, lz, hx, hy, hz, v, True):
                 continue
             p = -1
             for q in range(c * CHUNK, min((c + 1) * CHUNK, awake0)):
@@ -134,22 +130,8 @@ def place_in_holes(still: StillMoves, places: ChunkPlaces, rec: SphereRecords, s
             for lv in range(levels):
                 count[loff[lv] + local] += 1
                 local //= FANOUT
-            k = COPY
-            if not ((lx >= lim[c, k + LO]) & (ly >= lim[c, k + LO + 1])
-                    & (lz >= lim[c, k + LO + 2]) & (hx <= lim[c, k + HI])
-                    & (hy <= lim[c, k + HI + 1]) & (hz <= lim[c, k + HI + 2])
-                    & (v <= lim[c, k + MAXVD]) & (v >= lim[c, k + MINVD])):
-                # the chunk's box (its copy, then the field-major rows) grows to hold it
-                lim[c, k + LO] = min(lim[c, k + LO], lx)
-                lim[c, k + LO + 1] = min(lim[c, k + LO + 1], ly)
-                lim[c, k + LO + 2] = min(lim[c, k + LO + 2], lz)
-                lim[c, k + HI] = max(lim[c, k + HI], hx)
-                lim[c, k + HI + 1] = max(lim[c, k + HI + 1], hy)
-                lim[c, k + HI + 2] = max(lim[c, k + HI + 2], hz)
-                lim[c, k + MAXVD] = max(lim[c, k + MAXVD], v)
-                lim[c, k + MINVD] = min(lim[c, k + MINVD], v)
-                for f in range(COPY):
-                    box[f, c] = lim[c, k + f]
+            if not chunk_holds(lim, c, COPY, lx, ly, lz, hx, hy, hz, v, True):
+                grow_chunk(box, lim, c, lx, ly, lz, hx, hy, hz, v, True)
             big = max(big, abs(cx), abs(cy), abs(cz))
             rad = max(rad, rr)
             placed[i] = p

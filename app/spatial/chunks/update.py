@@ -28,11 +28,11 @@ from app.spatial.chunks.layout import (
     FANOUT,
     HI,
     LO,
-    MAXVD,
-    MINVD,
     NO_POS,
     Tree,
+    chunk_holds,
     fit_chunk,
+    grow_chunk,
     set_limit,
     sphere_bounds,
 )
@@ -211,43 +211,15 @@ def write_settle(batch: UpdateBatch, pos, rec: SphereRecords, still: StillMoves,
         rr = radii[i] if has_r else r_copy
         c = p // CHUNK
         lx, ly, lz, hx, hy, hz = sphere_bounds(cx, cy, cz, rr, pad)
-        fits = ((lx >= lim[c, LO]) & (ly >= lim[c, LO + 1]) & (lz >= lim[c, LO + 2])
-                & (hx <= lim[c, HI]) & (hy <= lim[c, HI + 1]) & (hz <= lim[c, HI + 2]))
-        if has_v:
-            fits &= (v <= lim[c, MAXVD]) & (v >= lim[c, MINVD])
-        if not fits or moved_at[p] == (stamp - 2) % 255 + 1:  # (the stamp before)
+        if (not chunk_holds(lim, c, 0, lx, ly, lz, hx, hy, hz, v, has_v)
+                or moved_at[p] == (stamp - 2) % 255 + 1):  # (the stamp before)
             wake[i] = True
             nwake += 1
             continue
         moved_at[p] = np.uint8(stamp)
-        # The chunk against its box's copy (one or two lines), the nodes above field-major.
-        k = COPY
-        grew = ((lx < lim[c, k + LO]) | (ly < lim[c, k + LO + 1]) | (lz < lim[c, k + LO + 2])
-                | (hx > lim[c, k + HI]) | (hy > lim[c, k + HI + 1]) | (hz > lim[c, k + HI + 2]))
-        if has_v:
-            grew |= (v > lim[c, k + MAXVD]) | (v < lim[c, k + MINVD])
-        if not grew:  # the chunk's box holds the sphere already
-            continue
-        lim[c, k + LO] = min(lim[c, k + LO], lx)
-        lim[c, k + LO + 1] = min(lim[c, k + LO + 1], ly)
-        lim[c, k + LO + 2] = min(lim[c, k + LO + 2], lz)
-        lim[c, k + HI] = max(lim[c, k + HI], hx)
-        lim[c, k + HI + 1] = max(lim[c, k + HI + 1], hy)
-        lim[c, k + HI + 2] = max(lim[c, k + HI + 2], hz)
-        if has_v:
-            lim[c, k + MAXVD] = max(lim[c, k + MAXVD], v)
-            lim[c, k + MINVD] = min(lim[c, k + MINVD], v)
-        # The chunk's own box, field-major (the query's layout); the nodes above hold the
-        # chunk's limit already (layout.refit_upper) and need no write.
-        box[LO, c] = min(box[LO, c], lx)
-        box[LO + 1, c] = min(box[LO + 1, c], ly)
-        box[LO + 2, c] = min(box[LO + 2, c], lz)
-        box[HI, c] = max(box[HI, c], hx)
-        box[HI + 1, c] = max(box[HI + 1, c], hy)
-        box[HI + 2, c] = max(box[HI + 2, c], hz)
-        if has_v:
-            box[MAXVD, c] = max(box[MAXVD, c], v)
-            box[MINVD, c] = min(box[MINVD, c], v)
+        # The chunk against its box's copy (one or two lines): most writes grow nothing.
+        if not chunk_holds(lim, c, COPY, lx, ly, lz, hx, hy, hz, v, has_v):
+            grow_chunk(box, lim, c, lx, ly, lz, hx, hy, hz, v, has_v)
     return max(bx, by, bz), rad, nwake
 
 
