@@ -268,11 +268,8 @@ def test_refit_recentres_split_point():
     # the weighted mean of 2.1.6, from the state the refit sees
     t = idx.split_threshold
     kids = nd.child[kn.ROOT][nd.child[kn.ROOT] >= 0]
-    own = []
-    s = nd.head[kn.ROOT]
-    while s >= 0:
-        own.append(s)
-        s = idx._objs.next[s]
+    b = nd.start[kn.ROOT]
+    own = list(idx._objs.slot[b:b + nd.count[kn.ROOT]]) if b >= 0 else []
     want = ((idx._centers[own].sum(axis=0) + t * nd.split[kids].sum(axis=0))
             / (len(own) + t * len(kids)))
     kn.refit_node(nd, idx._objs, idx._spheres(), kn.ROOT, t)
@@ -300,10 +297,24 @@ def _corruptions():
         leaf = int(np.flatnonzero((idx._nodes.depth >= 1) & (idx._nodes.count > 0))[0])
         idx._nodes.count[leaf] += 1
 
-    def link(idx):
+    def pos(idx):
         leaf = int(np.flatnonzero((idx._nodes.depth >= 1) & (idx._nodes.count > 1))[0])
-        s = idx._nodes.head[leaf]
-        idx._objs.next[s] = -1
+        s = idx._objs.slot[idx._nodes.start[leaf]]
+        idx._objs.pos[s] += 1
+
+    def record(idx):
+        leaf = int(np.flatnonzero((idx._nodes.depth >= 1) & (idx._nodes.count > 1))[0])
+        idx._objs.x[idx._nodes.start[leaf]] += 0.5
+
+    def overlap(idx):
+        a, b = np.flatnonzero((idx._nodes.depth >= 1) & (idx._nodes.count > 1))[:2]
+        idx._nodes.start[b] = idx._nodes.start[a]
+
+    def free_list(idx):
+        n = int(np.flatnonzero((idx._nodes.depth >= 1) & (idx._nodes.count > 1))[0])
+        c = int(np.log2(idx._nodes.cap[n]))
+        idx._objs.slot[idx._nodes.start[n]] = -(idx._objs.free[c] + 3)
+        idx._objs.free[c] = idx._nodes.start[n]
 
     def parent(idx):
         n = int(np.flatnonzero(idx._nodes.depth >= 2)[0])
@@ -314,12 +325,11 @@ def _corruptions():
 
     def empty_leaf(idx):
         leaf = int(np.flatnonzero((idx._nodes.depth >= 1) & (idx._nodes.nchild == 0))[0])
-        s = idx._nodes.head[leaf]
-        while s >= 0:
-            nxt = idx._objs.next[s]
-            idx._objs.node[s] = -1
-            s = nxt
-        idx._nodes.head[leaf] = -1
+        b = idx._nodes.start[leaf]
+        idx._objs.node[idx._objs.slot[b:b + idx._nodes.count[leaf]]] = -1
+        idx._objs.slot[b:b + idx._nodes.count[leaf]] = -1
+        idx._nodes.start[leaf] = -1
+        idx._nodes.cap[leaf] = 0
         idx._nodes.count[leaf] = 0
 
     def clean_but_loose(idx):
@@ -336,8 +346,8 @@ def _corruptions():
         n = int(np.flatnonzero(idx._nodes.nchild > 0)[0])
         idx._nodes.is_split[n] = False
 
-    return {f.__name__: f for f in (box, count, link, parent, free, empty_leaf, clean_but_loose,
-                                    split_flag)}
+    return {f.__name__: f for f in (box, count, pos, record, overlap, free_list, parent, free,
+                                    empty_leaf, clean_but_loose, split_flag)}
 
 
 @pytest.mark.parametrize("corrupt", list(_corruptions()))

@@ -173,7 +173,7 @@ def test_strict_comparisons_on_the_split_point():
     _query_all(idx)
     nd = idx._nodes
     assert nd.split[ROOT, 0] == 6.0 and nd.axis[ROOT] == 0
-    assert nd.count[nd.child[ROOT, 0]] == 1 and nd.head[nd.child[ROOT, 0]] == 4
+    assert nd.count[nd.child[ROOT, 0]] == 1 and idx._objs.slot[nd.start[nd.child[ROOT, 0]]] == 4
     assert nd.count[nd.child[ROOT, 1]] == 2 and nd.count[nd.child[ROOT, 2]] == 2
     # K-D: split x = mean(x + 1) = 4.5; the centre at exactly 4.5 goes above (child 1).
     c = [(-2, 0, 0), (-2, 0, 0), (8.5, 0, 0), (8.5, 0, 0), (4.5, 0, 0)]

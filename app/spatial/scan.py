@@ -67,7 +67,7 @@ def tolerances(planes: np.ndarray, eye: np.ndarray, max_abs: float,
     distance tolerance (both with a wide margin: 16 roundings of the largest term). Fewer than
     six planes are padded with planes every point is inside: the scan tests six.
     """
-    return _tolerances(np.asarray(planes, dtype=np.float64), np.asarray(eye, dtype=np.float64),
+    return tolerances32(np.asarray(planes, dtype=np.float64), np.asarray(eye, dtype=np.float64),
                        float(max_abs), float(max_r))
 
 
@@ -82,7 +82,8 @@ def six_planes(planes: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def _tolerances(planes, eye, max_abs, max_r):
+def tolerances32(planes, eye, max_abs, max_r):
+    """:func:`tolerances` inside compiled code (float64 arrays in)."""
     k = max(planes.shape[0], 6)
     p32 = np.zeros((k, 4), np.float32)
     term = 0.0

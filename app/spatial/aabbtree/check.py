@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from app.spatial.aabbtree.blocks import META_TOP, MIN_CLASS
 from app.spatial.aabbtree.kernels import META_NFREE, ROOT
+from app.spatial.scan import to32
 
 MESSAGES = {
     1: "free stack entry is an invalid or repeated node",
@@ -26,19 +28,23 @@ MESSAGES = {
     11: "child's max view distance exceeds its parent's",
     12: "node's nchild differs from the number of child table entries",
     13: "node with children is not marked split",
-    14: "slot in an object list is dead or out of range",
-    15: "slot is listed twice (or an object list has a cycle)",
-    16: "listed slot's owning node is not the node listing it",
-    17: "listed slot's prev link is broken",
+    14: "slot in a node's block is dead or out of range",
+    15: "slot is in two blocks (or twice in one)",
+    16: "slot's node is not the node whose block holds it",
+    17: "slot's pos is not its position in its node's block",
     18: "slot's sphere bounds stick out of its node's box",
     19: "slot's view distance exceeds its node's max view distance",
-    20: "node's object count differs from its list length",
+    20: "node's block is malformed (count above its size, size not a power of two >= 4, "
+        "outside the heap, or a block without objects)",
     21: "clean (not dirty) node's box is not exactly the union of its contents",
-    22: "live slot is in no node's list",
+    22: "live slot is in no node's block",
     23: "empty root is split or has a non-empty box",
     24: "paper mode: clean node's stored (paper) box differs from its box",
     25: "pending list entry is out of range, repeated or not flagged as noted",
     26: "node flagged as noted is not on the pending list",
+    27: "slot's float32 record differs from its sphere in the store",
+    28: "heap blocks overlap, or a free list is broken",
+    29: "unused position of a block holds a slot",
 }
 
 
@@ -106,31 +112,58 @@ def check_links(nd):
 
 
 @njit(cache=True)
-def check_lists(nd, ob, alive):
-    """Every live slot is listed exactly once, by its own node, with sound links and counts."""
+def check_blocks(nd, ob, sp, alive):
+    """Every live slot is in exactly one block, its own node's, at its ``pos``, with its
+    sphere's float32 record; blocks and free blocks tile the heap without overlap."""
     cap = alive.shape[0]
+    top = ob.meta[META_TOP]
+    if top < 0 or top > ob.slot.shape[0]:
+        return 28, top
+    used = np.zeros(top, np.bool_)
     seen = np.zeros(cap, np.bool_)
     for n in range(nd.parent.shape[0]):
         if nd.depth[n] < 0:
             continue
-        prev = -1
-        cnt = 0
-        s = nd.head[n]
-        while s >= 0:
-            if s >= cap or not alive[s]:
+        b = nd.start[n]
+        size = nd.cap[n]
+        if nd.count[n] == 0:
+            if b != -1 or size != 0:
+                return 20, n
+            continue
+        if (nd.count[n] > size or size < (1 << MIN_CLASS) or size & (size - 1) != 0 or b < 0
+                or b + size > top):
+            return 20, n
+        for p in range(b, b + size):
+            if used[p]:
+                return 28, p
+            used[p] = True
+            if p >= b + nd.count[n] and ob.slot[p] != -1:
+                return 29, p
+        for p in range(b, b + nd.count[n]):
+            s = ob.slot[p]
+            if s < 0 or s >= cap or not alive[s]:
                 return 14, s
             if seen[s]:
                 return 15, s
             seen[s] = True
             if ob.node[s] != n:
                 return 16, s
-            if ob.prev[s] != prev:
+            if ob.pos[s] != p:
                 return 17, s
-            prev = s
-            s = ob.next[s]
-            cnt += 1
-        if cnt != nd.count[n]:
-            return 20, n
+            if (ob.x[p] != to32(sp.centers[s, 0]) or ob.y[p] != to32(sp.centers[s, 1])
+                    or ob.z[p] != to32(sp.centers[s, 2]) or ob.r[p] != to32(sp.radii[s])
+                    or ob.vd[p] != to32(sp.vdist[s])):
+                return 27, s
+    for c in range(ob.free.shape[0]):
+        b = ob.free[c]
+        while b >= 0:
+            if b + (1 << c) > top:
+                return 28, b
+            for p in range(b, b + (1 << c)):
+                if used[p]:
+                    return 28, p  # (also what a cycle in the list comes to)
+                used[p] = True
+            b = -ob.slot[b] - 3
     for s in range(cap):
         if alive[s] and not seen[s]:
             return 22, s
@@ -154,8 +187,8 @@ def check_boxes(nd, ob, sp):
                     return 10, ch
                 ulo[a] = min(ulo[a], nd.lo[ch, a])
                 uhi[a] = max(uhi[a], nd.hi[ch, a])
-        s = nd.head[n]
-        while s >= 0:
+        for p in range(nd.start[n], nd.start[n] + nd.count[n]):
+            s = ob.slot[p]
             r = sp.radii[s]
             for a in range(3):
                 lo_a = sp.centers[s, a] - r
@@ -164,7 +197,6 @@ def check_boxes(nd, ob, sp):
                     return 18, s
                 ulo[a] = min(ulo[a], lo_a)
                 uhi[a] = max(uhi[a], hi_a)
-            s = ob.next[s]
         if not nd.dirty[n]:
             for a in range(3):
                 if ulo[a] != nd.lo[n, a] or uhi[a] != nd.hi[n, a]:
@@ -182,11 +214,9 @@ def check_view_distances(nd, ob, sp):
             ch = nd.child[n, j]
             if ch >= 0 and nd.maxvd[ch] > nd.maxvd[n]:
                 return 11, ch
-        s = nd.head[n]
-        while s >= 0:
-            if sp.vdist[s] > nd.maxvd[n]:
-                return 19, s
-            s = ob.next[s]
+        for p in range(nd.start[n], nd.start[n] + nd.count[n]):
+            if sp.vdist[ob.slot[p]] > nd.maxvd[n]:
+                return 19, ob.slot[p]
     return 0, -1
 
 

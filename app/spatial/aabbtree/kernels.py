@@ -5,8 +5,8 @@ State lives in flat arrays, in the manner of Box2D's dynamic tree:
 
 * the node pool (:class:`Nodes`): one row per node, a free list as a stack of node indices,
   a (capacity, K) child table (K = number of children of the heuristic);
-* per-node object lists as doubly linked lists through per-slot ``next``/``prev`` arrays
-  (:class:`Objects`), with a head and a count per node.
+* per-node object blocks in a packed float32 heap (:mod:`.blocks`): a node's objects lie at
+  positions ``start .. start + count - 1``, so queries scan them as one range.
 
 Kernels take these bundles (plus the store's :class:`Spheres` and the tree's :class:`Rules`)
 rather than their arrays one by one; only the hottest inlined helpers take single arrays.
@@ -28,6 +28,19 @@ import numpy as np
 from numba import njit
 
 from app.geom.predicates import OUTSIDE, box_vs_frustum6
+from app.spatial.aabbtree.blocks import (
+    add_to_node,
+    block_class,
+    drop_slot,
+    give_block,
+    move_record,
+    move_to_node,
+    room_for_blocks,
+    room_to_add,
+    take_exact,
+    write_centre,
+    write_record,
+)
 from app.spatial.aabbtree.heuristics import (
     KEEP_NONE,
     KEEP_OURS,
@@ -49,10 +62,9 @@ META_CATCHUP = 2  # meta[2]: a query stopped early: its noted backlog calls for 
 
 Nodes = namedtuple(
     "AABBNodes",
-    ["parent", "slot_in_parent", "child", "nchild", "head", "count", "depth", "is_split",
+    ["parent", "slot_in_parent", "child", "nchild", "start", "cap", "count", "depth", "is_split",
      "dirty", "axis", "lo", "hi", "split", "maxvd", "outcome", "plo", "phi", "free", "meta"],
 )
-Objects = namedtuple("AABBObjects", ["node", "next", "prev"])
 #: The store's spheres (the base class's arrays, rebuilt per call: the store may reallocate).
 Spheres = namedtuple("AABBSpheres", ["centers", "radii", "vdist"])
 #: The tree's construction rules: objects only in leaves (or big ones at internal nodes too),
@@ -75,7 +87,7 @@ LazyRules = namedtuple("AABBLazyRules", Rules._fields)
 #: the pool: numba reference-counts every array of the pool at each call that passes it, and
 #: with these two fields in it the update of 10^5 moving objects took about a third longer.
 Pending = namedtuple("AABBPending", ["noted", "pending", "count"])
-AABBNodes, AABBObjects, AABBSpheres, AABBRules = Nodes, Objects, Spheres, Rules
+AABBNodes, AABBSpheres, AABBRules = Nodes, Spheres, Rules
 AABBPending = Pending
 AABBLazyRules = LazyRules
 
@@ -92,7 +104,8 @@ _NODE_FIELDS = {
     "slot_in_parent": (np.int8, (), -1),
     "child": (np.int32, ("k",), -1),
     "nchild": (np.int32, (), 0),
-    "head": (np.int32, (), -1),
+    "start": (np.int32, (), -1),  # the node's block in the heap (-1: none)
+    "cap": (np.int32, (), 0),  # its size
     "count": (np.int32, (), 0),
     "depth": (np.int32, (), -1),  # -1 marks a free node
     "is_split": (np.bool_, (), False),
@@ -146,17 +159,6 @@ def grow_pending(pd: Pending, capacity: int) -> Pending:
                    pd.count.copy())
 
 
-def new_objects(capacity: int) -> Objects:
-    """Per-slot list links: owning node, next and previous slot (-1 = none)."""
-    return Objects(node=np.full(capacity, -1, np.int32), next=np.full(capacity, -1, np.int32),
-                   prev=np.full(capacity, -1, np.int32))
-
-
-def grow_objects(ob: Objects, capacity: int) -> Objects:
-    """A copy of the per-slot links with room for ``capacity`` slots (new ones unlinked)."""
-    return Objects(*(grown(a, capacity, -1) for a in ob))
-
-
 # ---------------------------------------------------------------------- node pool
 
 @njit(cache=True)
@@ -171,7 +173,8 @@ def allocate_node(nd, parent: int) -> int:
     nd.slot_in_parent[n] = -1
     nd.child[n, :] = -1
     nd.nchild[n] = 0
-    nd.head[n] = -1
+    nd.start[n] = -1
+    nd.cap[n] = 0
     nd.count[n] = 0
     nd.depth[n] = 0 if parent < 0 else nd.depth[parent] + 1
     nd.is_split[n] = False
@@ -209,62 +212,15 @@ def attach_child(nd, n: int, c: int) -> int:
     return ch
 
 
-# ---------------------------------------------------------------------- object lists
+# ---------------------------------------------------------------------- boxes
 
 # The helpers called per object by the loops over objects (insert, update, split) take
-# arrays, not the pool's tuples, and are compiled without reference counting (_nrt=False:
-# they allocate nothing): the list operations here, covers, grow_up, invalidate_up,
-# climb_to_cover, find_place and the heuristic's which_child. Taking the tuples, or inlined
-# with inline="always", they counted references of their arrays at every call. The first
-# query of 10^6 objects (kd), which splits the visible part of the tree: 2.2 s with the
-# tuples, 0.85 s with inlined array helpers, 0.37 s with these; inserting 10^6 objects
-# 0.21 s before, 0.10 s now; moving 10^5, 2.7 -> 2.3 ms.
-
-@njit(cache=True, _nrt=False)
-def link_arrays(head, count, nxt, prv, node, n: int, s: int) -> None:
-    """Push slot ``s`` onto node ``n``'s object list."""
-    h = head[n]
-    nxt[s] = h
-    prv[s] = -1
-    if h >= 0:
-        prv[h] = s
-    head[n] = s
-    count[n] += 1
-    node[s] = n
-
-
-@njit(cache=True, _nrt=False)
-def unlink_arrays(head, count, nxt, prv, node, s: int) -> None:
-    """Take slot ``s`` out of its node's object list (its own links are left as they were)."""
-    o = node[s]
-    p = prv[s]
-    q = nxt[s]
-    if p >= 0:
-        nxt[p] = q
-    else:
-        head[o] = q
-    if q >= 0:
-        prv[q] = p
-    count[o] -= 1
-
-
-@njit(cache=True, _nrt=False)
-def relink_arrays(head, count, nxt, prv, node, n: int, s: int) -> None:
-    """Move slot ``s`` from its node's object list to node ``n``'s."""
-    unlink_arrays(head, count, nxt, prv, node, np.int64(s))
-    link_arrays(head, count, nxt, prv, node, np.int64(n), np.int64(s))
-
-
-@njit(cache=True, inline="always")
-def unlink_object(nd, ob, s: int) -> None:
-    """Take slot ``s`` out of its node's object list and clear its links."""
-    unlink_arrays(nd.head, nd.count, ob.next, ob.prev, ob.node, np.int64(s))
-    ob.node[s] = -1
-    ob.next[s] = -1
-    ob.prev[s] = -1
-
-
-# ---------------------------------------------------------------------- boxes
+# arrays, or are compiled without reference counting (_nrt=False: they allocate nothing),
+# as covers, grow_up, invalidate_up, climb_to_cover, find_place, the heuristic's
+# which_child and the block operations of .blocks are. Taking the pool's tuples with
+# reference counting, they counted references of every array at every call: the first query
+# of 10^6 objects (kd), which splits the visible part of the tree, took 2.2 s that way and
+# 0.37 s this way; inserting 10^6 objects 0.21 s and 0.10 s.
 
 @njit(cache=True, inline="always")
 def box_contains(lo, hi, n: int, lx: float, ly: float, lz: float,
@@ -381,9 +337,10 @@ def refit_node(nd, ob, sp, n: int, threshold: int) -> None:
     centers = sp.centers
     radii = sp.radii
     vdist = sp.vdist
-    nxt = ob.next  # a local: a tuple's arrays are reference-counted at each use in a loop
-    s = nd.head[n]
-    while s >= 0:
+    slot = ob.slot  # a local: a tuple's arrays are reference-counted at each use in a loop
+    b = nd.start[n]
+    for p in range(b, b + nd.count[n]):
+        s = slot[p]
         cx, cy, cz, r = slot_sphere(centers, radii, s)
         lx, ly, lz, hx, hy, hz = add_sphere(lx, ly, lz, hx, hy, hz, cx, cy, cz, r)
         mv = max(mv, vdist[s])
@@ -391,7 +348,6 @@ def refit_node(nd, ob, sp, n: int, threshold: int) -> None:
         sy += cy
         sz += cz
         w += 1.0
-        s = nxt[s]
     finish_refit(nd, np.int64(n), (lx, ly, lz, hx, hy, hz), mv, (sx, sy, sz, w), threshold)
 
 
@@ -560,18 +516,18 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
     # or call inside a loop, even of an inlined helper. Through the tuples (17 arrays in the
     # pool) the first query of 10^6 objects took 2.2 s (kd), mostly in this function.
     child, is_split, axis, split, lo, hi = nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi
-    head, count, nxt, prv, node = nd.head, nd.count, ob.next, ob.prev, ob.node
+    slot = ob.slot
+    b = nd.start[n]
+    m = nd.count[n]
     sx = 0.0
     sy = 0.0
     sz = 0.0
-    s = head[n]
-    while s >= 0:
+    for p in range(b, b + m):
+        s = slot[p]
         r = radii[s] if shift else 0.0
         sx += centers[s, 0] + r
         sy += centers[s, 1] + r
         sz += centers[s, 2] + r
-        s = nxt[s]
-    m = count[n]
     split[n, 0] = sx / m
     split[n, 1] = sy / m
     split[n, 2] = sz / m
@@ -580,41 +536,59 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
                          (flags & PAPER_AXIS) != 0)
     is_split[n] = True
 
-    # Pass 1: would the objects be separated at all?
+    # Pass 1: every object's child (-1: stays at n); are the objects separated at all?
+    which = np.empty(m, np.int64)
+    per_child = np.zeros(k, np.int64)
     first = -2
     separated = False
-    s = head[n]
-    while s >= 0:
+    for i in range(m):
+        s = slot[b + i]
         c = which_child(child, is_split, axis, split, lo, hi, keep, np.int64(n), centers[s, 0],
                         centers[s, 1], centers[s, 2], radii[s])
-        if c < 0 or (first >= 0 and c != first):
-            separated = True
-            break
+        which[i] = c
+        if c >= 0:
+            per_child[c] += 1
+        separated |= c < 0 or (first >= 0 and c != first)
         first = c
-        s = nxt[s]
     if not separated:
         if flags & PAPER_LAZY:
             vdist = sp.vdist
             maxvd, parent, dirty = nd.maxvd, nd.parent, nd.dirty
-            s = head[n]
-            while s >= 0:
+            for p in range(b, b + m):
+                s = slot[p]
                 invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(n), centers[s, 0],
                               centers[s, 1], centers[s, 2], radii[s], vdist[s])
-                s = nxt[s]
         return 2
+    if not room_for_blocks(ob, per_child):
+        is_split[n] = False  # (the caller makes room and splits again)
+        nd.meta[META_WANT_GROW] = 1
+        return 0
 
-    # Pass 2: hand the objects to their children; the rest stay at n.
-    s = head[n]
-    while s >= 0:
-        after = nxt[s]
-        c = which_child(child, is_split, axis, split, lo, hi, keep, np.int64(n), centers[s, 0],
-                        centers[s, 1], centers[s, 2], radii[s])
+    # Pass 2: a block for each child, each object's record copied to its child's block; the
+    # ones that stay close up at the front of n's block.
+    for c in range(k):
+        if per_child[c] > 0:
+            ch = attach_child(nd, np.int64(n), c)
+            size = block_class(per_child[c])
+            nd.start[ch] = take_exact(ob, size)
+            nd.cap[ch] = 1 << size
+    kept = 0
+    for i in range(m):
+        c = which[i]
         if c >= 0:
             ch = child[n, c]
-            if ch < 0:
-                ch = attach_child(nd, np.int64(n), c)
-            relink_arrays(head, count, nxt, prv, node, np.int64(ch), np.int64(s))
-        s = after
+            move_record(ob, nd.start[ch] + nd.count[ch], b + i)
+            ob.node[ob.slot[nd.start[ch] + nd.count[ch]]] = ch
+            nd.count[ch] += 1
+        else:
+            if kept != i:
+                move_record(ob, b + kept, b + i)
+            kept += 1
+    nd.count[n] = kept
+    if kept == 0:
+        give_block(ob, b, nd.cap[n])
+        nd.start[n] = -1
+        nd.cap[n] = 0
     # The children's boxes lie inside n's box, which does not change: n still bounds them all.
     for j in range(k):
         ch = child[n, j]
@@ -652,52 +626,60 @@ def needs_split(is_split, count, n: int, threshold: int) -> bool:
 # ---------------------------------------------------------------------- batches
 
 @njit(cache=True)
-def insert_objects(nd, ob, sp, slots, keep: int) -> None:
-    """Insert new slots: descend with the heuristic, link, grow boxes up (2.1.2)."""
+def insert_objects(nd, ob, sp, slots, keep: int) -> int:
+    """Insert new slots: descend with the heuristic, add to the node's block, grow boxes up
+    (2.1.2). Returns how many were inserted: fewer than all when the heap ran out of room
+    (meta[META_NEED] says how much; the caller repacks and calls again with the rest)."""
     # The arrays out of their tuples once: numba counts references at every use in the loop.
     centers, radii, vdist = sp
     child, is_split, axis, split, lo, hi = nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi
-    maxvd, parent, head, count = nd.maxvd, nd.parent, nd.head, nd.count
-    nxt, prv, node = ob.next, ob.prev, ob.node
-    for s in slots:
+    maxvd, parent = nd.maxvd, nd.parent
+    for i in range(slots.shape[0]):
+        s = slots[i]
         cx, cy, cz, r = slot_sphere(centers, radii, s)
         n, c = find_place(child, is_split, axis, split, lo, hi, keep, np.int64(ROOT), cx, cy, cz, r)
+        if not room_to_add(nd, ob, -1 if c >= 0 else n):
+            return i
         if c >= 0:
             n = new_leaf(nd, np.int64(n), c, cx, cy, cz)
-        link_arrays(head, count, nxt, prv, node, np.int64(n), np.int64(s))
+        add_to_node(nd, ob, n, s, centers, radii, vdist)
         grow_up(lo, hi, maxvd, parent, n, cx, cy, cz, r, vdist[s])
+    return slots.shape[0]
 
 
 @njit(cache=True, inline="always")
 def take_out(nd, ob, sp, s: int) -> int:
-    """Unlink slot s from its node after marking the boxes its sphere was flush against for
-    recomputation (2.1.3); returns the node, which the caller checks for garbage."""
+    """Take slot s out of its node's block after marking the boxes its sphere was flush
+    against for recomputation (2.1.3); returns the node, which the caller checks for
+    garbage."""
     n = ob.node[s]
     cx, cy, cz, r = slot_sphere(sp.centers, sp.radii, s)
     invalidate_up(nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty, np.int64(n), cx, cy, cz, r,
                   sp.vdist[s])
-    unlink_object(nd, ob, s)
+    drop_slot(nd, ob, s)
     return n
 
 
 @njit(cache=True)
 def remove_objects(nd, ob, sp, slots) -> None:
-    """Remove slots: invalidate flush boxes, unlink, collect empty nodes (2.1.3)."""
+    """Remove slots: invalidate flush boxes, take out, collect empty nodes (2.1.3)."""
     for s in slots:
         collect_garbage(nd, take_out(nd, ob, sp, s))
 
 
 @njit(cache=True)
-def update_objects(nd, ob, sp, slots, old, keep: int) -> int:
+def update_objects(nd, ob, sp, slots, old, keep: int) -> tuple[int, int]:
     """Move slots (2.1.4) whose previous spheres are ``old`` (row i for slots[i]); returns
-    how many changed node.
+    (how many were done, how many changed node): fewer done than given when the heap ran
+    out of room (as :func:`insert_objects`).
 
     Fast path (most small moves): the new bounds and view distance still fit the box of the
-    object's node and that node is a leaf, so the object stays and no box grows; only the old
-    sphere's flush test remains. Otherwise walk up from the object's node to the first box
-    that still contains its new bounds (the root at worst), then down with the heuristic.
-    Only when that lands on another node is the object relinked; otherwise its node's box
-    just grows and, if the old sphere was flush, is marked for recomputation.
+    object's node and that node is a leaf, so the object stays and no box grows: its float32
+    record is rewritten where it is, and only the old sphere's flush test remains. Otherwise
+    walk up from the object's node to the first box that still contains its new bounds (the
+    root at worst), then down with the heuristic. Only when that lands on another node does
+    the object move to that node's block; otherwise its node's box just grows and, if the
+    old sphere was flush, is marked for recomputation.
     """
     # The arrays out of their tuples once: numba counts references at every use in the loop.
     centers, radii, vdist = sp
@@ -705,19 +687,23 @@ def update_objects(nd, ob, sp, slots, old, keep: int) -> int:
     lo, hi, maxvd, parent, dirty = nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty
     is_split = nd.is_split
     node = ob.node
+    pos = ob.pos
     moved = 0
     for i in range(slots.shape[0]):
         s = slots[i]
         cx, cy, cz, r = slot_sphere(centers, radii, s)
         vd = vdist[s]
-        ox, oy, oz, orad = slot_sphere(old_c, old_r, i)
-        ovd = old_v[i]
         x = node[s]
         lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
         if covers(lo, hi, maxvd, np.int64(x), lx, ly, lz, hx, hy, hz, vd) & (not is_split[x]):
             # Same node, nothing grows (grow_up would stop at x at once); invalidate_up
             # returns at once unless the old sphere was flush against x's box.
-            invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, ovd)
+            ox, oy, oz, orad = slot_sphere(old_c, old_r, i)
+            if (orad == r) & (old_v[i] == vd):
+                write_centre(ob, pos[s], s, centers)  # (two cache lines fewer)
+            else:
+                write_record(ob, pos[s], s, centers, radii, vdist)
+            invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, old_v[i])
             continue
         d = climb_to_cover(lo, hi, parent, x, lx, ly, lz, hx, hy, hz)
         c = -1
@@ -727,17 +713,22 @@ def update_objects(nd, ob, sp, slots, old, keep: int) -> int:
         if is_split[d]:
             d, c = find_place(nd.child, is_split, nd.axis, nd.split, lo, hi, keep, np.int64(d),
                               cx, cy, cz, r)
+        if (c >= 0 or d != x) and not room_to_add(nd, ob, -1 if c >= 0 else d):
+            return i, moved
         if c >= 0:
             d = new_leaf(nd, np.int64(d), c, cx, cy, cz)
-        invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, ovd)
+        ox, oy, oz, orad = slot_sphere(old_c, old_r, i)
+        invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, old_v[i])
         if d != x:
-            relink_arrays(nd.head, nd.count, ob.next, ob.prev, node, np.int64(d), np.int64(s))
+            move_to_node(nd, ob, d, s, centers, radii, vdist)
             moved += 1
+        else:
+            write_record(ob, pos[s], s, centers, radii, vdist)
         grow_up(lo, hi, maxvd, parent, d, cx, cy, cz, r, vd)
         if (d != x) & is_empty_node(nd.count, nd.nchild, x):
             # Only then is there garbage: the call (with the whole pool) is not free.
             collect_garbage(nd, x)
-    return moved
+    return slots.shape[0], moved
 
 
 # ---------------------------------------------------------------------- upkeep
@@ -780,12 +771,18 @@ def maintain(nd, ob, sp, rules, budget: int, planes, pd) -> int:
         npend[0] -= 1
         if nd.depth[n] < 0 or not (nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit)):
             continue
-        spent += nd.count[n] + 1
+        cost = nd.count[n] + 1
         if nd.dirty[n]:
             refit_node(nd, ob, sp, np.int64(n), rules.threshold)
-        if needs_split(nd.is_split, nd.count, n, limit) and split_node(nd, ob, sp, n,
-                                                                       rules) == 1:
-            _note_seen_children(nd, n, limit, planes, noted, pending, npend)
+        if needs_split(nd.is_split, nd.count, n, limit):
+            done = split_node(nd, ob, sp, n, rules)
+            if done == 1:
+                _note_seen_children(nd, n, limit, planes, noted, pending, npend)
+            elif done == 0:
+                # No room in the heap: back on the list (uncharged) until the caller made some.
+                note_node(noted, pending, npend, n)
+                return spent
+        spent += cost
     return spent
 
 

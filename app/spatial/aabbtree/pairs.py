@@ -73,7 +73,7 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
     filtered = sel.shape[0] > 0
     centers = sp.centers
     radii = sp.radii
-    nxt = ob.next
+    slot_at = ob.slot
     threshold = rules.threshold
     lazy, limit = reach_rules(rules)
     kk = nd.child.shape[1]
@@ -99,14 +99,14 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
             ostart[i] = op
             lx, ly, lz, hx, hy, hz = empty_box()
             ns = 0
-            s = nd.head[n]
-            while s >= 0:
+            b = nd.start[n]
+            for p in range(b, b + nd.count[n]):
+                s = slot_at[p]
                 x, y, z, r = slot_sphere(centers, radii, s)
                 op = pack_row(pts, slot, op, s, x, y, z, r)
                 lx, ly, lz, hx, hy, hz = add_sphere(lx, ly, lz, hx, hy, hz, x, y, z, r)
                 if filtered and sel[s]:
                     ns += 1
-                s = nxt[s]
             obox[i, 0] = lx
             obox[i, 1] = ly
             obox[i, 2] = lz
@@ -154,7 +154,7 @@ def pairs_of_slots(nd, ob, sp, rules, qslots, sel, margin: float) -> np.ndarray:
     k = 0
     centers = sp.centers
     radii = sp.radii
-    nxt = ob.next
+    slot_at = ob.slot
     threshold = rules.threshold
     lazy, limit = reach_rules(rules)
     lo = nd.lo
@@ -182,11 +182,11 @@ def pairs_of_slots(nd, ob, sp, rules, qslots, sel, margin: float) -> np.ndarray:
             if nd.count[n] > hits.shape[0]:
                 hits = np.empty(2 * nd.count[n], np.int64)
             c = 0
-            s = nd.head[n]
-            while s >= 0:
+            b = nd.start[n]
+            for p in range(b, b + nd.count[n]):
+                s = slot_at[p]
                 c = hit_if_partner(hits, c, s, q, sel, qx, qy, qz, qr + radii[s] + margin,
                                    centers[s, 0], centers[s, 1], centers[s, 2])
-                s = nxt[s]
             out, k = push_hits(out, k, q, hits, c)
             if nd.nchild[n] > 0:
                 for j in range(nd.child.shape[1]):

@@ -40,6 +40,7 @@ from numba import njit
 from numba.core import types
 from numba.extending import overload
 
+from app.spatial.aabbtree.blocks import add_to_node, move_to_node, room_to_add, write_record
 from app.spatial.aabbtree.heuristics import PAPER_THRESHOLD
 from app.spatial.aabbtree.kernels import (
     ROOT,
@@ -53,10 +54,8 @@ from app.spatial.aabbtree.kernels import (
     grow_node,
     invalidate_up,
     is_empty_node,
-    link_arrays,
     needs_split,
     refit_node,
-    relink_arrays,
     reset_root,
     slot_sphere,
     sphere_box,
@@ -103,21 +102,26 @@ def paper_collect_garbage(nd, n: int) -> None:
 
 
 @njit(cache=True)
-def paper_insert_objects(nd, ob, sp, slots, keep: int) -> None:
-    """``AddNode``: ``FindNode`` from the root (the non-leafy rule on the paper's boxes), link,
-    ``GrowExtents``."""
+def paper_insert_objects(nd, ob, sp, slots, keep: int) -> int:
+    """``AddNode``: ``FindNode`` from the root (the non-leafy rule on the paper's boxes), add
+    to the node's block, ``GrowExtents``. Returns how many were inserted (as
+    :func:`~.kernels.insert_objects`: fewer when the heap ran out of room)."""
     # The arrays out of their tuples once: numba counts references at every use in the loop.
     centers, radii, vdist = sp
     child, is_split, axis, split, plo, phi = (nd.child, nd.is_split, nd.axis, nd.split, nd.plo,
                                               nd.phi)
-    for s in slots:
+    for i in range(slots.shape[0]):
+        s = slots[i]
         cx, cy, cz, r = slot_sphere(centers, radii, s)
         n, c = find_place(child, is_split, axis, split, plo, phi, keep, np.int64(ROOT), cx, cy,
                           cz, r)
+        if not room_to_add(nd, ob, -1 if c >= 0 else n):
+            return i
         if c >= 0:
             n = paper_new_leaf(nd, n, c)
-        link_arrays(nd.head, nd.count, ob.next, ob.prev, ob.node, np.int64(n), np.int64(s))
+        add_to_node(nd, ob, n, s, centers, radii, vdist)
         paper_grow_up(nd, n, cx, cy, cz, r, vdist[s])
+    return slots.shape[0]
 
 
 @njit(cache=True)
@@ -128,9 +132,9 @@ def paper_remove_objects(nd, ob, sp, slots) -> None:
 
 
 @njit(cache=True)
-def paper_update_objects(nd, ob, sp, slots, old, keep: int) -> int:
-    """``UpdateNode`` for slots whose previous spheres are ``old``; returns how many changed
-    node.
+def paper_update_objects(nd, ob, sp, slots, old, keep: int) -> tuple[int, int]:
+    """``UpdateNode`` for slots whose previous spheres are ``old``; returns (how many were
+    done, how many changed node), as :func:`~.kernels.update_objects`.
 
     Walk up from the object's node while its stored (paper) box does not contain the new
     bounds (stopping at the root), ``FindNode`` down from there; another node: ``AddNode``
@@ -144,6 +148,7 @@ def paper_update_objects(nd, ob, sp, slots, old, keep: int) -> int:
                                               nd.phi)
     lo, hi, dirty, maxvd, parent = nd.lo, nd.hi, nd.dirty, nd.maxvd, nd.parent
     node = ob.node
+    pos = ob.pos
     moved = 0
     for i in range(slots.shape[0]):
         s = slots[i]
@@ -152,17 +157,21 @@ def paper_update_objects(nd, ob, sp, slots, old, keep: int) -> int:
         lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
         a = climb_to_cover(plo, phi, parent, x, lx, ly, lz, hx, hy, hz)
         d, c = find_place(child, is_split, axis, split, plo, phi, keep, np.int64(a), cx, cy, cz, r)
+        if (c >= 0 or d != x) and not room_to_add(nd, ob, -1 if c >= 0 else d):
+            return i, moved
         if c >= 0:
             d = paper_new_leaf(nd, d, c)
         if d != x:
-            relink_arrays(nd.head, nd.count, ob.next, ob.prev, node, np.int64(d), np.int64(s))
+            move_to_node(nd, ob, d, s, centers, radii, vdist)
             moved += 1
+        else:
+            write_record(ob, pos[s], s, centers, radii, vdist)
         paper_grow_up(nd, d, cx, cy, cz, r, vdist[s])
         ox, oy, oz, orad = slot_sphere(old_c, old_r, i)
         invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, old_v[i])
         if (d != x) & is_empty_node(nd.count, nd.nchild, x):
             paper_collect_garbage(nd, x)
-    return moved
+    return slots.shape[0], moved
 
 
 @njit(cache=True)

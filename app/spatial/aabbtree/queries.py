@@ -37,10 +37,8 @@ from app.geom.predicates import (
     box_point_dist,
     box_vs_frustum6,
     ray_box_hits,
-    sphere_in_frustum,
-    within_view_distance,
 )
-from app.geom.zpyramid import OCCLUSION_OFF, sphere_hidden
+from app.geom.zpyramid import OCCLUSION_OFF
 from app.spatial.aabbtree.kernels import (
     META_CATCHUP,
     META_WANT_GROW,
@@ -51,8 +49,17 @@ from app.spatial.aabbtree.kernels import (
     split_node,
 )
 from app.spatial.aabbtree.paper import reach_node
+from app.spatial.scan import (
+    FAST,
+    OUT,
+    SphereTest,
+    compact,
+    distance_code,
+    settle,
+    tolerances32,
+    verdict_words,
+)
 
-LANES = 16  # object lists walked side by side (see _gather_objects)
 MASK_BITS = 9  # stack entries are node << MASK_BITS | plane mask
 MAX_MASKED_PLANES = 8  # plane masking for frusta of up to 8 planes (design.md: 6)
 
@@ -124,18 +131,6 @@ def _verdict(lo, hi, maxvd, n: int, planes, eye, use_vd: bool, occ) -> int:
 
 
 @njit(cache=True, inline="always")
-def _next_list(head, qnode, qmask, qi: int):
-    """(head, mask, next qi) of the next queued node with a non-empty list; head -1 if none."""
-    while qi < qnode.shape[0]:
-        h = head[qnode[qi]]
-        m = qmask[qi]
-        qi += 1
-        if h >= 0:
-            return h, m, qi
-    return -1, 0, qi
-
-
-@njit(cache=True, inline="always")
 def _objects_below(child, nchild, count, n: int, stack, top: int) -> int:
     """Objects in node n's subtree (its list and every list below), for the stage counts of
     a node rejected by view distance or occlusion; walks only nodes, on the free part of the
@@ -152,97 +147,120 @@ def _objects_below(child, nchild, count, n: int, stack, top: int) -> int:
     return total
 
 
+@njit(cache=True, fastmath=FAST)
+def _scan_blocks(ob, start, count, qnode, qmask, nq: int, t: SphereTest, test_all: bool,
+                 codes) -> int:
+    """The branch-free float32 verdict bytes (:mod:`app.spatial.scan`) of every object of the
+    queued nodes that needs a test (all of them with view distance or occlusion; otherwise
+    those of nodes not inside the planes); returns how many view distance culls for certain.
+
+    One range a node: a node's objects are contiguous, so the lane loop vectorises as the
+    flat scan does (unsigned positions: no negative-index checks). Every frustum plane is
+    tested, not only the straddled ones: six planes cost the vector loop no more than two.
+    """
+    x = ob.x
+    y = ob.y
+    z = ob.z
+    r = ob.r
+    vd = ob.vd
+    p32 = t.planes
+    ex = t.eye[0]
+    ey = t.eye[1]
+    ez = t.eye[2]
+    use_vd = t.use_vd
+    tol = np.float32(t.tol)
+    tol_d = np.float32(t.tol_d)
+    six = p32.shape[0] == 6
+    far = 0
+    for j in range(nq):
+        if qmask[j] == 0 and not test_all:
+            continue
+        n = qnode[j]
+        p0 = np.uint64(start[n])
+        for lane in range(count[n]):
+            i = p0 + np.uint64(lane)
+            xi = x[i]
+            yi = y[i]
+            zi = z[i]
+            m = np.float32(np.inf)
+            if six:
+                for p in range(6):  # a constant count: unrolled, and the lanes vectorise
+                    v = p32[p, 0] * xi + p32[p, 1] * yi + p32[p, 2] * zi + p32[p, 3]
+                    m = v if v < m else m
+            else:
+                for p in range(p32.shape[0]):
+                    v = p32[p, 0] * xi + p32[p, 1] * yi + p32[p, 2] * zi + p32[p, 3]
+                    m = v if v < m else m
+            m = m + r[i]
+            code = np.uint8(m >= tol) + np.uint8(m >= -tol)
+            if use_vd:
+                c2 = distance_code(xi - ex, yi - ey, zi - ez, vd[i], tol_d)
+                code = c2 if c2 < code else code
+                far += c2 == OUT
+            codes[i] = code
+    return far
+
+
 @njit(cache=True)
-def _gather_objects(nd, ob, sp, qnode, qmask, ps, eye, use_vd: bool, occ, out):
-    """Final per-object decisions for the queued nodes' lists; (count, occluded objects,
-    objects culled by view distance).
+def _sphere_test(nd, planes, eye, use_vd: bool) -> SphereTest:
+    """The float32 test of the planes and eye for every sphere in the tree: the tolerances
+    are bounded by the root's box, which holds them all."""
+    max_abs = 0.0
+    max_r = 0.0
+    for a in range(3):
+        max_abs = max(max_abs, abs(nd.lo[ROOT, a]), abs(nd.hi[ROOT, a]))
+        max_r = max(max_r, (nd.hi[ROOT, a] - nd.lo[ROOT, a]) / 2)
+    p32, tol, tol_d = tolerances32(planes, eye, max_abs, max_r)
+    return SphereTest(p32, eye.astype(np.float32), use_vd, tol, tol_d)
 
-    Pass 1 walks the lists. Walking one linked list is a chain of dependent loads, each a
-    likely cache miss on a large store; walking LANES lists in turn, with a loop body kept
-    tiny, lets many of those misses overlap. Objects of nodes inside the frustum go straight
-    to the output, the others to a candidate buffer. Pass 2 decides the candidates in a
-    plain loop whose loads do not depend on each other.
 
-    qmask is the node's plane mask: 0 = inside the frustum (no frustum test), else only the
-    planes its box straddles are tested (the others are passed by every sphere inside the
-    box, exactly: same arithmetic, monotone rounding).
+@njit(cache=True)
+def _gather_blocks(nd, ob, sp, qnode, qmask, planes, eye, use_vd: bool, occ, codes,
+                   working: int):
+    """Final per-object decisions for the queued nodes' blocks: (drawn slots, occluded
+    objects, objects culled by view distance).
+
+    A node inside the frustum (mask 0) hands over its block's slots untested unless view
+    distance or occlusion is on; the other blocks are scanned in float32
+    (:func:`_scan_blocks`), compacted, and the few within float32's tolerance decided again
+    in float64 by the contract's predicate (:func:`app.spatial.scan.settle`), which also
+    tests the drawn ones for occlusion.
     """
     test_all = use_vd or occ.widths.shape[0] > 0
-    cand = np.empty(out.shape[0], np.int64)
-    cmask = np.empty(out.shape[0], np.int16)
-    cur = np.full(LANES, -1, np.int64)
-    md = np.zeros(LANES, np.int64)
-    qi = 0
-    active = 0
-    for w in range(LANES):
-        h, m, qi = _next_list(nd.head, qnode, qmask, qi)
-        if h >= 0:
-            cur[w] = h
-            md[w] = m
-            active += 1
-    k = 0
-    nc = 0
-    nxt_of = ob.next
-    while active > 0:
-        for w in range(LANES):
-            s = cur[w]
-            if s < 0:
-                continue
-            nxt = nxt_of[s]
-            m = md[w]
-            if m == 0 and not test_all:
-                out[k] = s
-                k += 1
-            else:
-                cand[nc] = s
-                cmask[nc] = m
-                nc += 1
-            if nxt < 0:
-                # This list is done: the lane takes the next queued node's list.
-                nxt, m, qi = _next_list(nd.head, qnode, qmask, qi)
-                if nxt >= 0:
-                    md[w] = m
-                else:
-                    active -= 1
-            cur[w] = nxt
-
-    centers = sp.centers
-    radii = sp.radii
-    vdist = sp.vdist
-    subsets = ps.subsets
-    counts = ps.counts
-    ex = eye[0]
-    ey = eye[1]
-    ez = eye[2]
-    occl = occ.widths.shape[0] > 0
-    occluded = 0
-    far = 0
-    for i in range(nc):
-        s = cand[i]
-        m = cmask[i]
-        cx = centers[s, 0]
-        cy = centers[s, 1]
-        cz = centers[s, 2]
-        r = radii[s]
-        # accept_sphere's three stages in its order, written out: called here (on the mask's
-        # planes) it made the whole frustum query 2.5x slower (static workload, 10^5 objects;
-        # numba reference-counts the arrays passed to it for every candidate).
-        if use_vd and not within_view_distance(ex, ey, ez, cx, cy, cz, vdist[s]):
-            far += 1
-            continue
-        if m != 0 and not sphere_in_frustum(subsets[m, :counts[m]], cx, cy, cz, r):
-            continue
-        if occl and sphere_hidden(occ, cx, cy, cz, r):
-            occluded += 1
-            continue
-        out[k] = s
-        k += 1
-    return k, occluded, far
+    start = nd.start
+    count = nd.count
+    nq = qnode.shape[0]
+    far = _scan_blocks(ob, start, count, qnode, qmask, nq, _sphere_test(nd, planes, eye, use_vd),
+                       test_all, codes)
+    sure = np.empty(working + 8, np.int64)
+    near = np.empty(working + 8, np.int64)
+    words = verdict_words(codes)
+    ns = 0
+    nn = 0
+    for j in range(nq):
+        n = qnode[j]
+        b = start[n]
+        if qmask[j] == 0 and not test_all:
+            for p in range(b, b + count[n]):
+                sure[ns] = p
+                ns += 1
+        else:
+            ns, nn, _ = compact(codes, words, b, b + count[n], sure, ns, near, nn)
+    k, occluded, outside = settle(sure, ns, near, nn, sp.centers, sp.radii, sp.vdist, planes,
+                                  eye, use_vd, occ, ob.slot)
+    out = np.empty(k, np.int64)
+    slot = ob.slot
+    for i in range(k):
+        out[i] = slot[sure[i]]
+    # The NEAR ones the settle found beyond their view distance: neither drawn nor occluded
+    # (k + occluded - ns of them, the sure ones being one or the other) nor outside.
+    far += nn - (k + occluded - ns) - outside
+    return out, occluded, far
 
 
 @njit(cache=True)
 def query_frustum(nd, ob, sp, planes, eye, use_vd: bool, rules, catchup: int, share: float,
-                  pd):
+                  pd, codes):
     """Visible slots and counters without occlusion: (slots, working_set, nodes_visited,
     occ_nodes, occ_objects, far_objects), occ_* 0; far_objects: culled by view distance.
 
@@ -256,19 +274,20 @@ def query_frustum(nd, ob, sp, planes, eye, use_vd: bool, rules, catchup: int, sh
     own (not a branch on the occluder) so that a run without occlusion never compiles the
     occluded traversal (3-6 s at the first start).
     """
-    return _frustum(nd, ob, sp, planes, eye, use_vd, OCCLUSION_OFF, rules, catchup, share, pd)
+    return _frustum(nd, ob, sp, planes, eye, use_vd, OCCLUSION_OFF, rules, catchup, share, pd,
+                    codes)
 
 
 @njit(cache=True)
 def query_frustum_occluded(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: int,
-                           share: float, pd):
+                           share: float, pd, codes):
     """:func:`query_frustum` against the Z-pyramid ``occ``."""
-    return _frustum(nd, ob, sp, planes, eye, use_vd, occ, rules, catchup, share, pd)
+    return _frustum(nd, ob, sp, planes, eye, use_vd, occ, rules, catchup, share, pd, codes)
 
 
 @njit(cache=True)
 def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: int, share: float,
-             pd):
+             pd, codes):
     """:func:`query_frustum`'s traversal.
 
     Two phases: the node traversal decides which nodes' objects must be looked at (and
@@ -353,10 +372,9 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: int, sh
         return np.empty(0, np.int64), working, visited, occ_nodes, 0, 0
     # Every output is one of the working set: buffers of that size, not of the whole store
     # (a store-sized allocation is a fresh mapping whose touched pages fault every frame).
-    out = np.empty(working, np.int64)
-    k, occ_each, far_each = _gather_objects(nd, ob, sp, qnode[:nq], qmask[:nq], ps, eye,
-                                            use_vd, occ, out)
-    return out[:k], working, visited, occ_nodes, occ_objects + occ_each, far + far_each
+    out, occ_each, far_each = _gather_blocks(nd, ob, sp, qnode[:nq], qmask[:nq], planes, eye,
+                                             use_vd, occ, codes, working)
+    return out, working, visited, occ_nodes, occ_objects + occ_each, far + far_each
 
 
 @njit(cache=True, inline="always")
@@ -395,7 +413,7 @@ def _region_query(nd, ob, sp, rules, kind: int, qa, qb, qr: float, total: int, p
     lazy, limit = reach_rules(rules)
     noted, pending, npend = pd
     centers, radii, _ = sp
-    nxt = ob.next  # a local: numba counts a tuple's references at each use in a loop
+    slot = ob.slot  # a local: numba counts a tuple's references at each use in a loop
     # A node is pruned when its box is farther than qr; the slack covers rounding in the
     # distance so that a sphere exactly touching the query is never pruned.
     reach = qr + 1e-9 * (1.0 + qr + abs(qa[0]) + abs(qa[1]) + abs(qa[2]))
@@ -413,15 +431,15 @@ def _region_query(nd, ob, sp, rules, kind: int, qa, qb, qr: float, total: int, p
                 split_node(nd, ob, sp, n, rules)
         elif nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit):
             note_node(noted, pending, npend, n)  # the upkeep refits / splits it
-        s = nd.head[n]
-        while s >= 0:
+        b = nd.start[n]
+        for p in range(b, b + nd.count[n]):
+            s = slot[p]
             t = region_hit(kind, centers[s, 0], centers[s, 1], centers[s, 2], radii[s],
                            qa, qb, qr)
             if t >= 0.0:
                 out[k] = s
                 ts[k] = t
                 k += 1
-            s = nxt[s]
         top = _push_children(nd.child, nd.nchild, n, stack, top, 0)
     return out[:k], ts[:k]
 

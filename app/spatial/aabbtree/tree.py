@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from app.geom.zpyramid import ZPyramid
+from app.spatial.aabbtree import blocks as bl
 from app.spatial.aabbtree import check as ck
 from app.spatial.aabbtree import kernels as kn
 from app.spatial.aabbtree import pairs as pr
@@ -97,7 +98,8 @@ class AABBTree(SpatialIndex):
         root = kn.allocate_node(self._nodes, np.int64(-1))
         assert root == kn.ROOT
         self._pend = kn.new_pending(self._nodes.parent.shape[0])
-        self._objs = kn.new_objects(self.capacity)
+        self._objs = bl.new_objects(self.capacity)
+        self._codes = np.zeros(0, np.uint8)  # the frustum scan's verdict bytes, by position
         self.last_moved = 0  # objects that changed node in the last update
         self._queries_since_update = self.frame_queries  # none yet: the first query upkeeps
         self._seen = np.zeros((0, 4))  # the last frustum query's planes (the upkeep's descent)
@@ -121,21 +123,51 @@ class AABBTree(SpatialIndex):
         self._nodes = kn.grow_nodes(nd, max(2 * cap, need))
         self._pend = kn.grow_pending(self._pend, self._nodes.parent.shape[0])
 
+    def _make_room(self) -> None:
+        """Repack the heap with room for what a stopped kernel asked for (and half again)."""
+        ob = self._objs
+        need = int(ob.meta[bl.META_NEED])
+        self._objs = bl.repacked(self._nodes, ob, need)
+
+    def _until_done(self, run, n: int) -> int:
+        """Call ``run(done)`` (a batch kernel from object ``done`` on, returning how many it did
+        and a count to add up) until all ``n`` are done, making heap room between calls;
+        returns the counts' sum."""
+        done = 0
+        total = 0
+        while True:
+            did, counted = run(done)
+            done += did
+            total += counted
+            if done >= n:
+                return total
+            self._make_room()
+
     def _reserve_for_queries(self) -> None:
         """Room for the splits a query may make (a query that runs out asks for more)."""
         nd = self._nodes
         live = nd.parent.shape[0] - int(nd.meta[kn.META_NFREE])
         want = 64 * nd.child.shape[1]
         if nd.meta[kn.META_WANT_GROW]:
-            want = max(want, live)  # double
             nd.meta[kn.META_WANT_GROW] = 0
+            if self._objs.meta[bl.META_NEED]:
+                self._make_room()  # it was the heap that lacked room
+            else:
+                want = max(want, live)  # double
         self._reserve_nodes(want)
 
     def _spheres(self) -> kn.Spheres:
         """The store's arrays as the kernels take them (rebuilt per call: growth replaces them)."""
         return kn.Spheres(self._centers, self._radii, self._vdist)
 
-    def _run_query(self, kernel, *args, notes: bool = False):
+    def _verdict_bytes(self) -> np.ndarray:
+        """The frustum scan's verdict buffer, a byte for every heap position (reused)."""
+        size = self._objs.slot.shape[0]
+        if self._codes.shape[0] != size:
+            self._codes = np.zeros(size, np.uint8)
+        return self._codes
+
+    def _run_query(self, kernel, *args, notes: bool = False, scan: bool = False):
         """Run a query kernel after the frame's upkeep if it is due; run it again after a
         catch-up, or (paper mode) after growing the pool when it skipped splits for lack of
         nodes. Every run is exact: this only shapes the tree."""
@@ -145,6 +177,8 @@ class AABBTree(SpatialIndex):
         while True:
             self._reserve_for_queries()
             extra = (self._pend,) if notes else ()  # (the pairs kernels still split themselves)
+            if scan:  # after the upkeep and any repack: the heap is final now
+                extra += (self._verdict_bytes(),)
             out = kernel(self._nodes, self._objs, self._spheres(), *args, *extra)
             meta = self._nodes.meta
             if meta[kn.META_CATCHUP]:
@@ -165,8 +199,11 @@ class AABBTree(SpatialIndex):
             # (then the kernel stops with META_WANT_GROW and this loop doubles the pool).
             want = int(self._pend.count[0]) * nd.child.shape[1] + 1
             if nd.meta[kn.META_WANT_GROW]:
-                want = max(want, nd.parent.shape[0])
                 nd.meta[kn.META_WANT_GROW] = 0
+                if self._objs.meta[bl.META_NEED]:
+                    self._make_room()  # it was the heap that lacked room
+                else:
+                    want = max(want, nd.parent.shape[0])
             self._reserve_nodes(want)
             spent += int(kn.maintain(self._nodes, self._objs, self._spheres(), self._rules,
                                      limit - spent, self._seen, self._pend))
@@ -177,7 +214,7 @@ class AABBTree(SpatialIndex):
     # ------------------------------------------------------------------ hooks
 
     def _grow(self, new_capacity: int) -> None:
-        self._objs = kn.grow_objects(self._objs, new_capacity)
+        self._objs = bl.grow_slots(self._objs, new_capacity)
 
     def _room_for_new_leaves(self, n: int) -> int:
         """Nodes an insert or update of n objects may create: one new leaf per object at
@@ -187,16 +224,30 @@ class AABBTree(SpatialIndex):
 
     def _on_insert(self, slots: np.ndarray) -> None:
         self._reserve_nodes(self._room_for_new_leaves(slots.shape[0]))
+        nd = self._nodes
+        if not nd.is_split[kn.ROOT] and slots.shape[0] > 1:
+            # Every object lands at the root (a build): its block takes them all at once.
+            total = int(nd.count[kn.ROOT]) + slots.shape[0]
+            while not bl.reserve_block(nd, self._objs, kn.ROOT, total):
+                self._make_room()
         insert = pp.paper_insert_objects if self._lazy else kn.insert_objects
-        insert(self._nodes, self._objs, self._spheres(), slots, self._keep)
+        self._until_done(lambda done: (int(insert(self._nodes, self._objs, self._spheres(),
+                                                  slots[done:], self._keep)), 0),
+                         slots.shape[0])
 
     def _on_update(self, slots: np.ndarray, old_centers: np.ndarray, old_radii: np.ndarray,
                    old_vdist: np.ndarray) -> None:
         self._reserve_nodes(self._room_for_new_leaves(slots.shape[0]))
-        old = kn.Spheres(np.ascontiguousarray(old_centers), old_radii, old_vdist)
+        old_centers = np.ascontiguousarray(old_centers)
         update = pp.paper_update_objects if self._lazy else kn.update_objects
-        self.last_moved = int(update(self._nodes, self._objs, self._spheres(), slots, old,
-                                     self._keep))
+
+        def run(done: int) -> tuple[int, int]:
+            old = kn.Spheres(old_centers[done:], old_radii[done:], old_vdist[done:])
+            did, moved = update(self._nodes, self._objs, self._spheres(), slots[done:], old,
+                                self._keep)
+            return int(did), int(moved)
+
+        self.last_moved = self._until_done(run, slots.shape[0])
         # After the moves, not before: the store already holds the new spheres, and a refit
         # on them before the tree has placed them could leave a parent's box short of them.
         self.maintain(self.upkeep_objects)
@@ -216,11 +267,12 @@ class AABBTree(SpatialIndex):
         self._seen = planes.copy()
         if occlusion is None:
             out = self._run_query(qu.query_frustum, planes, eye, use_vd, self._rules,
-                                  self.catchup_objects, self.catchup_share, notes=True)
+                                  self.catchup_objects, self.catchup_share, notes=True,
+                                  scan=True)
         else:
             out = self._run_query(qu.query_frustum_occluded, planes, eye, use_vd,
                                   occlusion.occluder(), self._rules, self.catchup_objects,
-                                  self.catchup_share, notes=True)
+                                  self.catchup_share, notes=True, scan=True)
         slots, working, visited, occ_nodes, occ_objects, far = out
         return QueryResult(visible=slots, working_set=int(working), nodes_visited=int(visited),
                            occluded_nodes=int(occ_nodes), occluded_objects=int(occ_objects),
@@ -299,6 +351,8 @@ class AABBTree(SpatialIndex):
             "objects_per_leaf": float(nd.count[live][nd.nchild[live] == 0].mean())
             if leaves else 0.0,
             "node_capacity": int(nd.parent.shape[0]),
+            "heap_used": int(self._objs.meta[bl.META_TOP]),
+            "heap_size": int(self._objs.slot.shape[0]),
             "heuristic": self.heuristic,
             "leafy": self.leafy,
             "split_threshold": self.split_threshold,
@@ -312,7 +366,7 @@ class AABBTree(SpatialIndex):
             lambda: ck.check_pending(nd, self._pend),
             lambda: ck.check_root(nd),
             lambda: ck.check_links(nd),
-            lambda: ck.check_lists(nd, ob, self._alive),
+            lambda: ck.check_blocks(nd, ob, sp, self._alive),
             lambda: ck.check_boxes(nd, ob, sp),
             lambda: ck.check_view_distances(nd, ob, sp),
         )
