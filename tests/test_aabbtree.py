@@ -304,7 +304,7 @@ def _corruptions():
 
     def record(idx):
         leaf = int(np.flatnonzero((idx._nodes.depth >= 1) & (idx._nodes.count > 1))[0])
-        idx._objs.x[idx._nodes.start[leaf]] += 0.5
+        idx._objs.rec[idx._nodes.start[leaf], 0] += 0.5
 
     def overlap(idx):
         a, b = np.flatnonzero((idx._nodes.depth >= 1) & (idx._nodes.count > 1))[:2]

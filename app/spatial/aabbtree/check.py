@@ -150,9 +150,9 @@ def check_blocks(nd, ob, sp, alive):
                 return 16, s
             if ob.pos[s] != p:
                 return 17, s
-            if (ob.x[p] != to32(sp.centers[s, 0]) or ob.y[p] != to32(sp.centers[s, 1])
-                    or ob.z[p] != to32(sp.centers[s, 2]) or ob.r[p] != to32(sp.radii[s])
-                    or ob.vd[p] != to32(sp.vdist[s])):
+            if (ob.rec[p, 0] != to32(sp.centers[s, 0]) or ob.rec[p, 1] != to32(sp.centers[s, 1])
+                    or ob.rec[p, 2] != to32(sp.centers[s, 2])
+                    or ob.rec[p, 3] != to32(sp.radii[s]) or ob.vd[p] != to32(sp.vdist[s])):
                 return 27, s
     for c in range(ob.free.shape[0]):
         b = ob.free[c]

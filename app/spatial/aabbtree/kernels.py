@@ -29,14 +29,15 @@ from numba import njit
 
 from app.geom.predicates import OUTSIDE, box_vs_frustum6
 from app.spatial.aabbtree.blocks import (
-    add_to_node,
+    append_record,
     block_class,
-    drop_slot,
+    cut_record,
+    fit_block,
     give_block,
+    grow_block,
+    make_room,
     move_record,
-    move_to_node,
     room_for_blocks,
-    room_to_add,
     take_exact,
     write_centre,
     write_record,
@@ -516,7 +517,7 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
     # or call inside a loop, even of an inlined helper. Through the tuples (17 arrays in the
     # pool) the first query of 10^6 objects took 2.2 s (kd), mostly in this function.
     child, is_split, axis, split, lo, hi = nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi
-    slot = ob.slot
+    slot, rec, vdp, pos, node = ob.slot, ob.rec, ob.vd, ob.pos, ob.node
     b = nd.start[n]
     m = nd.count[n]
     sx = 0.0
@@ -577,12 +578,12 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
         c = which[i]
         if c >= 0:
             ch = child[n, c]
-            move_record(ob, nd.start[ch] + nd.count[ch], b + i)
-            ob.node[ob.slot[nd.start[ch] + nd.count[ch]]] = ch
+            move_record(slot, rec, vdp, pos, nd.start[ch] + nd.count[ch], b + i)
+            node[slot[nd.start[ch] + nd.count[ch]]] = ch
             nd.count[ch] += 1
         else:
             if kept != i:
-                move_record(ob, b + kept, b + i)
+                move_record(slot, rec, vdp, pos, b + kept, b + i)
             kept += 1
     nd.count[n] = kept
     if kept == 0:
@@ -634,37 +635,42 @@ def insert_objects(nd, ob, sp, slots, keep: int) -> int:
     centers, radii, vdist = sp
     child, is_split, axis, split, lo, hi = nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi
     maxvd, parent = nd.maxvd, nd.parent
+    start, cap, count = nd.start, nd.cap, nd.count
+    node, pos, slot, rec, vd = ob.node, ob.pos, ob.slot, ob.rec, ob.vd
     for i in range(slots.shape[0]):
         s = slots[i]
         cx, cy, cz, r = slot_sphere(centers, radii, s)
         n, c = find_place(child, is_split, axis, split, lo, hi, keep, np.int64(ROOT), cx, cy, cz, r)
-        if not room_to_add(nd, ob, -1 if c >= 0 else n):
+        if (c >= 0 or count[n] == cap[n]) and not make_room(nd, ob, n, c >= 0):
             return i
         if c >= 0:
             n = new_leaf(nd, np.int64(n), c, cx, cy, cz)
-        add_to_node(nd, ob, n, s, centers, radii, vdist)
+            grow_block(nd, ob, n)
+        append_record(start, count, node, slot, rec, vd, pos, n, s, sp)
         grow_up(lo, hi, maxvd, parent, n, cx, cy, cz, r, vdist[s])
     return slots.shape[0]
 
 
-@njit(cache=True, inline="always")
-def take_out(nd, ob, sp, s: int) -> int:
-    """Take slot s out of its node's block after marking the boxes its sphere was flush
-    against for recomputation (2.1.3); returns the node, which the caller checks for
-    garbage."""
-    n = ob.node[s]
-    cx, cy, cz, r = slot_sphere(sp.centers, sp.radii, s)
-    invalidate_up(nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty, np.int64(n), cx, cy, cz, r,
-                  sp.vdist[s])
-    drop_slot(nd, ob, s)
-    return n
-
-
 @njit(cache=True)
-def remove_objects(nd, ob, sp, slots) -> None:
-    """Remove slots: invalidate flush boxes, take out, collect empty nodes (2.1.3)."""
+def remove_objects(nd, ob, sp, slots, collect) -> None:
+    """Remove slots: mark the boxes their spheres were flush against for recomputation,
+    take them out of their blocks, collect empty nodes (2.1.3) with ``collect`` (ours or
+    the paper mode's garbage collection)."""
+    # The arrays out of their tuples once: numba counts references at every use in the loop.
+    centers, radii, vdist = sp
+    lo, hi, maxvd, parent, dirty = nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty
+    start, cap, count = nd.start, nd.cap, nd.count
+    node, pos, slot, rec, vd = ob.node, ob.pos, ob.slot, ob.rec, ob.vd
     for s in slots:
-        collect_garbage(nd, take_out(nd, ob, sp, s))
+        n = node[s]
+        cx, cy, cz, r = slot_sphere(centers, radii, s)
+        invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(n), cx, cy, cz, r, vdist[s])
+        if cut_record(start, cap, count, slot, rec, vd, pos, n, pos[s]):
+            fit_block(nd, ob, n)
+        node[s] = -1
+        pos[s] = -1
+        if is_empty_node(count, nd.nchild, n):
+            collect(nd, n)
 
 
 @njit(cache=True)
@@ -686,8 +692,8 @@ def update_objects(nd, ob, sp, slots, old, keep: int) -> tuple[int, int]:
     old_c, old_r, old_v = old
     lo, hi, maxvd, parent, dirty = nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty
     is_split = nd.is_split
-    node = ob.node
-    pos = ob.pos
+    start, cap, count = nd.start, nd.cap, nd.count
+    node, pos, slot, rec, vdp = ob.node, ob.pos, ob.slot, ob.rec, ob.vd
     moved = 0
     for i in range(slots.shape[0]):
         s = slots[i]
@@ -700,9 +706,9 @@ def update_objects(nd, ob, sp, slots, old, keep: int) -> tuple[int, int]:
             # returns at once unless the old sphere was flush against x's box.
             ox, oy, oz, orad = slot_sphere(old_c, old_r, i)
             if (orad == r) & (old_v[i] == vd):
-                write_centre(ob, pos[s], s, centers)  # (two cache lines fewer)
+                write_centre(rec, pos[s], s, centers)  # (radius and view distance kept)
             else:
-                write_record(ob, pos[s], s, centers, radii, vdist)
+                write_record(slot, rec, vdp, pos, pos[s], s, sp)
             invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, old_v[i])
             continue
         d = climb_to_cover(lo, hi, parent, x, lx, ly, lz, hx, hy, hz)
@@ -713,17 +719,22 @@ def update_objects(nd, ob, sp, slots, old, keep: int) -> tuple[int, int]:
         if is_split[d]:
             d, c = find_place(nd.child, is_split, nd.axis, nd.split, lo, hi, keep, np.int64(d),
                               cx, cy, cz, r)
-        if (c >= 0 or d != x) and not room_to_add(nd, ob, -1 if c >= 0 else d):
+        if (c >= 0 or (d != x and count[d] == cap[d])) and not make_room(nd, ob, d, c >= 0):
             return i, moved
         if c >= 0:
             d = new_leaf(nd, np.int64(d), c, cx, cy, cz)
+            grow_block(nd, ob, d)
         ox, oy, oz, orad = slot_sphere(old_c, old_r, i)
         invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, old_v[i])
         if d != x:
-            move_to_node(nd, ob, d, s, centers, radii, vdist)
+            # Added first, so that the shrink of x's block cannot take the room d was given.
+            p = pos[s]
+            append_record(start, count, node, slot, rec, vdp, pos, d, s, sp)
+            if cut_record(start, cap, count, slot, rec, vdp, pos, x, p):
+                fit_block(nd, ob, x)
             moved += 1
         else:
-            write_record(ob, pos[s], s, centers, radii, vdist)
+            write_record(slot, rec, vdp, pos, pos[s], s, sp)
         grow_up(lo, hi, maxvd, parent, d, cx, cy, cz, r, vd)
         if (d != x) & is_empty_node(nd.count, nd.nchild, x):
             # Only then is there garbage: the call (with the whole pool) is not free.

@@ -40,7 +40,14 @@ from numba import njit
 from numba.core import types
 from numba.extending import overload
 
-from app.spatial.aabbtree.blocks import add_to_node, move_to_node, room_to_add, write_record
+from app.spatial.aabbtree.blocks import (
+    append_record,
+    cut_record,
+    fit_block,
+    grow_block,
+    make_room,
+    write_record,
+)
 from app.spatial.aabbtree.heuristics import PAPER_THRESHOLD
 from app.spatial.aabbtree.kernels import (
     ROOT,
@@ -60,7 +67,6 @@ from app.spatial.aabbtree.kernels import (
     slot_sphere,
     sphere_box,
     split_node,
-    take_out,
 )
 
 
@@ -110,25 +116,21 @@ def paper_insert_objects(nd, ob, sp, slots, keep: int) -> int:
     centers, radii, vdist = sp
     child, is_split, axis, split, plo, phi = (nd.child, nd.is_split, nd.axis, nd.split, nd.plo,
                                               nd.phi)
+    start, cap, count = nd.start, nd.cap, nd.count
+    node, pos, slot, rec, vd = ob.node, ob.pos, ob.slot, ob.rec, ob.vd
     for i in range(slots.shape[0]):
         s = slots[i]
         cx, cy, cz, r = slot_sphere(centers, radii, s)
         n, c = find_place(child, is_split, axis, split, plo, phi, keep, np.int64(ROOT), cx, cy,
                           cz, r)
-        if not room_to_add(nd, ob, -1 if c >= 0 else n):
+        if (c >= 0 or count[n] == cap[n]) and not make_room(nd, ob, n, c >= 0):
             return i
         if c >= 0:
             n = paper_new_leaf(nd, n, c)
-        add_to_node(nd, ob, n, s, centers, radii, vdist)
+            grow_block(nd, ob, n)
+        append_record(start, count, node, slot, rec, vd, pos, n, s, sp)
         paper_grow_up(nd, n, cx, cy, cz, r, vdist[s])
     return slots.shape[0]
-
-
-@njit(cache=True)
-def paper_remove_objects(nd, ob, sp, slots) -> None:
-    """``RemoveNode``: ``ShrinkExtents`` with the old sphere, unlink, ``TestSuicide``."""
-    for s in slots:
-        paper_collect_garbage(nd, take_out(nd, ob, sp, s))
 
 
 @njit(cache=True)
@@ -147,8 +149,8 @@ def paper_update_objects(nd, ob, sp, slots, old, keep: int) -> tuple[int, int]:
     child, is_split, axis, split, plo, phi = (nd.child, nd.is_split, nd.axis, nd.split, nd.plo,
                                               nd.phi)
     lo, hi, dirty, maxvd, parent = nd.lo, nd.hi, nd.dirty, nd.maxvd, nd.parent
-    node = ob.node
-    pos = ob.pos
+    start, cap, count = nd.start, nd.cap, nd.count
+    node, pos, slot, rec, vdp = ob.node, ob.pos, ob.slot, ob.rec, ob.vd
     moved = 0
     for i in range(slots.shape[0]):
         s = slots[i]
@@ -157,15 +159,19 @@ def paper_update_objects(nd, ob, sp, slots, old, keep: int) -> tuple[int, int]:
         lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
         a = climb_to_cover(plo, phi, parent, x, lx, ly, lz, hx, hy, hz)
         d, c = find_place(child, is_split, axis, split, plo, phi, keep, np.int64(a), cx, cy, cz, r)
-        if (c >= 0 or d != x) and not room_to_add(nd, ob, -1 if c >= 0 else d):
+        if (c >= 0 or (d != x and count[d] == cap[d])) and not make_room(nd, ob, d, c >= 0):
             return i, moved
         if c >= 0:
             d = paper_new_leaf(nd, d, c)
+            grow_block(nd, ob, d)
         if d != x:
-            move_to_node(nd, ob, d, s, centers, radii, vdist)
+            p = pos[s]  # added first: the shrink of x's block cannot take d's room
+            append_record(start, count, node, slot, rec, vdp, pos, d, s, sp)
+            if cut_record(start, cap, count, slot, rec, vdp, pos, x, p):
+                fit_block(nd, ob, x)
             moved += 1
         else:
-            write_record(ob, pos[s], s, centers, radii, vdist)
+            write_record(slot, rec, vdp, pos, pos[s], s, sp)
         paper_grow_up(nd, d, cx, cy, cz, r, vdist[s])
         ox, oy, oz, orad = slot_sphere(old_c, old_r, i)
         invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, old_v[i])

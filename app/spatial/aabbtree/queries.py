@@ -158,10 +158,7 @@ def _scan_blocks(ob, start, count, qnode, qmask, nq: int, t: SphereTest, test_al
     flat scan does (unsigned positions: no negative-index checks). Every frustum plane is
     tested, not only the straddled ones: six planes cost the vector loop no more than two.
     """
-    x = ob.x
-    y = ob.y
-    z = ob.z
-    r = ob.r
+    rec = ob.rec
     vd = ob.vd
     p32 = t.planes
     ex = t.eye[0]
@@ -179,9 +176,9 @@ def _scan_blocks(ob, start, count, qnode, qmask, nq: int, t: SphereTest, test_al
         p0 = np.uint64(start[n])
         for lane in range(count[n]):
             i = p0 + np.uint64(lane)
-            xi = x[i]
-            yi = y[i]
-            zi = z[i]
+            xi = rec[i, 0]
+            yi = rec[i, 1]
+            zi = rec[i, 2]
             m = np.float32(np.inf)
             if six:
                 for p in range(6):  # a constant count: unrolled, and the lanes vectorise
@@ -191,7 +188,7 @@ def _scan_blocks(ob, start, count, qnode, qmask, nq: int, t: SphereTest, test_al
                 for p in range(p32.shape[0]):
                     v = p32[p, 0] * xi + p32[p, 1] * yi + p32[p, 2] * zi + p32[p, 3]
                     m = v if v < m else m
-            m = m + r[i]
+            m = m + rec[i, 3]
             code = np.uint8(m >= tol) + np.uint8(m >= -tol)
             if use_vd:
                 c2 = distance_code(xi - ex, yi - ey, zi - ez, vd[i], tol_d)

@@ -254,8 +254,8 @@ class AABBTree(SpatialIndex):
         self._queries_since_update = 0
 
     def _on_remove(self, slots: np.ndarray) -> None:
-        remove = pp.paper_remove_objects if self._lazy else kn.remove_objects
-        remove(self._nodes, self._objs, self._spheres(), slots)
+        collect = pp.paper_collect_garbage if self._lazy else kn.collect_garbage
+        kn.remove_objects(self._nodes, self._objs, self._spheres(), slots, collect)
 
     # ------------------------------------------------------------------ queries
 
