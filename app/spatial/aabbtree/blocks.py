@@ -12,12 +12,12 @@ is written when an object is placed or moves; the float64 store stays the contra
 
 Blocks come in power-of-two sizes ("classes", 2^MIN_CLASS positions and up). A node's block
 doubles when it fills and halves when it falls to a quarter (if there is room); an emptied
-block is given back. Blocks are taken from a free list per class, or from the heap's top; a
-split takes its children's blocks from the top, side by side, so siblings' objects are
-adjacent. When there is no room, a kernel stops before it changes anything for the object at
-hand and asks for ``meta[META_NEED]`` positions; the tree then repacks the heap
-(:func:`repacked`: every block in depth-first order, free space at the end) and calls the
-kernel again from where it stopped. A repack also restores tree order after long churn.
+block is given back. Blocks are taken from a free list per class, else by halving a larger
+free block, else from the heap's top. When there is no room, a kernel stops before it
+changes anything for the object at hand and asks for ``meta[META_NEED]`` positions; the
+tree then repacks the heap (:func:`repacked`: every block in depth-first order, free space
+at the end) and calls the kernel again from where it stopped. A repack also restores tree
+order after long churn.
 
 A free block's first position links the free list: ``slot[start] = -(next + 3)`` (``next``
 -1 at the end), so it is never -1, which marks an unused position.
@@ -36,6 +36,7 @@ MIN_CLASS = 2  # the smallest block: 4 positions
 NCLASS = 40
 META_TOP = 0  # meta[0]: first position above every block (the heap's used part)
 META_NEED = 1  # meta[1]: positions a stopped kernel asked for (0: none)
+NO_ROOM = -2  # take_blocks' answer when the heap lacks room
 
 Objects = namedtuple("AABBObjects", ["node", "pos", "slot", "rec", "vd", "free", "meta"])
 AABBObjects = Objects  # (numba's cache pickles the class by name: see kernels.Nodes)
@@ -133,15 +134,6 @@ def pop_free(ob, c: int) -> int:
     ob.free[c] = -ob.slot[b] - 3
     ob.slot[b] = -1
     return b
-
-
-@njit(cache=True, _nrt=False)
-def take_exact(ob, c: int) -> int:
-    """A block of class c from its own free list, else from the top (what
-    :func:`room_for_blocks` counts on)."""
-    if ob.free[c] >= 0:
-        return pop_free(ob, c)
-    return take_top(ob, 1 << c)
 
 
 @njit(cache=True, _nrt=False)
@@ -354,24 +346,25 @@ def repack_into(nd, ob, out) -> None:
     out.meta[META_TOP] = p
 
 
-@njit(cache=True, _nrt=False)
-def room_for_blocks(ob, sizes) -> bool:
-    """Blocks for objects counted in ``sizes`` (0: no block) can all be taken, from the free
-    lists or the top; if not, the room they need is asked for and nothing changes."""
-    top = 0
+@njit(cache=True)
+def take_blocks(ob, sizes):
+    """A block for each count of ``sizes`` (-1 where 0), as :func:`take_block` takes them;
+    if the heap cannot give them all, none is kept, the room for all of them is asked for
+    and the first entry is NO_ROOM."""
+    taken = np.full(sizes.shape[0], -1, np.int64)
     for i in range(sizes.shape[0]):
         if sizes[i] == 0:
             continue
         c = block_class(sizes[i])
-        # The free list of class c serves as many blocks as it holds: walk that far. The
-        # blocks are then taken with take_exact (no halving), as counted here.
-        same = 0
-        for j in range(i):
-            same += sizes[j] > 0 and block_class(sizes[j]) == c
-        b = ob.free[c]
-        while b >= 0 and same > 0:
-            b = -ob.slot[b] - 3
-            same -= 1
-        if b < 0:
-            top += 1 << c
-    return top == 0 or top_room(ob, top)
+        if not can_take(ob, c):
+            need = 0
+            for j in range(sizes.shape[0]):
+                if sizes[j] > 0:
+                    need += 1 << block_class(sizes[j])
+                if taken[j] >= 0:
+                    give_block(ob, taken[j], 1 << block_class(sizes[j]))
+            ob.meta[META_NEED] = max(ob.meta[META_NEED], need)
+            taken[0] = NO_ROOM
+            return taken
+        taken[i] = take_block(ob, c)
+    return taken

@@ -29,6 +29,7 @@ from numba import njit
 
 from app.geom.predicates import OUTSIDE, box_vs_frustum6
 from app.spatial.aabbtree.blocks import (
+    NO_ROOM,
     append_record,
     block_class,
     cut_record,
@@ -37,8 +38,7 @@ from app.spatial.aabbtree.blocks import (
     grow_block,
     make_room,
     move_record,
-    room_for_blocks,
-    take_exact,
+    take_blocks,
     write_centre,
     write_record,
 )
@@ -560,19 +560,19 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
                 invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(n), centers[s, 0],
                               centers[s, 1], centers[s, 2], radii[s], vdist[s])
         return 2
-    if not room_for_blocks(ob, per_child):
+    taken = take_blocks(ob, per_child)
+    if taken[0] == NO_ROOM:
         is_split[n] = False  # (the caller makes room and splits again)
         nd.meta[META_WANT_GROW] = 1
         return 0
 
-    # Pass 2: a block for each child, each object's record copied to its child's block; the
-    # ones that stay close up at the front of n's block.
+    # Pass 2: each child with its block, each object's record copied to its child's block;
+    # the ones that stay close up at the front of n's block.
     for c in range(k):
         if per_child[c] > 0:
             ch = attach_child(nd, np.int64(n), c)
-            size = block_class(per_child[c])
-            nd.start[ch] = take_exact(ob, size)
-            nd.cap[ch] = 1 << size
+            nd.start[ch] = taken[c]
+            nd.cap[ch] = 1 << block_class(per_child[c])
     kept = 0
     for i in range(m):
         c = which[i]
