@@ -1,0 +1,159 @@
+"""The AABB tree's leaf-contiguous storage (``app/spatial/aabbtree/blocks.py``): blocks that
+grow, shrink, halve and come back; kernels that stop when the heap is full and go on after a
+repack; the float32 records the frustum scan reads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.culling.frustum import camera_planes
+from app.spatial import create_index
+from app.spatial.aabbtree import blocks as bl
+from app.spatial.aabbtree import kernels as kn
+from tests.oracle import Oracle
+
+
+def _live(oracle: Oracle) -> np.ndarray:
+    return oracle.arrays()[0]
+
+
+def _centers(oracle: Oracle, ids: np.ndarray) -> np.ndarray:
+    return np.array([oracle.objs[int(i)][0] for i in ids])
+
+
+def _tight(idx) -> None:
+    """Repack the tree's heap with no room to spare, so the next batch runs out of room."""
+    idx._objs = bl.repacked(idx._nodes, idx._objs, 0)
+    ob = idx._objs
+    top = int(ob.meta[bl.META_TOP])
+    idx._objs = ob._replace(slot=ob.slot[:top + 1].copy(), rec=ob.rec[:top + 1].copy(),
+                            vd=ob.vd[:top + 1].copy())
+
+
+def test_block_sizes_and_free_lists():
+    ob = bl.new_objects(16, heap=64)
+    a = bl.take_block(ob, 3)  # 8 from the top
+    b = bl.take_block(ob, 4)  # 16
+    assert (a, b) == (0, 8) and ob.meta[bl.META_TOP] == 24
+    bl.give_block(ob, b, 16)
+    # a block of 4 halves the free 16: it takes the lower quarter, the rest goes on the lists
+    c = bl.take_block(ob, 2)
+    assert c == 8 and ob.free[2] == 12 and ob.free[3] == 16 and ob.meta[bl.META_TOP] == 24
+    assert bl.take_block(ob, 3) == 16 and bl.take_block(ob, 2) == 12
+    assert ob.free[2] == -1 and ob.free[3] == -1
+    # no room for both: take_blocks gives back the one it had (to its free list) and asks
+    # for the room of both
+    sizes = np.array([30, 0, 20], np.int64)  # classes 5 and 5: 64 positions
+    taken = bl.take_blocks(ob, sizes)
+    assert taken[0] == bl.NO_ROOM and ob.meta[bl.META_NEED] == 64
+    assert ob.meta[bl.META_TOP] == 56 and ob.free[5] == 24
+
+
+@pytest.mark.parametrize("name,leafy", [("kd", True), ("octree", False), ("icoseptree", True)])
+def test_full_heap_stops_and_resumes_every_batch(name, leafy):
+    rng = np.random.default_rng(3)
+    n = 3000
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(-100, 100, (n, 3))
+    r = rng.uniform(0.1, 2.0, n)
+    idx = create_index(name, leafy=leafy, split_threshold=6)
+    oracle = Oracle()
+    idx.insert(ids[:1000], c[:1000], r[:1000])
+    oracle.insert(ids[:1000], c[:1000], r[:1000])
+    planes = camera_planes([0, 0, 0], [1, 0.2, 0.1], far=150)
+    for step in range(8):
+        _tight(idx)
+        heap = idx._objs.slot.shape[0]
+        new = ids[1000 + 250 * step: 1250 + 250 * step]
+        idx.insert(new, c[new], r[new])
+        oracle.insert(new, c[new], r[new])
+        assert idx._objs.slot.shape[0] > heap  # the batch ran out of room and went on
+        idx.validate()
+        _tight(idx)
+        moving = rng.choice(_live(oracle), 400, replace=False)
+        c[moving] += rng.normal(scale=8.0, size=(400, 3))
+        r[moving] *= rng.uniform(0.5, 2.0, 400)
+        idx.update(moving, c[moving], r[moving])
+        oracle.update(moving, c[moving], r[moving])
+        idx.validate()
+        gone = rng.choice(_live(oracle), 100, replace=False)
+        idx.remove(gone)
+        oracle.remove(gone)
+        _tight(idx)
+        got = idx.query_frustum(planes).visible  # its upkeep splits in a full heap
+        assert np.array_equal(np.sort(got), oracle.frustum(planes))
+        idx.validate()
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10**6), leafy=st.booleans(),
+       name=st.sampled_from(["kd", "ternary", "octree", "icoseptree"]),
+       frames=st.lists(st.sampled_from(["move", "grow", "spawn", "drop", "tight"]),
+                       min_size=3, max_size=10))
+def test_blocks_track_every_change(seed, leafy, name, frames):
+    """Blocks stay sound and the scan exact under any mix of moves (radii too), spawns,
+    removals and repacks; validate checks every record against the store."""
+    rng = np.random.default_rng(seed)
+    n = 600
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(-50, 50, (n, 3))
+    r = rng.uniform(0.1, 3.0, n)
+    vd = rng.uniform(5, 80, n)
+    idx = create_index(name, leafy=leafy, split_threshold=5)
+    oracle = Oracle()
+    idx.insert(ids, c, r, vd)
+    oracle.insert(ids, c, r, vd)
+    next_id = n
+    for what in frames:
+        live = _live(oracle)
+        if what == "move":
+            m = rng.choice(live, min(len(live), 200), replace=False)
+            cm = _centers(oracle, m) + rng.normal(scale=3.0, size=(len(m), 3))
+            idx.update(m, cm)
+            oracle.update(m, cm)
+        elif what == "grow":
+            m = rng.choice(live, min(len(live), 100), replace=False)
+            rm = rng.uniform(0.1, 6.0, len(m))
+            vm = rng.uniform(5, 80, len(m))
+            idx.update(m, _centers(oracle, m), rm, vm)
+            oracle.update(m, _centers(oracle, m), rm, vm)
+        elif what == "spawn":
+            new = np.arange(next_id, next_id + 150, dtype=np.int64)
+            next_id += 150
+            cn = rng.uniform(-60, 60, (150, 3))
+            rn = rng.uniform(0.1, 3.0, 150)
+            vn = rng.uniform(5, 80, 150)
+            idx.insert(new, cn, rn, vn)
+            oracle.insert(new, cn, rn, vn)
+        elif what == "drop":
+            m = rng.choice(live, min(len(live), 150), replace=False)
+            idx.remove(m)
+            oracle.remove(m)
+        else:
+            _tight(idx)
+        eye = rng.uniform(-40, 40, 3)
+        planes = camera_planes(eye, eye + rng.normal(size=3), far=90)
+        for use_vd in (False, True):
+            got = idx.query_frustum(planes, eye=eye, use_view_distance=use_vd).visible
+            assert np.array_equal(np.sort(got), oracle.frustum(planes, eye, use_vd))
+        idx.validate()
+
+
+def test_a_move_in_place_rewrites_its_record():
+    idx = create_index("octree", leafy=True, split_threshold=4)
+    rng = np.random.default_rng(0)
+    c = rng.uniform(-10, 10, (200, 3))
+    idx.insert(np.arange(200), c, np.full(200, 0.5))
+    idx.query_frustum(camera_planes([0, 0, 0], [1, 0, 0], far=100))
+    s = int(idx._idmap.lookup(np.array([7]))[0])
+    p = idx._objs.pos[s]
+    idx.update(np.array([7]), c[7:8] + 1e-3)  # stays in its leaf: written where it is
+    assert idx._objs.pos[s] == p and idx.last_moved == 0
+    assert np.array_equal(idx._objs.rec[p, :3], (c[7] + 1e-3).astype(np.float32))
+    idx.update(np.array([7]), c[7:8] + 1e-3, np.array([0.75]))  # the radius too
+    assert idx._objs.rec[p, 3] == np.float32(0.75)
+    idx.validate()
+    assert kn.ROOT == 0
