@@ -129,7 +129,7 @@ def test_blocks_track_every_change(seed, leafy, name, frames):
             idx.insert(new, cn, rn, vn)
             oracle.insert(new, cn, rn, vn)
         elif what == "drop":
-            m = rng.choice(live, min(len(live), 150), replace=False)
+            m = rng.choice(live, len(live) // 3, replace=False)
             idx.remove(m)
             oracle.remove(m)
         else:
