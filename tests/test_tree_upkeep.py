@@ -1,6 +1,7 @@
 """The dynamic AABB tree's read-only queries and bounded upkeep: queries note, the upkeep
-refits and splits within its budget, a big backlog catches up at once, answers stay exact
-with splits pending, and validate checks the pending list."""
+refits and splits within its budget (a big split over several calls), a big backlog gets a
+bigger step, answers stay exact with splits pending or under way, and validate checks the
+pending list."""
 
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ def test_exact_with_splits_pending(name, leafy, seed, budget, catchup, share, pe
     idx.upkeep_objects = budget
     idx.catchup_objects = catchup
     idx.catchup_share = share
+    idx.catchup_budget = 2 * budget  # big splits spread over calls, catch-ups included
     for _frame in range(6):
         movers = rng.choice(ids, 150, replace=False)
         c[movers] += rng.normal(scale=8.0, size=(150, 3))
@@ -164,3 +166,49 @@ def test_validate_checks_the_pending_list(corrupt):
         pd.noted[np.flatnonzero(~pd.noted)[0]] = True
     with pytest.raises(AssertionError):
         idx.validate()
+
+
+@pytest.mark.parametrize("name,leafy", [("kd", True), ("octree", False), ("icoseptree", True)])
+def test_a_big_split_goes_on_over_calls(name, leafy):
+    """A node of more objects than the budget is split a budget at a time: every call stays
+    within it, queries in between answer exactly from a node half handed down, and the
+    split finishes."""
+    idx, oracle, rng, ids, c = _scene(name, 6000, 5, leafy, t=8)
+    idx.upkeep_objects = 400
+    idx.catchup_budget = 400
+    planes = camera_planes([0, 0, 0], [1, 0.2, 0.1], far=300)
+    seen_under_way = False
+    for _ in range(200):
+        got = idx.query_frustum(planes).visible
+        assert np.array_equal(np.sort(got), oracle.frustum(planes))
+        nd = idx._nodes
+        seen_under_way |= bool(((nd.depth >= 0) & (nd.kept >= 0)).any())
+        idx.validate()
+        spent = idx.maintain(400)
+        assert spent <= 400 + 256 + 1  # (a split under way gets at least 256 objects a call)
+        if spent == 0:
+            break
+    assert seen_under_way
+    nd = idx._nodes
+    assert not ((nd.depth >= 0) & (nd.kept >= 0)).any()
+    assert idx.stats()["split_nodes"] > 5
+    idx.validate()
+
+
+def test_a_split_that_separates_nothing_is_undone():
+    """Objects that all go to one child (here: all at one point) are handed back at the end
+    of a split under way; the node stays marked split, so it is not split again."""
+    idx = create_index("octree", leafy=True, split_threshold=8)
+    n = 3000
+    idx.insert(np.arange(n), np.zeros((n, 3)) + 5.0, np.full(n, 0.5))
+    idx.upkeep_objects = 500
+    idx.catchup_budget = 500
+    planes = camera_planes([0, 0, -10], [0, 0, 1], far=100)
+    for _ in range(20):
+        assert len(idx.query_frustum(planes).visible) == n
+        idx.validate()
+        if idx.maintain(500) == 0:
+            break
+    st_ = idx.stats()
+    assert st_["nodes"] == 1 and st_["stuck_split_nodes"] == 1
+    assert idx._nodes.count[0] == n

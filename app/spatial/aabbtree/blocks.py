@@ -201,6 +201,26 @@ def move_record(slot, rec, vd, pos, dst: int, src: int) -> None:
 
 
 @njit(cache=True, _nrt=False)
+def swap_records(slot, rec, vd, pos, a: int, b: int) -> None:
+    """Exchange the records at positions a and b."""
+    if a == b:
+        return
+    sa = slot[a]
+    sb = slot[b]
+    slot[a] = sb
+    slot[b] = sa
+    for i in range(4):
+        t = rec[a, i]
+        rec[a, i] = rec[b, i]
+        rec[b, i] = t
+    t = vd[a]
+    vd[a] = vd[b]
+    vd[b] = t
+    pos[sa] = b
+    pos[sb] = a
+
+
+@njit(cache=True, _nrt=False)
 def append_record(start, count, node, slot, rec, vd, pos, n: int, s: int, sp) -> None:
     """Append slot s to node n's block, which has room (see :func:`grow_block`)."""
     write_record(slot, rec, vd, pos, start[n] + count[n], s, sp)

@@ -45,6 +45,7 @@ MESSAGES = {
     27: "slot's float32 record differs from its sphere in the store",
     28: "heap blocks overlap, or a free list is broken",
     29: "unused position of a block holds a slot",
+    30: "split under way is not on the pending list or not marked split",
 }
 
 
@@ -240,4 +241,7 @@ def check_pending(nd, pd):
     for n in range(m):
         if pd.noted[n] and not listed[n]:
             return 26, n
+        if nd.depth[n] >= 0 and nd.kept[n] >= 0 and (
+                not listed[n] or not nd.is_split[n]):
+            return 30, n
     return 0, -1

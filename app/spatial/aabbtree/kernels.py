@@ -38,6 +38,8 @@ from app.spatial.aabbtree.blocks import (
     grow_block,
     make_room,
     move_record,
+    room_for_leaf,
+    swap_records,
     take_blocks,
     write_centre,
     write_record,
@@ -59,11 +61,15 @@ from app.spatial.pool import grown, grown_free_stack
 ROOT = 0  # the root is the first node allocated and is never freed
 META_NFREE = 0  # meta[0]: number of entries on the free stack
 META_WANT_GROW = 1  # meta[1]: a query skipped a split for lack of free nodes
-META_CATCHUP = 2  # meta[2]: a query stopped early: its noted backlog calls for a catch-up
+META_CATCHUP = 2  # meta[2]: a query's catch-up (below)
+CATCHUP_ASKED = 1  # a query stopped early: its noted backlog calls for a catch-up
+CATCHUP_DONE = 2  # the catch-up ran: the query runs again and does not ask again
+MIN_STEP = 256  # the least work an upkeep call does on a split under way (objects)
 
 Nodes = namedtuple(
     "AABBNodes",
-    ["parent", "slot_in_parent", "child", "nchild", "start", "cap", "count", "depth", "is_split",
+    ["parent", "slot_in_parent", "child", "nchild", "start", "cap", "kept", "count", "depth",
+     "is_split",
      "dirty", "axis", "lo", "hi", "split", "maxvd", "outcome", "plo", "phi", "free", "meta"],
 )
 #: The store's spheres (the base class's arrays, rebuilt per call: the store may reallocate).
@@ -107,6 +113,9 @@ _NODE_FIELDS = {
     "nchild": (np.int32, (), 0),
     "start": (np.int32, (), -1),  # the node's block in the heap (-1: none)
     "cap": (np.int32, (), 0),  # its size
+    # A split spread over upkeep calls (split_step): the objects at the front of the node's
+    # block that stay there; -1 when no split is under way.
+    "kept": (np.int32, (), -1),
     "count": (np.int32, (), 0),
     "depth": (np.int32, (), -1),  # -1 marks a free node
     "is_split": (np.bool_, (), False),
@@ -176,6 +185,7 @@ def allocate_node(nd, parent: int) -> int:
     nd.nchild[n] = 0
     nd.start[n] = -1
     nd.cap[n] = 0
+    nd.kept[n] = -1
     nd.count[n] = 0
     nd.depth[n] = 0 if parent < 0 else nd.depth[parent] + 1
     nd.is_split[n] = False
@@ -598,6 +608,129 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
     return 1
 
 
+@njit(cache=True)
+def split_step(nd, ob, sp, n: int, rules, budget: int) -> tuple[int, int]:
+    """Split node n within about ``budget`` objects of work: (code, objects spent), code as
+    :func:`split_node`'s (0 no room, 1 split, 2 pathological) or 3: under way, call again.
+
+    A node of at most ``budget`` objects is split at once (:func:`split_node`). A larger one
+    is split over several calls, so that no upkeep call stalls a frame: the first call sets
+    its split point (the mean of its float32 centres) and marks it split, and every call
+    hands up to ``budget`` objects from the end of its block to their children, the ones
+    that stay moving to the front (``kept``). Meanwhile the node holds children and objects
+    not yet handed down, which every query already reads (a non-leafy node does the same),
+    so answers stay exact. A split that sent every object to one child is undone at the end,
+    as :func:`split_node` refuses it at the start.
+    """
+    k = nd.child.shape[1]
+    if nd.meta[META_NFREE] < k:
+        nd.meta[META_WANT_GROW] = 1
+        return 0, 0
+    if nd.kept[n] < 0:
+        if nd.count[n] <= budget:
+            return split_node(nd, ob, sp, n, rules), nd.count[n] + 1
+        _start_split(nd, ob, n, rules)
+    return _hand_down(nd, ob, sp, n, rules, budget)
+
+
+@njit(cache=True, _nrt=False)
+def _start_split(nd, ob, n: int, rules) -> None:
+    """Split point (mean of the float32 centres, plus the radius with PAPER_SPLIT_POINT) and
+    axis of node n, marked split with nothing handed down yet."""
+    b = nd.start[n]
+    m = nd.count[n]
+    shift = (rules.flags & PAPER_SPLIT_POINT) != 0
+    rec = ob.rec
+    sx = 0.0
+    sy = 0.0
+    sz = 0.0
+    for p in range(b, b + m):
+        r = np.float64(rec[p, 3]) if shift else 0.0
+        sx += rec[p, 0] + r
+        sy += rec[p, 1] + r
+        sz += rec[p, 2] + r
+    nd.split[n, 0] = sx / m
+    nd.split[n, 1] = sy / m
+    nd.split[n, 2] = sz / m
+    nd.axis[n] = split_axis(nd.hi[n, 0] - nd.lo[n, 0], nd.hi[n, 1] - nd.lo[n, 1],
+                            nd.hi[n, 2] - nd.lo[n, 2], (rules.flags & PAPER_AXIS) != 0)
+    nd.is_split[n] = True
+    nd.kept[n] = 0
+
+
+@njit(cache=True)
+def _hand_down(nd, ob, sp, n: int, rules, budget: int) -> tuple[int, int]:
+    """Up to ``budget`` objects of node n's block, from its end, to their children (see
+    :func:`split_step`); a child's box grows by each object it gets, so it is exact."""
+    centers, radii, vdist = sp
+    child, is_split, axis, split, lo, hi = nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi
+    start, cap, count, maxvd = nd.start, nd.cap, nd.count, nd.maxvd
+    slot, rec, vdp, pos, node = ob.slot, ob.rec, ob.vd, ob.pos, ob.node
+    keep = rules.keep
+    kept = min(nd.kept[n], count[n])  # (moves and removals may have taken some)
+    done = 0
+    while kept < count[n] and done < budget:
+        q = start[n] + count[n] - 1
+        s = slot[q]
+        cx, cy, cz, r = slot_sphere(centers, radii, s)
+        c = which_child(child, is_split, axis, split, lo, hi, keep, np.int64(n), cx, cy, cz, r)
+        if c < 0:
+            swap_records(slot, rec, vdp, pos, start[n] + kept, q)
+            kept += 1
+        else:
+            ch = child[n, c]
+            if ch < 0:
+                if not room_for_leaf(ob):
+                    nd.kept[n] = kept
+                    nd.meta[META_WANT_GROW] = 1
+                    return 0, done
+                ch = new_leaf(nd, np.int64(n), c, cx, cy, cz)
+                grow_block(nd, ob, ch)
+            elif count[ch] == cap[ch] and not grow_block(nd, ob, ch):
+                nd.kept[n] = kept
+                nd.meta[META_WANT_GROW] = 1
+                return 0, done
+            move_record(slot, rec, vdp, pos, start[ch] + count[ch], q)
+            node[s] = ch
+            count[ch] += 1
+            count[n] -= 1
+            lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
+            grow_node(lo, hi, maxvd, ch, lx, ly, lz, hx, hy, hz, vdist[s])
+        done += 1
+    if kept < count[n]:
+        nd.kept[n] = kept
+        return 3, done
+    nd.kept[n] = -1
+    if count[n] == 0:
+        if cap[n] > 0:
+            give_block(ob, start[n], cap[n])
+            start[n] = -1
+            cap[n] = 0
+        if nd.nchild[n] == 1:
+            _undo_split(nd, ob, n)
+            return 2, done
+    return 1, done
+
+
+@njit(cache=True)
+def _undo_split(nd, ob, n: int) -> None:
+    """Node n handed every object to one child: take that child's block back and free it;
+    n stays marked split without children, so it is not split again (as split_node)."""
+    for j in range(nd.child.shape[1]):
+        ch = nd.child[n, j]
+        if ch >= 0:
+            nd.start[n] = nd.start[ch]
+            nd.cap[n] = nd.cap[ch]
+            nd.count[n] = nd.count[ch]
+            for p in range(nd.start[n], nd.start[n] + nd.count[n]):
+                ob.node[ob.slot[p]] = n
+            nd.start[ch] = -1
+            nd.cap[ch] = 0
+            nd.count[ch] = 0
+            free_empty_node(nd, ch)
+    nd.is_split[n] = True
+
+
 @njit(cache=True, inline="always")
 def split_limit(rules) -> int:
     """The object count above which a query splits a leaf: the threshold, or one less with
@@ -780,20 +913,23 @@ def maintain(nd, ob, sp, rules, budget: int, planes, pd) -> int:
             return spent
         noted[n] = False
         npend[0] -= 1
-        if nd.depth[n] < 0 or not (nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit)):
+        splitting = nd.depth[n] >= 0 and nd.kept[n] >= 0
+        if nd.depth[n] < 0 or not (nd.dirty[n] or splitting
+                                   or needs_split(nd.is_split, nd.count, n, limit)):
             continue
-        cost = nd.count[n] + 1
-        if nd.dirty[n]:
+        if nd.dirty[n] and not splitting:
             refit_node(nd, ob, sp, np.int64(n), rules.threshold)
-        if needs_split(nd.is_split, nd.count, n, limit):
-            done = split_node(nd, ob, sp, n, rules)
-            if done == 1:
+            spent += nd.count[n] + 1
+        if splitting or needs_split(nd.is_split, nd.count, n, limit):
+            code, used = split_step(nd, ob, sp, n, rules, max(budget - spent, MIN_STEP))
+            spent += used
+            if code == 1:
                 _note_seen_children(nd, n, limit, planes, noted, pending, npend)
-            elif done == 0:
-                # No room in the heap: back on the list (uncharged) until the caller made some.
+            elif code == 0 or code == 3:
+                # Under way (the budget is spent) or no room in the heap: back on the list,
+                # first in line, until the next call (the caller makes room first).
                 note_node(noted, pending, npend, n)
                 return spent
-        spent += cost
     return spent
 
 

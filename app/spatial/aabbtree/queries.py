@@ -40,6 +40,7 @@ from app.geom.predicates import (
 )
 from app.geom.zpyramid import OCCLUSION_OFF
 from app.spatial.aabbtree.kernels import (
+    CATCHUP_ASKED,
     META_CATCHUP,
     META_WANT_GROW,
     ROOT,
@@ -355,12 +356,12 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: int, sh
             qmask[nq] = newmask
             nq += 1
         top = _push_children(nd.child, nd.nchild, n, stack, top, newmask)
-    if noted_objects > catchup or noted_objects > share * working:
+    if nd.meta[META_CATCHUP] == 0 and (noted_objects > catchup or noted_objects > share * working):
         # The tree is badly out of shape for this view (a big scene's first query; unsplit
         # leaves would be most of the objects to look at): the
         # caller runs the upkeep without a budget and asks again, and this run's answer
         # would be thrown away.
-        nd.meta[META_CATCHUP] = 1
+        nd.meta[META_CATCHUP] = CATCHUP_ASKED
         return np.empty(0, np.int64), working, visited, occ_nodes, 0, 0
     if nd.meta[META_WANT_GROW]:
         # A split was skipped for lack of nodes: the caller grows the pool and runs the query

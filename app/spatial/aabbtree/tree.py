@@ -46,14 +46,17 @@ class AABBTree(SpatialIndex):
 
     Upkeep (our mode): queries do not change the tree's shape. They note the dirty nodes and
     overfull leaves they reach, and :meth:`maintain` refits and splits those, at most
-    ``upkeep_objects`` objects' worth per call (at least one node). It runs at the end of
+    ``upkeep_objects`` objects' worth per call; a node larger than that is split over several
+    calls (``kernels.split_step``), so no call stalls a frame. It runs at the end of
     every ``update``, and at the start of a query once ``frame_queries`` queries have followed
     the last update: a moving scene's frames of up to that many queries (two-pass occlusion,
     a shadow view) run it once, in the update, and a scene that stopped moving still gets its
     tree, one budget per query. A frustum query whose noted overfull leaves hold more than
     ``catchup_objects`` objects, or more than ``catchup_share`` of its working set (a big
-    scene's first view, a small scene's first query, a turn onto big leaves), runs the
-    upkeep without a budget and asks again, so the visible part of the tree is built at once.
+    scene's first view, a small scene's first query, a turn onto big leaves), runs one
+    upkeep step of ``catchup_budget`` objects and asks again (once): the visible part of the
+    tree is built over the next frames, while queries scan the big blocks they reach
+    (a contiguous float32 scan: a million objects cost what the brute force costs).
     The paper mode's extents bookkeeping (``PAPER_LAZY``) keeps splitting inside queries, as
     appendix A does.
     """
@@ -65,10 +68,12 @@ class AABBTree(SpatialIndex):
     pairs_per_object_ratio = 12
     #: The upkeep's budget per call: objects of the nodes it refits or splits.
     upkeep_objects = 1 << 14
-    #: A frustum query noting overfull leaves of more objects than this catches up at once.
+    #: A frustum query noting overfull leaves of more objects than this catches up.
     catchup_objects = 1 << 12
     #: ... or more than this share of its working set (1.0: never on that account).
     catchup_share = 0.5
+    #: The budget of that catch-up (objects): splits bigger than a budget go on over calls.
+    catchup_budget = 1 << 16
     #: Queries a frame may make after its update before queries run the upkeep themselves.
     frame_queries = 2
 
@@ -181,11 +186,13 @@ class AABBTree(SpatialIndex):
                 extra += (self._verdict_bytes(),)
             out = kernel(self._nodes, self._objs, self._spheres(), *args, *extra)
             meta = self._nodes.meta
-            if meta[kn.META_CATCHUP]:
-                meta[kn.META_CATCHUP] = 0
-                self.maintain(None)
+            if meta[kn.META_CATCHUP] == kn.CATCHUP_ASKED:
+                # One bigger upkeep step, then the query again, which asks no more this time.
+                self.maintain(self.catchup_budget)
+                self._nodes.meta[kn.META_CATCHUP] = kn.CATCHUP_DONE
                 continue
             if not meta[kn.META_WANT_GROW]:
+                meta[kn.META_CATCHUP] = 0
                 return out
 
     def maintain(self, budget: int | None = None) -> int:
