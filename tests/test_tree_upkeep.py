@@ -175,7 +175,8 @@ def test_a_big_split_goes_on_over_calls(name, leafy):
     split finishes."""
     idx, oracle, rng, ids, c = _scene(name, 6000, 5, leafy, t=8)
     idx.upkeep_objects = 400
-    idx.catchup_budget = 400
+    idx.catchup_objects = 10**9  # no catch-up: a fresh tree's would build it all at once
+    idx.catchup_share = 1.0
     planes = camera_planes([0, 0, 0], [1, 0.2, 0.1], far=300)
     seen_under_way = False
     for _ in range(200):
@@ -202,7 +203,8 @@ def test_a_split_that_separates_nothing_is_undone():
     n = 3000
     idx.insert(np.arange(n), np.zeros((n, 3)) + 5.0, np.full(n, 0.5))
     idx.upkeep_objects = 500
-    idx.catchup_budget = 500
+    idx.catchup_objects = 10**9
+    idx.catchup_share = 1.0
     planes = camera_planes([0, 0, -10], [0, 0, 1], far=100)
     for _ in range(20):
         assert len(idx.query_frustum(planes).visible) == n

@@ -917,11 +917,17 @@ def maintain(nd, ob, sp, rules, budget: int, planes, pd) -> int:
         if nd.depth[n] < 0 or not (nd.dirty[n] or splitting
                                    or needs_split(nd.is_split, nd.count, n, limit)):
             continue
-        if nd.dirty[n] and not splitting:
+        step = max(budget - spent, MIN_STEP)
+        overfull = needs_split(nd.is_split, nd.count, n, limit)
+        if nd.dirty[n] and not splitting and not (overfull and nd.count[n] > step):
+            # (A node split over several calls is not refitted first: a refit costs all its
+            # objects at once, and its stored box, loose but conservative, serves the split;
+            # it is refitted when next noted, holding few objects of its own by then.)
             refit_node(nd, ob, sp, np.int64(n), rules.threshold)
             spent += nd.count[n] + 1
-        if splitting or needs_split(nd.is_split, nd.count, n, limit):
-            code, used = split_step(nd, ob, sp, n, rules, max(budget - spent, MIN_STEP))
+            step = max(budget - spent, MIN_STEP)
+        if splitting or overfull:
+            code, used = split_step(nd, ob, sp, n, rules, step)
             spent += used
             if code == 1:
                 _note_seen_children(nd, n, limit, planes, noted, pending, npend)

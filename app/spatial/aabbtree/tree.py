@@ -56,7 +56,9 @@ class AABBTree(SpatialIndex):
     scene's first view, a small scene's first query, a turn onto big leaves), runs one
     upkeep step of ``catchup_budget`` objects and asks again (once): the visible part of the
     tree is built over the next frames, while queries scan the big blocks they reach
-    (a contiguous float32 scan: a million objects cost what the brute force costs).
+    (a contiguous float32 scan: a million objects cost what the brute force costs). Only a
+    tree never split yet (just built or switched to) catches up without a budget: its first
+    query builds the visible tree at once.
     The paper mode's extents bookkeeping (``PAPER_LAZY``) keeps splitting inside queries, as
     appendix A does.
     """
@@ -67,13 +69,13 @@ class AABBTree(SpatialIndex):
     #: otherwise the whole-tree descent with the ids as a filter.
     pairs_per_object_ratio = 12
     #: The upkeep's budget per call: objects of the nodes it refits or splits.
-    upkeep_objects = 1 << 14
+    upkeep_objects = 1 << 12
     #: A frustum query noting overfull leaves of more objects than this catches up.
     catchup_objects = 1 << 12
     #: ... or more than this share of its working set (1.0: never on that account).
     catchup_share = 0.5
     #: The budget of that catch-up (objects): splits bigger than a budget go on over calls.
-    catchup_budget = 1 << 16
+    catchup_budget = 1 << 14
     #: Queries a frame may make after its update before queries run the upkeep themselves.
     frame_queries = 2
 
@@ -187,8 +189,10 @@ class AABBTree(SpatialIndex):
             out = kernel(self._nodes, self._objs, self._spheres(), *args, *extra)
             meta = self._nodes.meta
             if meta[kn.META_CATCHUP] == kn.CATCHUP_ASKED:
-                # One bigger upkeep step, then the query again, which asks no more this time.
-                self.maintain(self.catchup_budget)
+                # One bigger upkeep step, then the query again, which asks no more this time;
+                # a tree never split yet (just built or switched to) is built at once.
+                fresh = not self._nodes.is_split[kn.ROOT]
+                self.maintain(None if fresh else self.catchup_budget)
                 self._nodes.meta[kn.META_CATCHUP] = kn.CATCHUP_DONE
                 continue
             if not meta[kn.META_WANT_GROW]:
