@@ -627,8 +627,9 @@ def split_step(nd, ob, sp, n: int, rules, budget: int) -> tuple[int, int]:
         nd.meta[META_WANT_GROW] = 1
         return 0, 0
     if nd.kept[n] < 0:
-        if nd.count[n] <= budget:
-            return split_node(nd, ob, sp, n, rules), nd.count[n] + 1
+        m = nd.count[n]
+        if m <= budget:
+            return split_node(nd, ob, sp, n, rules), m + 1
         _start_split(nd, ob, n, rules)
     return _hand_down(nd, ob, sp, n, rules, budget)
 

@@ -56,9 +56,9 @@ class AABBTree(SpatialIndex):
     scene's first view, a small scene's first query, a turn onto big leaves), runs one
     upkeep step of ``catchup_budget`` objects and asks again (once): the visible part of the
     tree is built over the next frames, while queries scan the big blocks they reach
-    (a contiguous float32 scan: a million objects cost what the brute force costs). Only a
-    tree never split yet (just built or switched to) catches up without a budget: its first
-    query builds the visible tree at once.
+    (a contiguous float32 scan: a million objects cost what the brute force costs). A tree
+    never split yet (just built or switched to) catches up with ``first_budget`` (none by
+    default): its first query builds the visible tree at once.
     The paper mode's extents bookkeeping (``PAPER_LAZY``) keeps splitting inside queries, as
     appendix A does.
     """
@@ -69,13 +69,19 @@ class AABBTree(SpatialIndex):
     #: otherwise the whole-tree descent with the ids as a filter.
     pairs_per_object_ratio = 12
     #: The upkeep's budget per call: objects of the nodes it refits or splits.
-    upkeep_objects = 1 << 12
+    upkeep_objects = 1 << 14
     #: A frustum query noting overfull leaves of more objects than this catches up.
     catchup_objects = 1 << 12
     #: ... or more than this share of its working set (1.0: never on that account).
     catchup_share = 0.5
     #: The budget of that catch-up (objects): splits bigger than a budget go on over calls.
-    catchup_budget = 1 << 14
+    catchup_budget = 1 << 16
+    #: ... and of a tree never split yet (a first query after a build or a switch); None: no
+    #: budget, the visible tree is built at once. A budget (say 1 << 22, about 0.2 s at 10^6
+    #: objects) shortens that query, but the rest then takes hundreds of frames of bounded
+    #: steps, each frame scanning the big leaves left: kd/leafy's static frames went from
+    #: 0.98x to 0.18x the brute force's (bench index, 10^6).
+    first_budget: int | None = None
     #: Queries a frame may make after its update before queries run the upkeep themselves.
     frame_queries = 2
 
@@ -131,7 +137,7 @@ class AABBTree(SpatialIndex):
         self._pend = kn.grow_pending(self._pend, self._nodes.parent.shape[0])
 
     def _make_room(self) -> None:
-        """Repack the heap with room for what a stopped kernel asked for (and half again)."""
+        """Repack the heap with room for what a stopped kernel asked for (and its size again)."""
         ob = self._objs
         need = int(ob.meta[bl.META_NEED])
         self._objs = bl.repacked(self._nodes, ob, need)
@@ -192,7 +198,7 @@ class AABBTree(SpatialIndex):
                 # One bigger upkeep step, then the query again, which asks no more this time;
                 # a tree never split yet (just built or switched to) is built at once.
                 fresh = not self._nodes.is_split[kn.ROOT]
-                self.maintain(None if fresh else self.catchup_budget)
+                self.maintain(self.first_budget if fresh else self.catchup_budget)
                 self._nodes.meta[kn.META_CATCHUP] = kn.CATCHUP_DONE
                 continue
             if not meta[kn.META_WANT_GROW]:
