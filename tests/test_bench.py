@@ -173,3 +173,24 @@ def test_occlusion_bench_ratios_pair_runs_of_the_same_repetition(tmp_path):
                                                                  (20, 7, 8)])))
     assert log_medians(log) == {"frame_ms": 20.0, "render_ms": 6.0, "occlusion_ms": 0.0,
                                 "drawn": 8.0}
+
+
+@pytest.mark.parametrize("mode", ["ours", "paper"])
+def test_paper_protocol_splits_the_trees_fully(mode):
+    """The protocol's whole-volume query leaves no overfull leaf: in our mode queries only
+    note splits and the upkeep makes them, so the bench alternates the two until done."""
+    from app.bench.paper import split_fully
+    from app.spatial import create_index
+
+    rng = np.random.default_rng(5)
+    n = 20000
+    c = rng.uniform(0, 80, (n, 3))
+    r = rng.uniform(1, 10, n)
+    idx = create_index("kd", split_threshold=30, mode=mode)
+    idx.insert(np.arange(n), c, r)
+    lo, hi = (c - r[:, None]).min(axis=0), (c + r[:, None]).max(axis=0)
+    assert split_fully(idx, lo, hi).shape[0] == n
+    nd = idx._nodes
+    live = nd.depth >= 0
+    overfull = live & ~nd.is_split & (nd.count > idx.split_threshold)
+    assert idx.stats()["max_depth"] > 5 and not overfull.any()
