@@ -258,13 +258,9 @@ def resize_block(nd, ob, n: int, c: int) -> None:
 
 
 @njit(cache=True, _nrt=False)
-def reserve_block(nd, ob, n: int, total: int) -> bool:
-    """Make node n's block hold ``total`` objects at once (a batch about to land there: one
-    move instead of a doubling per power of two); False, with the room asked for, if the
-    heap lacks it."""
-    if nd.cap[n] >= total:
-        return True
-    c = block_class(total)
+def move_or_ask(nd, ob, n: int, c: int) -> bool:
+    """Move node n's objects to a block of class c; False, with the room asked for
+    (meta[META_NEED]), if the heap lacks it."""
     if not can_take(ob, c):
         ob.meta[META_NEED] = max(ob.meta[META_NEED], 1 << c)
         return False
@@ -273,15 +269,17 @@ def reserve_block(nd, ob, n: int, total: int) -> bool:
 
 
 @njit(cache=True, _nrt=False)
+def reserve_block(nd, ob, n: int, total: int) -> bool:
+    """Make node n's block hold ``total`` objects at once (a batch about to land there: one
+    move instead of a doubling per power of two); False if the heap lacks the room."""
+    return nd.cap[n] >= total or move_or_ask(nd, ob, n, block_class(total))
+
+
+@njit(cache=True, _nrt=False)
 def grow_block(nd, ob, n: int) -> bool:
     """Give node n's full (or missing) block room for one more: move it to a block twice its
-    size (the smallest, for none). False, with the room asked for, if the heap lacks it."""
-    c = MIN_CLASS if nd.cap[n] == 0 else block_class(2 * nd.cap[n])
-    if not can_take(ob, c):
-        ob.meta[META_NEED] = max(ob.meta[META_NEED], 1 << c)
-        return False
-    resize_block(nd, ob, n, c)
-    return True
+    size (the smallest, for none). False if the heap lacks the room."""
+    return move_or_ask(nd, ob, n, MIN_CLASS if nd.cap[n] == 0 else block_class(2 * nd.cap[n]))
 
 
 @njit(cache=True, _nrt=False)
