@@ -893,14 +893,16 @@ def maintain(nd, ob, sp, rules, budget: int, planes, pd) -> int:
     """The upkeep: refit and split the nodes queries noted, within ``budget`` objects.
 
     Takes nodes off the pending list last-noted first (a traversal notes parents before
-    children, so children are refitted before their parents read their boxes); a node
-    costs its object count plus one, and the first one is done whatever its size, so every
-    call makes progress. A node freed since it was noted, or no longer dirty nor overfull,
-    is dropped. The children of a split that are overfull and not outside ``planes`` (the
-    last frustum query's, empty before any) are noted in turn: the split carries on
-    the descent that query would have made into them, as when queries split. Stops without
-    taking a node off the list when a split lacks free nodes (``META_WANT_GROW``; the caller
-    reserves room first). Returns the objects spent.
+    children, so children are refitted before their parents read their boxes). A refit or a
+    split costs the node's objects plus one; a split bigger than what is left of the budget
+    (at least MIN_STEP) goes on over calls (:func:`split_step`), its node put back first in
+    line, so every call makes progress and none does much more than its budget. A node
+    freed since it was noted, or no longer dirty nor overfull, is dropped. The children of a
+    split that are overfull and not outside ``planes`` (the last frustum query's, empty
+    before any) are noted in turn: the split carries on the descent that query would have
+    made into them, as when queries split. Stops, the node back on the list, when a split
+    lacks free nodes or heap room (``META_WANT_GROW``; the caller makes room and calls
+    again). Returns the objects spent.
     """
     limit = split_limit(rules)
     k = nd.child.shape[1]
