@@ -214,3 +214,36 @@ def test_a_split_that_separates_nothing_is_undone():
     st_ = idx.stats()
     assert st_["nodes"] == 1 and st_["stuck_split_nodes"] == 1
     assert idx._nodes.count[0] == n
+
+
+@settings(max_examples=15, deadline=None)
+@given(name=st.sampled_from(HEURISTICS), leafy=st.booleans(), seed=st.integers(0, 2**31),
+       budget=st.integers(1, 300), spots=st.integers(1, 4))
+def test_splits_under_way_of_piled_up_objects(name, leafy, seed, budget, spots):
+    """Objects piled on a few points (splits that separate nothing, children split while
+    their parent is still handing objects down) stay exact and sound, whatever the budget."""
+    rng = np.random.default_rng(seed)
+    n = 600
+    points = rng.uniform(-50, 50, (spots, 3))
+    c = points[rng.integers(0, spots, n)]
+    c[: n // 10] = rng.uniform(-50, 50, (n // 10, 3))  # a few elsewhere
+    r = rng.uniform(0.1, 1.0, n)
+    ids = np.arange(n, dtype=np.int64)
+    idx = create_index(name, leafy=leafy, split_threshold=6)
+    idx.upkeep_objects = budget
+    idx.catchup_objects = 10**9
+    idx.catchup_share = 1.0
+    idx.insert(ids, c, r)
+    oracle = Oracle()
+    oracle.insert(ids, c, r)
+    for _frame in range(6):
+        movers = rng.choice(ids, 60, replace=False)
+        c[movers] = points[rng.integers(0, spots, 60)] + rng.normal(scale=0.01, size=(60, 3))
+        idx.update(movers, c[movers])
+        oracle.update(movers, c[movers])
+        eye = rng.uniform(-60, 60, 3)
+        planes = camera_planes(eye, points[0] - eye + 1e-3, far=200)
+        got = idx.query_frustum(planes).visible
+        assert np.array_equal(np.sort(got), oracle.frustum(planes))
+        idx.maintain(budget)
+        idx.validate()

@@ -707,19 +707,22 @@ def _hand_down(nd, ob, sp, n: int, rules, budget: int) -> tuple[int, int]:
             give_block(ob, start[n], cap[n])
             start[n] = -1
             cap[n] = 0
-        if nd.nchild[n] == 1:
-            _undo_split(nd, ob, n)
+        if nd.nchild[n] == 1 and _undo_split(nd, ob, n):
             return 2, done
     return 1, done
 
 
 @njit(cache=True)
-def _undo_split(nd, ob, n: int) -> None:
+def _undo_split(nd, ob, n: int) -> bool:
     """Node n handed every object to one child: take that child's block back and free it;
-    n stays marked split without children, so it is not split again (as split_node)."""
+    n stays marked split without children, so it is not split again (as split_node). Not
+    when that child has children of its own (it was split meanwhile, and separated its
+    objects: the split was no copy of n); returns whether it undid."""
     for j in range(nd.child.shape[1]):
         ch = nd.child[n, j]
         if ch >= 0:
+            if nd.nchild[ch] > 0:
+                return False
             nd.start[n] = nd.start[ch]
             nd.cap[n] = nd.cap[ch]
             nd.count[n] = nd.count[ch]
@@ -730,6 +733,7 @@ def _undo_split(nd, ob, n: int) -> None:
             nd.count[ch] = 0
             free_empty_node(nd, ch)
     nd.is_split[n] = True
+    return True
 
 
 @njit(cache=True, inline="always")
