@@ -104,6 +104,30 @@ def tolerances32(planes, eye, max_abs, max_r):
     return p32, tol, tol_d
 
 
+@njit(cache=True, fastmath=FAST, inline="always")
+def six_plane_code(p32, x, y, z, r, tol) -> np.uint8:
+    """OUT / NEAR / IN of one sphere by six float32 planes: every scan's lane test (the brute
+    force's, a chunk's, a tree block's). Six, a constant count: inside a loop over spheres
+    the plane loop unrolls and the spheres vectorise."""
+    m = np.float32(np.inf)
+    for p in range(6):
+        v = p32[p, 0] * x + p32[p, 1] * y + p32[p, 2] * z + p32[p, 3]
+        m = v if v < m else m
+    m = m + r
+    return np.uint8(m >= tol) + np.uint8(m >= -tol)
+
+
+@njit(cache=True, fastmath=FAST, inline="always")
+def many_plane_code(p32, x, y, z, r, tol) -> np.uint8:
+    """:func:`six_plane_code` for a volume of any number of planes (not vectorised)."""
+    m = np.float32(np.inf)
+    for p in range(p32.shape[0]):
+        v = p32[p, 0] * x + p32[p, 1] * y + p32[p, 2] * z + p32[p, 3]
+        m = v if v < m else m
+    m = m + r
+    return np.uint8(m >= tol) + np.uint8(m >= -tol)
+
+
 @njit(cache=True, fastmath=FAST)
 def _plane_verdicts(x, y, z, r, p32, tol, out) -> None:
     """OUT / NEAR / IN by the six planes; straight-line code that vectorises.
@@ -112,27 +136,14 @@ def _plane_verdicts(x, y, z, r, p32, tol, out) -> None:
     checks, which otherwise stop the vectorisation: 2.0 ms against 0.6 ms for 10^6 spheres).
     """
     for i in range(x.shape[0]):
-        xi = x[i]
-        yi = y[i]
-        zi = z[i]
-        m = np.float32(np.inf)
-        for p in range(6):  # a constant count: the loop unrolls and the spheres vectorise
-            v = p32[p, 0] * xi + p32[p, 1] * yi + p32[p, 2] * zi + p32[p, 3]
-            m = v if v < m else m
-        m = m + r[i]
-        out[i] = np.uint8(m >= tol) + np.uint8(m >= -tol)
+        out[i] = six_plane_code(p32, x[i], y[i], z[i], r[i], tol)
 
 
 @njit(cache=True, fastmath=FAST)
 def _many_plane_verdicts(x, y, z, r, p32, tol, out) -> None:
     """:func:`_plane_verdicts` for a volume of more than six planes (not vectorised)."""
     for i in range(x.shape[0]):
-        m = np.float32(np.inf)
-        for p in range(p32.shape[0]):
-            v = p32[p, 0] * x[i] + p32[p, 1] * y[i] + p32[p, 2] * z[i] + p32[p, 3]
-            m = v if v < m else m
-        m = m + r[i]
-        out[i] = np.uint8(m >= tol) + np.uint8(m >= -tol)
+        out[i] = many_plane_code(p32, x[i], y[i], z[i], r[i], tol)
 
 
 @njit(cache=True, fastmath=FAST)

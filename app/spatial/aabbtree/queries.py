@@ -56,7 +56,9 @@ from app.spatial.scan import (
     SphereTest,
     compact,
     distance_code,
+    many_plane_code,
     settle,
+    six_plane_code,
     tolerances32,
     verdict_words,
 )
@@ -180,17 +182,10 @@ def _scan_blocks(ob, start, count, qnode, qmask, nq: int, t: SphereTest, test_al
             xi = rec[i, 0]
             yi = rec[i, 1]
             zi = rec[i, 2]
-            m = np.float32(np.inf)
             if six:
-                for p in range(6):  # a constant count: unrolled, and the lanes vectorise
-                    v = p32[p, 0] * xi + p32[p, 1] * yi + p32[p, 2] * zi + p32[p, 3]
-                    m = v if v < m else m
+                code = six_plane_code(p32, xi, yi, zi, rec[i, 3], tol)
             else:
-                for p in range(p32.shape[0]):
-                    v = p32[p, 0] * xi + p32[p, 1] * yi + p32[p, 2] * zi + p32[p, 3]
-                    m = v if v < m else m
-            m = m + rec[i, 3]
-            code = np.uint8(m >= tol) + np.uint8(m >= -tol)
+                code = many_plane_code(p32, xi, yi, zi, rec[i, 3], tol)
             if use_vd:
                 c2 = distance_code(xi - ex, yi - ey, zi - ez, vd[i], tol_d)
                 code = c2 if c2 < code else code

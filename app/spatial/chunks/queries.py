@@ -40,6 +40,7 @@ from app.spatial.scan import (
     compact,
     distance_code,
     settle,
+    six_plane_code,
     verdict_words,
 )
 
@@ -320,12 +321,7 @@ def _scan_chunks(s32: Spheres32, view: ChunkView, chunks, nchunks: int, codes) -
             xi = x[i]
             yi = y[i]
             zi = z[i]
-            m = np.float32(np.inf)
-            for p in range(6):
-                v = p32[p, 0] * xi + p32[p, 1] * yi + p32[p, 2] * zi + p32[p, 3]
-                m = v if v < m else m
-            m = m + r[i]
-            code = np.uint8(m >= tol) + np.uint8(m >= -tol)
+            code = six_plane_code(p32, xi, yi, zi, r[i], tol)
             if use_vd:
                 c2 = distance_code(xi - ex, yi - ey, zi - ez, vd[i], tol_d)
                 code = c2 if c2 < code else code
