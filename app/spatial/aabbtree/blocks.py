@@ -111,17 +111,17 @@ def can_take(ob, c: int) -> bool:
 
 
 @njit(cache=True, _nrt=False)
-def top_room(ob, size: int) -> bool:
-    """``size`` positions fit above the top; if not, ask for them (meta[META_NEED])."""
-    if ob.meta[META_TOP] + size <= ob.slot.shape[0]:
+def can_take_or_ask(ob, c: int) -> bool:
+    """:func:`can_take`; if not, the room is asked for (meta[META_NEED]), nothing changed."""
+    if can_take(ob, c):
         return True
-    ob.meta[META_NEED] = max(ob.meta[META_NEED], size)
+    ob.meta[META_NEED] = max(ob.meta[META_NEED], 1 << c)
     return False
 
 
 @njit(cache=True, _nrt=False)
 def take_top(ob, size: int) -> int:
-    """``size`` positions above the top (the caller checked :func:`top_room`)."""
+    """``size`` positions above the top (the caller checked there is room)."""
     b = ob.meta[META_TOP]
     ob.meta[META_TOP] = b + size
     return b
@@ -261,8 +261,7 @@ def resize_block(nd, ob, n: int, c: int) -> None:
 def move_or_ask(nd, ob, n: int, c: int) -> bool:
     """Move node n's objects to a block of class c; False, with the room asked for
     (meta[META_NEED]), if the heap lacks it."""
-    if not can_take(ob, c):
-        ob.meta[META_NEED] = max(ob.meta[META_NEED], 1 << c)
+    if not can_take_or_ask(ob, c):
         return False
     resize_block(nd, ob, n, c)
     return True
@@ -285,10 +284,7 @@ def grow_block(nd, ob, n: int) -> bool:
 @njit(cache=True, _nrt=False)
 def room_for_leaf(ob) -> bool:
     """A new leaf's block can be had; if not, the room is asked for."""
-    if can_take(ob, MIN_CLASS):
-        return True
-    ob.meta[META_NEED] = max(ob.meta[META_NEED], 1 << MIN_CLASS)
-    return False
+    return can_take_or_ask(ob, MIN_CLASS)
 
 
 @njit(cache=True, _nrt=False)
