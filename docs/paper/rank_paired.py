@@ -6,10 +6,10 @@ timed in turns, the order rotating each cycle, so that load from other programs 
 16 trees alike (as the paired part of ``bench paper``, which pairs modes, not heuristics).
 Protocol as ``app.bench.paper``: chapter 4 (side n^(1/3), a random 10^3 box) or chapter 3
 (uniform, side 3 n^(1/3), a 100^3 box), then per cycle a timed ``query_box`` and a timed
-``update`` of 1,000 random objects moved 1x their radius. The tree is split fully first: our
-mode's queries only note splits for the upkeep, so a whole-volume frustum query and a full
-``maintain`` are repeated until the tree stops growing (the paper mode splits inside the
-whole-volume ``query_box`` itself).
+``update`` of 1,000 random objects moved 1x their radius. The tree is split fully first, as
+the bench does it (``app.bench.paper.split_fully``: whole-volume queries and the upkeep in
+turn until nothing is left; the report's runs used a frustum-query loop of their own, which
+builds the same trees: node counts and depths checked equal at 10^5).
 
     PYTHONPATH=. .venv/bin/python docs/paper/rank_paired.py measure ch4 clustered 1e6 40 out.json
     python docs/paper/rank_paired.py summary out.json [more.json ...]
@@ -28,27 +28,9 @@ MODES = ("ours", "paper")
 LEAFINESS = ("non-leafy", "leafy")
 
 
-def split_fully(idx, lo: np.ndarray, hi: np.ndarray) -> int:
-    """Whole-volume queries (and, in our mode, full upkeeps) until the node count stops
-    changing; returns the rounds taken."""
-    from app.bench.workloads import box_planes
-
-    idx.query_box(lo, hi)
-    upkeep = getattr(idx, "maintain", None)
-    rounds = 0
-    while upkeep is not None:
-        before = idx.stats()["nodes"]
-        idx.query_frustum(box_planes(lo, hi))
-        upkeep(None)
-        rounds += 1
-        if idx.stats()["nodes"] == before:
-            break
-    return rounds
-
-
 def build(h: str, mode: str, leafy: bool, threshold: int | None, data) -> tuple[object, dict]:
     """One tree on the task's objects, split fully; (tree, its build figures)."""
-    from app.bench.paper import _warm
+    from app.bench.paper import _warm, split_fully
     from app.spatial import create_index
 
     kw = {"leafy": leafy, "mode": mode}
@@ -61,10 +43,10 @@ def build(h: str, mode: str, leafy: bool, threshold: int | None, data) -> tuple[
     t0 = time.process_time()
     idx.insert(ids, centers, radii)
     t1 = time.process_time()
-    rounds = split_fully(idx, lo, hi)
+    split_fully(idx, lo, hi)
     t2 = time.process_time()
     st = idx.stats()
-    return idx, {"build_ms": (t1 - t0) * 1e3, "split_ms": (t2 - t1) * 1e3, "rounds": rounds,
+    return idx, {"build_ms": (t1 - t0) * 1e3, "split_ms": (t2 - t1) * 1e3,
                  "max_depth": int(st["max_depth"]), "nodes": int(st["nodes"]),
                  "threshold": threshold}
 
