@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.bench.paper import split_fully
 from app.culling.frustum import camera_planes
 from app.spatial import create_index
 from app.spatial.aabbtree import blocks as bl
@@ -157,3 +158,57 @@ def test_a_move_in_place_rewrites_its_record():
     assert idx._objs.rec[p, 3] == np.float32(0.75)
     idx.validate()
     assert kn.ROOT == 0
+
+
+@pytest.mark.parametrize("offset,scale", [(1e6, 1e-4), (-3e7, 1e-3), (1e12, 1.0), (0.0, 1e-9)])
+@pytest.mark.parametrize("name,leafy", [("kd", True), ("ternary", False), ("octree", True)])
+def test_boxes_from_float32_records_hold_the_exact_spheres(name, leafy, offset, scale):
+    """Our mode builds boxes from the float32 records, widened (kernels.record_bounds): far
+    from the origin, with radii far below a float32 step there, every box still holds its
+    objects' exact spheres (validate: codes 18 and 21), after splits, moves, radius changes
+    and removals, and queries stay exact."""
+    rng = np.random.default_rng(3)
+    n = 800
+    ids = np.arange(n, dtype=np.int64)
+    c = offset + rng.uniform(-1, 1, (n, 3)) * max(abs(offset) * 1e-5, 10.0)
+    r = rng.uniform(0.1, 1.0, n) * scale
+    idx = create_index(name, leafy=leafy, split_threshold=6)
+    oracle = Oracle()
+    idx.insert(ids, c, r)
+    oracle.insert(ids, c, r)
+    for step in range(4):
+        lo, hi = _centers(oracle, _live(oracle)).min(axis=0) - 1, _centers(
+            oracle, _live(oracle)).max(axis=0) + 1  # (all of them: split_fully splits them all)
+        got = split_fully(idx, lo, hi)
+        assert np.array_equal(np.sort(got), oracle.box(lo, hi))
+        idx.validate()
+        m = rng.choice(_live(oracle), 200, replace=False)
+        cm = _centers(oracle, m) + rng.normal(scale=(hi - lo) * 0.01, size=(200, 3))
+        rm = rng.uniform(0.1, 1.0, 200) * scale
+        idx.update(m, cm, rm if step % 2 else None)
+        oracle.update(m, cm, rm if step % 2 else None)
+        idx.remove(m[:20])
+        oracle.remove(m[:20])
+        idx.validate()
+        q_lo = lo + (hi - lo) * rng.uniform(0, 0.5, 3)
+        q_hi = q_lo + (hi - lo) * 0.4
+        assert np.array_equal(np.sort(idx.query_box(q_lo, q_hi)), oracle.box(q_lo, q_hi))
+
+
+def test_records_beyond_float32_read_the_store():
+    """Coordinates past float32's range are clamped in the records; boxes of such objects come
+    from the store's exact spheres (kernels.record_bounds), so they still hold them."""
+    rng = np.random.default_rng(5)
+    c = rng.uniform(-10, 10, (300, 3))
+    c[:40] *= 1e300
+    c[40:60] = 1e38 + rng.uniform(0, 1e37, (20, 3))
+    vd = np.full(300, np.inf)
+    vd[:100] = rng.uniform(1e37, 1e300, 100)
+    idx = create_index("octree", leafy=True, split_threshold=4)
+    idx.insert(np.arange(300), c, np.full(300, 0.5), vd)
+    oracle = Oracle()
+    oracle.insert(np.arange(300), c, np.full(300, 0.5), vd)
+    big = np.full(3, 1e301)
+    assert np.array_equal(np.sort(split_fully(idx, -big, big)), oracle.box(-big, big))
+    idx.validate()
+    assert idx.stats()["nodes"] > 1

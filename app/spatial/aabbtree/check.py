@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 from app.spatial.aabbtree.blocks import META_TOP, MIN_CLASS
-from app.spatial.aabbtree.kernels import META_NFREE, ROOT
+from app.spatial.aabbtree.kernels import META_NFREE, ROOT, slack_of
 from app.spatial.scan import to32
 
 MESSAGES = {
@@ -36,7 +36,8 @@ MESSAGES = {
     19: "slot's view distance exceeds its node's max view distance",
     20: "node's block is malformed (count above its size, size not a power of two >= 4, "
         "outside the heap, or a block without objects)",
-    21: "clean (not dirty) node's box is not exactly the union of its contents",
+    21: "clean (not dirty) node's box is not the union of its contents (exactly in the "
+        "paper's lazy mode, within the records' slack in ours)",
     22: "live slot is in no node's block",
     23: "empty root is split or has a non-empty box",
     24: "paper mode: clean node's stored (paper) box differs from its box",
@@ -172,8 +173,9 @@ def check_blocks(nd, ob, sp, alive):
 
 
 @njit(cache=True)
-def check_boxes(nd, ob, sp):
-    """Boxes contain their children's boxes and their objects' bounds; clean ones are exact."""
+def check_boxes(nd, ob, sp, slack: float):
+    """Boxes contain their children's boxes and their objects' bounds; clean ones are their
+    union, exactly when ``slack`` is 0, else within ``kernels.slack_of`` of it."""
     for n in range(nd.parent.shape[0]):
         if nd.depth[n] < 0:
             continue
@@ -199,8 +201,9 @@ def check_boxes(nd, ob, sp):
                 ulo[a] = min(ulo[a], lo_a)
                 uhi[a] = max(uhi[a], hi_a)
         if not nd.dirty[n]:
+            t = slack_of(nd.lo, nd.hi, np.int64(n), slack)
             for a in range(3):
-                if ulo[a] != nd.lo[n, a] or uhi[a] != nd.hi[n, a]:
+                if ulo[a] > nd.lo[n, a] + t or uhi[a] < nd.hi[n, a] - t:
                     return 21, n
     return 0, -1
 

@@ -14,10 +14,18 @@ rather than their arrays one by one; only the hottest inlined helpers take singl
 Box invariant (what makes every query exact at any time): a node's box contains the bounds of
 its own objects and is contained in its parent's box, so it contains its whole subtree. Boxes
 only grow eagerly (insert, move); they shrink lazily. ``dirty`` means "may be larger than
-needed"; a clean node's box is exactly the union of its objects' bounds and its children's
-boxes (validate checks both). The same holds for ``maxvd``, the subtree's largest view
-distance, except that removing an object of infinite view distance does not invalidate (it
-would dirty every chain up to the root in scenes without view distances).
+needed"; a clean node's box is the union of its objects' bounds and its children's boxes
+(validate checks both). The same holds for ``maxvd``, the subtree's largest view distance,
+except that removing an object of infinite view distance does not invalidate (it would dirty
+every chain up to the root in scenes without view distances).
+
+"The union" is exact in the paper's lazy mode (PAPER_LAZY: its listing compares extents for
+equality). In our mode refits and splits build boxes from the blocks' float32 records, read
+in order, instead of the float64 store by slot (a cache miss or three per object, which made
+a split cost 80-90 ns an object at 10^6): each record's bounds are widened by
+:data:`BOX_SLACK` of its magnitude, enough to hold the exact sphere, so a clean box may exceed
+the exact union by up to ``2 * BOX_SLACK`` of its largest coordinate (:func:`slack_of`), and
+the flush test that dirties a box uses the same tolerance.
 """
 
 from __future__ import annotations
@@ -233,6 +241,56 @@ def attach_child(nd, n: int, c: int) -> int:
 # of 10^6 objects (kd), which splits the visible part of the tree, took 2.2 s that way and
 # 0.37 s this way; inserting 10^6 objects 0.21 s and 0.10 s.
 
+#: Relative widening of a float32 record's bounds (and view distance) in our mode: four
+#: float32 roundings, so the widened bounds hold the exact float64 sphere (see the module's
+#: docstring). Records beyond :data:`RECORD_BIG` (clamped by ``to32``) read the store instead.
+BOX_SLACK = 2.0 ** -22
+RECORD_BIG = 1e37
+
+
+def box_slack(flags: int) -> float:
+    """The boxes' relative slack for a tree of these mode flags: 0 (exact) in the paper's lazy
+    mode, :data:`BOX_SLACK` otherwise."""
+    return 0.0 if flags & PAPER_LAZY else BOX_SLACK
+
+
+@njit(cache=True, inline="always")
+def slack_of(lo, hi, n: int, slack: float) -> float:
+    """How far node n's box may stand beyond the exact union of its contents: twice its
+    records' widening, from its largest coordinate (0 with an exact tree's slack of 0)."""
+    if slack == 0.0:
+        return 0.0
+    m = max(max(abs(lo[n, 0]), abs(lo[n, 1]), abs(lo[n, 2])),
+            max(abs(hi[n, 0]), abs(hi[n, 1]), abs(hi[n, 2])))
+    return 2.0 * slack * m
+
+
+@njit(cache=True, inline="always")
+def record_bounds(rec, vdp, slot, sp, p: int):
+    """Bounds (lx, ly, lz, hx, hy, hz) and view distance of the object at heap position p,
+    from its float32 record widened by BOX_SLACK so that they hold its exact sphere; a record
+    too large for float32 (clamped) reads the store instead."""
+    x = np.float64(rec[p, 0])
+    y = np.float64(rec[p, 1])
+    z = np.float64(rec[p, 2])
+    r = np.float64(rec[p, 3])
+    v = np.float64(vdp[p])
+    m = max(abs(x), abs(y), abs(z)) + r
+    if m < RECORD_BIG and (v < RECORD_BIG or v == np.inf):
+        t = m * BOX_SLACK
+        return x - r - t, y - r - t, z - r - t, x + r + t, y + r + t, z + r + t, v + v * BOX_SLACK
+    s = slot[p]
+    cx, cy, cz, cr = sp.centers[s, 0], sp.centers[s, 1], sp.centers[s, 2], sp.radii[s]
+    return cx - cr, cy - cr, cz - cr, cx + cr, cy + cr, cz + cr, sp.vdist[s]
+
+
+@njit(cache=True, inline="always")
+def record_sphere(rec, p: int):
+    """The float32 record at heap position p as a sphere (cx, cy, cz, r) in float64."""
+    return (np.float64(rec[p, 0]), np.float64(rec[p, 1]), np.float64(rec[p, 2]),
+            np.float64(rec[p, 3]))
+
+
 @njit(cache=True, inline="always")
 def box_contains(lo, hi, n: int, lx: float, ly: float, lz: float,
                  hx: float, hy: float, hz: float) -> bool:
@@ -304,6 +362,14 @@ def grow_up(lo, hi, maxvd, parent, n: int, cx: float, cy: float, cz: float, r: f
     Stops at the first node that already covers it: its ancestors contain its box.
     """
     lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
+    grow_box_up(lo, hi, maxvd, parent, n, lx, ly, lz, hx, hy, hz, vd)
+
+
+@njit(cache=True, _nrt=False)
+def grow_box_up(lo, hi, maxvd, parent, n: int, lx: float, ly: float, lz: float, hx: float,
+                hy: float, hz: float, vd: float) -> None:
+    """:func:`grow_up` for a box [l, h] and view distance vd (a record's widened bounds, a
+    refitted child's box)."""
     while n >= 0 and not covers(lo, hi, maxvd, np.int64(n), lx, ly, lz, hx, hy, hz, vd):
         grow_node(lo, hi, maxvd, n, lx, ly, lz, hx, hy, hz, vd)
         n = parent[n]
@@ -311,18 +377,19 @@ def grow_up(lo, hi, maxvd, parent, n: int, cx: float, cy: float, cz: float, r: f
 
 @njit(cache=True, _nrt=False)
 def invalidate_up(lo, hi, maxvd, parent, dirty, n: int, cx: float, cy: float, cz: float,
-                  r: float, vd: float) -> None:
+                  r: float, vd: float, slack: float) -> None:
     """A sphere leaves n's subtree: mark boxes it was flush against for lazy recomputation.
 
     Walks up while the sphere touches a face of the box (or held the subtree's largest finite
-    view distance): a node it does not touch cannot shrink, nor can any ancestor on its
-    account.
+    view distance), within the boxes' tolerance (:func:`slack_of`; none when ``slack`` is 0):
+    a node it does not touch cannot shrink, nor can any ancestor on its account.
     """
     lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
     while n >= 0:
-        flush = ((lx <= lo[n, 0]) | (ly <= lo[n, 1]) | (lz <= lo[n, 2])
-                 | (hx >= hi[n, 0]) | (hy >= hi[n, 1]) | (hz >= hi[n, 2])
-                 | ((vd >= maxvd[n]) & (vd < np.inf)))
+        t = slack_of(lo, hi, n, slack)
+        flush = ((lx <= lo[n, 0] + t) | (ly <= lo[n, 1] + t) | (lz <= lo[n, 2] + t)
+                 | (hx >= hi[n, 0] - t) | (hy >= hi[n, 1] - t) | (hz >= hi[n, 2] - t)
+                 | ((vd >= maxvd[n] * (1.0 - 2.0 * slack)) & (vd < np.inf)))
         if not flush:
             return
         dirty[n] = True
@@ -360,6 +427,43 @@ def refit_node(nd, ob, sp, n: int, threshold: int) -> None:
         sz += cz
         w += 1.0
     finish_refit(nd, np.int64(n), (lx, ly, lz, hx, hy, hz), mv, (sx, sy, sz, w), threshold)
+
+
+@njit(cache=True)
+def refit_block(nd, ob, sp, n: int, threshold: int) -> None:
+    """:func:`refit_node` from node n's block, read in order: its records' widened bounds
+    (:func:`record_bounds`) and float32 centres instead of the store's spheres by slot."""
+    lx, ly, lz, hx, hy, hz = empty_box()
+    mv = -np.inf
+    sx = 0.0
+    sy = 0.0
+    sz = 0.0
+    rec, vdp, slot = ob.rec, ob.vd, ob.slot  # locals: see refit_node
+    b = nd.start[n]
+    for p in range(b, b + nd.count[n]):
+        ax, ay, az, bx, by, bz, v = record_bounds(rec, vdp, slot, sp, p)
+        lx, ly, lz, hx, hy, hz = (min(lx, ax), min(ly, ay), min(lz, az),
+                                  max(hx, bx), max(hy, by), max(hz, bz))
+        mv = max(mv, v)
+        sx += rec[p, 0]
+        sy += rec[p, 1]
+        sz += rec[p, 2]
+    w = np.float64(nd.count[n])
+    finish_refit(nd, np.int64(n), (lx, ly, lz, hx, hy, hz), mv, (sx, sy, sz, w), threshold)
+
+
+@njit(cache=True)
+def refit(nd, ob, sp, n: int, rules) -> None:
+    """Refit node n the tree's way: exactly from the store in the paper's lazy mode, from its
+    block's records otherwise (see the module's docstring)."""
+    if rules.flags & PAPER_LAZY:
+        refit_node(nd, ob, sp, n, rules.threshold)
+        return
+    refit_block(nd, ob, sp, n, rules.threshold)
+    # The widened box may stand out of a parent whose side is exact (grown by an insert).
+    lo, hi = nd.lo, nd.hi
+    grow_box_up(lo, hi, nd.maxvd, nd.parent, nd.parent[n], lo[n, 0], lo[n, 1], lo[n, 2],
+                hi[n, 0], hi[n, 1], hi[n, 2], nd.maxvd[n])
 
 
 @njit(cache=True, _nrt=False)
@@ -523,6 +627,10 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
     keep = rules.keep
     flags = rules.flags
     shift = (flags & PAPER_SPLIT_POINT) != 0
+    # Our mode reads the block's float32 records in order (the heuristic's choice needs no
+    # exact centre; the children's boxes are widened, see the module's docstring); the
+    # paper's lazy mode reads the exact spheres from the store.
+    exact = (flags & PAPER_LAZY) != 0
     # The pool's arrays as locals: numba reference-counts every array of a tuple at each use
     # or call inside a loop, even of an inlined helper. Through the tuples (17 arrays in the
     # pool) the first query of 10^6 objects took 2.2 s (kd), mostly in this function.
@@ -534,11 +642,15 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
     sy = 0.0
     sz = 0.0
     for p in range(b, b + m):
-        s = slot[p]
-        r = radii[s] if shift else 0.0
-        sx += centers[s, 0] + r
-        sy += centers[s, 1] + r
-        sz += centers[s, 2] + r
+        if exact:
+            s = slot[p]
+            cx, cy, cz, r = slot_sphere(centers, radii, s)
+        else:
+            cx, cy, cz, r = record_sphere(rec, p)
+        r = r if shift else 0.0
+        sx += cx + r
+        sy += cy + r
+        sz += cz + r
     split[n, 0] = sx / m
     split[n, 1] = sy / m
     split[n, 2] = sz / m
@@ -553,9 +665,11 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
     first = -2
     separated = False
     for i in range(m):
-        s = slot[b + i]
-        c = which_child(child, is_split, axis, split, lo, hi, keep, np.int64(n), centers[s, 0],
-                        centers[s, 1], centers[s, 2], radii[s])
+        if exact:
+            cx, cy, cz, r = slot_sphere(centers, radii, slot[b + i])
+        else:
+            cx, cy, cz, r = record_sphere(rec, b + i)
+        c = which_child(child, is_split, axis, split, lo, hi, keep, np.int64(n), cx, cy, cz, r)
         which[i] = c
         if c >= 0:
             per_child[c] += 1
@@ -568,7 +682,7 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
             for p in range(b, b + m):
                 s = slot[p]
                 invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(n), centers[s, 0],
-                              centers[s, 1], centers[s, 2], radii[s], vdist[s])
+                              centers[s, 1], centers[s, 2], radii[s], vdist[s], 0.0)
         return 2
     taken = take_blocks(ob, per_child)
     if taken[0] == NO_ROOM:
@@ -604,7 +718,7 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
     for j in range(k):
         ch = child[n, j]
         if ch >= 0:
-            refit_node(nd, ob, sp, np.int64(ch), rules.threshold)
+            refit(nd, ob, sp, np.int64(ch), rules)
     return 1
 
 
@@ -662,18 +776,23 @@ def _start_split(nd, ob, n: int, rules) -> None:
 @njit(cache=True)
 def _hand_down(nd, ob, sp, n: int, rules, budget: int) -> tuple[int, int]:
     """Up to ``budget`` objects of node n's block, from its end, to their children (see
-    :func:`split_step`); a child's box grows by each object it gets, so it is exact."""
+    :func:`split_step`); a child's box grows by each object it gets (by its record's widened
+    bounds in our mode), so it is clean."""
     centers, radii, vdist = sp
     child, is_split, axis, split, lo, hi = nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi
     start, cap, count, maxvd = nd.start, nd.cap, nd.count, nd.maxvd
     slot, rec, vdp, pos, node = ob.slot, ob.rec, ob.vd, ob.pos, ob.node
     keep = rules.keep
+    exact = (rules.flags & PAPER_LAZY) != 0  # (as split_node)
     kept = min(nd.kept[n], count[n])  # (moves and removals may have taken some)
     done = 0
     while kept < count[n] and done < budget:
         q = start[n] + count[n] - 1
         s = slot[q]
-        cx, cy, cz, r = slot_sphere(centers, radii, s)
+        if exact:
+            cx, cy, cz, r = slot_sphere(centers, radii, s)
+        else:
+            cx, cy, cz, r = record_sphere(rec, q)
         c = which_child(child, is_split, axis, split, lo, hi, keep, np.int64(n), cx, cy, cz, r)
         if c < 0:
             swap_records(slot, rec, vdp, pos, start[n] + kept, q)
@@ -691,12 +810,17 @@ def _hand_down(nd, ob, sp, n: int, rules, budget: int) -> tuple[int, int]:
                 nd.kept[n] = kept
                 nd.meta[META_WANT_GROW] = 1
                 return 0, done
+            if exact:
+                lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
+                v = vdist[s]
+            else:
+                lx, ly, lz, hx, hy, hz, v = record_bounds(rec, vdp, slot, sp, q)
+            # (up the tree: a widened record may stand out of n's box where it is exact)
+            grow_box_up(lo, hi, maxvd, nd.parent, ch, lx, ly, lz, hx, hy, hz, v)
             move_record(slot, rec, vdp, pos, start[ch] + count[ch], q)
             node[s] = ch
             count[ch] += 1
             count[n] -= 1
-            lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
-            grow_node(lo, hi, maxvd, ch, lx, ly, lz, hx, hy, hz, vdist[s])
         done += 1
     if kept < count[n]:
         nd.kept[n] = kept
@@ -790,10 +914,10 @@ def insert_objects(nd, ob, sp, slots, keep: int) -> int:
 
 
 @njit(cache=True)
-def remove_objects(nd, ob, sp, slots, collect) -> None:
-    """Remove slots: mark the boxes their spheres were flush against for recomputation,
-    take them out of their blocks, collect empty nodes (2.1.3) with ``collect`` (ours or
-    the paper mode's garbage collection)."""
+def remove_objects(nd, ob, sp, slots, collect, slack: float) -> None:
+    """Remove slots: mark the boxes their spheres were flush against (within the tree's
+    ``slack``, :func:`box_slack`) for recomputation, take them out of their blocks, collect
+    empty nodes (2.1.3) with ``collect`` (ours or the paper mode's garbage collection)."""
     # The arrays out of their tuples once: numba counts references at every use in the loop.
     centers, radii, vdist = sp
     lo, hi, maxvd, parent, dirty = nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty
@@ -802,7 +926,7 @@ def remove_objects(nd, ob, sp, slots, collect) -> None:
     for s in slots:
         n = node[s]
         cx, cy, cz, r = slot_sphere(centers, radii, s)
-        invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(n), cx, cy, cz, r, vdist[s])
+        invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(n), cx, cy, cz, r, vdist[s], slack)
         if cut_record(start, cap, count, slot, rec, vd, pos, n, pos[s]):
             fit_block(nd, ob, n)
         node[s] = -1
@@ -847,7 +971,8 @@ def update_objects(nd, ob, sp, slots, old, keep: int) -> tuple[int, int]:
                 write_centre(rec, pos[s], s, centers)  # (radius and view distance kept)
             else:
                 write_record(slot, rec, vdp, pos, pos[s], s, sp)
-            invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, old_v[i])
+            invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, old_v[i],
+                          BOX_SLACK)
             continue
         d = climb_to_cover(lo, hi, parent, x, lx, ly, lz, hx, hy, hz)
         c = -1
@@ -863,7 +988,8 @@ def update_objects(nd, ob, sp, slots, old, keep: int) -> tuple[int, int]:
             d = new_leaf(nd, np.int64(d), c, cx, cy, cz)
             grow_block(nd, ob, d)
         ox, oy, oz, orad = slot_sphere(old_c, old_r, i)
-        invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, old_v[i])
+        invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, old_v[i],
+                          BOX_SLACK)
         if d != x:
             # Added first, so that the shrink of x's block cannot take the room d was given.
             p = pos[s]
@@ -930,7 +1056,7 @@ def maintain(nd, ob, sp, rules, budget: int, planes, pd) -> int:
             # (A node split over several calls is not refitted first: a refit costs all its
             # objects at once, and its stored box, loose but conservative, serves the split;
             # it is refitted when next noted, holding few objects of its own by then.)
-            refit_node(nd, ob, sp, np.int64(n), rules.threshold)
+            refit(nd, ob, sp, np.int64(n), rules)
             spent += nd.count[n] + 1
             step = max(budget - spent, MIN_STEP)
         if splitting or overfull:

@@ -30,7 +30,7 @@ from app.spatial.aabbtree.kernels import (
     empty_box,
     needs_split,
     reach_rules,
-    refit_node,
+    refit,
     slot_sphere,
     split_node,
 )
@@ -74,7 +74,6 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
     centers = sp.centers
     radii = sp.radii
     slot_at = ob.slot
-    threshold = rules.threshold
     lazy, limit = reach_rules(rules)
     kk = nd.child.shape[1]
     stack = np.empty(2 * cap + 2, np.int64)  # each node enters twice: down (even), up (odd)
@@ -91,7 +90,7 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
                 if nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit):
                     paper_get_extents(nd, ob, sp, n, rules)  # as the paper mode's queries
             elif needs_split(nd.is_split, nd.count, n, limit):
-                refit_node(nd, ob, sp, np.int64(n), threshold)  # the split reads the box
+                refit(nd, ob, sp, np.int64(n), rules)  # the split reads the box
                 split_node(nd, ob, sp, n, rules)
             i = m
             m += 1
@@ -131,7 +130,7 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
             size[i] = m - i
             oend[i] = op
             if nd.dirty[n]:
-                refit_node(nd, ob, sp, np.int64(n), threshold)  # children are clean: exact now
+                refit(nd, ob, sp, np.int64(n), rules)  # children are clean: exact now
             for a in range(3):
                 box[i, a] = nd.lo[n, a]
                 box[i, 3 + a] = nd.hi[n, a]
@@ -155,7 +154,6 @@ def pairs_of_slots(nd, ob, sp, rules, qslots, sel, margin: float) -> np.ndarray:
     centers = sp.centers
     radii = sp.radii
     slot_at = ob.slot
-    threshold = rules.threshold
     lazy, limit = reach_rules(rules)
     lo = nd.lo
     hi = nd.hi
@@ -174,7 +172,7 @@ def pairs_of_slots(nd, ob, sp, rules, qslots, sel, margin: float) -> np.ndarray:
             if out_of_reach(lo, hi, n, qx, qy, qz, base, qmag):
                 continue
             if nd.dirty[n] and not lazy:
-                refit_node(nd, ob, sp, np.int64(n), threshold)
+                refit(nd, ob, sp, np.int64(n), rules)
                 if out_of_reach(lo, hi, n, qx, qy, qz, base, qmag):
                     continue
             if needs_split(nd.is_split, nd.count, n, limit):

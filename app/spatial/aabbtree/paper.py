@@ -174,7 +174,8 @@ def paper_update_objects(nd, ob, sp, slots, old, keep: int) -> tuple[int, int]:
             write_record(slot, rec, vdp, pos, pos[s], s, sp)
         paper_grow_up(nd, d, cx, cy, cz, r, vdist[s])
         ox, oy, oz, orad = slot_sphere(old_c, old_r, i)
-        invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, old_v[i])
+        invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, old_v[i],
+                      0.0)
         if (d != x) & is_empty_node(nd.count, nd.nchild, x):
             paper_collect_garbage(nd, x)
     return slots.shape[0], moved

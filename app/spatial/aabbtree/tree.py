@@ -274,7 +274,8 @@ class AABBTree(SpatialIndex):
 
     def _on_remove(self, slots: np.ndarray) -> None:
         collect = pp.paper_collect_garbage if self._lazy else kn.collect_garbage
-        kn.remove_objects(self._nodes, self._objs, self._spheres(), slots, collect)
+        kn.remove_objects(self._nodes, self._objs, self._spheres(), slots, collect,
+                          kn.box_slack(self.flags))
 
     # ------------------------------------------------------------------ queries
 
@@ -386,7 +387,7 @@ class AABBTree(SpatialIndex):
             lambda: ck.check_root(nd),
             lambda: ck.check_links(nd),
             lambda: ck.check_blocks(nd, ob, sp, self._alive),
-            lambda: ck.check_boxes(nd, ob, sp),
+            lambda: ck.check_boxes(nd, ob, sp, kn.box_slack(self.flags)),
             lambda: ck.check_view_distances(nd, ob, sp),
         )
         if self._lazy:
