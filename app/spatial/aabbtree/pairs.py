@@ -30,7 +30,8 @@ from app.spatial.aabbtree.kernels import (
     empty_box,
     needs_split,
     reach_rules,
-    refit,
+    refit_block,
+    refit_node,
     slot_sphere,
     split_node,
 )
@@ -90,7 +91,7 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
                 if nd.dirty[n] or needs_split(nd.is_split, nd.count, n, limit):
                     paper_get_extents(nd, ob, sp, n, rules)  # as the paper mode's queries
             elif needs_split(nd.is_split, nd.count, n, limit):
-                refit(nd, ob, sp, np.int64(n), rules)  # the split reads the box
+                refit_block(nd, ob, sp, np.int64(n), rules.threshold)  # the split reads the box
                 split_node(nd, ob, sp, n, rules)
             i = m
             m += 1
@@ -130,7 +131,11 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
             size[i] = m - i
             oend[i] = op
             if nd.dirty[n]:
-                refit(nd, ob, sp, np.int64(n), rules)  # children are clean: exact now
+                # (children are clean: this one is clean now)
+                if lazy:
+                    refit_node(nd, ob, sp, np.int64(n), rules.threshold)
+                else:
+                    refit_block(nd, ob, sp, np.int64(n), rules.threshold)
             for a in range(3):
                 box[i, a] = nd.lo[n, a]
                 box[i, 3 + a] = nd.hi[n, a]
@@ -172,7 +177,7 @@ def pairs_of_slots(nd, ob, sp, rules, qslots, sel, margin: float) -> np.ndarray:
             if out_of_reach(lo, hi, n, qx, qy, qz, base, qmag):
                 continue
             if nd.dirty[n] and not lazy:
-                refit(nd, ob, sp, np.int64(n), rules)
+                refit_block(nd, ob, sp, np.int64(n), rules.threshold)
                 if out_of_reach(lo, hi, n, qx, qy, qz, base, qmag):
                     continue
             if needs_split(nd.is_split, nd.count, n, limit):
