@@ -212,3 +212,14 @@ def test_records_beyond_float32_read_the_store():
     assert np.array_equal(np.sort(split_fully(idx, -big, big)), oracle.box(-big, big))
     idx.validate()
     assert idx.stats()["nodes"] > 1
+    # Moves read the old sphere from the record: a clamped one counts as flush everywhere
+    # (every box it was in may shrink), and the radius comes from the store.
+    m = np.arange(0, 300, 3)
+    for step in range(3):
+        cm = c[m] * (1 + 1e-3 * (step + 1)) + rng.normal(size=(len(m), 3))
+        rm = None if step != 1 else rng.uniform(0.1, 2.0, len(m))
+        idx.update(m, cm, rm)
+        oracle.update(m, cm, rm)
+        idx.validate()
+        assert np.array_equal(np.sort(split_fully(idx, -big, big)), oracle.box(-big, big))
+        idx.validate()
