@@ -588,11 +588,13 @@ def free_empty_node(nd, n: int) -> int:
 
 
 @njit(cache=True)
-def collect_garbage(nd, n: int) -> None:
-    """Free empty leaves from n upwards; a parent left without children is unsplit (2.1.3)."""
+def collect_garbage(nd, n: int, dirty: bool = True) -> None:
+    """Free empty leaves from n upwards; a parent left without children is unsplit (2.1.3).
+    ``dirty``: mark each parent for a refit (ours; the paper's ``TestSuicide`` does not)."""
     while n != ROOT and is_empty_node(nd.count, nd.nchild, n):
         n = free_empty_node(nd, n)
-        nd.dirty[n] = True  # its box may shrink now
+        if dirty:
+            nd.dirty[n] = True  # its box may shrink now
     if is_empty_node(nd.count, nd.nchild, n):  # only the root stops the loop empty
         reset_root(nd)
 
@@ -911,10 +913,18 @@ def insert_objects(nd, ob, sp, slots, keep: int) -> int:
 
 
 @njit(cache=True)
-def remove_objects(nd, ob, sp, slots, collect, slack: float) -> None:
+def remove_objects(nd, ob, sp, slots, rules) -> None:
     """Remove slots: mark the boxes their spheres were flush against (within the tree's
-    ``slack``, :func:`box_slack`) for recomputation, take them out of their blocks, collect
-    empty nodes (2.1.3) with ``collect`` (ours or the paper mode's garbage collection)."""
+    slack, :func:`box_slack`) for recomputation, take them out of their blocks, collect
+    empty nodes (2.1.3) the tree's way (the paper's lazy mode marks no parent dirty).
+
+    Takes the rules, not the collecting function: a function passed as an argument is typed
+    by its dispatcher object, which differs in every process, so numba compiled this kernel
+    again in every process and added it to its cache each time (29 copies of one version
+    after a day's work, and a cache whose index then failed to save: "underlying object has
+    vanished")."""
+    lazy = (rules.flags & PAPER_LAZY) != 0
+    slack = 0.0 if lazy else BOX_SLACK
     # The arrays out of their tuples once: numba counts references at every use in the loop.
     centers, radii, vdist = sp
     lo, hi, maxvd, parent, dirty = nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty
@@ -929,7 +939,7 @@ def remove_objects(nd, ob, sp, slots, collect, slack: float) -> None:
         node[s] = -1
         pos[s] = -1
         if is_empty_node(count, nd.nchild, n):
-            collect(nd, n)
+            collect_garbage(nd, n, not lazy)
 
 
 @njit(cache=True)

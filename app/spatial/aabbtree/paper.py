@@ -54,16 +54,15 @@ from app.spatial.aabbtree.kernels import (
     LazyRules,
     attach_child,
     climb_to_cover,
+    collect_garbage,
     copy_box,
     covers,
     find_place,
-    free_empty_node,
     grow_node,
     invalidate_up,
     is_empty_node,
     needs_split,
     refit_node,
-    reset_root,
     slot_sphere,
     sphere_box,
     split_node,
@@ -95,16 +94,6 @@ def paper_new_leaf(nd, n: int, c: int) -> int:
     ch = attach_child(nd, np.int64(n), c)
     nd.dirty[ch] = True
     return ch
-
-
-@njit(cache=True)
-def paper_collect_garbage(nd, n: int) -> None:
-    """``TestSuicide`` / ``RemoveChild``: free empty leaves upwards, unsplit a parent left
-    without children; the parent's extents are not invalidated."""
-    while n != ROOT and is_empty_node(nd.count, nd.nchild, n):
-        n = free_empty_node(nd, n)
-    if is_empty_node(nd.count, nd.nchild, n):  # only the root stops the loop empty
-        reset_root(nd)
 
 
 @njit(cache=True)
@@ -177,7 +166,7 @@ def paper_update_objects(nd, ob, sp, slots, old, keep: int) -> tuple[int, int]:
         invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, old_v[i],
                       0.0)
         if (d != x) & is_empty_node(nd.count, nd.nchild, x):
-            paper_collect_garbage(nd, x)
+            collect_garbage(nd, x, False)  # TestSuicide: no parent's extents invalidated
     return slots.shape[0], moved
 
 

@@ -273,9 +273,7 @@ class AABBTree(SpatialIndex):
         self._queries_since_update = 0
 
     def _on_remove(self, slots: np.ndarray) -> None:
-        collect = pp.paper_collect_garbage if self._lazy else kn.collect_garbage
-        kn.remove_objects(self._nodes, self._objs, self._spheres(), slots, collect,
-                          kn.box_slack(self.flags))
+        kn.remove_objects(self._nodes, self._objs, self._spheres(), slots, self._rules)
 
     # ------------------------------------------------------------------ queries
 
