@@ -4,7 +4,7 @@ tree's levels, loose boxes after moves, re-sorts, and holes left by removals."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from app.culling.frustum import camera_planes
@@ -313,6 +313,7 @@ def test_whole_scene_batches_in_slot_order_stay_exact_and_reject_bad_input():
 
 @settings(max_examples=15, deadline=None)
 @given(n=st.integers(70, 3000), seed=st.integers(0, 2**31), sizes=st.booleans())
+@example(n=70, seed=2505948, sizes=False)  # failed the old bound (n // 10) once
 def test_fresh_movers_in_place_grow_their_chunks_and_bad_rows_change_nothing(n, seed, sizes):
     """A fresh random set of still movers every batch (radii and view distances too when
     ``sizes``): those that stay near their chunk are written in place, their boxes grown, and
@@ -329,9 +330,11 @@ def test_fresh_movers_in_place_grow_their_chunks_and_bad_rows_change_nothing(n, 
     idx.insert(ids, c, r, vd)
     oracle.insert(ids, c, r, vd)
     eye = np.full(3, 50.0)
+    moved = np.zeros(n, bool)
     for step in range(8):
         rows = rng.choice(n, max(1, n // 20), replace=False)
         rng.shuffle(rows)  # any order
+        moved[rows] = True
         c[rows] += rng.normal(scale=0.5 if step % 3 else 5.0, size=(rows.shape[0], 3))
         args = [ids[rows], c[rows]]
         if sizes:
@@ -349,7 +352,9 @@ def test_fresh_movers_in_place_grow_their_chunks_and_bad_rows_change_nothing(n, 
         idx.update(*args)
         oracle.update(*args)
         _check(idx, oracle, eye, eye + rng.normal(size=3), far=70.0)
-    assert idx.stats()["awake"] < n // 10  # most of them stayed where they were
+    # Most movers stayed where they were (a third of the batches jump 5 units, so not all;
+    # against n // 10 a small n failed: 7 awake of 70 objects, 22 of them moved).
+    assert idx.stats()["awake"] < moved.sum() // 2
 
 
 def test_validate_names_each_broken_box_invariant():
