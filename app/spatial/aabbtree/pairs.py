@@ -6,7 +6,7 @@ takes in one pass:
 
 * the pass walks the tree depth first, splits the overfull leaves it meets (lazy splitting,
   2.1.1, as every query does) and refits every dirty node once its children are done (lazy
-  AABBs, 2.1.5), so all boxes are exact (and clean) afterwards;
+  AABBs, 2.1.5), so all boxes are clean (tight, within the records' slack) afterwards;
 * it copies every node's objects, in depth-first order, into the snapshot's packed array and
   keeps the box of each node's own objects besides its subtree box; long own lists are
   refined in the snapshot only (:func:`app.spatial.tree_pairs.refine`).

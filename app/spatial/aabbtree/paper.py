@@ -22,7 +22,8 @@ lazily, ``dirty`` = may be too large). The listing differs in what a node *decid
 * ``RemoveChild`` does not invalidate the parent (ours marks it dirty).
 
 ``ShrinkExtents`` walks to the root; :func:`~.kernels.invalidate_up` stops at the first box
-the old sphere is strictly inside. Both mark the same nodes: every clean box is exact and
+the old sphere is strictly inside. Both mark the same nodes (this mode's boxes are exact,
+not widened from the records as our mode's are): every clean box is exact and
 contains its children's, so an ancestor of a box the sphere is strictly inside cannot be
 flush with it, and a stale box's node is already invalid.
 
