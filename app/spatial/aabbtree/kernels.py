@@ -270,10 +270,7 @@ def record_bounds(rec, vdp, slot, centers, radii, vdist, p: int):
     """Bounds (lx, ly, lz, hx, hy, hz) and view distance of the object at heap position p,
     from its float32 record widened by BOX_SLACK so that they hold its exact sphere; a record
     too large for float32 (clamped) reads the store instead."""
-    x = np.float64(rec[p, 0])
-    y = np.float64(rec[p, 1])
-    z = np.float64(rec[p, 2])
-    r = np.float64(rec[p, 3])
+    x, y, z, r = record_sphere(rec, p)
     v = np.float64(vdp[p])
     m = max(abs(x), abs(y), abs(z)) + r
     if m < RECORD_BIG and (v < RECORD_BIG or v == np.inf):
@@ -289,6 +286,15 @@ def record_sphere(rec, p: int):
     """The float32 record at heap position p as a sphere (cx, cy, cz, r) in float64."""
     return (np.float64(rec[p, 0]), np.float64(rec[p, 1]), np.float64(rec[p, 2]),
             np.float64(rec[p, 3]))
+
+
+@njit(cache=True, inline="always")
+def block_sphere(exact: bool, rec, slot, centers, radii, p: int):
+    """The sphere of the object at heap position p as a split reads it: the store's exact one
+    in the paper's lazy mode (``exact``), its float32 record, read in order, in ours."""
+    if exact:
+        return slot_sphere(centers, radii, slot[p])
+    return record_sphere(rec, p)
 
 
 @njit(cache=True, inline="always")
@@ -638,11 +644,7 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
     sy = 0.0
     sz = 0.0
     for p in range(b, b + m):
-        if exact:
-            s = slot[p]
-            cx, cy, cz, r = slot_sphere(centers, radii, s)
-        else:
-            cx, cy, cz, r = record_sphere(rec, p)
+        cx, cy, cz, r = block_sphere(exact, rec, slot, centers, radii, p)
         r = r if shift else 0.0
         sx += cx + r
         sy += cy + r
@@ -661,10 +663,7 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
     first = -2
     separated = False
     for i in range(m):
-        if exact:
-            cx, cy, cz, r = slot_sphere(centers, radii, slot[b + i])
-        else:
-            cx, cy, cz, r = record_sphere(rec, b + i)
+        cx, cy, cz, r = block_sphere(exact, rec, slot, centers, radii, b + i)
         c = which_child(child, is_split, axis, split, lo, hi, keep, np.int64(n), cx, cy, cz, r)
         which[i] = c
         if c >= 0:
@@ -788,10 +787,7 @@ def _hand_down(nd, ob, sp, n: int, rules, budget: int) -> tuple[int, int]:
     while kept < count[n] and done < budget:
         q = start[n] + count[n] - 1
         s = slot[q]
-        if exact:
-            cx, cy, cz, r = slot_sphere(centers, radii, s)
-        else:
-            cx, cy, cz, r = record_sphere(rec, q)
+        cx, cy, cz, r = block_sphere(exact, rec, slot, centers, radii, q)
         c = which_child(child, is_split, axis, split, lo, hi, keep, np.int64(n), cx, cy, cz, r)
         if c < 0:
             swap_records(slot, rec, vdp, pos, start[n] + kept, q)
