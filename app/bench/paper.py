@@ -187,10 +187,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
             if c in (0, cycles - 1):
                 truth = box_truth(cur, radii, lo, hi)
                 exact &= np.array_equal(np.sort(got), truth)
-            movers = rng.choice(n, min(MOVES, n), replace=False)
-            d = rng.normal(size=(movers.shape[0], 3))
-            d /= np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-12)
-            newc = cur[movers] + d * (MOVE_FACTOR * radii[movers])[:, None]
+            movers, newc = move_batch(rng, cur, radii)
             t0 = clock()
             idx.update(movers, newc)
             mts.append(clock() - t0)
@@ -213,11 +210,57 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def move_batch(rng: np.random.Generator, cur: np.ndarray,
+               radii: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A cycle's moves: MOVES random objects (of those at ``cur``), each MOVE_FACTOR x its
+    radius in a random direction; (their ids, their new centres)."""
+    n = cur.shape[0]
+    movers = rng.choice(n, min(MOVES, n), replace=False)
+    d = rng.normal(size=(movers.shape[0], 3))
+    d /= np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-12)
+    return movers, cur[movers] + d * (MOVE_FACTOR * radii[movers])[:, None]
+
+
+def paired_cycles(trees: dict[str, Any], rng: np.random.Generator, cur: np.ndarray,
+                  radii: np.ndarray, side: float, qb: float, cycles: int, clock,
+                  on_check=None) -> tuple[dict[str, list[float]], dict[str, list[float]],
+                                          dict[str, bool]]:
+    """``cycles`` of a random ``qb`` box query and a :func:`move_batch` on every tree of
+    ``trees`` (label -> index, all holding the objects at ``cur``, which follows the moves),
+    timed in turns, the order rotating each cycle, so that load from other programs falls
+    on all alike. Returns (query times, move times, exact) per label; the queries of the
+    first and last cycles are checked against the brute force, and ``on_check(lo, hi,
+    truth)`` is called then."""
+    labels = list(trees)
+    qts: dict[str, list[float]] = {k: [] for k in labels}
+    mts: dict[str, list[float]] = {k: [] for k in labels}
+    exact = dict.fromkeys(labels, True)
+    for c in range(cycles):
+        lo = rng.uniform(0.0, max(side - qb, 0.0), 3)
+        hi = lo + qb
+        order = labels[c % len(labels):] + labels[:c % len(labels)]
+        truth = box_truth(cur, radii, lo, hi) if c in (0, cycles - 1) else None
+        for k in order:
+            t0 = clock()
+            got = trees[k].query_box(lo, hi)
+            qts[k].append(clock() - t0)
+            if truth is not None:
+                exact[k] &= bool(np.array_equal(np.sort(got), truth))
+        if truth is not None and on_check is not None:
+            on_check(lo, hi, truth)
+        movers, newc = move_batch(rng, cur, radii)
+        for k in order:
+            t0 = clock()
+            trees[k].update(movers, newc)
+            mts[k].append(clock() - t0)
+        cur[movers] = newc
+    return qts, mts, exact
+
+
 def run_paired(task: dict[str, Any]) -> dict[str, Any]:
     """One heuristic in several modes on one data set, timed in turns (see the module doc)."""
     out = dict(task)
     clock = time.process_time
-    n = task["n"]
     side = task["side"]
     qb = task["box"]
     modes = task["modes"]
@@ -235,31 +278,9 @@ def run_paired(task: dict[str, Any]) -> dict[str, Any]:
             info[m] = {"split_ms": (clock() - t0) * 1e3,
                        "max_depth": int(idx.stats()["max_depth"])}
             trees[m] = idx
-        qts: dict[str, list[float]] = {m: [] for m in modes}
-        mts: dict[str, list[float]] = {m: [] for m in modes}
-        cur = centers.copy()
-        exact = True
-        cycles = task["cycles"]
-        for c in range(cycles):
-            lo = rng.uniform(0.0, max(side - qb, 0.0), 3)
-            hi = lo + qb
-            order = modes[c % len(modes):] + modes[:c % len(modes)]
-            truth = box_truth(cur, radii, lo, hi) if c in (0, cycles - 1) else None
-            for m in order:
-                t0 = clock()
-                got = trees[m].query_box(lo, hi)
-                qts[m].append(clock() - t0)
-                if truth is not None:
-                    exact &= np.array_equal(np.sort(got), truth)
-            movers = rng.choice(n, min(MOVES, n), replace=False)
-            d = rng.normal(size=(movers.shape[0], 3))
-            d /= np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-12)
-            newc = cur[movers] + d * (MOVE_FACTOR * radii[movers])[:, None]
-            for m in order:
-                t0 = clock()
-                trees[m].update(movers, newc)
-                mts[m].append(clock() - t0)
-            cur[movers] = newc
+        qts, mts, exact_of = paired_cycles(trees, rng, centers.copy(), radii, side, qb,
+                                           task["cycles"], clock)
+        exact = all(exact_of.values())
         ref = modes[0]
         for m in modes:
             q = np.asarray(qts[m])

@@ -53,8 +53,8 @@ def build(h: str, mode: str, leafy: bool, threshold: int | None, data) -> tuple[
 
 def measure(proto: str, dist: str, n: int, cycles: int, thresholds: dict[str, int]) -> dict:
     """Build the 16 trees, then time ``cycles`` of query and moves in turns."""
-    from app.bench.paper import MOVE_FACTOR, MOVES, _data_set
-    from app.bench.workloads import box_planes, box_truth
+    from app.bench.paper import _data_set, paired_cycles
+    from app.bench.workloads import box_planes
 
     side, qb, part = ((n ** (1 / 3), 10.0, "dist") if proto == "ch4"
                       else (3.0 * n ** (1 / 3), 100.0, "leafy"))
@@ -67,37 +67,16 @@ def measure(proto: str, dist: str, n: int, cycles: int, thresholds: dict[str, in
                 label = f"{h}/{mode}/{leaf}"
                 trees[label], info[label] = build(h, mode, leaf == "leafy",
                                                   thresholds.get(label), data)
-    labels = list(trees)
-    q = {k: [] for k in labels}
-    m = {k: [] for k in labels}
-    ws = {k: [] for k in labels}
-    exact = dict.fromkeys(labels, True)
-    cur = data[1].copy()
+    ws = {k: [] for k in trees}
     visible = []
-    for c in range(cycles):
-        lo = rng.uniform(0.0, max(side - qb, 0.0), 3)
-        hi = lo + qb
-        order = labels[c % len(labels):] + labels[:c % len(labels)]
-        truth = box_truth(cur, radii, lo, hi) if c in (0, cycles - 1) else None
-        for k in order:
-            t0 = time.process_time()
-            got = trees[k].query_box(lo, hi)
-            q[k].append(time.process_time() - t0)
-            if truth is not None:
-                exact[k] &= bool(np.array_equal(np.sort(got), truth))
-        if truth is not None:
-            visible.append(int(truth.shape[0]))
-            for k in labels:
-                ws[k].append(int(trees[k].query_frustum(box_planes(lo, hi)).working_set))
-        movers = rng.choice(n, min(MOVES, n), replace=False)
-        d = rng.normal(size=(movers.shape[0], 3))
-        d /= np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-12)
-        newc = cur[movers] + d * (MOVE_FACTOR * radii[movers])[:, None]
-        for k in order:
-            t0 = time.process_time()
-            trees[k].update(movers, newc)
-            m[k].append(time.process_time() - t0)
-        cur[movers] = newc
+
+    def record(lo, hi, truth) -> None:  # the checked cycles: visible count, working sets
+        visible.append(int(truth.shape[0]))
+        for k in trees:
+            ws[k].append(int(trees[k].query_frustum(box_planes(lo, hi)).working_set))
+
+    q, m, exact = paired_cycles(trees, rng, data[1].copy(), radii, side, qb, cycles,
+                                time.process_time, on_check=record)
     return {"proto": proto, "dist": dist, "n": n, "cycles": cycles, "info": info, "q": q,
             "m": m, "ws": ws, "visible": visible, "exact": exact}
 
