@@ -177,8 +177,8 @@ def test_boxes_from_float32_records_hold_the_exact_spheres(name, leafy, offset, 
     idx.insert(ids, c, r)
     oracle.insert(ids, c, r)
     for step in range(4):
-        lo, hi = _centers(oracle, _live(oracle)).min(axis=0) - 1, _centers(
-            oracle, _live(oracle)).max(axis=0) + 1  # (all of them: split_fully splits them all)
+        now = _centers(oracle, _live(oracle))
+        lo, hi = now.min(axis=0) - 1, now.max(axis=0) + 1  # (all: split_fully splits them all)
         got = split_fully(idx, lo, hi)
         assert np.array_equal(np.sort(got), oracle.box(lo, hi))
         idx.validate()
