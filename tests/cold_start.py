@@ -57,6 +57,9 @@ for kind in sys.argv[1:]:
     for use_vd in (False, True):  # the occlusion path first: it reaches the pyramid's tests
         idx.query_frustum(planes, eye=eye, use_view_distance=use_vd, occlusion=pyr)
     idx.update(ids[::3], c[::3] + 1.0)
+    for k in range(2):  # every object, shuffled: the one-pass path of whole-scene batches
+        perm = rng.permutation(n)
+        idx.update(ids[perm], c[perm] + 0.5 * k, r[perm])
     idx.query_frustum(planes, eye=eye, use_view_distance=True)
     idx.query_pairs()
     idx.query_pairs(ids[:10], margin=0.5)

@@ -13,7 +13,8 @@ from app.spatial import create_index
 from app.spatial.moves import remember
 from tests.oracle import Oracle
 
-STEPS = ("again", "again", "again", "subset", "shuffled", "insert", "remove", "spoil", "big")
+STEPS = ("again", "again", "again", "subset", "shuffled", "sized", "insert", "remove", "spoil",
+         "big")
 
 
 def _check(idx, oracle: Oracle, rng: np.random.Generator) -> None:
@@ -30,9 +31,11 @@ def _check(idx, oracle: Oracle, rng: np.random.Generator) -> None:
 @given(n=st.integers(1, 2500), seed=st.integers(0, 2**31),
        steps=st.lists(st.sampled_from(STEPS), min_size=4, max_size=14))
 def test_repeated_movers_stay_exact_and_refuse_bad_batches(kind, n, seed, steps):
-    """Random sequences of repeated whole-scene batches, subsets, reordered batches, inserts,
+    """Random sequences of repeated whole-scene batches, subsets, reordered batches (with radii
+    and view distances too: the one-pass path of a whole scene in any order), inserts,
     removals (which must end the cached positions' validity), spoiled batches (NaN, inf, an
-    unknown or a repeated id: ValueError, nothing changed) and coordinates beyond float32."""
+    unknown or a repeated id, a negative radius or view distance: ValueError, nothing
+    changed) and coordinates beyond float32."""
     rng = np.random.default_rng(seed)
     idx = create_index(kind)
     oracle = Oracle()
@@ -44,6 +47,10 @@ def test_repeated_movers_stay_exact_and_refuse_bad_batches(kind, n, seed, steps)
     movers = ids.copy()
     next_id = n
     for step in steps:
+        sized = None
+        if step == "sized":
+            movers = rng.permutation(ids)
+            sized = (rng.uniform(0.1, 2.0, movers.shape[0]), rng.uniform(5, 200, movers.shape[0]))
         if step == "subset" and ids.shape[0] > 1:
             movers = np.sort(rng.choice(ids, ids.shape[0] // 2, replace=False))
         elif step == "shuffled":
@@ -70,31 +77,45 @@ def test_repeated_movers_stay_exact_and_refuse_bad_batches(kind, n, seed, steps)
         c[movers] += rng.normal(size=(movers.shape[0], 3))
         if step == "big":
             c[movers[0]] = (1e300, -1e300, 5.0)  # beyond float32: the copy is clamped
-        idx.update(movers, c[movers])
-        oracle.update(movers, c[movers])
+        if sized is None:
+            idx.update(movers, c[movers])
+            oracle.update(movers, c[movers])
+        else:
+            idx.update(movers, c[movers], *sized)
+            oracle.update(movers, c[movers], *sized)
         _check(idx, oracle, rng)
         if step == "big":  # back into range for the next steps
             c[movers[0]] = (50.0, 50.0, 50.0)
             idx.update(movers, c[movers])
             oracle.update(movers, c[movers])
         if step == "spoil":
-            before = idx.get(ids)[0].copy()
-            for spoil in ("nan", "inf", "unknown", "repeated"):
-                bad_ids = movers.copy()
-                bad = c[movers] + 1.0
+            before = [a.copy() for a in idx.get(ids)]
+            for spoil in ("nan", "inf", "unknown", "repeated", "radius", "view distance"):
+                bad_ids = rng.permutation(movers) if rng.random() < 0.5 else movers.copy()
+                bad = c[bad_ids] + 1.0
+                rad = rng.uniform(0.1, 2.0, bad_ids.shape[0])
+                vd = rng.uniform(5, 200, bad_ids.shape[0])
                 if spoil == "nan":
                     bad[bad.shape[0] // 2, 1] = np.nan
                 elif spoil == "inf":
                     bad[-1, 0] = np.inf
                 elif spoil == "unknown":
                     bad_ids[-1] = 10 * next_id  # same length as the cached batch
+                elif spoil == "radius":
+                    rad[rad.shape[0] // 3] = -1.0
+                elif spoil == "view distance":
+                    vd[-1] = np.nan
                 elif bad_ids.shape[0] > 1:
                     bad_ids[-1] = bad_ids[0]
                 else:
                     continue
                 with pytest.raises(ValueError):
-                    idx.update(bad_ids, bad)
-                assert np.array_equal(idx.get(ids)[0], before), spoil
+                    if spoil in ("radius", "view distance") or rng.random() < 0.3:
+                        idx.update(bad_ids, bad, rad, vd)
+                    else:
+                        idx.update(bad_ids, bad)
+                for a, b in zip(idx.get(ids), before, strict=True):
+                    assert np.array_equal(a, b), spoil
             _check(idx, oracle, rng)
 
 
@@ -115,6 +136,7 @@ def test_find_batch_refuses_exactly_the_batches_with_an_id_twice(data):
     when an id is given twice."""
     from app.spatial.idmap import IdMap
     from app.spatial.moves import batch_of, find_batch
+    from app.spatial.seen import seen_bits
 
     n = data.draw(st.integers(1, 60))
     id_of = np.array(data.draw(st.lists(st.integers(-50, 10**6), min_size=n, max_size=n,
@@ -126,11 +148,25 @@ def test_find_batch_refuses_exactly_the_batches_with_an_id_twice(data):
         rows = sorted(set(rows))
     ids = id_of[np.array(rows, dtype=np.int64)]
     batch = batch_of(ids, np.zeros((ids.shape[0], 3)), None, None)
-    mark = np.zeros(n, np.int64)
+    seen = seen_bits(n)
     pos = np.empty(ids.shape[0], np.int64)
-    got = find_batch(batch, idmap.arrays(), mark, 1, n, pos)
+    got = find_batch(batch, idmap.arrays(), seen, n, pos)
+    assert not seen.any()  # (clear again for the next batch)
     if len(set(rows)) < len(rows):
         assert got == -1
     else:
         assert got == ids.shape[0]  # every one before the awake region (n)
         assert np.array_equal(pos, np.array(rows))
+
+
+@settings(max_examples=60, deadline=None)
+@given(slots=st.lists(st.integers(0, 700), min_size=0, max_size=200))
+def test_seen_bits_find_exactly_the_repeats_and_stay_clear(slots):
+    """The repeat check's bitset: a repeat anywhere is found, and every bit is clear after,
+    whatever the answer (the next batch starts from a clear set)."""
+    from app.spatial.seen import has_repeat, seen_bits
+
+    bits = seen_bits(701)
+    got = has_repeat(bits, np.array(slots, dtype=np.int64))
+    assert got == (len(set(slots)) < len(slots))
+    assert not bits.any()

@@ -73,6 +73,9 @@ def _ray(alive, centers, radii, o, d):
 SCAN_PARALLEL_MIN = 1 << 19
 
 
+_SLOTS_ARE_POSITIONS = np.zeros(0, dtype=np.int64)  # (moves.write_every: no slot map)
+
+
 class BruteIndex(SpatialIndex):
     """Every query is a compiled linear scan over the object store."""
 
@@ -90,25 +93,28 @@ class BruteIndex(SpatialIndex):
         self._sweep = SweepSpace()
         self._epoch = 0  # bumped whenever a slot changes hands (see app.spatial.moves)
         self._last_movers: moves.LastMovers | None = None
-        self._spare_c: np.ndarray | None = None  # the store's twin for all-object batches
+        self._spare: moves.Columns | None = None  # the store's twins for all-object batches
+        self._pos_bufs = moves.PositionBuffers()
         self._slot_of = np.arange(self.capacity, dtype=np.int64)  # position = slot here
         self._rows = 0  # one past the highest slot ever used (dead rows fail every test)
 
     def update(self, ids: np.ndarray, centers: np.ndarray, radii: np.ndarray | None = None,
                view_distances: np.ndarray | None = None) -> None:
-        """Move objects: last frame's movers again take one checking pass, any other
-        well-typed batch (ids in any order, radii and view distances or not) one checking
-        pass and one writing pass (``app.spatial.moves``); a bad one the contract's general
-        path, which names what is wrong."""
+        """Move objects: last frame's movers again take one checking pass, and so does a
+        batch of every object in any order; any other well-typed batch (ids in any order,
+        radii and view distances or not) one checking pass and one writing pass
+        (``app.spatial.moves``); a bad one the contract's general path, which names what is
+        wrong."""
         batch = moves.batch_of(ids, centers, radii, view_distances)
         if batch is not None:
             if radii is None and view_distances is None and self._move_known(ids, centers):
                 return
             slots = moves.known_positions(self._last_movers, self._epoch, batch, self._ids)
+            if slots is None and batch.ids.shape[0] == self._count and self._move_every(batch):
+                return
             if slots is None:
-                slots = np.empty(batch.ids.shape[0], dtype=np.int64)
-                epoch = self._next_mark_epoch()  # first: it may reallocate the marks
-                if moves.find_batch(batch, self._idmap.arrays(), self._slot_mark, epoch, 0,
+                slots = self._positions(batch.ids.shape[0])
+                if moves.find_batch(batch, self._idmap.arrays(), self._seen_bits(), 0,
                                     slots) < 0:
                     slots = None
             if slots is not None:
@@ -120,13 +126,35 @@ class BruteIndex(SpatialIndex):
         super().update(ids, centers, radii, view_distances)
 
     def _move_known(self, ids: np.ndarray, centers: np.ndarray) -> bool:
+        spare = moves.spare_for(self._columns(), self._spare)
         done = moves.move_same(self._last_movers, self._epoch, self._count, ids, centers,
-                               self._centers, self._spare_c, self._ids, self._slot_of, self._s32)
+                               self._centers, spare.centers, self._ids, self._slot_of, self._s32)
         if done is None:
             return False
-        big, self._centers, self._spare_c = done
+        big, self._centers, old = done
+        self._spare = spare._replace(centers=old)
         self._note_bounds(big, 0.0)
         return True
+
+    def _move_every(self, batch: moves.UpdateBatch) -> bool:
+        """A batch of every live object, in any order: one pass (``moves.move_every``)."""
+        pos = self._positions(batch.ids.shape[0])
+        done = moves.move_every(batch, self._idmap.arrays(), self._seen_bits(), 0, pos,
+                                _SLOTS_ARE_POSITIONS, self._columns(), self._spare, self._s32)
+        if done is None:
+            return False
+        _, big, rad, (self._centers, self._radii, self._vdist), self._spare = done
+        self._note_bounds(big, rad)
+        self._last_movers = moves.remember(self._epoch, pos, True)
+        return True
+
+    def _positions(self, n: int) -> np.ndarray:
+        """A reused array for a batch's ``n`` slots (not last batch's, which stays known)."""
+        last = self._last_movers
+        return self._pos_bufs.take(n, None if last is None else last.pos)
+
+    def _columns(self) -> moves.Columns:
+        return moves.Columns(self._centers, self._radii, self._vdist)
 
     def _note_bounds(self, big: float, rad: float) -> None:
         # Bounds only grow: a stale larger bound only widens the float64 band, never wrong.

@@ -13,34 +13,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from app.spatial.checks import is_f64, name_ids
+from app.spatial.checks import is_f64, name_ids, reject_repeats
 from app.spatial.idmap import IdMap, hash_lookup
 from app.spatial.pool import grown, grown_free_stack
-
-
-@njit(cache=True)
-def repeated_slots(slots: np.ndarray, stamp: np.ndarray, epoch: np.int64) -> np.ndarray:
-    """Positions in ``slots`` that repeat an earlier entry: O(n) with a per-slot stamp, no sort."""
-    out = np.empty(0, dtype=np.int64)
-    bad = 0
-    for i in range(slots.shape[0]):
-        s = slots[i]
-        if stamp[s] == epoch:
-            bad += 1
-        stamp[s] = epoch
-    if bad == 0:
-        return out
-    out = np.empty(bad, dtype=np.int64)
-    k = 0
-    for i in range(slots.shape[0]):
-        stamp[slots[i]] = epoch - 1
-    for i in range(slots.shape[0]):
-        s = slots[i]
-        if stamp[s] == epoch:
-            out[k] = i
-            k += 1
-        stamp[s] = epoch
-    return out
+from app.spatial.seen import fit_bits, has_repeat, seen_bits
 
 
 @njit(cache=True, parallel=True)
@@ -62,7 +38,7 @@ def _swap_in(slots, centers, radii, vdist, store_c, store_r, store_v, old_c, old
 
 
 @njit(cache=True, parallel=True)
-def _resolve_batch(ids, centers, radii, vdist, keys, vals, dense, stamp, epoch, slots) -> bool:
+def _resolve_batch(ids, centers, radii, vdist, keys, vals, dense, seen, slots) -> bool:
     """Resolve an update batch's ids into ``slots`` and check its values; changes nothing.
 
     Look-ups and value checks run on both cores, the repeat check runs serially. False means
@@ -93,7 +69,7 @@ def _resolve_batch(ids, centers, radii, vdist, keys, vals, dense, stamp, epoch, 
             increasing = False
     if increasing:  # distinct ids (the usual sorted batch): no per-slot marks to touch
         return True
-    return repeated_slots(slots, stamp, epoch).shape[0] == 0
+    return not has_repeat(seen, slots)
 
 
 @njit(cache=True, inline="always")
@@ -139,8 +115,7 @@ class ObjectStore:
         self._nfree = capacity
         self._idmap = IdMap(capacity)
         self._count = 0
-        self._slot_mark = np.zeros(capacity, dtype=np.int64)  # per-slot marks for repeat checks
-        self._mark_epoch = 0
+        self._repeats = seen_bits(capacity)  # a batch's repeat check (app.spatial.seen)
         self._scratch_n = 0  # size of the reused old-value buffers of _apply_update
 
     @property
@@ -220,24 +195,17 @@ class ObjectStore:
             return False
         slots = np.empty(n, dtype=np.int64)
         keys, vals, dense = self._idmap.arrays()
-        epoch = self._next_mark_epoch()  # first: it may reallocate the marks
         if not _resolve_batch(ids, centers, EMPTY_F if radii is None else radii,
                               EMPTY_F if vd is None else vd, keys, vals, dense,
-                              self._slot_mark, epoch, slots):
+                              self._seen_bits(), slots):
             return False
         self._apply_update(slots, centers, radii, vd)
         return True
 
-    def _next_mark_epoch(self) -> np.int64:
-        """A fresh epoch for the per-slot marks (two values: repeated_slots uses epoch - 1).
-
-        Call it before reading ``self._slot_mark``: it grows the marks to the store's capacity.
-        """
-        if self._slot_mark.shape[0] < self.capacity:
-            self._slot_mark = np.zeros(self.capacity, dtype=np.int64)
-            self._mark_epoch = 0
-        self._mark_epoch += 2
-        return np.int64(self._mark_epoch)
+    def _seen_bits(self) -> np.ndarray:
+        """The clear repeat-check bitset, as large as the store."""
+        self._repeats = fit_bits(self._repeats, self.capacity)
+        return self._repeats
 
     def _resolve_known(self, op: str, ids: np.ndarray) -> np.ndarray:
         """Slots of ``ids``; ValueError naming unknown or repeated ids (nothing changed)."""
@@ -245,10 +213,8 @@ class ObjectStore:
         unknown = slots < 0
         if unknown.any():
             raise ValueError(f"{op}: unknown ids: {name_ids(ids[unknown])}")
-        epoch = self._next_mark_epoch()  # first: it may reallocate the marks
-        rep = repeated_slots(slots, self._slot_mark, epoch)
-        if rep.shape[0]:
-            raise ValueError(f"{op}: ids given more than once in the batch: {name_ids(ids[rep])}")
+        if has_repeat(self._seen_bits(), slots):
+            reject_repeats(op, ids)
         return slots
 
     # ------------------------------------------------------------------ slots

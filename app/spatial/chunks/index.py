@@ -58,6 +58,9 @@ from app.spatial.scan import (
     store32,
     tolerances,
 )
+from app.spatial.seen import seen_bits
+
+_SAME = np.zeros(0, dtype=np.int64)  # (moves.write_every: positions are the slots)
 
 #: Re-sort the awake region when its chunks' mean extent has grown this much since its sort.
 RESORT_GROWTH = 1.6
@@ -115,7 +118,8 @@ class ChunkedIndex(SpatialIndex):
         self._set_epoch = 0  # bumped whenever objects are inserted or removed
         # the last per-frame batch (its ids are pos_id[positions] while the epoch holds)
         self._last_movers: moves.LastMovers | None = None
-        self._spare_c: np.ndarray | None = None  # the store's twin for all-object batches
+        self._spare: moves.Columns | None = None  # the store's twins for all-object batches
+        self._pos_bufs = moves.PositionBuffers()
         self._big_batches = 0  # consecutive batches moving at least SLOT_FRACTION
         self._mark = 0  # the last stamp given to _pos_mark / _chunk_mark
         self._stamp = 1  # batches that may write still objects in place (see update.py)
@@ -156,7 +160,8 @@ class ChunkedIndex(SpatialIndex):
         self._sure = np.full(cap, 0, np.int64)
         self._near = np.full(cap, 0, np.int64)
         self._out = np.full(cap, 0, np.int64)  # reused answer buffer: a fresh one faults pages
-        self._pos_mark = np.full(cap, 0, np.int64)  # a batch's stamps: ids given twice
+        self._pos_mark = np.full(cap, 0, np.int64)  # a batch's stamps (stopped, leavers ...)
+        self._pos_seen = seen_bits(cap)  # a batch's repeat check (app.spatial.seen)
         self._chunk_mark = np.full(cap // CHUNK, 0, np.int64)  # a batch's stamps: chunks
         # by position: the last batch that wrote a still object there in place, modulo 256
         # (a byte: a miss fewer than a wider stamp; a stale stamp that matches, or one lost
@@ -416,9 +421,12 @@ class ChunkedIndex(SpatialIndex):
                 asleep = int(np.count_nonzero(pos < self._awake0)) if self._in_place_last else 0
                 self._move(batch, pos, asleep)
                 return
-            pos = np.empty(batch.ids.shape[0], dtype=np.int64)
-            asleep = moves.find_batch(batch, self._id_pos.arrays(), self._pos_mark,
-                                      self._fresh_mark(), self._awake0, pos)
+            if batch.ids.shape[0] == self._count and self._awake0 == 0 and (
+                    self._move_every(batch)):
+                return
+            pos = self._positions(batch.ids.shape[0])
+            asleep = moves.find_batch(batch, self._id_pos.arrays(), self._pos_seen,
+                                      self._awake0, pos)
             if asleep >= 0:
                 self._move(batch, pos, asleep)
                 return
@@ -429,16 +437,44 @@ class ChunkedIndex(SpatialIndex):
         self._mark = self._mark + 1
         return self._mark
 
+    def _positions(self, n: int) -> np.ndarray:
+        """A reused array for a batch's ``n`` positions (not last batch's, which stays
+        known)."""
+        last = self._last_movers
+        return self._pos_bufs.take(n, None if last is None else last.pos)
+
+    def _move_every(self, batch: moves.UpdateBatch) -> bool:
+        """A batch of every object while all are awake, in any order: one pass
+        (``moves.move_every``), then what :meth:`_move` does after its writes."""
+        pos = self._positions(batch.ids.shape[0])
+        done = moves.move_every(batch, self._id_pos.arrays(), self._pos_seen, 0, pos,
+                                _SAME if self._slot_order else self._pos_slot,
+                                self._columns(), self._spare, self._s32)
+        if done is None:
+            return False
+        _, big, rad, (self._centers, self._radii, self._vdist), self._spare = done
+        self._note_bounds(big, rad)
+        self._in_place_last = False
+        self._keeps_moving = True
+        self._last_movers = moves.remember(self._layout_epoch, pos, self._slot_order)
+        self._after_moves(pos, False, self._npos)
+        return True
+
+    def _columns(self) -> moves.Columns:
+        return moves.Columns(self._centers, self._radii, self._vdist)
+
     def _move_known(self, ids: np.ndarray, centers: np.ndarray) -> bool:
         """The same movers as last time (a scene's moving objects, frame after frame): write
         them through last time's positions in one checking pass (``app.spatial.moves``);
         False -> another path."""
+        spare = moves.spare_for(self._columns(), self._spare)
         done = moves.move_same(self._last_movers, self._layout_epoch, self._count, ids, centers,
-                               self._centers, self._spare_c, self._pos_id, self._pos_slot,
+                               self._centers, spare.centers, self._pos_id, self._pos_slot,
                                self._s32)
         if done is None:
             return False
-        big, self._centers, self._spare_c = done
+        big, self._centers, old = done
+        self._spare = spare._replace(centers=old)
         self._note_bounds(big, 0.0)
         self._keeps_moving = True
         self._after_moves(self._last_movers.pos, False, self._npos)
