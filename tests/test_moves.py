@@ -47,10 +47,9 @@ def test_repeated_movers_stay_exact_and_refuse_bad_batches(kind, n, seed, steps)
     movers = ids.copy()
     next_id = n
     for step in steps:
-        sized = None
         if step == "sized":
             movers = rng.permutation(ids)
-            sized = (rng.uniform(0.1, 2.0, movers.shape[0]), rng.uniform(5, 200, movers.shape[0]))
+        sized = step == "sized" or (step == "again" and rng.random() < 0.5)  # (last batch's too)
         if step == "subset" and ids.shape[0] > 1:
             movers = np.sort(rng.choice(ids, ids.shape[0] // 2, replace=False))
         elif step == "shuffled":
@@ -75,6 +74,8 @@ def test_repeated_movers_stay_exact_and_refuse_bad_batches(kind, n, seed, steps)
         if movers.shape[0] == 0:
             movers = ids.copy()
         c[movers] += rng.normal(size=(movers.shape[0], 3))
+        m = movers.shape[0]
+        sized = (rng.uniform(0.1, 2.0, m), rng.uniform(5, 200, m)) if sized else None
         if step == "big":
             c[movers[0]] = (1e300, -1e300, 5.0)  # beyond float32: the copy is clamped
         if sized is None:
@@ -116,7 +117,7 @@ def test_repeated_movers_stay_exact_and_refuse_bad_batches(kind, n, seed, steps)
                         idx.update(bad_ids, bad)
                 for a, b in zip(idx.get(ids), before, strict=True):
                     assert np.array_equal(a, b), spoil
-            _check(idx, oracle, rng)
+                _check(idx, oracle, rng)  # (the float32 copy too: the next spoil rewrites it)
 
 
 def test_remember_finds_runs_only_in_order():
@@ -170,3 +171,49 @@ def test_seen_bits_find_exactly_the_repeats_and_stay_clear(slots):
     got = has_repeat(bits, np.array(slots, dtype=np.int64))
     assert got == (len(set(slots)) < len(slots))
     assert not bits.any()
+
+
+@pytest.mark.parametrize("kind", ["brute", "chunks"])
+@pytest.mark.parametrize("spoil", ["radius", "view distance", "nan", "unknown", "repeated"])
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_whole_scene_with_radii_refuses_one_bad_row(kind, spoil, shuffled):
+    """Every object moves with its radius and view distance, frame after frame (the one-pass
+    paths of a whole scene: last batch's movers, or any order); one bad row in the middle of
+    such a batch refuses it, and the store and the float32 copy are as before."""
+    rng = np.random.default_rng(7)
+    n = 3000
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(0, 100, (n, 3))
+    idx = create_index(kind)
+    oracle = Oracle()
+    idx.insert(ids, c, np.full(n, 1.0))
+    oracle.insert(ids, c, np.full(n, 1.0))
+    order = ids.copy()
+    for _ in range(3):
+        if shuffled:
+            order = rng.permutation(ids)
+        c[order] += rng.normal(size=(n, 3))
+        rad, vd = rng.uniform(0.1, 2.0, n), rng.uniform(5, 200, n)
+        idx.update(order, c[order], rad, vd)
+        oracle.update(order, c[order], rad, vd)
+        _check(idx, oracle, rng)
+    before = [a.copy() for a in idx.get(ids)]
+    bad_ids = order.copy() if not shuffled else rng.permutation(ids)
+    bad = c[bad_ids] + 5.0
+    rad, vd = rng.uniform(0.1, 2.0, n), rng.uniform(5, 200, n)
+    row = n // 2
+    if spoil == "radius":
+        rad[row] = -0.5
+    elif spoil == "view distance":
+        vd[row] = np.nan
+    elif spoil == "nan":
+        bad[row, 2] = np.nan
+    elif spoil == "unknown":
+        bad_ids[row] = 10 * n
+    else:
+        bad_ids[row] = bad_ids[row - 1]
+    with pytest.raises(ValueError):
+        idx.update(bad_ids, bad, rad, vd)
+    for a, b in zip(idx.get(ids), before, strict=True):
+        assert np.array_equal(a, b)
+    _check(idx, oracle, rng)

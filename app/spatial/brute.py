@@ -107,7 +107,7 @@ class BruteIndex(SpatialIndex):
         wrong."""
         batch = moves.batch_of(ids, centers, radii, view_distances)
         if batch is not None:
-            if radii is None and view_distances is None and self._move_known(ids, centers):
+            if self._move_known(batch):
                 return
             slots = moves.known_positions(self._last_movers, self._epoch, batch, self._ids)
             if slots is None and batch.ids.shape[0] == self._count and self._move_every(batch):
@@ -125,15 +125,15 @@ class BruteIndex(SpatialIndex):
                 return
         super().update(ids, centers, radii, view_distances)
 
-    def _move_known(self, ids: np.ndarray, centers: np.ndarray) -> bool:
-        spare = moves.spare_for(self._columns(), self._spare)
-        done = moves.move_same(self._last_movers, self._epoch, self._count, ids, centers,
-                               self._centers, spare.centers, self._ids, self._slot_of, self._s32)
+    def _move_known(self, batch: moves.UpdateBatch) -> bool:
+        """Last batch's movers again (``moves.move_same``): one checking pass."""
+        done = moves.move_same(self._last_movers, self._epoch, self._count, batch,
+                               self._columns(), moves.spare_for(self._columns(), self._spare),
+                               self._ids, self._slot_of, self._s32)
         if done is None:
             return False
-        big, self._centers, old = done
-        self._spare = spare._replace(centers=old)
-        self._note_bounds(big, 0.0)
+        big, rad, (self._centers, self._radii, self._vdist), self._spare = done
+        self._note_bounds(big, rad)
         return True
 
     def _move_every(self, batch: moves.UpdateBatch) -> bool:

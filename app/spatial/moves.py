@@ -234,24 +234,35 @@ def write_all_known(last: LastMovers, ids: np.ndarray, centers: np.ndarray, stor
     return bool(ok), float(big)
 
 
-def move_same(last: LastMovers | None, epoch: int, count: int, ids: np.ndarray,
-              centers: np.ndarray, store: np.ndarray, spare: np.ndarray | None,
-              pos_id: np.ndarray, pos_slot: np.ndarray, s32: Spheres32,
-              ) -> tuple[float, np.ndarray, np.ndarray | None] | None:
-    """Write ``ids`` as last batch's movers, if they are: (largest coordinate magnitude, the
-    store, the spare) for the caller to keep (a batch of all ``count`` live objects goes into
-    the spare, and the two swap). None: not last batch, or a bad one; nothing changed, and
-    the contract's general path decides (and names what is wrong)."""
-    if not same_movers(last, epoch, ids, pos_id):
+def move_same(last: LastMovers | None, epoch: int, count: int, batch: UpdateBatch,
+              store: Columns, spare: Columns, pos_id: np.ndarray, pos_slot: np.ndarray,
+              s32: Spheres32) -> tuple[float, float, Columns, Columns] | None:
+    """Write ``batch`` as last batch's movers, if they are: (largest coordinate magnitude,
+    largest radius written, the new store, the new spare) for the caller to keep (a batch of
+    all ``count`` live objects goes into the spare, and the columns it carries swap). None:
+    not last batch, a bad one, or a part of the scene with radii or view distances (the
+    caller's two-pass path takes those); nothing changed, and the contract's general path
+    decides (and names what is wrong). ``spare`` matches the store (:func:`spare_for`)."""
+    ids = batch.ids
+    n = ids.shape[0]
+    sized = batch.radii.shape[0] == n or batch.vdist.shape[0] == n
+    if not same_movers(last, epoch, ids, pos_id) or (sized and n != count):
         return None
-    if ids.shape[0] == count:
-        if spare is None or spare.shape != store.shape:
-            spare = store.copy()
-        ok, big = write_all_known(last, ids, centers, store, spare, pos_id, pos_slot, s32)
-        return (big, spare, store) if ok else None
-    if not known_movers(ids, centers, last.pos, pos_id):
+    if sized:
+        ok, big, rad = write_known_sized(batch, last.pos, last.run, pos_id, pos_slot, spare,
+                                         s32)
+        if not ok:
+            restore_rows(last.pos, pos_slot, store, s32, batch.radii.shape[0] == n,
+                         batch.vdist.shape[0] == n)
+            return None
+        return big, rad, *swapped(batch, store, spare)
+    if n == count:
+        ok, big = write_all_known(last, ids, batch.centers, store.centers, spare.centers,
+                                  pos_id, pos_slot, s32)
+        return (big, 0.0, *swapped(batch, store, spare)) if ok else None
+    if not known_movers(ids, batch.centers, last.pos, pos_id):
         return None
-    return write_movers(last.pos, centers, pos_slot, store, s32), store, spare
+    return write_movers(last.pos, batch.centers, pos_slot, store.centers, s32), 0.0, store, spare
 
 
 # ------------------------------------------------------------------ any batch, one pass each
@@ -514,21 +525,110 @@ def write_every(batch: UpdateBatch, tables, seen, awake0: int, pos, rec: SphereR
             vd32[p] = to32(vdist[i])
     for i in range(n):
         p = pos[i]
-        if p < 0:
-            continue
-        seen[p >> 6] = 0  # (seen.forget, skipping the unknown ids)
-        if not ok:
-            s = p if same else pos_slot[p]
-            x[p] = to32(store_c[s, 0])
-            y[p] = to32(store_c[s, 1])
-            z[p] = to32(store_c[s, 2])
-            if has_r:
-                r32[p] = to32(store_r[s])
-            if has_v:
-                vd32[p] = to32(store_v[s])
+        if p >= 0:
+            seen[p >> 6] = 0  # (seen.forget, skipping the unknown ids)
+    if not ok:
+        _restore(pos, pos_slot, store_c, store_r, store_v, x, y, z, r32, vd32, has_r, has_v)
     if not ok:
         asleep = -1
     return asleep, max(bx, by, bz), rad
+
+
+def swapped(batch: UpdateBatch, store: Columns, spare: Columns) -> tuple[Columns, Columns]:
+    """(new store, new spare) after ``batch`` of every live object was written into
+    ``spare``: the columns the batch carries swap, the others stay."""
+    n = batch.ids.shape[0]
+    swap = (True, batch.radii.shape[0] == n, batch.vdist.shape[0] == n)
+    return (Columns(*(b if sw else a for a, b, sw in zip(store, spare, swap, strict=True))),
+            Columns(*(a if sw else b for a, b, sw in zip(store, spare, swap, strict=True))))
+
+
+@njit(cache=True)
+def write_known_sized(batch: UpdateBatch, pos, run: int, pos_id, pos_slot, spare: Columns,
+                      s32):
+    """Last batch's movers again, every live object, with radii or view distances: each id
+    checked against its remembered position and its values while they are written (the
+    spare columns by slot, the float32 copy by position; ``pos_slot`` empty where positions
+    are slots). ``run`` >= 0: the positions are ``run, run + 1 ...`` and are the slots
+    (:class:`LastMovers`), read neither from ``pos`` nor through ``pos_slot``: the loop then
+    streams as much index data as the brute force's id table, no more. Returns (all good,
+    largest coordinate magnitude, largest radius); on a bad batch the caller puts the float32
+    rows back (:func:`restore_rows`)."""
+    ids = batch.ids
+    centers = batch.centers
+    radii = batch.radii
+    vdist = batch.vdist
+    n = ids.shape[0]
+    has_r = radii.shape[0] == n
+    has_v = vdist.shape[0] == n
+    same = pos_slot.shape[0] == 0
+    spare_c = spare.centers
+    spare_r = spare.radii
+    spare_v = spare.vdist
+    x = s32.x
+    y = s32.y
+    z = s32.z
+    r32 = s32.r
+    vd32 = s32.vd
+    ok = True
+    bx = by = bz = 0.0  # three running maxima: one chain of max() was the loop's bottleneck
+    rad = 0.0
+    for i in range(n):
+        if run >= 0:
+            p = run + i
+            s = p
+        else:
+            p = pos[i]
+            s = p if same else pos_slot[p]
+        cx = centers[i, 0]
+        cy = centers[i, 1]
+        cz = centers[i, 2]
+        ri = radii[i] if has_r else 0.0
+        vi = vdist[i] if has_v else 0.0
+        ok &= (pos_id[p] == ids[i]) & _values_ok(cx, cy, cz, ri, vi)
+        spare_c[s, 0] = cx
+        spare_c[s, 1] = cy
+        spare_c[s, 2] = cz
+        x[p] = to32(cx)
+        y[p] = to32(cy)
+        z[p] = to32(cz)
+        bx = max(bx, abs(cx))
+        by = max(by, abs(cy))
+        bz = max(bz, abs(cz))
+        if has_r:
+            spare_r[s] = ri
+            r32[p] = to32(ri)
+            rad = max(rad, ri)
+        if has_v:
+            spare_v[s] = vi
+            vd32[p] = to32(vi)
+    return ok, max(bx, by, bz), rad
+
+
+@njit(cache=True)
+def restore_rows(pos, pos_slot, store: Columns, s32, radii: bool, vdist: bool) -> None:
+    """Rewrite the float32 rows at ``pos`` from the store after a refused batch: centres, and
+    radii and view distances when it wrote them (negative positions: none there)."""
+    _restore(pos, pos_slot, store.centers, store.radii, store.vdist, s32.x, s32.y, s32.z,
+             s32.r, s32.vd, radii, vdist)
+
+
+@njit(cache=True)
+def _restore(pos, pos_slot, store_c, store_r, store_v, x, y, z, r32, vd32, radii: bool,
+             vdist: bool) -> None:
+    same = pos_slot.shape[0] == 0
+    for i in range(pos.shape[0]):
+        p = pos[i]
+        if p < 0:
+            continue
+        s = p if same else pos_slot[p]
+        x[p] = to32(store_c[s, 0])
+        y[p] = to32(store_c[s, 1])
+        z[p] = to32(store_c[s, 2])
+        if radii:
+            r32[p] = to32(store_r[s])
+        if vdist:
+            vd32[p] = to32(store_v[s])
 
 
 def spare_for(store: Columns, spare: Columns | None) -> Columns:
@@ -551,8 +651,4 @@ def move_every(batch: UpdateBatch, tables: tuple, seen: np.ndarray, awake0: int,
                                    SphereRecords(pos_slot, *store, s32), spare)
     if asleep < 0:
         return None
-    n = batch.ids.shape[0]
-    swap = (True, batch.radii.shape[0] == n, batch.vdist.shape[0] == n)
-    new = Columns(*(b if sw else a for a, b, sw in zip(store, spare, swap, strict=True)))
-    old = Columns(*(a if sw else b for a, b, sw in zip(store, spare, swap, strict=True)))
-    return int(asleep), float(big), float(rad), new, old
+    return int(asleep), float(big), float(rad), *swapped(batch, store, spare)

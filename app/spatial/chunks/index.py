@@ -412,8 +412,7 @@ class ChunkedIndex(SpatialIndex):
         batch = moves.batch_of(ids, centers, radii, view_distances)
         if batch is not None:
             # (last batch's movers written in place are still: they go the checked way)
-            if radii is None and view_distances is None and not self._in_place_last and (
-                    self._move_known(ids, centers)):
+            if not self._in_place_last and self._move_known(batch):
                 return
             pos = moves.known_positions(self._last_movers, self._layout_epoch, batch,
                                         self._pos_id)
@@ -463,19 +462,17 @@ class ChunkedIndex(SpatialIndex):
     def _columns(self) -> moves.Columns:
         return moves.Columns(self._centers, self._radii, self._vdist)
 
-    def _move_known(self, ids: np.ndarray, centers: np.ndarray) -> bool:
+    def _move_known(self, batch: moves.UpdateBatch) -> bool:
         """The same movers as last time (a scene's moving objects, frame after frame): write
         them through last time's positions in one checking pass (``app.spatial.moves``);
         False -> another path."""
-        spare = moves.spare_for(self._columns(), self._spare)
-        done = moves.move_same(self._last_movers, self._layout_epoch, self._count, ids, centers,
-                               self._centers, spare.centers, self._pos_id, self._pos_slot,
-                               self._s32)
+        done = moves.move_same(self._last_movers, self._layout_epoch, self._count, batch,
+                               self._columns(), moves.spare_for(self._columns(), self._spare),
+                               self._pos_id, self._pos_slot, self._s32)
         if done is None:
             return False
-        big, self._centers, old = done
-        self._spare = spare._replace(centers=old)
-        self._note_bounds(big, 0.0)
+        big, rad, (self._centers, self._radii, self._vdist), self._spare = done
+        self._note_bounds(big, rad)
         self._keeps_moving = True
         self._after_moves(self._last_movers.pos, False, self._npos)
         return True
