@@ -523,10 +523,7 @@ def write_every(batch: UpdateBatch, tables, seen, awake0: int, pos, rec: SphereR
         if has_v:
             spare_v[s] = vdist[i]
             vd32[p] = to32(vdist[i])
-    for i in range(n):
-        p = pos[i]
-        if p >= 0:
-            seen[p >> 6] = 0  # (seen.forget, skipping the unknown ids)
+    seen[:] = 0  # (a bit per live object's slot: smaller than the pass over pos it saves)
     if not ok:
         _restore(pos, pos_slot, store_c, store_r, store_v, x, y, z, r32, vd32, has_r, has_v)
     if not ok:
