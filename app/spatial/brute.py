@@ -94,7 +94,6 @@ class BruteIndex(SpatialIndex):
         self._epoch = 0  # bumped whenever a slot changes hands (see app.spatial.moves)
         self._last_movers: moves.LastMovers | None = None
         self._spare: moves.Columns | None = None  # the store's twins for all-object batches
-        self._pos_bufs = moves.PositionBuffers()
         self._slot_of = np.arange(self.capacity, dtype=np.int64)  # position = slot here
         self._rows = 0  # one past the highest slot ever used (dead rows fail every test)
 
@@ -113,7 +112,7 @@ class BruteIndex(SpatialIndex):
             if slots is None and batch.ids.shape[0] == self._count and self._move_every(batch):
                 return
             if slots is None:
-                slots = self._positions(batch.ids.shape[0])
+                slots = np.empty(batch.ids.shape[0], dtype=np.int64)
                 if moves.find_batch(batch, self._idmap.arrays(), self._seen_bits(), 0,
                                     slots) < 0:
                     slots = None
@@ -138,7 +137,7 @@ class BruteIndex(SpatialIndex):
 
     def _move_every(self, batch: moves.UpdateBatch) -> bool:
         """A batch of every live object, in any order: one pass (``moves.move_every``)."""
-        pos = self._positions(batch.ids.shape[0])
+        pos = np.empty(batch.ids.shape[0], dtype=np.int64)
         done = moves.move_every(batch, self._idmap.arrays(), self._seen_bits(), 0, pos,
                                 _SLOTS_ARE_POSITIONS, self._columns(), self._spare, self._s32)
         if done is None:
@@ -147,11 +146,6 @@ class BruteIndex(SpatialIndex):
         self._note_bounds(big, rad)
         self._last_movers = moves.remember(self._epoch, pos, True)
         return True
-
-    def _positions(self, n: int) -> np.ndarray:
-        """A reused array for a batch's ``n`` slots (not last batch's, which stays known)."""
-        last = self._last_movers
-        return self._pos_bufs.take(n, None if last is None else last.pos)
 
     def _columns(self) -> moves.Columns:
         return moves.Columns(self._centers, self._radii, self._vdist)

@@ -167,24 +167,6 @@ def any_stamped(pos, mark, stamp: int) -> bool:
     return False
 
 
-class PositionBuffers:
-    """Reused arrays for a batch's positions: a fresh array of 10^5 int64 each frame cost
-    0.3 ms of page faults here (the allocator gives large blocks back to the system when
-    they are freed). Two of them, because the last batch's positions are kept
-    (:class:`LastMovers`) while the next batch's are found."""
-
-    def __init__(self) -> None:
-        self._bufs = [np.zeros(0, np.int64), np.zeros(0, np.int64)]
-
-    def take(self, n: int, keep: np.ndarray | None) -> np.ndarray:
-        """An array of ``n`` positions (contents undefined) that does not share memory with
-        ``keep`` (last batch's positions, or None)."""
-        j = 1 if keep is not None and keep.base is self._bufs[0] else 0
-        if self._bufs[j].shape[0] < n:
-            self._bufs[j] = np.full(max(n, 2 * self._bufs[j].shape[0]), 0, np.int64)
-        return self._bufs[j][:n]
-
-
 def remember(epoch: int, pos: np.ndarray, positions_are_slots: bool) -> LastMovers:
     """The record of a checked batch found at ``pos`` (increasing positions of a run are
     written by the sequential kernel)."""

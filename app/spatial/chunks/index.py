@@ -119,7 +119,6 @@ class ChunkedIndex(SpatialIndex):
         # the last per-frame batch (its ids are pos_id[positions] while the epoch holds)
         self._last_movers: moves.LastMovers | None = None
         self._spare: moves.Columns | None = None  # the store's twins for all-object batches
-        self._pos_bufs = moves.PositionBuffers()
         self._big_batches = 0  # consecutive batches moving at least SLOT_FRACTION
         self._mark = 0  # the last stamp given to _pos_mark / _chunk_mark
         self._stamp = 1  # batches that may write still objects in place (see update.py)
@@ -423,7 +422,7 @@ class ChunkedIndex(SpatialIndex):
             if batch.ids.shape[0] == self._count and self._awake0 == 0 and (
                     self._move_every(batch)):
                 return
-            pos = self._positions(batch.ids.shape[0])
+            pos = np.empty(batch.ids.shape[0], dtype=np.int64)
             asleep = moves.find_batch(batch, self._id_pos.arrays(), self._pos_seen,
                                       self._awake0, pos)
             if asleep >= 0:
@@ -436,16 +435,10 @@ class ChunkedIndex(SpatialIndex):
         self._mark = self._mark + 1
         return self._mark
 
-    def _positions(self, n: int) -> np.ndarray:
-        """A reused array for a batch's ``n`` positions (not last batch's, which stays
-        known)."""
-        last = self._last_movers
-        return self._pos_bufs.take(n, None if last is None else last.pos)
-
     def _move_every(self, batch: moves.UpdateBatch) -> bool:
         """A batch of every object while all are awake, in any order: one pass
         (``moves.move_every``), then what :meth:`_move` does after its writes."""
-        pos = self._positions(batch.ids.shape[0])
+        pos = np.empty(batch.ids.shape[0], dtype=np.int64)
         done = moves.move_every(batch, self._id_pos.arrays(), self._pos_seen, 0, pos,
                                 _SAME if self._slot_order else self._pos_slot,
                                 self._columns(), self._spare, self._s32)
