@@ -127,7 +127,7 @@ class BruteIndex(SpatialIndex):
     def _move_known(self, batch: moves.UpdateBatch) -> bool:
         """Last batch's movers again (``moves.move_same``): one checking pass."""
         done = moves.move_same(self._last_movers, self._epoch, self._count, batch,
-                               self._columns(), moves.spare_for(self._columns(), self._spare),
+                               self._columns(), self._spare,
                                self._ids, self._slot_of, self._s32)
         if done is None:
             return False

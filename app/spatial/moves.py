@@ -217,19 +217,22 @@ def write_all_known(last: LastMovers, ids: np.ndarray, centers: np.ndarray, stor
 
 
 def move_same(last: LastMovers | None, epoch: int, count: int, batch: UpdateBatch,
-              store: Columns, spare: Columns, pos_id: np.ndarray, pos_slot: np.ndarray,
-              s32: Spheres32) -> tuple[float, float, Columns, Columns] | None:
+              store: Columns, spare: Columns | None, pos_id: np.ndarray, pos_slot: np.ndarray,
+              s32: Spheres32) -> tuple[float, float, Columns, Columns | None] | None:
     """Write ``batch`` as last batch's movers, if they are: (largest coordinate magnitude,
     largest radius written, the new store, the new spare) for the caller to keep (a batch of
     all ``count`` live objects goes into the spare, and the columns it carries swap). None:
     not last batch, a bad one, or a part of the scene with radii or view distances (the
     caller's two-pass path takes those); nothing changed, and the contract's general path
-    decides (and names what is wrong). ``spare`` matches the store (:func:`spare_for`)."""
+    decides (and names what is wrong). The spare is made only for a whole-scene batch
+    (:func:`spare_for`): a scene that never moves everything at once keeps one store."""
     ids = batch.ids
     n = ids.shape[0]
     sized = batch.radii.shape[0] == n or batch.vdist.shape[0] == n
     if not same_movers(last, epoch, ids, pos_id) or (sized and n != count):
         return None
+    if n == count:
+        spare = spare_for(store, spare, batch)
     if sized:
         ok, big, rad = write_known_sized(batch, last.pos, last.run, pos_id, pos_slot, spare,
                                          s32)
@@ -610,11 +613,15 @@ def _restore(pos, pos_slot, store_c, store_r, store_v, x, y, z, r32, vd32, radii
             vd32[p] = to32(store_v[s])
 
 
-def spare_for(store: Columns, spare: Columns | None) -> Columns:
-    """``spare``, or new twins of the store's columns when it has none of their size."""
-    if spare is None or spare.centers.shape != store.centers.shape:
-        spare = Columns(store.centers.copy(), store.radii.copy(), store.vdist.copy())
-    return spare
+def spare_for(store: Columns, spare: Columns | None, batch: UpdateBatch) -> Columns:
+    """Twins of the store's columns that ``batch`` (every live object) carries: ``spare``'s
+    where they have the store's size, else copies; a column the batch leaves alone may stay
+    an empty stand-in (it is never written, nor swapped in)."""
+    n = batch.ids.shape[0]
+    need = (True, batch.radii.shape[0] == n, batch.vdist.shape[0] == n)
+    old = (None, None, None) if spare is None else spare
+    return Columns(*(b if b is not None and b.shape == a.shape else (a.copy() if w else _NONE_F)
+                     for a, b, w in zip(store, old, need, strict=True)))
 
 
 def move_every(batch: UpdateBatch, tables: tuple, seen: np.ndarray, awake0: int,
@@ -625,7 +632,7 @@ def move_every(batch: UpdateBatch, tables: tuple, seen: np.ndarray, awake0: int,
     (the columns the batch carries swap with their spares, the others stay), or None when
     the batch is bad and nothing changed (the contract's general path names what is wrong).
     ``batch`` must hold as many rows as there are live objects."""
-    spare = spare_for(store, spare)
+    spare = spare_for(store, spare, batch)
     asleep, big, rad = write_every(batch, tables, seen, awake0, pos,
                                    SphereRecords(pos_slot, *store, s32), spare)
     if asleep < 0:

@@ -460,7 +460,7 @@ class ChunkedIndex(SpatialIndex):
         them through last time's positions in one checking pass (``app.spatial.moves``);
         False -> another path."""
         done = moves.move_same(self._last_movers, self._layout_epoch, self._count, batch,
-                               self._columns(), moves.spare_for(self._columns(), self._spare),
+                               self._columns(), self._spare,
                                self._pos_id, self._pos_slot, self._s32)
         if done is None:
             return False
