@@ -493,6 +493,8 @@ def write_every(batch: UpdateBatch, tables, seen, awake0: int, pos, rec: SphereR
         ok &= first_sight(seen, p)
         asleep += p < awake0
         s = p if same else pos_slot[p]
+        # (the row's writes repeat write_batch's on purpose, as update.write_settle says why:
+        # a helper given the arrays counts their references at every row)
         spare_c[s, 0] = cx
         spare_c[s, 1] = cy
         spare_c[s, 2] = cz
@@ -568,7 +570,7 @@ def write_known_sized(batch: UpdateBatch, pos, run: int, pos_id, pos_slot, spare
         ri = radii[i] if has_r else 0.0
         vi = vdist[i] if has_v else 0.0
         ok &= (pos_id[p] == ids[i]) & _values_ok(cx, cy, cz, ri, vi)
-        spare_c[s, 0] = cx
+        spare_c[s, 0] = cx  # (written out, as in write_every)
         spare_c[s, 1] = cy
         spare_c[s, 2] = cz
         x[p] = to32(cx)
