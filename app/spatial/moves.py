@@ -233,6 +233,16 @@ def move_same(last: LastMovers | None, epoch: int, count: int, batch: UpdateBatc
         return None
     if n == count:
         spare = spare_for(store, spare, batch)
+    if sized and last.run >= 0:
+        ok, big, rad = write_known_run_sized(batch, last.run, pos_id, spare, s32)
+        if ok and max(big, rad) > F32_BIG:  # plain casts overflowed: clamp as to32 does
+            restore_rows(last.pos, pos_slot, spare, s32, batch.radii.shape[0] == n,
+                         batch.vdist.shape[0] == n)
+        if not ok:
+            restore_rows(last.pos, pos_slot, store, s32, batch.radii.shape[0] == n,
+                         batch.vdist.shape[0] == n)
+            return None
+        return big, rad, *swapped(batch, store, spare)
     if sized:
         ok, big, rad = write_known_sized(batch, last.pos, last.run, pos_id, pos_slot, spare,
                                          s32)
@@ -586,6 +596,57 @@ def write_known_sized(batch: UpdateBatch, pos, run: int, pos_id, pos_slot, spare
         if has_v:
             spare_v[s] = vi
             vd32[p] = to32(vi)
+    return ok, max(bx, by, bz), rad
+
+
+@njit(cache=True)
+def write_known_run_sized(batch: UpdateBatch, p0: int, pos_id, spare: Columns, s32):
+    """:func:`write_known_sized` for positions ``p0 ..`` that are the slots (a run): every
+    access sequential and the float32 writes plain casts, so that the loop vectorises as
+    :func:`write_known_run` does; the caller rewrites the rows with clamps when the returned
+    magnitudes exceed ``F32_BIG``."""
+    ids = batch.ids
+    centers = batch.centers
+    radii = batch.radii
+    vdist = batch.vdist
+    n = ids.shape[0]
+    has_r = radii.shape[0] == n
+    has_v = vdist.shape[0] == n
+    spare_c = spare.centers
+    spare_r = spare.radii
+    spare_v = spare.vdist
+    x = s32.x
+    y = s32.y
+    z = s32.z
+    r32 = s32.r
+    vd32 = s32.vd
+    ok = True
+    bx = by = bz = 0.0
+    rad = 0.0
+    for i in range(n):
+        p = p0 + i
+        cx = centers[i, 0]
+        cy = centers[i, 1]
+        cz = centers[i, 2]
+        ri = radii[i] if has_r else 0.0
+        vi = vdist[i] if has_v else 0.0
+        ok &= (pos_id[p] == ids[i]) & _values_ok(cx, cy, cz, ri, vi)
+        spare_c[p, 0] = cx  # (written out, as in write_every)
+        spare_c[p, 1] = cy
+        spare_c[p, 2] = cz
+        x[p] = cx
+        y[p] = cy
+        z[p] = cz
+        bx = max(bx, abs(cx))
+        by = max(by, abs(cy))
+        bz = max(bz, abs(cz))
+        if has_r:
+            spare_r[p] = ri
+            r32[p] = ri
+            rad = max(rad, ri)
+        if has_v:
+            spare_v[p] = vi
+            vd32[p] = vi
     return ok, max(bx, by, bz), rad
 
 
