@@ -60,6 +60,10 @@ for kind in sys.argv[1:]:
     for k in range(2):  # every object, shuffled: the one-pass path of whole-scene batches
         perm = rng.permutation(n)
         idx.update(ids[perm], c[perm] + 0.5 * k, r[perm])
+    for k in range(2):  # every object in order, as last frame: with radii, then without
+        idx.update(ids, c + 0.25 * k, r)
+    for k in range(2):
+        idx.update(ids, c + 0.25 * k)
     idx.query_frustum(planes, eye=eye, use_view_distance=True)
     idx.query_pairs()
     idx.query_pairs(ids[:10], margin=0.5)

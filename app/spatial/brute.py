@@ -19,6 +19,7 @@ from app.geom.zpyramid import occluder
 from app.parallelism import threads_for
 from app.spatial import moves
 from app.spatial.base import QueryResult, SpatialIndex
+from app.spatial.object_store import Columns
 from app.spatial.pairs import SweepSpace, selection
 from app.spatial.scan import grown32, kill32, scan_frustum, spheres32, store32
 
@@ -73,9 +74,6 @@ def _ray(alive, centers, radii, o, d):
 SCAN_PARALLEL_MIN = 1 << 19
 
 
-_SLOTS_ARE_POSITIONS = np.zeros(0, dtype=np.int64)  # (moves.write_every: no slot map)
-
-
 class BruteIndex(SpatialIndex):
     """Every query is a compiled linear scan over the object store."""
 
@@ -93,7 +91,7 @@ class BruteIndex(SpatialIndex):
         self._sweep = SweepSpace()
         self._epoch = 0  # bumped whenever a slot changes hands (see app.spatial.moves)
         self._last_movers: moves.LastMovers | None = None
-        self._spare: moves.Columns | None = None  # the store's twins for all-object batches
+        self._spare: Columns | None = None  # the store's twins for all-object batches
         self._slot_of = np.arange(self.capacity, dtype=np.int64)  # position = slot here
         self._rows = 0  # one past the highest slot ever used (dead rows fail every test)
 
@@ -139,7 +137,7 @@ class BruteIndex(SpatialIndex):
         """A batch of every live object, in any order: one pass (``moves.move_every``)."""
         pos = np.empty(batch.ids.shape[0], dtype=np.int64)
         done = moves.move_every(batch, self._idmap.arrays(), self._seen_bits(), 0, pos,
-                                _SLOTS_ARE_POSITIONS, self._columns(), self._spare, self._s32)
+                                moves.SLOTS_ARE_POSITIONS, self._columns(), self._spare, self._s32)
         if done is None:
             return False
         _, big, rad, (self._centers, self._radii, self._vdist), self._spare = done
@@ -147,8 +145,6 @@ class BruteIndex(SpatialIndex):
         self._last_movers = moves.remember(self._epoch, pos, True)
         return True
 
-    def _columns(self) -> moves.Columns:
-        return moves.Columns(self._centers, self._radii, self._vdist)
 
     def _note_bounds(self, big: float, rad: float) -> None:
         # Bounds only grow: a stale larger bound only widens the float64 band, never wrong.

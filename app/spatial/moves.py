@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit
 
 from app.spatial.idmap import hash_lookup
+from app.spatial.object_store import Columns
 from app.spatial.scan import F32_BIG, Spheres32, to32
 from app.spatial.seen import first_sight, forget
 
@@ -434,12 +435,9 @@ def write_batch(batch: UpdateBatch, pos, rec: SphereRecords):
 # ------------------------------------------------------------------ every object, one pass
 
 
-class Columns(NamedTuple):
-    """The store's float64 columns by slot: what the contract keeps (or their spare twins)."""
-
-    centers: np.ndarray
-    radii: np.ndarray
-    vdist: np.ndarray
+#: ``pos_slot`` for an index whose positions are its slots (``brute``; ``chunks`` in slot
+#: order): the passes below then read no slot map.
+SLOTS_ARE_POSITIONS = np.zeros(0, dtype=np.int64)
 
 
 @njit(cache=True)

@@ -10,6 +10,8 @@ in) and ``_grow`` (its per-slot arrays must grow with the store).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit, prange
 
@@ -89,6 +91,15 @@ def _write_in(slots, centers, radii, vdist, store_c, store_r, store_v):
     """Copy the new values in (for subclasses that never read the old ones)."""
     for i in prange(slots.shape[0]):
         write_row(i, slots[i], centers, radii, vdist, store_c, store_r, store_v)
+
+
+class Columns(NamedTuple):
+    """The store's float64 columns by slot: what the contract keeps (or their spare twins,
+    which ``app.spatial.moves`` writes a whole scene into and swaps in)."""
+
+    centers: np.ndarray
+    radii: np.ndarray
+    vdist: np.ndarray
 
 
 EMPTY_F = np.zeros(0, dtype=np.float64)  # "not given" for a radius or view distance column
@@ -201,6 +212,10 @@ class ObjectStore:
             return False
         self._apply_update(slots, centers, radii, vd)
         return True
+
+    def _columns(self) -> Columns:
+        """The store's float64 columns as they are now (the arrays, not copies)."""
+        return Columns(self._centers, self._radii, self._vdist)
 
     def _seen_bits(self) -> np.ndarray:
         """The clear repeat-check bitset, as large as the store."""

@@ -49,6 +49,7 @@ from app.spatial.base import _EMPTY_F, QueryResult, SpatialIndex
 from app.spatial.chunks import check, layout, pairs, queries, spawn, update
 from app.spatial.chunks.layout import CHUNK, NO_POS
 from app.spatial.idmap import IdMap
+from app.spatial.object_store import Columns
 from app.spatial.pool import grown
 from app.spatial.scan import (
     kill32,
@@ -59,8 +60,6 @@ from app.spatial.scan import (
     tolerances,
 )
 from app.spatial.seen import seen_bits
-
-_SAME = np.zeros(0, dtype=np.int64)  # (moves.write_every: positions are the slots)
 
 #: Re-sort the awake region when its chunks' mean extent has grown this much since its sort.
 RESORT_GROWTH = 1.6
@@ -118,7 +117,7 @@ class ChunkedIndex(SpatialIndex):
         self._set_epoch = 0  # bumped whenever objects are inserted or removed
         # the last per-frame batch (its ids are pos_id[positions] while the epoch holds)
         self._last_movers: moves.LastMovers | None = None
-        self._spare: moves.Columns | None = None  # the store's twins for all-object batches
+        self._spare: Columns | None = None  # the store's twins for all-object batches
         self._big_batches = 0  # consecutive batches moving at least SLOT_FRACTION
         self._mark = 0  # the last stamp given to _pos_mark / _chunk_mark
         self._stamp = 1  # batches that may write still objects in place (see update.py)
@@ -440,7 +439,7 @@ class ChunkedIndex(SpatialIndex):
         (``moves.move_every``), then what :meth:`_move` does after its writes."""
         pos = np.empty(batch.ids.shape[0], dtype=np.int64)
         done = moves.move_every(batch, self._id_pos.arrays(), self._pos_seen, 0, pos,
-                                _SAME if self._slot_order else self._pos_slot,
+                                moves.SLOTS_ARE_POSITIONS if self._slot_order else self._pos_slot,
                                 self._columns(), self._spare, self._s32)
         if done is None:
             return False
@@ -452,8 +451,6 @@ class ChunkedIndex(SpatialIndex):
         self._after_moves(pos, False, self._npos)
         return True
 
-    def _columns(self) -> moves.Columns:
-        return moves.Columns(self._centers, self._radii, self._vdist)
 
     def _move_known(self, batch: moves.UpdateBatch) -> bool:
         """The same movers as last time (a scene's moving objects, frame after frame): write
