@@ -173,6 +173,18 @@ def test_seen_bits_find_exactly_the_repeats_and_stay_clear(slots):
     assert not bits.any()
 
 
+def _scene(kind: str, n: int, rng: np.random.Generator):
+    """``n`` unit spheres in a 100-unit cube, in a new index of ``kind`` and in the oracle:
+    (ids, centres, index, oracle)."""
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(0, 100, (n, 3))
+    idx = create_index(kind)
+    oracle = Oracle()
+    idx.insert(ids, c, np.full(n, 1.0))
+    oracle.insert(ids, c, np.full(n, 1.0))
+    return ids, c, idx, oracle
+
+
 @pytest.mark.parametrize("kind", ["brute", "chunks"])
 @pytest.mark.parametrize("spoil", ["radius", "view distance", "nan", "unknown", "repeated"])
 @pytest.mark.parametrize("shuffled", [False, True])
@@ -182,12 +194,7 @@ def test_whole_scene_with_radii_refuses_one_bad_row(kind, spoil, shuffled):
     such a batch refuses it, and the store and the float32 copy are as before."""
     rng = np.random.default_rng(7)
     n = 3000
-    ids = np.arange(n, dtype=np.int64)
-    c = rng.uniform(0, 100, (n, 3))
-    idx = create_index(kind)
-    oracle = Oracle()
-    idx.insert(ids, c, np.full(n, 1.0))
-    oracle.insert(ids, c, np.full(n, 1.0))
+    ids, c, idx, oracle = _scene(kind, n, rng)
     order = ids.copy()
     for _ in range(3):
         if shuffled:
@@ -226,12 +233,7 @@ def test_whole_scene_with_radii_beyond_float32_is_clamped(kind):
     clamped as everywhere else and every answer stays exact; back in range, exact again."""
     rng = np.random.default_rng(3)
     n = 2000
-    ids = np.arange(n, dtype=np.int64)
-    c = rng.uniform(0, 100, (n, 3))
-    idx = create_index(kind)
-    oracle = Oracle()
-    idx.insert(ids, c, np.full(n, 1.0))
-    oracle.insert(ids, c, np.full(n, 1.0))
+    ids, c, idx, oracle = _scene(kind, n, rng)
     for step in range(5):
         c += rng.normal(size=(n, 3))
         rad = rng.uniform(0.1, 2.0, n)
