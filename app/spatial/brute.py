@@ -136,11 +136,11 @@ class BruteIndex(SpatialIndex):
     def _move_every(self, batch: moves.UpdateBatch) -> bool:
         """A batch of every live object, in any order: one pass (``moves.move_every``)."""
         pos = np.empty(batch.ids.shape[0], dtype=np.int64)
-        done = moves.move_every(batch, self._idmap.arrays(), self._seen_bits(), 0, pos,
+        done = moves.move_every(batch, self._idmap.arrays(), self._seen_bits(), pos,
                                 moves.SLOTS_ARE_POSITIONS, self._columns(), self._spare, self._s32)
         if done is None:
             return False
-        _, big, rad, (self._centers, self._radii, self._vdist), self._spare = done
+        big, rad, (self._centers, self._radii, self._vdist), self._spare = done
         self._note_bounds(big, rad)
         self._last_movers = moves.remember(self._epoch, pos, True)
         return True
