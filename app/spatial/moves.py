@@ -129,14 +129,30 @@ def write_movers(pos, centers, pos_slot, store_c, s32: Spheres32) -> float:
 
 
 @njit(cache=True)
-def restore32(pos, pos_slot, store_c, x, y, z) -> None:
-    """Rewrite the float32 centres at ``pos`` from the store (after a rejected batch)."""
+def restore32(pos, pos_slot, store_c, store_r, store_v, s32: Spheres32, radii: bool,
+              vdist: bool) -> None:
+    """Rewrite the float32 rows at ``pos`` from the store's columns (after a refused batch,
+    or with clamps after plain casts overflowed): centres, and radii and view distances when
+    the batch wrote them. ``pos_slot`` empty where positions are the slots; negative
+    positions (unknown ids) are skipped."""
+    x = s32.x
+    y = s32.y
+    z = s32.z
+    r32 = s32.r
+    vd32 = s32.vd
+    same = pos_slot.shape[0] == 0
     for i in range(pos.shape[0]):
         p = pos[i]
-        s = pos_slot[p]
+        if p < 0:
+            continue
+        s = p if same else pos_slot[p]
         x[p] = to32(store_c[s, 0])
         y[p] = to32(store_c[s, 1])
         z[p] = to32(store_c[s, 2])
+        if radii:
+            r32[p] = to32(store_r[s])
+        if vdist:
+            vd32[p] = to32(store_v[s])
 
 
 def plain_moves(ids: object, centers: object, radii: object, view_distances: object) -> bool:
@@ -198,23 +214,34 @@ def known_positions(last: LastMovers | None, epoch: int, batch: UpdateBatch,
     return None
 
 
-def write_all_known(last: LastMovers, ids: np.ndarray, centers: np.ndarray, store: np.ndarray,
-                    spare: np.ndarray, pos_id: np.ndarray, pos_slot: np.ndarray,
-                    s32: Spheres32) -> tuple[bool, float]:
+def write_all_known(last: LastMovers, batch: UpdateBatch, store: Columns, spare: Columns,
+                    pos_id: np.ndarray, pos_slot: np.ndarray,
+                    s32: Spheres32) -> tuple[bool, float, float]:
     """A batch of every live object, as last time, into ``spare`` in one checking pass:
-    (accepted, largest coordinate magnitude). Accepted: ``spare`` holds the new store (the
-    caller swaps the two). Rejected: the float32 copy is back as ``store`` says."""
+    (accepted, largest coordinate magnitude, largest radius written). Accepted: ``spare``
+    holds the new values of the columns the batch carries (the caller swaps them in).
+    Rejected: the float32 copy is back as ``store`` says. Positions that run in order take
+    the sequential kernels, whose plain float32 casts are clamped after if they overflowed."""
+    has_r, has_v = carried(batch)
     pos = last.pos
-    if last.run >= 0:
-        ok, big = write_known_run(ids, centers, last.run, pos_id, spare, s32.x, s32.y, s32.z)
-        if ok and big > F32_BIG:  # plain casts overflowed: clamp as to32 does
-            restore32(pos, pos_slot, spare, s32.x, s32.y, s32.z)
+    if has_r or has_v:
+        if last.run >= 0:
+            ok, big, rad = write_known_run_sized(batch, last.run, pos_id, spare, s32)
+        else:
+            ok, big, rad = write_known_sized(batch, pos, pos_id, pos_slot, spare, s32)
+    elif last.run >= 0:
+        ok, big = write_known_run(batch.ids, batch.centers, last.run, pos_id, spare.centers,
+                                  s32.x, s32.y, s32.z)
+        rad = 0.0
     else:
-        ok, big = write_known_movers(ids, centers, pos, pos_id, pos_slot, spare, s32.x, s32.y,
-                                     s32.z)
+        ok, big = write_known_movers(batch.ids, batch.centers, pos, pos_id, pos_slot,
+                                     spare.centers, s32.x, s32.y, s32.z)
+        rad = 0.0
+    if ok and last.run >= 0 and max(big, rad) > F32_BIG:  # plain casts overflowed: clamp
+        restore32(pos, pos_slot, *spare, s32, has_r, has_v)
     if not ok:
-        restore32(pos, pos_slot, store, s32.x, s32.y, s32.z)
-    return bool(ok), float(big)
+        restore32(pos, pos_slot, *store, s32, has_r, has_v)
+    return bool(ok), float(big), float(rad)
 
 
 def move_same(last: LastMovers | None, epoch: int, count: int, batch: UpdateBatch,
@@ -227,36 +254,14 @@ def move_same(last: LastMovers | None, epoch: int, count: int, batch: UpdateBatc
     caller's two-pass path takes those); nothing changed, and the contract's general path
     decides (and names what is wrong). The spare is made only for a whole-scene batch
     (:func:`spare_for`): a scene that never moves everything at once keeps one store."""
-    ids = batch.ids
-    n = ids.shape[0]
-    sized = batch.radii.shape[0] == n or batch.vdist.shape[0] == n
-    if not same_movers(last, epoch, ids, pos_id) or (sized and n != count):
+    n = batch.ids.shape[0]
+    if not same_movers(last, epoch, batch.ids, pos_id) or (any(carried(batch)) and n != count):
         return None
     if n == count:
         spare = spare_for(store, spare, batch)
-    if sized and last.run >= 0:
-        ok, big, rad = write_known_run_sized(batch, last.run, pos_id, spare, s32)
-        if ok and max(big, rad) > F32_BIG:  # plain casts overflowed: clamp as to32 does
-            restore_rows(last.pos, pos_slot, spare, s32, batch.radii.shape[0] == n,
-                         batch.vdist.shape[0] == n)
-        if not ok:
-            restore_rows(last.pos, pos_slot, store, s32, batch.radii.shape[0] == n,
-                         batch.vdist.shape[0] == n)
-            return None
-        return big, rad, *swapped(batch, store, spare)
-    if sized:
-        ok, big, rad = write_known_sized(batch, last.pos, last.run, pos_id, pos_slot, spare,
-                                         s32)
-        if not ok:
-            restore_rows(last.pos, pos_slot, store, s32, batch.radii.shape[0] == n,
-                         batch.vdist.shape[0] == n)
-            return None
-        return big, rad, *swapped(batch, store, spare)
-    if n == count:
-        ok, big = write_all_known(last, ids, batch.centers, store.centers, spare.centers,
-                                  pos_id, pos_slot, s32)
-        return (big, 0.0, *swapped(batch, store, spare)) if ok else None
-    if not known_movers(ids, batch.centers, last.pos, pos_id):
+        ok, big, rad = write_all_known(last, batch, store, spare, pos_id, pos_slot, s32)
+        return (big, rad, *swapped(batch, store, spare)) if ok else None
+    if not known_movers(batch.ids, batch.centers, last.pos, pos_id):
         return None
     return write_movers(last.pos, batch.centers, pos_slot, store.centers, s32), 0.0, store, spare
 
@@ -519,31 +524,33 @@ def write_every(ids, centers, radii, vdist, tables, seen, pos, pos_slot, rec: Sp
             vd32[p] = to32(vdist[i])
     seen[:] = 0  # (a bit per live object's slot: smaller than the pass over pos it saves)
     if not ok:
-        _restore(pos, rec.pos_slot, rec.store_c, rec.store_r, rec.store_v, x, y, z, r32, vd32,
-                 radii is not None, vdist is not None)
+        restore32(pos, rec.pos_slot, rec.store_c, rec.store_r, rec.store_v, rec.s32,
+                  radii is not None, vdist is not None)
     return ok, max(bx, by, bz), rad
+
+
+def carried(batch: UpdateBatch) -> tuple[bool, bool]:
+    """Whether ``batch`` carries radii, and view distances (an empty column: unchanged)."""
+    n = batch.ids.shape[0]
+    return batch.radii.shape[0] == n, batch.vdist.shape[0] == n
 
 
 def swapped(batch: UpdateBatch, store: Columns, spare: Columns) -> tuple[Columns, Columns]:
     """(new store, new spare) after ``batch`` of every live object was written into
     ``spare``: the columns the batch carries swap, the others stay."""
-    n = batch.ids.shape[0]
-    swap = (True, batch.radii.shape[0] == n, batch.vdist.shape[0] == n)
+    swap = (True, *carried(batch))
     return (Columns(*(b if sw else a for a, b, sw in zip(store, spare, swap, strict=True))),
             Columns(*(a if sw else b for a, b, sw in zip(store, spare, swap, strict=True))))
 
 
 @njit(cache=True)
-def write_known_sized(batch: UpdateBatch, pos, run: int, pos_id, pos_slot, spare: Columns,
-                      s32):
+def write_known_sized(batch: UpdateBatch, pos, pos_id, pos_slot, spare: Columns, s32):
     """Last batch's movers again, every live object, with radii or view distances: each id
     checked against its remembered position and its values while they are written (the
     spare columns by slot, the float32 copy by position; ``pos_slot`` empty where positions
-    are slots). ``run`` >= 0: the positions are ``run, run + 1 ...`` and are the slots
-    (:class:`LastMovers`), read neither from ``pos`` nor through ``pos_slot``: the loop then
-    streams as much index data as the brute force's id table, no more. Returns (all good,
-    largest coordinate magnitude, largest radius); on a bad batch the caller puts the float32
-    rows back (:func:`restore_rows`)."""
+    are slots). Returns (all good, largest coordinate magnitude, largest radius); on a bad
+    batch the caller puts the float32 rows back (:func:`restore32`). Positions that run in
+    order take :func:`write_known_run_sized` instead."""
     ids = batch.ids
     centers = batch.centers
     radii = batch.radii
@@ -564,12 +571,8 @@ def write_known_sized(batch: UpdateBatch, pos, run: int, pos_id, pos_slot, spare
     bx = by = bz = 0.0  # three running maxima: one chain of max() was the loop's bottleneck
     rad = 0.0
     for i in range(n):
-        if run >= 0:
-            p = run + i
-            s = p
-        else:
-            p = pos[i]
-            s = p if same else pos_slot[p]
+        p = pos[i]
+        s = p if same else pos_slot[p]
         cx = centers[i, 0]
         cy = centers[i, 1]
         cz = centers[i, 2]
@@ -646,38 +649,11 @@ def write_known_run_sized(batch: UpdateBatch, p0: int, pos_id, spare: Columns, s
     return ok, max(bx, by, bz), rad
 
 
-@njit(cache=True)
-def restore_rows(pos, pos_slot, store: Columns, s32, radii: bool, vdist: bool) -> None:
-    """Rewrite the float32 rows at ``pos`` from the store after a refused batch: centres, and
-    radii and view distances when it wrote them (negative positions: none there)."""
-    _restore(pos, pos_slot, store.centers, store.radii, store.vdist, s32.x, s32.y, s32.z,
-             s32.r, s32.vd, radii, vdist)
-
-
-@njit(cache=True)
-def _restore(pos, pos_slot, store_c, store_r, store_v, x, y, z, r32, vd32, radii: bool,
-             vdist: bool) -> None:
-    same = pos_slot.shape[0] == 0
-    for i in range(pos.shape[0]):
-        p = pos[i]
-        if p < 0:
-            continue
-        s = p if same else pos_slot[p]
-        x[p] = to32(store_c[s, 0])
-        y[p] = to32(store_c[s, 1])
-        z[p] = to32(store_c[s, 2])
-        if radii:
-            r32[p] = to32(store_r[s])
-        if vdist:
-            vd32[p] = to32(store_v[s])
-
-
 def spare_for(store: Columns, spare: Columns | None, batch: UpdateBatch) -> Columns:
     """Twins of the store's columns that ``batch`` (every live object) carries: ``spare``'s
     where they have the store's size, else copies; a column the batch leaves alone may stay
     an empty stand-in (it is never written, nor swapped in)."""
-    n = batch.ids.shape[0]
-    need = (True, batch.radii.shape[0] == n, batch.vdist.shape[0] == n)
+    need = (True, *carried(batch))
     old = (None, None, None) if spare is None else spare
     return Columns(*(b if b is not None and b.shape == a.shape else (a.copy() if w else _NONE_F)
                      for a, b, w in zip(store, old, need, strict=True)))
@@ -692,11 +668,10 @@ def move_every(batch: UpdateBatch, tables: tuple, seen: np.ndarray, pos: np.ndar
     (the contract's general path names what is wrong). ``batch`` must hold as many rows as
     there are live objects; ``pos_slot`` empty (:data:`SLOTS_ARE_POSITIONS`) where positions
     are the slots."""
-    n = batch.ids.shape[0]
+    has_r, has_v = carried(batch)
     spare = spare_for(store, spare, batch)
-    ok, big, rad = write_every(batch.ids, batch.centers,
-                               batch.radii if batch.radii.shape[0] == n else None,
-                               batch.vdist if batch.vdist.shape[0] == n else None,
+    ok, big, rad = write_every(batch.ids, batch.centers, batch.radii if has_r else None,
+                               batch.vdist if has_v else None,
                                tables, seen, pos, None if pos_slot.shape[0] == 0 else pos_slot,
                                SphereRecords(pos_slot, *store, s32), spare)
     if not ok:
