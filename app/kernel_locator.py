@@ -15,9 +15,11 @@ import time
 from numba.core import config
 from numba.core.caching import _CacheLocator
 
-from app import kernel_cache, kernel_cache_lock
+from app import kernel_cache, kernel_cache_lock, kernel_cache_threads
 
-kernel_cache_lock.install()  # numba imports this module before it saves any kernel
+# numba imports this module before it saves or loads any kernel
+kernel_cache_lock.install()
+kernel_cache_threads.install()
 
 #: Cache files of another version of a module's closure are deleted after this many seconds
 #: untouched: switching between branches keeps each one's kernels, the folder stays bounded.
