@@ -140,6 +140,9 @@ def test_bad_input_raises_and_changes_nothing(label, name, kwargs):
                                           np.array([1, -1, 1.0])), "501"),
         ("dup existing", lambda: idx.insert(np.array([500, 7, 502]), good_c, np.ones(3)), "7"),
         ("dup in batch", lambda: idx.insert(np.array([500, 500, 502]), good_c, np.ones(3)), "500"),
+        # ids far past the direct table: the hashed side of the one-pass insert check
+        ("dup in batch, hashed", lambda: idx.insert(np.array([500, 2**50, 2**50]), good_c,
+                                                    np.ones(3)), "1125899906842624"),
         ("length", lambda: idx.insert(np.array([500, 501]), good_c, np.ones(3)), "3"),
         ("update unknown", lambda: idx.update(np.array([1, 999, 2]), good_c), "999"),
         ("update NaN", lambda: idx.update(np.array([1, 2, 3]), nan_c), "2"),

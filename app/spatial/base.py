@@ -89,6 +89,10 @@ class SpatialIndex(ObjectStore):
         view_distances: np.ndarray | None = None,
     ) -> None:
         """Add objects. ``ids`` must be new and unique; view distance defaults to infinity."""
+        slots = self._store_new_fast(ids, centers, radii, view_distances)
+        if slots is not None:
+            self._on_insert(slots)
+            return
         ids, centers, radii, vd = self._check_batch(ids, centers, radii, view_distances)
         if ids.shape[0] == 0:
             return

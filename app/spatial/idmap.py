@@ -97,6 +97,42 @@ def _insert(keys, vals, dense, new_keys, new_vals) -> int:
 
 
 @njit(cache=True)
+def _insert_absent(keys, vals, dense, new_keys, new_vals):
+    """Add ``new_keys`` -> ``new_vals`` if no key is present and none is given twice:
+    (-1, empty buckets taken). Else (i, buckets taken) where key i was present or repeated,
+    and the keys before it are taken back out (their buckets left as tombstones)."""
+    mask = keys.shape[0] - 1
+    nd = dense.shape[0]
+    taken = 0
+    for i in range(new_keys.shape[0]):
+        k = new_keys[i]
+        if 0 <= k < nd:
+            if dense[k] >= 0:
+                _delete(keys, vals, dense, new_keys[:i])
+                return i, taken
+            dense[k] = new_vals[i]
+            continue
+        h = _hash(k, mask)
+        free = np.int64(-1)  # the first tombstone on the way: where the key goes
+        while True:
+            v = vals[h]
+            if v == _EMPTY:
+                break
+            if v >= 0 and keys[h] == k:
+                _delete(keys, vals, dense, new_keys[:i])
+                return i, taken
+            if v == _TOMB and free < 0:
+                free = h
+            h = (h + 1) & mask
+        if free < 0:
+            free = h
+            taken += 1
+        keys[free] = k
+        vals[free] = new_vals[i]
+    return -1, taken
+
+
+@njit(cache=True)
 def _delete(keys, vals, dense, del_keys) -> int:
     mask = keys.shape[0] - 1
     n = 0
@@ -148,11 +184,28 @@ class IdMap:
         slots = np.ascontiguousarray(slots, dtype=np.int64)
         if ids.shape[0] == 0:
             return
+        self._room_for(ids)
+        self._used += _insert(self._keys, self._vals, self._dense, ids, slots)
+        self._count += ids.shape[0]
+
+    def insert_absent(self, ids: np.ndarray, slots: np.ndarray) -> int:
+        """Add int64 ``ids`` -> ``slots`` if none is present and none repeated (-1); else
+        the index of the first that is, and the map is as it was. One pass: a batch of new
+        objects needs no look-up and no repeat check before it."""
+        if ids.shape[0] == 0:
+            return -1
+        self._room_for(ids)
+        at, taken = _insert_absent(self._keys, self._vals, self._dense, ids, slots)
+        self._used += taken
+        if at < 0:
+            self._count += ids.shape[0]
+        return int(at)
+
+    def _room_for(self, ids: np.ndarray) -> None:
+        """Widen the direct table or rehash ahead of inserting ``ids``."""
         self._maybe_grow_dense(int(ids.max()), self._count + ids.shape[0])
         if 2 * (self._used + ids.shape[0]) > self._keys.shape[0]:
             self._rehash(self._count + ids.shape[0])
-        self._used += _insert(self._keys, self._vals, self._dense, ids, slots)
-        self._count += ids.shape[0]
 
     def assign(self, ids: np.ndarray, values: np.ndarray) -> None:
         """New values for ids known to be present."""

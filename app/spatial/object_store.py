@@ -93,6 +93,36 @@ def _write_in(slots, centers, radii, vdist, store_c, store_r, store_v):
         write_row(i, slots[i], centers, radii, vdist, store_c, store_r, store_v)
 
 
+@njit(cache=True)
+def _first_bad_row(centers, radii, vdist) -> int:
+    """The first row of a new batch with a non-finite centre, a radius not finite or
+    negative, or a view distance NaN or negative (``vdist`` empty: none given); -1."""
+    has_v = vdist.shape[0] == radii.shape[0]
+    for i in range(radii.shape[0]):
+        ok = (np.isfinite(centers[i, 0]) and np.isfinite(centers[i, 1])
+              and np.isfinite(centers[i, 2]) and np.isfinite(radii[i]) and radii[i] >= 0.0)
+        if has_v:
+            ok = ok and vdist[i] >= 0.0  # NaN fails too; inf is allowed
+        if not ok:
+            return i
+    return -1
+
+
+@njit(cache=True)
+def _write_new(slots, ids, centers, radii, vdist, store_ids, store_c, store_r, store_v,
+               alive) -> None:
+    """New objects' rows into their (free) slots in one pass; ``vdist`` empty: endless."""
+    has_v = vdist.shape[0] == slots.shape[0]
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        store_ids[s] = ids[i]
+        for a in range(3):
+            store_c[s, a] = centers[i, a]
+        store_r[s] = radii[i]
+        store_v[s] = vdist[i] if has_v else np.inf
+        alive[s] = True
+
+
 class Columns(NamedTuple):
     """The store's float64 columns by slot: what the contract keeps (or their spare twins,
     which ``app.spatial.moves`` writes a whole scene into and swaps in)."""
@@ -159,6 +189,30 @@ class ObjectStore:
         self._alive[slots] = True
         self._idmap.insert(ids, slots)
         self._count += ids.shape[0]
+        return slots
+
+    def _store_new_fast(self, ids, centers, radii, vd) -> np.ndarray | None:
+        """:meth:`_store_new` for a batch of well-typed arrays, checked by compiled passes:
+        the slots, or None when the batch needs the slow path (other types, an empty batch,
+        a bad value, an id present or repeated: the slow path names them) and nothing
+        changed."""
+        if not (isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.ndim == 1
+                and ids.flags.c_contiguous and ids.shape[0]):
+            return None
+        n = ids.shape[0]
+        if not (is_f64(centers, (n, 3)) and is_f64(radii, (n,))
+                and (vd is None or is_f64(vd, (n,)))):
+            return None
+        vd = EMPTY_F if vd is None else vd
+        if _first_bad_row(centers, radii, vd) >= 0:
+            return None
+        slots = self._alloc_slots(n)
+        if self._idmap.insert_absent(ids, slots) >= 0:
+            self._nfree += n  # the slots go back on the free stack, as they were
+            return None
+        _write_new(slots, ids, centers, radii, vd, self._ids, self._centers, self._radii,
+                   self._vdist, self._alive)
+        self._count += n
         return slots
 
     def _drop(self, ids: np.ndarray, slots: np.ndarray) -> None:

@@ -1,0 +1,49 @@
+"""The id -> slot map against a dict: inserts that check for present and repeated ids in
+the same pass (``IdMap.insert_absent``, the store's insert path), deletions that leave
+tombstones, ids in the direct table and far outside it (hashed)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.spatial.idmap import IdMap
+
+# Small ids land in the direct table, the rest (negative, huge) in the hash table; a narrow
+# range makes present and repeated ids, and probe chains through tombstones, common.
+IDS = st.one_of(st.integers(0, 40), st.integers(-30, -1), st.integers(2**40, 2**40 + 40),
+                st.integers(-(2**62), 2**62))
+
+
+def _items(m: IdMap) -> dict[int, int]:
+    keys, vals = m.items()
+    return dict(zip(keys.tolist(), vals.tolist(), strict=True))
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(st.tuples(st.booleans(), st.lists(IDS, min_size=1, max_size=12)),
+                      min_size=1, max_size=25))
+def test_insert_absent_adds_all_or_nothing(steps):
+    m = IdMap(16)
+    model: dict[int, int] = {}
+    slot = 0
+    for add, ids in steps:
+        arr = np.array(ids, dtype=np.int64)
+        if add:
+            slots = np.arange(slot, slot + arr.shape[0], dtype=np.int64)
+            slot += arr.shape[0]
+            got = m.insert_absent(arr, slots)
+            bad = [i for i, k in enumerate(ids) if k in model or k in ids[:i]]
+            assert got == (bad[0] if bad else -1)
+            if not bad:
+                model.update(zip(ids, slots.tolist(), strict=True))
+        else:
+            gone = np.array(sorted({k for k in ids if k in model}), dtype=np.int64)
+            m.delete(gone)
+            for k in gone.tolist():
+                del model[k]
+        assert _items(m) == model
+        assert len(m) == len(model)
+        probe = np.array(ids, dtype=np.int64)
+        assert m.lookup(probe).tolist() == [model.get(k, -1) for k in ids]
