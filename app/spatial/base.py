@@ -123,10 +123,12 @@ class SpatialIndex(ObjectStore):
 
     def remove(self, ids: np.ndarray) -> None:
         """Remove objects by id."""
-        ids = self._check_ids(ids)
-        if ids.shape[0] == 0:
-            return
-        slots = self._resolve_known("remove", ids)
+        slots = self._known_slots_fast(ids)
+        if slots is None:
+            ids = self._check_ids(ids)
+            if ids.shape[0] == 0:
+                return
+            slots = self._resolve_known("remove", ids)
         self._on_remove(slots)
         self._drop(ids, slots)
 

@@ -123,6 +123,33 @@ def _write_new(slots, ids, centers, radii, vdist, store_ids, store_c, store_r, s
         alive[s] = True
 
 
+@njit(cache=True)
+def _resolve_ids(ids, keys, vals, dense, seen, slots) -> bool:
+    """The slots of ``ids`` into ``slots``; False (nothing changed) when one is unknown or
+    given twice (the repeat bits only when the ids do not strictly increase)."""
+    nd = dense.shape[0]
+    increasing = True
+    for i in range(ids.shape[0]):
+        k = ids[i]
+        s = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
+        if s < 0:
+            return False
+        slots[i] = s
+        if i > 0 and k <= ids[i - 1]:
+            increasing = False
+    return increasing or not has_repeat(seen, slots)
+
+
+@njit(cache=True)
+def _free_rows(slots, store_ids, alive, free, nfree: int) -> None:
+    """Removed objects' slots dead and on the free stack (from ``nfree`` up), in one pass."""
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        store_ids[s] = -1
+        alive[s] = False
+        free[nfree + i] = s
+
+
 class Columns(NamedTuple):
     """The store's float64 columns by slot: what the contract keeps (or their spare twins,
     which ``app.spatial.moves`` writes a whole scene into and swaps in)."""
@@ -215,12 +242,22 @@ class ObjectStore:
         self._count += n
         return slots
 
+    def _known_slots_fast(self, ids) -> np.ndarray | None:
+        """The slots of a well-typed batch of known, distinct ids, resolved by one compiled
+        pass; None when the batch needs the slow path (other types, empty, an id unknown or
+        repeated: the slow path names them)."""
+        if not (isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.ndim == 1
+                and ids.flags.c_contiguous and ids.shape[0]):
+            return None
+        slots = np.empty(ids.shape[0], np.int64)
+        keys, vals, dense = self._idmap.arrays()
+        return slots if _resolve_ids(ids, keys, vals, dense, self._seen_bits(), slots) else None
+
     def _drop(self, ids: np.ndarray, slots: np.ndarray) -> None:
         """Free the slots of removed objects (the structure has forgotten them)."""
         self._idmap.delete(ids)
-        self._alive[slots] = False
-        self._ids[slots] = -1
-        self._free_slots(slots)
+        _free_rows(slots, self._ids, self._alive, self._free, self._nfree)
+        self._nfree += slots.shape[0]
         self._count -= ids.shape[0]
 
     def _apply_update(self, slots: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
@@ -294,11 +331,6 @@ class ObjectStore:
         slots = self._free[self._nfree - n : self._nfree][::-1].copy()
         self._nfree -= n
         return slots
-
-    def _free_slots(self, slots: np.ndarray) -> None:
-        n = slots.shape[0]
-        self._free[self._nfree : self._nfree + n] = slots
-        self._nfree += n
 
     def _grow_store(self, new_cap: int) -> None:
         old = self.capacity
