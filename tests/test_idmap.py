@@ -47,3 +47,20 @@ def test_insert_absent_adds_all_or_nothing(steps):
         assert len(m) == len(model)
         probe = np.array(ids, dtype=np.int64)
         assert m.lookup(probe).tolist() == [model.get(k, -1) for k in ids]
+
+
+def test_the_hash_table_is_sized_for_the_ids_it_holds():
+    """Ids that the direct table takes need no hash buckets: a million ids 0..N-1 once made
+    two hash arrays sized for all of them (4 x 8 bytes an id, written through: 1 GB and
+    2.5 s of a 10^7-object build, per map)."""
+    m = IdMap(16)
+    n = 100_000
+    m.insert(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64))
+    assert m.insert_absent(np.arange(n, 2 * n, dtype=np.int64),
+                           np.arange(n, dtype=np.int64)) == -1
+    assert m._keys.shape[0] <= 1024
+    far = np.arange(2**40, 2**40 + 5000, dtype=np.int64)
+    m.insert(far, np.arange(far.shape[0], dtype=np.int64))
+    assert 2 * 5000 <= m._keys.shape[0] <= 64 * 5000
+    assert np.array_equal(m.lookup(far), np.arange(far.shape[0]))
+    assert np.array_equal(m.lookup(np.arange(2 * n, dtype=np.int64))[:n], np.arange(n))

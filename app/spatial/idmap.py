@@ -133,6 +133,15 @@ def _insert_absent(keys, vals, dense, new_keys, new_vals):
 
 
 @njit(cache=True)
+def _count_outside(ids, nd: int) -> int:
+    """How many of ``ids`` lie outside a direct table of ``nd`` entries (the hashed ones)."""
+    n = 0
+    for i in range(ids.shape[0]):
+        n += (ids[i] < 0) | (ids[i] >= nd)
+    return n
+
+
+@njit(cache=True)
 def _delete(keys, vals, dense, del_keys) -> int:
     mask = keys.shape[0] - 1
     n = 0
@@ -202,10 +211,12 @@ class IdMap:
         return int(at)
 
     def _room_for(self, ids: np.ndarray) -> None:
-        """Widen the direct table or rehash ahead of inserting ``ids``."""
+        """Widen the direct table or rehash ahead of inserting ``ids`` (the hash table is
+        sized for the ids it will hold, not for those the direct table takes)."""
         self._maybe_grow_dense(int(ids.max()), self._count + ids.shape[0])
-        if 2 * (self._used + ids.shape[0]) > self._keys.shape[0]:
-            self._rehash(self._count + ids.shape[0])
+        hashed = _count_outside(ids, self._dense.shape[0])
+        if 2 * (self._used + hashed) > self._keys.shape[0]:
+            self._rehash(hashed)
 
     def assign(self, ids: np.ndarray, values: np.ndarray) -> None:
         """New values for ids known to be present."""
@@ -233,7 +244,7 @@ class IdMap:
             size *= 2
         ids, slots = self.items()
         self._dense = np.full(size, _EMPTY, dtype=np.int64)
-        self._new_hash(len(ids))
+        self._new_hash(_count_outside(ids, size))
         self._used = _insert(self._keys, self._vals, self._dense, ids, slots)
 
     def _new_hash(self, need: int) -> None:
@@ -244,7 +255,8 @@ class IdMap:
         self._vals = np.full(cap, _EMPTY, dtype=np.int64)
         self._used = 0  # live + tombstones: what probing pays for
 
-    def _rehash(self, need: int) -> None:
+    def _rehash(self, more: int) -> None:
+        """A fresh hash table (no tombstones) for its live ids and ``more``."""
         ids, slots = self.items()
-        self._new_hash(need)
+        self._new_hash(_count_outside(ids, self._dense.shape[0]) + more)
         self._used = _insert(self._keys, self._vals, self._dense, ids, slots)
