@@ -19,6 +19,7 @@ LAYERS: dict[str, int] = {
     "kernel_cache": 0,
     "kernel_locator": 0,
     "kernel_cache_lock": 0,
+    "kernel_cache_threads": 0,
     "suggest": 0,
     "spatial": 1,
     "culling": 2,
