@@ -27,6 +27,13 @@ def reject_repeats(op: str, ids: np.ndarray) -> None:
                          f"{name_ids(uniq[counts > 1])}")
 
 
+def is_ids(a: object) -> bool:
+    """``a`` is a non-empty C-contiguous 1-D int64 array (ids the compiled fast paths take
+    without a copy)."""
+    return (isinstance(a, np.ndarray) and a.dtype == np.int64 and a.ndim == 1
+            and a.flags.c_contiguous and a.shape[0] > 0)
+
+
 def is_f64(a: object, shape: tuple[int, ...]) -> bool:
     """``a`` is a C-contiguous float64 array of this shape (what the compiled fast paths take
     without a copy)."""

@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from app.spatial.checks import is_f64, is_ids
 from app.spatial.idmap import hash_lookup
 from app.spatial.object_store import Columns
 from app.spatial.scan import F32_BIG, Spheres32, to32
@@ -158,11 +159,8 @@ def restore32(pos, pos_slot, store_c, store_r, store_v, s32: Spheres32, radii: b
 def plain_moves(ids: object, centers: object, radii: object, view_distances: object) -> bool:
     """Whether a batch is the per-frame kind the one-pass paths take: centres only, int64 ids
     and float64 (n, 3) centres, both contiguous, at least one row."""
-    return (radii is None and view_distances is None and isinstance(ids, np.ndarray)
-            and ids.dtype == np.int64 and ids.ndim == 1 and ids.flags.c_contiguous
-            and isinstance(centers, np.ndarray) and centers.dtype == np.float64
-            and centers.shape == (ids.shape[0], 3) and centers.flags.c_contiguous
-            and ids.shape[0] > 0)
+    return (radii is None and view_distances is None and is_ids(ids)
+            and is_f64(centers, (ids.shape[0], 3)))
 
 
 class LastMovers(NamedTuple):
@@ -297,8 +295,7 @@ def batch_of(ids: object, centers: object, radii: object,
              view_distances: object) -> UpdateBatch | None:
     """The batch as a :class:`UpdateBatch` when it is well-typed (int64 ids, float64 rows, all
     contiguous, at least one row), else None: the contract's general path converts it."""
-    if not (isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.ndim == 1
-            and ids.flags.c_contiguous and ids.shape[0] > 0):
+    if not is_ids(ids):
         return None
     n = ids.shape[0]
     rows = []

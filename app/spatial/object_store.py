@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from app.spatial.checks import is_f64, name_ids, reject_repeats
+from app.spatial.checks import is_f64, is_ids, name_ids, reject_repeats
 from app.spatial.idmap import IdMap, hash_lookup
 from app.spatial.pool import grown, grown_free_stack
 from app.spatial.seen import fit_bits, has_repeat, seen_bits
@@ -209,11 +209,8 @@ class ObjectStore:
                    vd: np.ndarray) -> np.ndarray:
         """Checked new objects into free slots (the store grows when short); their slots."""
         slots = self._alloc_slots(ids.shape[0])
-        self._ids[slots] = ids
-        self._centers[slots] = centers
-        self._radii[slots] = radii
-        self._vdist[slots] = vd
-        self._alive[slots] = True
+        _write_new(slots, ids, centers, radii, vd, self._ids, self._centers, self._radii,
+                   self._vdist, self._alive)
         self._idmap.insert(ids, slots)
         self._count += ids.shape[0]
         return slots
@@ -223,8 +220,7 @@ class ObjectStore:
         the slots, or None when the batch needs the slow path (other types, an empty batch,
         a bad value, an id present or repeated: the slow path names them) and nothing
         changed."""
-        if not (isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.ndim == 1
-                and ids.flags.c_contiguous and ids.shape[0]):
+        if not is_ids(ids):
             return None
         n = ids.shape[0]
         if not (is_f64(centers, (n, 3)) and is_f64(radii, (n,))
@@ -246,8 +242,7 @@ class ObjectStore:
         """The slots of a well-typed batch of known, distinct ids, resolved by one compiled
         pass; None when the batch needs the slow path (other types, empty, an id unknown or
         repeated: the slow path names them)."""
-        if not (isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.ndim == 1
-                and ids.flags.c_contiguous and ids.shape[0]):
+        if not is_ids(ids):
             return None
         slots = np.empty(ids.shape[0], np.int64)
         keys, vals, dense = self._idmap.arrays()
@@ -286,11 +281,10 @@ class ObjectStore:
 
     def _update_fast(self, ids, centers, radii, vd) -> bool:
         """The per-frame path: well-typed arrays, compiled checks. False -> use the slow path."""
-        if not (isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.ndim == 1
-                and ids.flags.c_contiguous):
+        if not is_ids(ids):
             return False
         n = ids.shape[0]
-        if n == 0 or not is_f64(centers, (n, 3)):
+        if not is_f64(centers, (n, 3)):
             return False
         if (radii is not None and not is_f64(radii, (n,))) or (
                 vd is not None and not is_f64(vd, (n,))):
