@@ -174,6 +174,51 @@ def test_removals_leave_holes_then_resort():
     _check(idx, oracle, np.full(3, 25.0), np.array([30.0, 26, 24]))
 
 
+def test_a_large_build_and_resort_on_both_cores_stay_exact():
+    """Past PARALLEL_MIN objects a build and a re-sort gather and code on both cores
+    (``layout.centers_of``, ``layout.frame_codes_parallel``). Ids in the id map's direct
+    table and negative ones (hashed): the re-sort must point both kinds at their new
+    positions (``validate`` compares the map with the layout; moves and removals use it)."""
+    from app.parallelism import PARALLEL_MIN
+
+    rng = np.random.default_rng(11)
+    n = PARALLEL_MIN + 15000
+    idx = create_index("chunks")
+    oracle = Oracle()
+    ids = np.arange(n, dtype=np.int64)
+    ids[::3] = -ids[::3] - 1  # a third negative: hashed (the rest in the direct table)
+    c = rng.uniform(0, 120, (n, 3))
+    r = rng.uniform(0.2, 1.5, n)
+    vd = rng.uniform(10, 200, n)
+    idx.insert(ids, c, r, vd)
+    oracle.insert(ids, c, r, vd)
+    eye, target = np.full(3, 60.0), np.array([70.0, 64, 55])
+    _check(idx, oracle, eye, target, far=120.0)
+    gone = rng.choice(ids, 9000, replace=False)
+    idx.remove(gone)
+    oracle.remove(gone)
+    sorts = idx.stats()["resorts"]
+    assert n - 9000 >= PARALLEL_MIN
+    idx._resort()  # the re-sort itself, on what is left (more than PARALLEL_MIN)
+    assert idx.stats()["resorts"] == sorts + 1 and idx.stats()["holes"] == 0
+    _check(idx, oracle, eye, target, far=120.0)
+    # the id -> position map after the re-sort: moves and removals find every object
+    live = np.setdiff1d(ids, gone)
+    moved = rng.choice(live, 4000, replace=False)
+    cm = rng.uniform(0, 120, (4000, 3))
+    idx.update(moved, cm)
+    oracle.update(moved, cm)
+    out = rng.choice(np.setdiff1d(live, moved), 500, replace=False)
+    idx.remove(out)
+    oracle.remove(out)
+    _check(idx, oracle, eye, target, far=120.0)
+    new = np.arange(2**50, 2**50 + 300, dtype=np.int64)
+    cn = rng.uniform(0, 120, (300, 3))
+    idx.insert(new, cn, np.ones(300))
+    oracle.insert(new, cn, np.ones(300))
+    _check(idx, oracle, eye, target, far=120.0)
+
+
 def test_per_frame_path_rejects_bad_input_and_changes_nothing():
     """The fast path for awake movers checks the whole batch before writing anything."""
     import pytest

@@ -191,34 +191,28 @@ class ChunkedIndex(SpatialIndex):
         self._reserve(m)
         if not new:
             self._layout_epoch += 1
+        # A build's or a re-sort's gather and curve codes run on both cores; below
+        # PARALLEL_MIN every kernel here is serial, so no thread count is set (threads_for)
+        # for a batch of spawns or wakes.
+        many = m >= PARALLEL_MIN
+        centers = layout.centers_of(self._centers, slots) if many else self._centers[slots]
         if still and m >= CHUNK:
-            centers = self._centers[slots]
             bits = layout.curve_bits(m)
             lo, scale = layout.curve_frame(centers, bits)
-            codes = layout.frame_codes(centers, lo, scale, bits)
+            codes = (layout.frame_codes_parallel if many else layout.frame_codes)(
+                centers, lo, scale, bits)
             by_code = np.argsort(codes)
             order = slots[by_code]
             self._still_curve = spawn.still_curve(lo, scale, bits, codes[by_code])
         else:
-            order = slots[layout.curve_order(self._centers[slots])]
+            order = slots[layout.curve_order(centers, many)]
         first = self._npos
-        if m < PARALLEL_MIN:  # one serial pass (the maps, the id map, the float32 records)
-            big, rad = update.place(self._places(), self._records(), self._ids, order, first,
-                                    not new)
-            if new:
-                self._id_pos.insert(self._pos_id[first:first + m],
-                                    np.arange(first, first + m, dtype=np.int64))
-        else:
-            pos = np.arange(first, first + m, dtype=np.int64)
-            self._pos_slot[first:first + m] = order
-            ids = self._ids[order]
-            self._pos_id[first:first + m] = ids
-            self._slot_pos[order] = pos
-            if new:
-                self._id_pos.insert(ids, pos)
-            else:
-                self._id_pos.assign(ids, pos)
-            big, rad = store32(self._s32, pos, self._centers, self._radii, self._vdist, order)
+        # the maps both ways, the id -> position map, the float32 records: one pass
+        big, rad = update.place(self._places(), self._records(), self._ids, order, first,
+                                not new)
+        if new:
+            self._id_pos.insert(self._pos_id[first:first + m],
+                                np.arange(first, first + m, dtype=np.int64))
         self._note_bounds(big, rad)
         self._npos += m
         return first

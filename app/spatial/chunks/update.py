@@ -304,8 +304,9 @@ def place(places: ChunkPlaces, rec: SphereRecords, slot_id, order, first: int, r
     """Lay the store slots ``order`` out at positions ``first ..``: the maps both ways (ids
     from ``slot_id``, the store's), the id -> position map too when ``reassign`` (ids already
     in it; new ids are the caller's to insert), and the float32 records from the store. One
-    serial pass: a batch of spawns or an awake region costs no more than its own rows
-    (``store32`` is for large batches). Returns (largest coordinate magnitude, largest
+    serial pass for any size: a batch of spawns costs no more than its own rows, and a full
+    re-sort at 10^6 objects took 172-180 ms with numpy's scattered passes and a parallel
+    copy of the records, 92-107 ms so. Returns (largest coordinate magnitude, largest
     radius) written."""
     slot_pos = places.slot_pos
     pos_slot = places.pos_slot
