@@ -146,28 +146,30 @@ def _cell(v: float, lo: float, scale: float, top: int) -> int:
     return 0 if not t > 0.0 else min(np.int64(min(t, 9e18)), top)
 
 
+@njit(cache=True, inline="always")
+def _code_of(centers: np.ndarray, i: int, lo, scale, bits: int) -> int:
+    """Hilbert index of centre ``i`` on the grid (outside it: the nearest cell)."""
+    top = (1 << bits) - 1
+    return hilbert_code(_cell(centers[i, 0], lo[0], scale[0], top),
+                        _cell(centers[i, 1], lo[1], scale[1], top),
+                        _cell(centers[i, 2], lo[2], scale[2], top), bits)
+
+
 @njit(cache=True)
 def frame_codes(centers: np.ndarray, lo, scale, bits: int) -> np.ndarray:
-    """Hilbert index of each centre on a given grid (:func:`curve_frame`); a centre outside
-    it takes the nearest cell."""
-    top = (1 << bits) - 1
+    """Hilbert index of each centre on a given grid (:func:`curve_frame`)."""
     out = np.empty(centers.shape[0], dtype=np.int64)
     for i in range(centers.shape[0]):
-        out[i] = hilbert_code(_cell(centers[i, 0], lo[0], scale[0], top),
-                              _cell(centers[i, 1], lo[1], scale[1], top),
-                              _cell(centers[i, 2], lo[2], scale[2], top), bits)
+        out[i] = _code_of(centers, i, lo, scale, bits)
     return out
 
 
 @njit(cache=True, parallel=True)
 def frame_codes_parallel(centers: np.ndarray, lo, scale, bits: int) -> np.ndarray:
     """:func:`frame_codes` on every core (a build's or a re-sort's million codes)."""
-    top = (1 << bits) - 1
     out = np.empty(centers.shape[0], dtype=np.int64)
     for i in prange(centers.shape[0]):
-        out[i] = hilbert_code(_cell(centers[i, 0], lo[0], scale[0], top),
-                              _cell(centers[i, 1], lo[1], scale[1], top),
-                              _cell(centers[i, 2], lo[2], scale[2], top), bits)
+        out[i] = _code_of(centers, i, lo, scale, bits)
     return out
 
 
