@@ -1,6 +1,9 @@
 """The object store every flat index shares: a structure of arrays indexed by *slot*
 (centres, radii, view distances, ids, alive), a free list of slots, the id -> slot map, and the
-compiled per-frame update path (ids resolved, values checked, new values swapped in).
+compiled per-frame paths for well-typed batches: updates (ids resolved, values checked, new
+values swapped in), inserts (values checked, ids added to the map only if all are new, rows
+written) and removals (ids resolved, slots freed). A batch any of them refuses goes to the
+general path, which names what is wrong and changes nothing.
 
 :class:`ObjectStore` is the base :class:`~app.spatial.base.SpatialIndex` stands on: a
 structure reads the arrays by slot (``_centers``, ``_radii``, ``_vdist``, ``_ids``) and is told
