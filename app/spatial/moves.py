@@ -8,13 +8,12 @@ positions found then still hold as long as the layout has not changed (an *epoch
 bumps on every insert, removal, growth or re-sort). One pass can then check each id against
 the id at its remembered position and each centre for finiteness while it writes.
 
-A batch of every live object in any order, with or without radii and view distances, is
-found, checked and written in one pass too (:func:`write_every`), with the same spare.
-
-A batch of every live object writes a *spare* float64 store that then swaps with the store:
-a rejected batch leaves the store as it was without a separate check pass (the float32 copy
-it wrote over is rewritten from the store with :func:`restore32`). Smaller batches are
-checked first (:func:`known_movers`) and written after.
+A batch of every live object as last time writes a *spare* float64 store that then swaps
+with the store: a rejected batch leaves the store as it was without a separate check pass (the
+float32 copy it wrote over is rewritten from the store with :func:`restore32`). Smaller
+batches are checked first (:func:`known_movers`) and written after. A batch of every live
+object in any other order is checked in one pass that finds its positions
+(:func:`check_every`) and written in place in a second (:func:`write_every_at`).
 """
 
 from __future__ import annotations
@@ -442,90 +441,6 @@ def write_batch(batch: UpdateBatch, pos, rec: SphereRecords):
 SLOTS_ARE_POSITIONS = np.zeros(0, dtype=np.int64)
 
 
-@njit(cache=True)
-def write_every(ids, centers, radii, vdist, tables, seen, pos, pos_slot, rec: SphereRecords,
-                spare: Columns):
-    """Find, check and write a batch of every live object in one pass: each id's position
-    (``pos``) through the id tables, its row's values checked, a repeat found by the clear
-    bitset ``seen``; the new values go to the ``spare`` columns (by slot, through
-    ``pos_slot``) and to the float32 copy (by position). Returns (all good, largest coordinate
-    magnitude, largest radius written); on a bad batch the float32 rows written are back as
-    the store says, and the caller keeps its store (nothing changed).
-
-    ``radii``, ``vdist`` and ``pos_slot`` are None when the batch leaves a column alone or
-    positions are the slots: numba compiles each combination apart with the dead tests
-    removed (as run-time flags they made the loop 1.3x as long: 0.85 against 0.67 ms on a
-    shuffled batch of 10^5).
-
-    One pass where a check pass and a write pass read the batch, the id table and the
-    positions twice (shuffled batches of 10^5, one process, alternated: 1.0-1.07 against
-    1.22-1.37 ms with run-time flags; the brute force that checks nothing 0.6-0.9 ms). Only
-    for every live object: then the spare holds every live value after the pass, and the
-    caller swaps it with the store.
-    """
-    keys, vals, dense = tables
-    n = ids.shape[0]
-    spare_c = spare.centers
-    spare_r = spare.radii
-    spare_v = spare.vdist
-    # Every array out of its tuple before the loops: a tuple's field read inside a loop
-    # counts the array's references at every turn (see update.write_settle).
-    x = rec.s32.x
-    y = rec.s32.y
-    z = rec.s32.z
-    r32 = rec.s32.r
-    vd32 = rec.s32.vd
-    nd = dense.shape[0]
-    ok = True
-    bx = by = bz = 0.0  # three running maxima: one chain of max() was the loop's bottleneck
-    rad = 0.0
-    for i in range(n):
-        # No early exit: a loop that can break kept fewer rows' cache misses in flight (about
-        # 1.3x the time); a bad row is skipped and the batch refused at the end.
-        k = ids[i]
-        p = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
-        pos[i] = p
-        cx = centers[i, 0]
-        cy = centers[i, 1]
-        cz = centers[i, 2]
-        good = (p >= 0) & np.isfinite(cx) & np.isfinite(cy) & np.isfinite(cz)
-        if radii is not None:
-            good &= np.isfinite(radii[i]) & (radii[i] >= 0.0)
-        if vdist is not None:
-            good &= vdist[i] >= 0.0  # NaN fails too; inf is allowed
-        if not good:
-            ok = False
-            continue
-        ok &= first_sight(seen, p)
-        if pos_slot is None:  # noqa: SIM108 - a branch numba removes when compiling for None
-            s = p
-        else:
-            s = pos_slot[p]
-        # (the row's writes repeat write_batch's on purpose, as update.write_settle says why:
-        # a helper given the arrays counts their references at every row)
-        spare_c[s, 0] = cx
-        spare_c[s, 1] = cy
-        spare_c[s, 2] = cz
-        x[p] = to32(cx)
-        y[p] = to32(cy)
-        z[p] = to32(cz)
-        bx = max(bx, abs(cx))
-        by = max(by, abs(cy))
-        bz = max(bz, abs(cz))
-        if radii is not None:
-            spare_r[s] = radii[i]
-            r32[p] = to32(radii[i])
-            rad = max(rad, radii[i])
-        if vdist is not None:
-            spare_v[s] = vdist[i]
-            vd32[p] = to32(vdist[i])
-    seen[:] = 0  # (a bit per live object's slot: smaller than the pass over pos it saves)
-    if not ok:
-        restore32(pos, rec.pos_slot, rec.store_c, rec.store_r, rec.store_v, rec.s32,
-                  radii is not None, vdist is not None)
-    return ok, max(bx, by, bz), rad
-
-
 def carried(batch: UpdateBatch) -> tuple[bool, bool]:
     """Whether ``batch`` carries radii, and view distances (an empty column: unchanged)."""
     n = batch.ids.shape[0]
@@ -576,7 +491,7 @@ def write_known_sized(batch: UpdateBatch, pos, pos_id, pos_slot, spare: Columns,
         ri = radii[i] if has_r else 0.0
         vi = vdist[i] if has_v else 0.0
         ok &= (pos_id[p] == ids[i]) & _values_ok(cx, cy, cz, ri, vi)
-        spare_c[s, 0] = cx  # (written out, as in write_every)
+        spare_c[s, 0] = cx  # (written out, as in write_batch)
         spare_c[s, 1] = cy
         spare_c[s, 2] = cz
         x[p] = to32(cx)
@@ -627,7 +542,7 @@ def write_known_run_sized(batch: UpdateBatch, p0: int, pos_id, spare: Columns, s
         ri = radii[i] if has_r else 0.0
         vi = vdist[i] if has_v else 0.0
         ok &= (pos_id[p] == ids[i]) & _values_ok(cx, cy, cz, ri, vi)
-        spare_c[p, 0] = cx  # (written out, as in write_every)
+        spare_c[p, 0] = cx  # (written out, as in write_batch)
         spare_c[p, 1] = cy
         spare_c[p, 2] = cz
         x[p] = cx
@@ -656,21 +571,94 @@ def spare_for(store: Columns, spare: Columns | None, batch: UpdateBatch) -> Colu
                      for a, b, w in zip(store, old, need, strict=True)))
 
 
+# ------------------------------------------------------------------ every object, check then write
+
+
+@njit(cache=True)
+def check_every(ids, centers, radii, vdist, tables, seen, pos) -> bool:
+    """The check pass of a batch of every live object: each id's position (``pos``), its
+    row's values, a repeat by the clear bitset ``seen``; changes nothing. No early exit (a
+    loop that can break keeps fewer rows' misses in flight). ``radii`` / ``vdist`` None:
+    not in the batch (compiled apart)."""
+    keys, vals, dense = tables
+    nd = dense.shape[0]
+    ok = True
+    for i in range(ids.shape[0]):
+        k = ids[i]
+        p = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
+        pos[i] = p
+        good = (p >= 0) & _values_ok(centers[i, 0], centers[i, 1], centers[i, 2],
+                                     0.0 if radii is None else radii[i],
+                                     0.0 if vdist is None else vdist[i])
+        if not good:
+            ok = False
+            continue
+        ok &= first_sight(seen, p)
+    seen[:] = 0
+    return ok
+
+
+@njit(cache=True)
+def write_every_at(pos, centers, radii, vdist, pos_slot, rec: SphereRecords):
+    """The write pass after :func:`check_every`, in place: the store's rows (by slot: the
+    position where ``pos_slot`` is None) and the float32 records (by position). Returns
+    (largest coordinate magnitude, largest radius written)."""
+    store_c = rec.store_c
+    store_r = rec.store_r
+    store_v = rec.store_v
+    x = rec.s32.x
+    y = rec.s32.y
+    z = rec.s32.z
+    r32 = rec.s32.r
+    vd32 = rec.s32.vd
+    bx = by = bz = 0.0
+    rad = 0.0
+    for i in range(pos.shape[0]):
+        p = pos[i]
+        if pos_slot is None:  # noqa: SIM108 - a branch numba removes when compiling for None
+            s = p
+        else:
+            s = pos_slot[p]
+        cx = centers[i, 0]
+        cy = centers[i, 1]
+        cz = centers[i, 2]
+        store_c[s, 0] = cx
+        store_c[s, 1] = cy
+        store_c[s, 2] = cz
+        x[p] = to32(cx)
+        y[p] = to32(cy)
+        z[p] = to32(cz)
+        bx = max(bx, abs(cx))
+        by = max(by, abs(cy))
+        bz = max(bz, abs(cz))
+        if radii is not None:
+            store_r[s] = radii[i]
+            r32[p] = to32(radii[i])
+            rad = max(rad, radii[i])
+        if vdist is not None:
+            store_v[s] = vdist[i]
+            vd32[p] = to32(vdist[i])
+    return max(bx, by, bz), rad
+
+
 def move_every(batch: UpdateBatch, tables: tuple, seen: np.ndarray, pos: np.ndarray,
-               pos_slot: np.ndarray, store: Columns, spare: Columns | None,
-               s32: Spheres32) -> tuple[float, float, Columns, Columns] | None:
-    """:func:`write_every` with its spare columns kept: (largest coordinate, largest radius,
-    the new store, the new spare) for the caller to keep (the columns the batch carries swap
-    with their spares, the others stay), or None when the batch is bad and nothing changed
-    (the contract's general path names what is wrong). ``batch`` must hold as many rows as
-    there are live objects; ``pos_slot`` empty (:data:`SLOTS_ARE_POSITIONS`) where positions
-    are the slots."""
+               pos_slot: np.ndarray, store: Columns, s32: Spheres32) -> tuple[float, float] | None:
+    """A batch of every live object, ids in any order: :func:`check_every`, then
+    :func:`write_every_at` in place (positions in ``pos``); (largest coordinate, largest
+    radius), or None when the batch is bad and nothing changed (the contract's general path
+    names what is wrong). ``pos_slot`` empty (:data:`SLOTS_ARE_POSITIONS`) where positions
+    are the slots.
+
+    Two passes where one pass wrote spare columns that then swapped with the store: in one
+    process, two ``brute`` instances on the same shuffled frames of 10^5 alternated six
+    times, 0.62-0.66 ms against 0.84-0.98 (the spares doubled the columns the frame's
+    scattered writes touch, and the old values had to be written back on a refusal)."""
     has_r, has_v = carried(batch)
-    spare = spare_for(store, spare, batch)
-    ok, big, rad = write_every(batch.ids, batch.centers, batch.radii if has_r else None,
-                               batch.vdist if has_v else None,
-                               tables, seen, pos, None if pos_slot.shape[0] == 0 else pos_slot,
-                               SphereRecords(pos_slot, *store, s32), spare)
-    if not ok:
+    r = batch.radii if has_r else None
+    v = batch.vdist if has_v else None
+    if not check_every(batch.ids, batch.centers, r, v, tables, seen, pos):
         return None
-    return float(big), float(rad), *swapped(batch, store, spare)
+    big, rad = write_every_at(pos, batch.centers, r, v,
+                              None if pos_slot.shape[0] == 0 else pos_slot,
+                              SphereRecords(pos_slot, *store, s32))
+    return float(big), float(rad)
