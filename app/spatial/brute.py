@@ -134,14 +134,14 @@ class BruteIndex(SpatialIndex):
         return True
 
     def _move_every(self, batch: moves.UpdateBatch) -> bool:
-        """A batch of every live object, in any order: a check pass, then the writes in place
-        (``moves.move_every``)."""
+        """A batch of every live object, in any order (``moves.move_every``)."""
         pos = np.empty(batch.ids.shape[0], dtype=np.int64)
         done = moves.move_every(batch, self._idmap.arrays(), self._seen_bits(), pos,
-                                moves.SLOTS_ARE_POSITIONS, self._columns(), self._s32)
+                                moves.SLOTS_ARE_POSITIONS, self._columns(), self._spare, self._s32)
         if done is None:
             return False
-        self._note_bounds(*done)
+        big, rad, (self._centers, self._radii, self._vdist), self._spare = done
+        self._note_bounds(big, rad)
         self._last_movers = moves.remember(self._epoch, pos, True)
         return True
 

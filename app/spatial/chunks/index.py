@@ -429,16 +429,16 @@ class ChunkedIndex(SpatialIndex):
         return self._mark
 
     def _move_every(self, batch: moves.UpdateBatch) -> bool:
-        """A batch of every object while all are awake, in any order: a check pass and the
-        writes in place (``moves.move_every``), then what :meth:`_move` does after its
-        writes."""
+        """A batch of every object while all are awake, in any order (``moves.move_every``),
+        then what :meth:`_move` does after its writes."""
         pos = np.empty(batch.ids.shape[0], dtype=np.int64)
         done = moves.move_every(batch, self._id_pos.arrays(), self._pos_seen, pos,
                                 moves.SLOTS_ARE_POSITIONS if self._slot_order else self._pos_slot,
-                                self._columns(), self._s32)
+                                self._columns(), self._spare, self._s32)
         if done is None:
             return False
-        self._note_bounds(*done)
+        big, rad, (self._centers, self._radii, self._vdist), self._spare = done
+        self._note_bounds(big, rad)
         self._in_place_last = False
         self._keeps_moving = True
         self._last_movers = moves.remember(self._layout_epoch, pos, self._slot_order)
