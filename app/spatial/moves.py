@@ -13,7 +13,7 @@ with the store: a rejected batch leaves the store as it was without a separate c
 float32 copy it wrote over is rewritten from the store with :func:`restore32`). Smaller
 batches are checked first (:func:`known_movers`) and written after. A batch of every live
 object in any other order is checked in one pass that finds its positions
-(:func:`check_every`) and written in place in a second (:func:`write_every_at`).
+(:func:`check_every`) and written in place in a second (:func:`write_batch`).
 """
 
 from __future__ import annotations
@@ -387,50 +387,14 @@ def known_batch(batch: UpdateBatch, pos, pos_id) -> bool:
     return True
 
 
-@njit(cache=True)
 def write_batch(batch: UpdateBatch, pos, rec: SphereRecords):
-    """Write a checked batch: each row's store slot (``pos_slot[pos]``) and its float32 record
-    at its position, centres and whatever the batch carries, in one pass. Returns (largest
-    coordinate magnitude, largest radius written): the float32 tolerances' bounds."""
-    centers = batch.centers
-    radii = batch.radii
-    vdist = batch.vdist
-    has_r = radii.shape[0] == pos.shape[0]
-    has_v = vdist.shape[0] == pos.shape[0]
-    pos_slot = rec.pos_slot
-    store_c = rec.store_c
-    store_r = rec.store_r
-    store_v = rec.store_v
-    x = rec.s32.x
-    y = rec.s32.y
-    z = rec.s32.z
-    r32 = rec.s32.r
-    vd32 = rec.s32.vd
-    bx = by = bz = 0.0  # three running maxima: one chain of max() was the loop's bottleneck
-    rad = 0.0
-    for i in range(pos.shape[0]):
-        p = pos[i]
-        s = pos_slot[p]
-        cx = centers[i, 0]
-        cy = centers[i, 1]
-        cz = centers[i, 2]
-        store_c[s, 0] = cx
-        store_c[s, 1] = cy
-        store_c[s, 2] = cz
-        x[p] = to32(cx)
-        y[p] = to32(cy)
-        z[p] = to32(cz)
-        bx = max(bx, abs(cx))
-        by = max(by, abs(cy))
-        bz = max(bz, abs(cz))
-        if has_r:
-            store_r[s] = radii[i]
-            r32[p] = to32(radii[i])
-            rad = max(rad, radii[i])
-        if has_v:
-            store_v[s] = vdist[i]
-            vd32[p] = to32(vdist[i])
-    return max(bx, by, bz), rad
+    """Write a checked batch found at ``pos`` (:func:`write_rows` with the columns it
+    carries). Returns (largest coordinate magnitude, largest radius written): the float32
+    tolerances' bounds."""
+    has_r, has_v = carried(batch)
+    return write_rows(pos, batch.centers, batch.radii if has_r else None,
+                      batch.vdist if has_v else None,
+                      None if rec.pos_slot.shape[0] == 0 else rec.pos_slot, rec)
 
 
 # ------------------------------------------------------------------ every object, one pass
@@ -487,11 +451,8 @@ def write_every(ids, centers, radii, vdist, tables, seen, pos, pos_slot, rec: Sp
         cx = centers[i, 0]
         cy = centers[i, 1]
         cz = centers[i, 2]
-        good = (p >= 0) & np.isfinite(cx) & np.isfinite(cy) & np.isfinite(cz)
-        if radii is not None:
-            good &= np.isfinite(radii[i]) & (radii[i] >= 0.0)
-        if vdist is not None:
-            good &= vdist[i] >= 0.0  # NaN fails too; inf is allowed
+        good = (p >= 0) & _values_ok(cx, cy, cz, 0.0 if radii is None else radii[i],
+                                     0.0 if vdist is None else vdist[i])
         if not good:
             ok = False
             continue
@@ -683,10 +644,11 @@ def check_every(ids, centers, radii, vdist, tables, seen, pos) -> bool:
 
 
 @njit(cache=True)
-def write_every_at(pos, centers, radii, vdist, pos_slot, rec: SphereRecords):
-    """The write pass after :func:`check_every`, in place: the store's rows (by slot: the
-    position where ``pos_slot`` is None) and the float32 records (by position). Returns
-    (largest coordinate magnitude, largest radius written)."""
+def write_rows(pos, centers, radii, vdist, pos_slot, rec: SphereRecords):
+    """Write a checked batch in place, row i at position ``pos[i]``: the store's row (by slot,
+    through ``pos_slot``; None: the position is the slot) and the float32 record (by
+    position), centres and, unless None, radii and view distances (numba compiles each
+    combination apart). Returns (largest coordinate magnitude, largest radius written)."""
     store_c = rec.store_c
     store_r = rec.store_r
     store_v = rec.store_v
@@ -751,7 +713,7 @@ def move_every(batch: UpdateBatch, tables: tuple, seen: np.ndarray, pos: np.ndar
 
     Ids that look sorted (:func:`looks_sorted`; their rows most likely are too): one pass
     into the spare columns (:func:`write_every`), which then swap with the store, every access
-    a stream. Ids in any other order: :func:`check_every`, then :func:`write_every_at` in
+    a stream. Ids in any other order: :func:`check_every`, then :func:`write_rows` in
     place; spares there doubled the columns the scattered writes touch. In one process, two
     ``brute`` instances on the same shuffled frames of 10^5, alternated six times: 0.62-0.66
     ms in place against 0.84-0.98 with spares; on moving `spawn` (ids in order) the two
@@ -768,5 +730,5 @@ def move_every(batch: UpdateBatch, tables: tuple, seen: np.ndarray, pos: np.ndar
         return (float(big), float(rad), *swapped(batch, store, spare)) if ok else None
     if not check_every(batch.ids, batch.centers, radii, vdist, tables, seen, pos):
         return None
-    big, rad = write_every_at(pos, batch.centers, radii, vdist, slot_map, rec)
+    big, rad = write_rows(pos, batch.centers, radii, vdist, slot_map, rec)
     return float(big), float(rad), store, spare
