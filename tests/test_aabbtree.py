@@ -205,6 +205,25 @@ def test_working_set_and_wholesale_acceptance(name):
     assert np.array_equal(np.sort(res.visible), oracle.frustum(planes))
 
 
+@pytest.mark.parametrize("nplanes", [0, 1, 4, 7, 8, 9, 13])
+@pytest.mark.parametrize("name", ["kd", "icoseptree"])
+def test_any_number_of_planes_is_exact(name, nplanes):
+    """Plane masks hold a bit a plane up to MASKED_PLANES and one bit for all beyond: every
+    count answers as the oracle, the view's nodes split or not."""
+    idx, ids, c, r = filled(name, leafy=nplanes % 2 == 0)
+    oracle = Oracle()
+    oracle.insert(ids, c, r)
+    rng = np.random.default_rng(nplanes)
+    normals = rng.normal(size=(nplanes, 3))
+    normals /= np.linalg.norm(normals, axis=1)[:, None]
+    planes = np.column_stack([normals, rng.uniform(-20.0, 60.0, nplanes)])
+    for _ in range(3):  # the first query splits the view's leaves; the later ones walk them
+        res = idx.query_frustum(planes)
+        assert np.array_equal(np.sort(res.visible), oracle.frustum(planes))
+        idx.maintain()
+    idx.validate()
+
+
 @pytest.mark.parametrize("name", HEURISTICS)
 def test_view_distance_rejects_nodes(name):
     rng = np.random.default_rng(4)

@@ -37,6 +37,10 @@ REGION_BOX = 0
 REGION_SPHERE = 1
 REGION_RAY = 2
 
+#: The most planes that :func:`node_verdict_masked`'s masks give a bit each; with more, every
+#: plane shares bit 0 (the mask then only says whether some plane cuts the box).
+MASKED_PLANES = 8
+
 #: Relative slack of the node view-distance test: the box's distance to the eye and an object's
 #: distance round differently, and a node must never be rejected for an object that passes.
 VIEWDIST_SLACK = 1e-9
@@ -99,3 +103,59 @@ def node_verdict6(planes: np.ndarray, eye: np.ndarray, use_vd: bool, occ: Occlud
     if occ.widths.shape[0] > 0 and box_hidden6(occ, lx, ly, lz, hx, hy, hz):
         return NODE_REJECT_OCCLUSION
     return NODE_INSIDE if cls == INSIDE else NODE_PARTIAL
+
+
+@njit(cache=True, inline="always")
+def box_plane_bits(planes: np.ndarray, k: int, lx: float, ly: float, lz: float, hx: float,
+                   hy: float, hz: float) -> tuple[int, int]:
+    """(outside, cut): bit p of ``outside`` set when the box [l, h] lies wholly outside plane
+    p, of ``cut`` when the plane's negative side holds part of it (more than
+    :data:`MASKED_PLANES` planes share bit 0). The first ``k`` planes of ``planes``.
+
+    :func:`~app.geom.predicates.box_vs_frustum6`'s corners and arithmetic, every plane tested
+    with no early exit: the plane loop is straight-line code (selects, no branches), which
+    costs a node a quarter of the branchy test and its second pass for the cut planes.
+    """
+    outside = 0
+    cut = 0
+    for p in range(k):
+        a = planes[p, 0]
+        b = planes[p, 1]
+        c = planes[p, 2]
+        d = planes[p, 3]
+        bit = (1 << p) if k <= MASKED_PLANES else 1
+        px = hx if a >= 0.0 else lx
+        py = hy if b >= 0.0 else ly
+        pz = hz if c >= 0.0 else lz
+        nx = lx if a >= 0.0 else hx
+        ny = ly if b >= 0.0 else hy
+        nz = lz if c >= 0.0 else hz
+        outside |= bit * (a * px + b * py + c * pz + d < 0.0)
+        cut |= bit * (a * nx + b * ny + c * nz + d < 0.0)
+    return outside, cut
+
+
+@njit(cache=True, inline="always")
+def node_verdict_masked(planes: np.ndarray, k: int, mask: int, use_vd: bool, ex: float,
+                        ey: float, ez: float, lx: float, ly: float, lz: float, hx: float,
+                        hy: float, hz: float, max_vd: float) -> tuple[int, int]:
+    """:func:`node_verdict6`'s first two stages (view distance from the eye (ex, ey, ez), the
+    frustum) against the planes of ``mask`` only (those the parent's box straddles, as bits
+    of :func:`box_plane_bits`), and the planes of ``mask`` that cut the box (its children's
+    mask). Mask 0: the box is inside every plane.
+
+    Occlusion, the third stage, is the caller's (:func:`~app.geom.zpyramid.box_hidden6` on a
+    node this passes), so that a traversal touches the occluder only when there is one:
+    numba reference-counts every array of a tuple handed to a helper, inlined or not, and
+    the occluder's cost the trees' traversal 57 ns a node with occlusion off.
+    """
+    if use_vd and box_point_dist6(lx, ly, lz, hx, hy, hz, ex, ey, ez) > (
+            max_vd * (1.0 + VIEWDIST_SLACK)):
+        return NODE_REJECT_VIEWDIST, 0
+    cut = 0
+    if mask != 0:
+        outside, cut = box_plane_bits(planes, k, lx, ly, lz, hx, hy, hz)
+        if outside & mask:
+            return NODE_REJECT_FRUSTUM, 0
+        cut &= mask
+    return (NODE_INSIDE if cut == 0 else NODE_PARTIAL), cut
