@@ -197,24 +197,20 @@ def test_threshold_is_at_least_not_more_than():
 
 
 def test_nonleafy_rule_uses_the_radius_not_its_cube():
-    lo = np.zeros((1, 3))
-
-    def box(side):
-        return np.full((1, 3), float(side))
+    def box(side):  # the rules take the node box's volume
+        return float(side) ** 3
 
     # r = 10 in a 40^3 box: its cube (20^3) is 1/8 of the box -> ours keeps it; the listing
     # compares 10 * 4 pi / 3 = 41.9 with 8,000 and does not.
-    assert keeps_big_object(lo, box(40), 0, 10.0)
-    assert not paper_keeps_object(lo, box(40), 0, 10.0)
+    assert keeps_big_object(box(40), 10.0)
+    assert not paper_keeps_object(box(40), 10.0)
     # r = 0.5 in a 12 (side 12^(1/3)) box: the listing keeps it (2.09 > 1.5), ours does not.
-    side = 12 ** (1 / 3)
-    assert paper_keeps_object(lo, box(side), 0, 0.5)
-    assert not keeps_big_object(lo, box(side), 0, 0.5)
+    assert paper_keeps_object(12.0, 0.5)
+    assert not keeps_big_object(12.0, 0.5)
     # Strict: equality does not keep.
-    side = (8 * 4 * np.pi / 3) ** (1 / 3)
-    bv = side ** 3
-    assert paper_keeps_object(lo, box(side), 0, bv / 8 * 3 / (4 * np.pi) * (1 + 1e-9))
-    assert not paper_keeps_object(lo, box(side), 0, bv / 8 * 3 / (4 * np.pi) * (1 - 1e-9))
+    bv = 8 * 4 * np.pi / 3
+    assert paper_keeps_object(bv, bv / 8 * 3 / (4 * np.pi) * (1 + 1e-9))
+    assert not paper_keeps_object(bv, bv / 8 * 3 / (4 * np.pi) * (1 - 1e-9))
 
 
 def test_nonleafy_rule_in_the_tree():

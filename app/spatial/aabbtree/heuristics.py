@@ -90,7 +90,7 @@ def _side(p: float, r: float, s: float) -> int:
 
 
 @njit(cache=True, inline="always")
-def keeps_big_object(lo, hi, n: int, r: float) -> bool:
+def keeps_big_object(box: float, r: float) -> bool:
     """Non-leafy rule: an object stays at an internal node when it is at least 1/8 of its box.
 
     The object's volume is its bounding cube (2r)^3, the same box the tree bounds it with, so
@@ -99,12 +99,11 @@ def keeps_big_object(lo, hi, n: int, r: float) -> bool:
     """
     side = 2.0 * r
     vol = side * side * side
-    box = (hi[n, 0] - lo[n, 0]) * (hi[n, 1] - lo[n, 1]) * (hi[n, 2] - lo[n, 2])
     return (vol > 0.0) & (8.0 * vol >= box)
 
 
 @njit(cache=True, inline="always")
-def paper_keeps_object(lo, hi, n: int, r: float) -> bool:
+def paper_keeps_object(box: float, r: float) -> bool:
     """Appendix A's non-leafy rule exactly as written in ``WhichChild``: keep the object when
     ``r * 4 * pi / 3 > box volume / 8``.
 
@@ -116,8 +115,7 @@ def paper_keeps_object(lo, hi, n: int, r: float) -> bool:
     float64 (the paper's floats would round differently only at exact ties).
     """
     sv = r * 4.0 * math.pi / 3.0
-    bv = (hi[n, 0] - lo[n, 0]) * (hi[n, 1] - lo[n, 1]) * (hi[n, 2] - lo[n, 2])
-    return sv > bv / 8.0
+    return sv > box / 8.0
 
 
 @njit(cache=True, inline="always")
@@ -148,16 +146,27 @@ def which_child(child, is_split, axis, split, lo, hi, keep: int, n: int,
     """
     if not is_split[n]:
         return -1
-    if keep == KEEP_OURS and keeps_big_object(lo, hi, n, r):
+    return child_index(child.shape[1], keep, axis[n], split[n, 0], split[n, 1], split[n, 2],
+                       box_volume(lo, hi, n), cx, cy, cz, r)
+
+
+@njit(cache=True, inline="always")
+def box_volume(lo, hi, n: int) -> float:
+    """Volume of node n's stored box (what the non-leafy rules compare an object with)."""
+    return (hi[n, 0] - lo[n, 0]) * (hi[n, 1] - lo[n, 1]) * (hi[n, 2] - lo[n, 2])
+
+
+@njit(cache=True, inline="always")
+def child_index(k: int, keep: int, a: int, sx: float, sy: float, sz: float, box: float,
+                cx: float, cy: float, cz: float, r: float) -> int:
+    """:func:`which_child` of a split node given as scalars (K children, its axis ``a``,
+    split point, box volume): scalars only, so that a loop over a node's objects (a split)
+    calls it inlined with no array to reference-count."""
+    if keep == KEEP_OURS and keeps_big_object(box, r):
         return -1
-    if keep == KEEP_PAPER and paper_keeps_object(lo, hi, n, r):
+    if keep == KEEP_PAPER and paper_keeps_object(box, r):
         return -1
-    k = child.shape[1]
-    sx = split[n, 0]
-    sy = split[n, 1]
-    sz = split[n, 2]
     if k == 2 or k == 3:
-        a = axis[n]
         p = cx if a == 0 else (cy if a == 1 else cz)
         s = sx if a == 0 else (sy if a == 1 else sz)
         if k == 2:
