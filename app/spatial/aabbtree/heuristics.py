@@ -146,8 +146,9 @@ def which_child(child, is_split, axis, split, lo, hi, keep: int, n: int,
     """
     if not is_split[n]:
         return -1
+    box = box_volume(lo, hi, n) if keep != KEEP_NONE else 0.0  # (only the rules read it)
     return child_index(child.shape[1], keep, axis[n], split[n, 0], split[n, 1], split[n, 2],
-                       box_volume(lo, hi, n), cx, cy, cz, r)
+                       box, cx, cy, cz, r)
 
 
 @njit(cache=True, inline="always")
