@@ -26,6 +26,7 @@ from numba import njit
 from app.spatial.checks import is_f64, is_ids
 from app.spatial.idmap import hash_lookup
 from app.spatial.object_store import Columns
+from app.spatial.prefetch import PREFETCH_AHEAD, prefetch
 from app.spatial.scan import F32_BIG, Spheres32, to32
 from app.spatial.seen import first_sight, forget
 
@@ -344,7 +345,12 @@ def find_batch(batch: UpdateBatch, tables, seen, awake0: int, pos) -> int:
     stamping = False
     prev = np.int64(0)
     found = 0
+    ahead = PREFETCH_AHEAD
     for i in range(n):
+        if i + ahead < n:  # a later id's entry (a miss each in a table of millions)
+            ka = ids[i + ahead]
+            if ka >= 0 and ka < nd:
+                prefetch(dense, ka)
         k = ids[i]
         p = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
         if p < 0 or not _values_ok(centers[i, 0], centers[i, 1], centers[i, 2],

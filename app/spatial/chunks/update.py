@@ -38,6 +38,7 @@ from app.spatial.chunks.layout import (
 )
 from app.spatial.idmap import assign
 from app.spatial.moves import SphereRecords, UpdateBatch
+from app.spatial.prefetch import PREFETCH_AHEAD, prefetch, prefetch_at
 from app.spatial.scan import F32_BIG, Spheres32, to32
 
 
@@ -175,7 +176,30 @@ def write_settle(batch: UpdateBatch, pos, rec: SphereRecords, still: StillMoves,
     bx = by = bz = 0.0
     rad = 0.0
     nwake = 0
+    ahead = PREFETCH_AHEAD
     for i in range(n):
+        # A later mover's lines asked for now (its position's, then its slot's once the
+        # position's slot is in): the loop body is too long for the processor to overlap more
+        # than a mover or two's misses by itself.
+        if i + ahead < n:
+            q = pos[i + ahead]
+            prefetch(pos_slot, q)
+            prefetch(x, q)
+            prefetch(y, q)
+            prefetch(z, q)
+            prefetch(r32, q)
+            prefetch(moved_at, q)
+            prefetch(lim, q // CHUNK)
+            prefetch_at(lim, q // CHUNK, COPY)  # (the box's copy: the row's second line)
+            if has_v:
+                prefetch(vd32, q)
+        if i + ahead // 2 < n:
+            q = pos_slot[pos[i + ahead // 2]]
+            prefetch(store_c, q)
+            if has_r:
+                prefetch(store_r, q)
+            if has_v:
+                prefetch(store_v, q)
         # The row's writes repeat moves.write_batch's on purpose: a shared inline helper that
         # took the records (rec.s32.x ...) inside the loop made a fresh mover cost ~130 ns
         # instead of ~17 (each field access of a record in the loop refcounts its array;
