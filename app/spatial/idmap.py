@@ -12,6 +12,7 @@ import numpy as np
 from numba import njit
 
 from app.geom.hashing import mix64
+from app.spatial.prefetch import PREFETCH_AHEAD, prefetch
 
 _EMPTY = np.int64(-1)  # slot value of a never-used bucket
 _TOMB = np.int64(-2)  # slot value of a deleted bucket (keeps probe chains intact)
@@ -145,7 +146,12 @@ def _count_outside(ids, nd: int) -> int:
 def _delete(keys, vals, dense, del_keys) -> int:
     mask = keys.shape[0] - 1
     n = 0
-    for i in range(del_keys.shape[0]):
+    m = del_keys.shape[0]
+    for i in range(m):
+        if i + PREFETCH_AHEAD < m:  # a later id's direct entry
+            ka = del_keys[i + PREFETCH_AHEAD]
+            if 0 <= ka < dense.shape[0]:
+                prefetch(dense, ka)
         k = del_keys[i]
         if 0 <= k < dense.shape[0]:
             if dense[k] >= 0:

@@ -21,6 +21,7 @@ from numba import njit, prange
 from app.spatial.checks import is_f64, is_ids, name_ids, reject_repeats
 from app.spatial.idmap import IdMap, hash_lookup
 from app.spatial.pool import grown, grown_free_stack
+from app.spatial.prefetch import PREFETCH_AHEAD, prefetch
 from app.spatial.seen import fit_bits, has_repeat, seen_bits
 
 
@@ -116,7 +117,15 @@ def _write_new(slots, ids, centers, radii, vdist, store_ids, store_c, store_r, s
                alive) -> None:
     """New objects' rows into their (free) slots in one pass; ``vdist`` empty: endless."""
     has_v = vdist.shape[0] == slots.shape[0]
-    for i in range(slots.shape[0]):
+    n = slots.shape[0]
+    for i in range(n):
+        if i + PREFETCH_AHEAD < n:  # a later slot's rows (free slots lie anywhere)
+            t = slots[i + PREFETCH_AHEAD]
+            prefetch(store_ids, t)
+            prefetch(store_c, t)
+            prefetch(store_r, t)
+            prefetch(store_v, t)
+            prefetch(alive, t)
         s = slots[i]
         store_ids[s] = ids[i]
         for a in range(3):
@@ -132,7 +141,12 @@ def _resolve_ids(ids, keys, vals, dense, seen, slots) -> bool:
     given twice (the repeat bits only when the ids do not strictly increase)."""
     nd = dense.shape[0]
     increasing = True
-    for i in range(ids.shape[0]):
+    n = ids.shape[0]
+    for i in range(n):
+        if i + PREFETCH_AHEAD < n:  # a later id's entry
+            ka = ids[i + PREFETCH_AHEAD]
+            if ka >= 0 and ka < nd:
+                prefetch(dense, ka)
         k = ids[i]
         s = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
         if s < 0:
@@ -146,7 +160,11 @@ def _resolve_ids(ids, keys, vals, dense, seen, slots) -> bool:
 @njit(cache=True)
 def _free_rows(slots, store_ids, alive, free, nfree: int) -> None:
     """Removed objects' slots dead and on the free stack (from ``nfree`` up), in one pass."""
-    for i in range(slots.shape[0]):
+    n = slots.shape[0]
+    for i in range(n):
+        if i + PREFETCH_AHEAD < n:
+            prefetch(store_ids, slots[i + PREFETCH_AHEAD])
+            prefetch(alive, slots[i + PREFETCH_AHEAD])
         s = slots[i]
         store_ids[s] = -1
         alive[s] = False

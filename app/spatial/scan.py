@@ -24,6 +24,7 @@ from numba import njit, prange
 from app.geom.decide import ACCEPTED, accept_sphere
 from app.geom.predicates import NODE_REJECT_FRUSTUM, NODE_REJECT_OCCLUSION
 from app.geom.zpyramid import Occluder, sphere_hidden
+from app.spatial.prefetch import PREFETCH_AHEAD, prefetch
 
 OUT = np.uint8(0)  # certainly culled
 NEAR = np.uint8(1)  # within the tolerance: decide again in float64
@@ -424,9 +425,14 @@ def store32(s: Spheres32, rows, centers, radii, vdist, src):
 def kill32(s: Spheres32, rows) -> None:
     """Mark rows dead: radius -inf fails every plane test without a branch, and an endless
     view distance keeps them out of the view-distance count (:func:`_distance_verdicts`)."""
-    for i in range(rows.shape[0]):
-        s.r[rows[i]] = -np.inf
-        s.vd[rows[i]] = np.inf
+    r, vd = s.r, s.vd  # (a record's field read in a loop is refcounted)
+    n = rows.shape[0]
+    for i in range(n):
+        if i + PREFETCH_AHEAD < n:
+            prefetch(r, rows[i + PREFETCH_AHEAD])
+            prefetch(vd, rows[i + PREFETCH_AHEAD])
+        r[rows[i]] = -np.inf
+        vd[rows[i]] = np.inf
 
 
 @njit(cache=True)

@@ -350,7 +350,21 @@ def place(places: ChunkPlaces, rec: SphereRecords, slot_id, order, first: int, r
     rad = 0.0
     hashed = np.empty(order.shape[0], np.int64)  # positions of ids outside the direct table
     nh = 0
-    for i in range(order.shape[0]):
+    n = order.shape[0]
+    ahead = PREFETCH_AHEAD
+    nd = dense.shape[0]
+    for i in range(n):
+        if i + ahead < n:  # a later slot's rows (a spawn's slots lie anywhere in the store)
+            t = order[i + ahead]
+            prefetch(slot_pos, t)
+            prefetch(slot_id, t)
+            prefetch(c, t)
+            prefetch(store_r, t)
+            prefetch(store_v, t)
+        if reassign and i + ahead // 2 < n:  # and its id's entry, once its id is in
+            k = slot_id[order[i + ahead // 2]]
+            if k >= 0 and k < nd:
+                prefetch(dense, k)
         s = order[i]
         p = first + i
         pos_slot[p] = s
