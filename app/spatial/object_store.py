@@ -28,9 +28,15 @@ from app.spatial.seen import fit_bits, has_repeat, seen_bits
 @njit(cache=True, parallel=True)
 def _swap_in(slots, centers, radii, vdist, store_c, store_r, store_v, old_c, old_r, old_v):
     """Copy the old values out and the new ones in; slots are distinct, so rows never race."""
-    has_r = radii.shape[0] == slots.shape[0]
-    has_v = vdist.shape[0] == slots.shape[0]
-    for i in prange(slots.shape[0]):
+    n = slots.shape[0]
+    has_r = radii.shape[0] == n
+    has_v = vdist.shape[0] == n
+    for i in prange(n):
+        if i + PREFETCH_AHEAD < n:  # a later slot's rows
+            t = slots[i + PREFETCH_AHEAD]
+            prefetch(store_c, t)
+            prefetch(store_r, t)
+            prefetch(store_v, t)
         s = slots[i]
         for a in range(3):
             old_c[i, a] = store_c[s, a]
@@ -56,6 +62,10 @@ def _resolve_batch(ids, centers, radii, vdist, keys, vals, dense, seen, slots) -
     nd = dense.shape[0]
     bad = np.zeros(n, dtype=np.bool_)
     for i in prange(n):
+        if i + PREFETCH_AHEAD < n:  # a later id's entry
+            ka = ids[i + PREFETCH_AHEAD]
+            if ka >= 0 and ka < nd:
+                prefetch(dense, ka)
         k = ids[i]
         s = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
         slots[i] = s

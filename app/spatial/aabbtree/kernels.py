@@ -67,6 +67,7 @@ from app.spatial.aabbtree.heuristics import (
     which_child,
 )
 from app.spatial.pool import grown, grown_free_stack
+from app.spatial.prefetch import PREFETCH_AHEAD, prefetch
 from app.spatial.scan import FAST
 
 ROOT = 0  # the root is the first node allocated and is never freed
@@ -1012,7 +1013,19 @@ def update_objects(nd, ob, sp, slots, old, keep: int) -> tuple[int, int]:
     start, cap, count = nd.start, nd.cap, nd.count
     node, pos, slot, rec, vdp = ob.node, ob.pos, ob.slot, ob.rec, ob.vd
     moved = 0
-    for i in range(slots.shape[0]):
+    n = slots.shape[0]
+    ahead = PREFETCH_AHEAD
+    for i in range(n):
+        # A later mover's lines asked for now: its slot's (node and position share a line)
+        # and, once its position is in, its record's.
+        if i + ahead < n:
+            t = slots[i + ahead]
+            prefetch(node, t)
+            prefetch(centers, t)
+            prefetch(radii, t)
+            prefetch(vdist, t)
+        if i + ahead // 2 < n:
+            prefetch(rec, pos[slots[i + ahead // 2]])
         s = slots[i]
         cx, cy, cz, r = slot_sphere(centers, radii, s)
         vd = vdist[s]
