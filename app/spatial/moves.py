@@ -634,7 +634,12 @@ def check_every(ids, centers, radii, vdist, tables, seen, pos) -> bool:
     keys, vals, dense = tables
     nd = dense.shape[0]
     ok = True
-    for i in range(ids.shape[0]):
+    n = ids.shape[0]
+    for i in range(n):
+        if i + PREFETCH_AHEAD < n:  # a later id's entry
+            ka = ids[i + PREFETCH_AHEAD]
+            if ka >= 0 and ka < nd:
+                prefetch(dense, ka)
         k = ids[i]
         p = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
         pos[i] = p
@@ -665,7 +670,31 @@ def write_rows(pos, centers, radii, vdist, pos_slot, rec: SphereRecords):
     vd32 = rec.s32.vd
     bx = by = bz = 0.0
     rad = 0.0
-    for i in range(pos.shape[0]):
+    n = pos.shape[0]
+    ahead = PREFETCH_AHEAD
+    for i in range(n):
+        # A later row's lines: its position's lanes (and slot), then, once the slot is in,
+        # the store's rows.
+        if i + ahead < n:
+            q = pos[i + ahead]
+            prefetch(x, q)
+            prefetch(y, q)
+            prefetch(z, q)
+            if radii is not None:
+                prefetch(r32, q)
+            if vdist is not None:
+                prefetch(vd32, q)
+            if pos_slot is not None:
+                prefetch(pos_slot, q)
+        if i + ahead // 2 < n:
+            q = pos[i + ahead // 2]
+            if pos_slot is not None:
+                q = pos_slot[q]
+            prefetch(store_c, q)
+            if radii is not None:
+                prefetch(store_r, q)
+            if vdist is not None:
+                prefetch(store_v, q)
         p = pos[i]
         if pos_slot is None:  # noqa: SIM108 - a branch numba removes when compiling for None
             s = p
