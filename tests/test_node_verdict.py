@@ -55,9 +55,10 @@ def test_full_mask_verdict_is_the_shared_one(case, use_vd, max_vd):
     k = planes.shape[0]
     full = ((1 << k) - 1) if k <= MASKED_PLANES else 1
     eye = np.array([1.0, -2.0, 3.0])
-    v, cut = node_verdict_masked(planes, k, full, use_vd, *eye, *lo, *hi, max_vd)
+    box = (*lo, *hi)
+    v, cut = node_verdict_masked(planes, k, full, use_vd, tuple(eye), box, max_vd)
     assert v == node_verdict6(planes, eye, use_vd, OCCLUSION_OFF, *lo, *hi, max_vd)
     assert (cut != 0) == (v == geo.NODE_PARTIAL)
     # mask 0 (the parent is inside every plane): only view distance can reject
-    v0, cut0 = node_verdict_masked(planes, k, 0, use_vd, *eye, *lo, *hi, max_vd)
+    v0, cut0 = node_verdict_masked(planes, k, 0, use_vd, tuple(eye), box, max_vd)
     assert cut0 == 0 and v0 in (geo.NODE_INSIDE, geo.NODE_REJECT_VIEWDIST)

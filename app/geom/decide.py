@@ -136,20 +136,21 @@ def box_plane_bits(planes: np.ndarray, k: int, lx: float, ly: float, lz: float, 
 
 
 @njit(cache=True, inline="always")
-def node_verdict_masked(planes: np.ndarray, k: int, mask: int, use_vd: bool, ex: float,
-                        ey: float, ez: float, lx: float, ly: float, lz: float, hx: float,
-                        hy: float, hz: float, max_vd: float) -> tuple[int, int]:
-    """:func:`node_verdict6`'s first two stages (view distance from the eye (ex, ey, ez), the
-    frustum) against the planes of ``mask`` only (those the parent's box straddles, as bits
-    of :func:`box_plane_bits`), and the planes of ``mask`` that cut the box (its children's
-    mask). Mask 0: the box is inside every plane.
+def node_verdict_masked(planes: np.ndarray, k: int, mask: int, use_vd: bool, eye: tuple,
+                        box: tuple, max_vd: float) -> tuple[int, int]:
+    """:func:`node_verdict6`'s first two stages (view distance from ``eye`` = (x, y, z), the
+    frustum) for the box (lx, ly, lz, hx, hy, hz), tuples of floats (passed by value, no
+    array to reference-count), against the planes of ``mask`` only (those the parent's box
+    straddles, as bits of :func:`box_plane_bits`), and the planes of ``mask`` that cut the
+    box (its children's mask). Mask 0: the box is inside every plane.
 
     Occlusion, the third stage, is the caller's (:func:`~app.geom.zpyramid.box_hidden6` on a
     node this passes), so that a traversal touches the occluder only when there is one:
     numba reference-counts every array of a tuple handed to a helper, inlined or not, and
     the occluder's cost the trees' traversal 57 ns a node with occlusion off.
     """
-    if use_vd and box_point_dist6(lx, ly, lz, hx, hy, hz, ex, ey, ez) > (
+    lx, ly, lz, hx, hy, hz = box
+    if use_vd and box_point_dist6(lx, ly, lz, hx, hy, hz, eye[0], eye[1], eye[2]) > (
             max_vd * (1.0 + VIEWDIST_SLACK)):
         return NODE_REJECT_VIEWDIST, 0
     cut = 0

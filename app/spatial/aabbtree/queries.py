@@ -83,8 +83,8 @@ def _push_children(child, nchild, n: int, stack, top: int, tag: int) -> int:
 
 
 @njit(cache=True, inline="always")
-def _verdict(lo, hi, maxvd, n: int, planes, k: int, mask: int, use_vd: bool, ex: float,
-             ey: float, ez: float) -> tuple[int, int]:
+def _verdict(lo, hi, maxvd, n: int, planes, k: int, mask: int, use_vd: bool,
+             eye: tuple) -> tuple[int, int]:
     """The shared node decision's view distance and frustum stages on node n's stored box
     and subtree view distance, against the planes of ``mask`` (those its parent's box
     straddles), and the planes its own box straddles.
@@ -93,8 +93,9 @@ def _verdict(lo, hi, maxvd, n: int, planes, k: int, mask: int, use_vd: bool, ex:
     tuple handed to an inlined helper, and with the tuple passed at every node the frustum
     query took 2.5x as long (static workload, 10^5 objects).
     """
-    return node_verdict_masked(planes, k, mask, use_vd, ex, ey, ez, lo[n, 0], lo[n, 1],
-                               lo[n, 2], hi[n, 0], hi[n, 1], hi[n, 2], maxvd[n])
+    return node_verdict_masked(planes, k, mask, use_vd, eye,
+                               (lo[n, 0], lo[n, 1], lo[n, 2], hi[n, 0], hi[n, 1], hi[n, 2]),
+                               maxvd[n])
 
 
 @njit(cache=True, inline="always")
@@ -265,7 +266,7 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: int, sh
     nd.outcome[:] = NODE_NOT_VISITED
     k = planes.shape[0]
     six = k == 6
-    ex, ey, ez = eye[0], eye[1], eye[2]
+    eye3 = (eye[0], eye[1], eye[2])
     has_occ = occ.widths.shape[0] > 0
     full = ((1 << k) - 1) if k <= MASKED_PLANES else 1
     low = (1 << MASK_BITS) - 1
@@ -296,9 +297,9 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: int, sh
         if lazy:
             reach_node(nd, ob, sp, n, rules, limit)
         if six:  # a literal count: the plane loop unrolls
-            v, newmask = _verdict(lo, hi, maxvd, n, planes, 6, mask, use_vd, ex, ey, ez)
+            v, newmask = _verdict(lo, hi, maxvd, n, planes, 6, mask, use_vd, eye3)
         else:
-            v, newmask = _verdict(lo, hi, maxvd, n, planes, k, mask, use_vd, ex, ey, ez)
+            v, newmask = _verdict(lo, hi, maxvd, n, planes, k, mask, use_vd, eye3)
         if has_occ and v <= NODE_PARTIAL and box_hidden6(occ, lo[n, 0], lo[n, 1], lo[n, 2],
                                                         hi[n, 0], hi[n, 1], hi[n, 2]):
             v = NODE_REJECT_OCCLUSION
