@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
 from numba import njit
 
 # name -> number of children (the child table width, and the heuristic's code).
@@ -82,11 +83,7 @@ def mode_name(flags: int) -> str:
 @njit(cache=True, inline="always")
 def _side(p: float, r: float, s: float) -> int:
     """Ternary side of an extent [p - r, p + r] against split s: 1 below, 2 above, 0 straddling."""
-    if p + r < s:
-        return 1
-    if p - r > s:
-        return 2
-    return 0
+    return np.int64(p + r < s) + 2 * np.int64(p - r > s)  # (exclusive: r >= 0)
 
 
 @njit(cache=True, inline="always")
@@ -172,17 +169,10 @@ def child_index(k: int, keep: int, a: int, sx: float, sy: float, sz: float, box:
         s = sx if a == 0 else (sy if a == 1 else sz)
         if k == 2:
             # K-D: by center, across the axis chosen when the node was split.
-            return 0 if p < s else 1
+            return np.int64(p >= s)
         return _side(p, r, s)
     if k == 8:
         # Octree: by center, one bit per axis.
-        c = 0
-        if cx < sx:
-            c |= 1
-        if cy < sy:
-            c |= 2
-        if cz < sz:
-            c |= 4
-        return c
+        return np.int64(cx < sx) | (np.int64(cy < sy) << 1) | (np.int64(cz < sz) << 2)
     # Icoseptree: per axis below / above / straddling, 3 x 3 x 3 regions.
     return _side(cx, r, sx) + 3 * _side(cy, r, sy) + 9 * _side(cz, r, sz)
