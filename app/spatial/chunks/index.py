@@ -445,7 +445,6 @@ class ChunkedIndex(SpatialIndex):
         self._after_moves(pos, False, self._npos)
         return True
 
-
     def _move_known(self, batch: moves.UpdateBatch) -> bool:
         """The same movers as last time (a scene's moving objects, frame after frame): write
         them through last time's positions in one checking pass (``app.spatial.moves``);
