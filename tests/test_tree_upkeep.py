@@ -130,6 +130,32 @@ def test_first_big_query_catches_up(name):
     idx.validate()
 
 
+@pytest.mark.parametrize("name", HEURISTICS)
+def test_share_rule_only_builds_a_fresh_tree(name):
+    """The share rule (noted overfull leaves over ``catchup_share`` of the working set)
+    catches a small scene's first query up; once the tree is split, a turn onto big leaves
+    does not: the query answers from their blocks and the upkeep splits them later."""
+    idx, oracle, rng, ids, c = _scene(name, 6000, 5, t=8)
+    idx.catchup_objects = 10**9  # only the share rule can ask
+    idx.catchup_share = 0.5
+    first = camera_planes([0, 0, 0], [1, 0, 0], far=150)
+    res = idx.query_frustum(first)
+    assert np.array_equal(np.sort(res.visible), oracle.frustum(first))
+    assert idx.stats()["nodes"] > 1  # caught up: the root was split within the query
+    turned = camera_planes([0, 0, 0], [-1, 0.1, 0], far=150)
+    before = _shape(idx)
+    idx._queries_since_update = 0  # (this query is part of the frame: no upkeep first)
+    res = idx.query_frustum(turned)
+    assert np.array_equal(np.sort(res.visible), oracle.frustum(turned))
+    after = _shape(idx)
+    assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
+    assert idx._pend.count[0] > 0  # the big leaves it reached wait for the upkeep
+    idx.maintain()
+    res = idx.query_frustum(turned)
+    assert np.array_equal(np.sort(res.visible), oracle.frustum(turned))
+    idx.validate()
+
+
 def test_removed_nodes_leave_the_pending_list_quietly():
     """A node noted and then freed by garbage collection is dropped by the upkeep."""
     idx, oracle, rng, ids, c = _scene("octree", 2000, 4)
