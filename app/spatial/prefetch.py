@@ -6,6 +6,11 @@ misses only as far as its window reaches, which a long loop body (a dozen reads 
 move) cuts to one or two moves. Asking for a later move's rows some iterations ahead keeps
 several moves' misses in flight at once. The hint changes no value and never faults; a
 kernel stays exact whatever it prefetches.
+
+Each loop writes its hints out (``if i + PREFETCH_AHEAD < n: prefetch(rows, idx[i +
+PREFETCH_AHEAD])``) rather than calling a shared helper: a numba helper given arrays, inlined
+or not, pays their reference counts or their argument copies at every call, which costs
+about what the hint saves.
 """
 
 from __future__ import annotations
