@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from app.geom.decide import VIEWDIST_SLACK, node_verdict6
+from app.geom.decide import VIEWDIST_SLACK, box_plane_bits, node_verdict6
 from app.geom.predicates import (
     NODE_INSIDE,
     NODE_NOT_VISITED,
@@ -109,21 +109,9 @@ def children_verdicts(box, k0: int, k1: int, pl6, eye, use_vd: bool, codes, whol
         hx = box[HI, k]
         hy = box[HI + 1, k]
         hz = box[HI + 2, k]
-        outside = False
-        partial = False
-        for p in range(6):
-            a = pl6[p, 0]
-            b = pl6[p, 1]
-            c = pl6[p, 2]
-            d = pl6[p, 3]
-            px = hx if a >= 0.0 else lx
-            py = hy if b >= 0.0 else ly
-            pz = hz if c >= 0.0 else lz
-            nx = lx if a >= 0.0 else hx
-            ny = ly if b >= 0.0 else hy
-            nz = lz if c >= 0.0 else hz
-            outside |= a * px + b * py + c * pz + d < 0.0
-            partial |= a * nx + b * ny + c * nz + d < 0.0
+        out_bits, cut_bits = box_plane_bits(pl6, 6, lx, ly, lz, hx, hy, hz)
+        outside = out_bits != 0
+        partial = cut_bits != 0
         dx = max(lx - ex, 0.0, ex - hx)
         dy = max(ly - ey, 0.0, ey - hy)
         dz = max(lz - ez, 0.0, ez - hz)
