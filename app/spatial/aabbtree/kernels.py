@@ -1019,7 +1019,7 @@ def update_objects(nd, ob, sp, slots, old, keep: int) -> tuple[int, int]:
     ahead = PREFETCH_AHEAD
     for i in range(n):
         # A later mover's lines asked for now: its slot's (node and position share a line)
-        # and, once its position is in, its record's.
+        # and, once its position and node are in, its record's and its node's.
         if i + ahead < n:
             t = slots[i + ahead]
             prefetch(node, t)
@@ -1027,7 +1027,12 @@ def update_objects(nd, ob, sp, slots, old, keep: int) -> tuple[int, int]:
             prefetch(radii, t)
             prefetch(vdist, t)
         if i + ahead // 2 < n:
-            prefetch(rec, pos[slots[i + ahead // 2]])
+            t = slots[i + ahead // 2]
+            prefetch(rec, pos[t])
+            u = node[t]  # and its node's box (the pool of a big tree outgrows the cache)
+            prefetch(lo, u)
+            prefetch(hi, u)
+            prefetch(maxvd, u)
         s = slots[i]
         cx, cy, cz, r = slot_sphere(centers, radii, s)
         vd = vdist[s]
