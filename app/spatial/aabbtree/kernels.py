@@ -949,7 +949,14 @@ def insert_objects(nd, ob, sp, slots, keep: int) -> int:
     maxvd, parent = nd.maxvd, nd.parent
     start, cap, count = nd.start, nd.cap, nd.count
     node, pos, slot, rec, vd = ob.node, ob.pos, ob.slot, ob.rec, ob.vd
-    for i in range(slots.shape[0]):
+    m = slots.shape[0]
+    for i in range(m):
+        if i + PREFETCH_AHEAD < m:  # a later object's store rows and place (see update)
+            t = slots[i + PREFETCH_AHEAD]
+            prefetch(centers, t)
+            prefetch(radii, t)
+            prefetch(vdist, t)
+            prefetch(node, t)
         s = slots[i]
         cx, cy, cz, r = slot_sphere(centers, radii, s)
         n, c = find_place(child, is_split, axis, split, lo, hi, keep, np.int64(ROOT), cx, cy, cz, r)
@@ -981,7 +988,26 @@ def remove_objects(nd, ob, sp, slots, rules) -> None:
     lo, hi, maxvd, parent, dirty = nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty
     start, cap, count = nd.start, nd.cap, nd.count
     node, pos, slot, rec, vd = ob.node, ob.pos, ob.slot, ob.rec, ob.vd
-    for s in slots:
+    m = slots.shape[0]
+    ahead = PREFETCH_AHEAD
+    for i in range(m):
+        # A later object's lines: its slot's rows, then (its node and position in) its record,
+        # the record that will fill its place and its node's box.
+        if i + ahead < m:
+            t = slots[i + ahead]
+            prefetch(node, t)
+            prefetch(centers, t)
+            prefetch(radii, t)
+            prefetch(vdist, t)
+        if i + ahead // 2 < m:
+            t = slots[i + ahead // 2]
+            u = node[t]
+            prefetch(rec, pos[t])
+            prefetch(rec, start[u] + count[u] - 1)
+            prefetch(slot, start[u] + count[u] - 1)
+            prefetch(lo, u)
+            prefetch(hi, u)
+        s = slots[i]
         n = node[s]
         cx, cy, cz, r = slot_sphere(centers, radii, s)
         invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(n), cx, cy, cz, r, vdist[s], slack)
