@@ -83,7 +83,29 @@ def wake_movers(tree: Tree, s32: Spheres32, places: ChunkPlaces, pos, rows, npos
     levels = loff.shape[0] - 1
     hashed = np.empty(rows.shape[0], np.int64)  # new positions of ids outside the direct table
     nh = 0
-    for j in range(rows.shape[0]):
+    m = rows.shape[0]
+    ahead = PREFETCH_AHEAD
+    nd = dense.shape[0]
+    for j in range(m):
+        # A later mover's old position's lines (scattered over the still region), then its
+        # slot's and its id's entries once the position's are in.
+        if j + ahead < m:
+            q = pos[rows[j + ahead]]
+            prefetch(pos_slot, q)
+            prefetch(pos_id, q)
+            prefetch(r, q)
+            prefetch(vd, q)
+            prefetch(count, q // CHUNK)
+            if written:
+                prefetch(x, q)
+                prefetch(y, q)
+                prefetch(z, q)
+        if j + ahead // 2 < m:
+            q = pos[rows[j + ahead // 2]]
+            prefetch(slot_pos, pos_slot[q])
+            ka = pos_id[q]
+            if ka >= 0 and ka < nd:
+                prefetch(dense, ka)
         i = rows[j]
         p = pos[i]
         s = pos_slot[p]
