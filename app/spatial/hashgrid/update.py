@@ -35,6 +35,7 @@ from app.spatial.hashgrid.store import (
     find_or_add,
     level_of,
 )
+from app.spatial.prefetch import PREFETCH_AHEAD, prefetch
 
 
 @njit(cache=True, inline="always")
@@ -188,7 +189,22 @@ def update_batch(slots, old_vd, start, sph_t, objs_t, grid_t, items_t):
     icen = items.cen
     irad = items.rad
     ivd = items.vd
-    for i in range(start, slots.shape[0]):
+    n = slots.shape[0]
+    ahead = PREFETCH_AHEAD
+    for i in range(start, n):
+        # A later mover's lines: its slot's store rows and cell and item entries, then (those
+        # in) its cell's key and its item's copy (app.spatial.prefetch).
+        if i + ahead < n:
+            t = slots[i + ahead]
+            prefetch(centers, t)
+            prefetch(radii, t)
+            prefetch(vdist, t)
+            prefetch(ocell, t)
+            prefetch(oitem, t)
+        if i + ahead // 2 < n:
+            t = slots[i + ahead // 2]
+            prefetch(ckey, ocell[t])
+            prefetch(icen, oitem[t])
         s = slots[i]
         r = radii[s]
         lvl = level_of(r, sizes)
