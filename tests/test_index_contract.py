@@ -125,6 +125,30 @@ def test_awkward_data(label, name, kwargs, data):
 
 
 @pytest.mark.parametrize(("label", "name", "kwargs"), VARIANTS, ids=IDS)
+def test_removed_objects_beyond_float32_squares_stay_removed(label, name, kwargs):
+    """Objects beyond 1e19 (whose squared float32 distance overflows) with an endless view
+    distance, removed: a view-distance query must not bring their dead rows back (the
+    float32 scans once returned them, as id -1)."""
+    idx = make(name, kwargs, small=False)
+    oracle = Oracle()
+    rng = np.random.default_rng(3)
+    n = 300
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(-50, 50, (n, 3))
+    c[:20] = rng.uniform(2e19, 4e19, (20, 3))
+    r = rng.uniform(0.5, 2.0, n)
+    idx.insert(ids, c, r, np.full(n, np.inf))
+    oracle.insert(ids, c, r, np.full(n, np.inf))
+    idx.remove(ids[:20])
+    oracle.remove(ids[:20])
+    everything = np.array([[1.0, 0.0, 0.0, 1e30]])
+    for planes in (everything, camera_planes([0, 0, 0], [1, 0.2, 0.1], far=60)):
+        for use_vd in (True, False):
+            got = idx.query_frustum(planes, eye=np.zeros(3), use_view_distance=use_vd).visible
+            assert np.array_equal(np.sort(got), oracle.frustum(planes, np.zeros(3), use_vd))
+
+
+@pytest.mark.parametrize(("label", "name", "kwargs"), VARIANTS, ids=IDS)
 def test_bad_input_raises_and_changes_nothing(label, name, kwargs):
     idx, rng = hundred_objects(name, kwargs, 50.0)
     before = snapshot(idx)
