@@ -361,3 +361,63 @@ def test_occlusion_only_removes_objects_and_counts_them(use_vd):
     assert set(walled.visible.tolist()) <= set(free.visible.tolist())
     assert len(walled.visible) < len(free.visible)
     assert walled.occluded_nodes + walled.occluded_objects > 0
+
+
+def test_infinite_list_walked_or_scanned_gives_the_exact_answer():
+    """The infinite list decided from its float32 copy (``scan_infinite_share`` 0: always),
+    walked (2: never) or either by its size: the oracle's answer, and the same counts every
+    way, while objects enter and leave the list (a view distance turned endless or finite),
+    move, arrive and go."""
+    rng = np.random.default_rng(7)
+    trees = []
+    for share in (0.0, 1.0 / 16.0, 2.0):
+        t = create_index("viewdist")
+        t.scan_infinite_share = share
+        trees.append(t)
+    oracle = Oracle()
+
+    def each(op, *args, **kw):
+        for t in trees:
+            getattr(t, op)(*args, **kw)
+
+    n = 3000
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(-150, 150, (n, 3))
+    r = rng.uniform(0.1, 2.0, n)
+    vd = np.where(rng.random(n) < 0.5, np.inf, rng.uniform(5, 80, n))
+    # a few beyond the tree's range (UNBOUNDED) with a finite view distance: in the infinite
+    # list, and culled there by view distance (its only such culls)
+    c[:20] = rng.uniform(1e19, 2e19, (20, 3))
+    vd[:20] = 50.0
+    each("insert", ids, c, r, vd)
+    oracle.insert(ids, c, r, vd)
+    next_id = n
+    for _frame in range(8):
+        live, lc, _, _ = oracle.arrays()
+        pick = rng.choice(live.shape[0], 400, replace=False)
+        movers = live[pick]
+        mc = lc[pick] + rng.normal(scale=4.0, size=(400, 3))
+        mvd = np.where(rng.random(400) < 0.5, np.inf, rng.uniform(5, 80, 400))
+        each("update", movers, mc, view_distances=mvd)
+        oracle.update(movers, mc, vd=mvd)
+        gone = rng.choice(oracle.arrays()[0], 50, replace=False)
+        each("remove", gone)
+        oracle.remove(gone)
+        new = np.arange(next_id, next_id + 50, dtype=np.int64)
+        next_id += 50
+        nc = rng.uniform(-150, 150, (50, 3))
+        nr = rng.uniform(0.1, 2.0, 50)
+        nvd = np.where(rng.random(50) < 0.5, np.inf, rng.uniform(5, 80, 50))
+        each("insert", new, nc, nr, nvd)
+        oracle.insert(new, nc, nr, nvd)
+        eye = rng.uniform(-60, 60, 3)
+        planes = camera_planes(eye, eye + rng.normal(size=3), far=200)
+        for use_vd in (True, False):
+            res = [t.query_frustum(planes, eye=eye, use_view_distance=use_vd) for t in trees]
+            want = oracle.frustum(planes, eye, use_vd)
+            for got in res:
+                assert np.array_equal(np.sort(got.visible), want)
+                assert (got.working_set, got.culled_distance, got.occluded_objects) == (
+                    res[-1].working_set, res[-1].culled_distance, res[-1].occluded_objects)
+        for t in trees:
+            t.validate()

@@ -21,7 +21,14 @@ from app.spatial import moves
 from app.spatial.base import QueryResult, SpatialIndex
 from app.spatial.object_store import Columns
 from app.spatial.pairs import SweepSpace, selection
-from app.spatial.scan import grown32, kill32, scan_frustum, spheres32, store32
+from app.spatial.scan import (
+    SCAN_PARALLEL_MIN,
+    grown32,
+    kill32,
+    scan_frustum,
+    spheres32,
+    store32,
+)
 
 
 @njit(cache=True)
@@ -67,11 +74,6 @@ def _ray(alive, centers, radii, o, d):
             k += 1
     return out[:k], ts[:k]
 
-
-#: Rows from which the scan's verdict loop wakes the second core. The loop costs ~0.6 ns a
-#: row and waking the workers ~0.2 ms (app.parallelism), so below ~500,000 rows one core is
-#: faster: at 10^5 moving objects the query took 0.28 ms on both cores, 0.18 ms on one.
-SCAN_PARALLEL_MIN = 1 << 19
 
 
 class BruteIndex(SpatialIndex):

@@ -209,17 +209,20 @@ def _scan_infinite(ob, tree, sp, planes, eye, use_vd, occ, out):
 
 
 @njit(cache=True)
-def query_eye(nd, ob, pk, tree, sp, planes, eye, tight, occ):
+def query_eye(nd, ob, pk, tree, sp, planes, eye, tight, occ, walk_infinite):
     """Frustum query with view distance: the point query for the eye, then exact tests.
 
     Returns (slots, considered, nodes visited, nodes occluded, objects culled by occlusion,
     objects culled by view distance): a rejected node counts its subtree (``sub``) under its
     test, the frustum's being the rest; an object counts under the first test it fails.
+    ``walk_infinite`` False: the infinite list is left to the caller (its float32 scan).
     """
     t = tree[0]
     nd.outcome[:] = NODE_NOT_VISITED
     out = np.empty(t.in_nodes + t.inf_count, dtype=np.int64)
-    k, considered, occ_obj, far = _scan_infinite(ob, tree, sp, planes, eye, True, occ, out)
+    k = considered = occ_obj = far = 0
+    if walk_infinite:
+        k, considered, occ_obj, far = _scan_infinite(ob, tree, sp, planes, eye, True, occ, out)
     visited = 0
     occ_nodes = 0
     ex = eye[0]
@@ -261,16 +264,19 @@ def query_eye(nd, ob, pk, tree, sp, planes, eye, tight, occ):
 
 
 @njit(cache=True)
-def query_planes(nd, ob, pk, tree, sp, planes, eye, occ):
+def query_planes(nd, ob, pk, tree, sp, planes, eye, occ, walk_infinite):
     """Frustum query without view distance, on the subtree bounds of the objects' spheres.
 
     Below a node inside every plane only occlusion is left to decide per object (the planes
     are then an empty set), and with no occlusion either the objects are taken as they are.
+    ``walk_infinite`` as :func:`query_eye`'s.
     """
     t = tree[0]
     nd.outcome[:] = NODE_NOT_VISITED
     out = np.empty(t.in_nodes + t.inf_count, dtype=np.int64)
-    k, considered, occ_obj, _ = _scan_infinite(ob, tree, sp, planes, eye, False, occ, out)
+    k = considered = occ_obj = 0
+    if walk_infinite:
+        k, considered, occ_obj, _ = _scan_infinite(ob, tree, sp, planes, eye, False, occ, out)
     occluding = occ.widths.shape[0] > 0
     no_planes = np.empty((0, planes.shape[1]), dtype=planes.dtype)
     visited = 0

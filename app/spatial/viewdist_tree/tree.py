@@ -12,14 +12,24 @@ from typing import Any
 import numpy as np
 
 from app.geom.zpyramid import ZPyramid, occluder
+from app.parallelism import threads_for
 from app.spatial.base import QueryResult, SpatialIndex
 from app.spatial.pairs import selection
+from app.spatial.scan import (
+    SCAN_PARALLEL_MIN,
+    grown32,
+    kill32,
+    scan_frustum,
+    spheres32,
+    store32,
+)
 from app.spatial.tree_pairs import snapshot_pairs
 from app.spatial.viewdist_tree import check as ck
 from app.spatial.viewdist_tree import pairs as pr
 from app.spatial.viewdist_tree import queries as qu
 from app.spatial.viewdist_tree import update as up
 from app.spatial.viewdist_tree.store import (
+    IN_INF,
     UNBOUNDED,
     Spheres,
     grown_nodes,
@@ -47,6 +57,13 @@ class ViewDistanceTree(SpatialIndex):
     #: With ids, one descent per given object while len(ids) * (this + infinite list / 64)
     #: stays below the object count; otherwise the whole-tree descent with the ids as a filter.
     pairs_per_object_ratio = 20
+    #: The infinite list (objects without a finite view distance: all of them in a scene
+    #: without view distances) is decided from a float32 copy by slot, scanned branch-free as
+    #: the brute force scans, once it holds at least this share of the slots; below, its
+    #: linked list is walked with a float64 test an object (about 15 ns an object against the
+    #: scan's 0.6-0.8 ns a slot). Static workload at 10^6, where the list is every object:
+    #: the query 14.6 ms walked.
+    scan_infinite_share = 1.0 / 16.0
 
     def __init__(self, min_node_size: float = 1.0 / 16.0, tight: bool = True,
                  **kwargs: Any) -> None:
@@ -63,6 +80,13 @@ class ViewDistanceTree(SpatialIndex):
         self._nodes = grown_nodes(new_nodes(), self._tree, 256)
         self._objs = new_objects(self.capacity)
         self._packed = new_packed(0)
+        # The infinite list's float32 copy by slot: an object in a node, or no object, is a
+        # dead row. Its bounds only grow (they bound the scan's float32 tolerances).
+        self._inf32 = spheres32(self.capacity)
+        self._inf_codes = np.empty(self.capacity, np.uint8)
+        self._inf_abs = 0.0
+        self._inf_r = 0.0
+        self._rows = 0  # slots ever used: the scan's length
 
     # ------------------------------------------------------------ public extras
 
@@ -123,19 +147,41 @@ class ViewDistanceTree(SpatialIndex):
         if self._scalar("root") == -1:
             self._choose_root(slots)
         self._run_batch(up.insert_batch, slots)
+        self._rows = max(self._rows, int(slots.max()) + 1)
+        self._copy_infinite(slots)
         self._maybe_rebuild()
 
     def _on_update(self, slots: np.ndarray, old_centers: np.ndarray, old_radii: np.ndarray,
                    old_vdist: np.ndarray) -> None:
         self._run_batch(up.move_batch, slots)
+        self._copy_infinite(slots)
         self._maybe_rebuild()
 
     def _on_remove(self, slots: np.ndarray) -> None:
         up.remove_batch(self._nodes, self._objs, self._packed, self._tree, slots)
+        kill32(self._inf32, slots)
         self._maybe_rebuild()
 
     def _grow(self, new_capacity: int) -> None:
         self._objs = grown_objects(self._objs, new_capacity)
+        self._inf32 = grown32(self._inf32, new_capacity)
+        self._inf_codes = np.empty(new_capacity, np.uint8)
+
+    def _copy_infinite(self, slots: np.ndarray) -> None:
+        """The float32 rows of a batch's slots: their spheres for those in the infinite list,
+        dead for the others (a move may take an object in or out of the list)."""
+        inf = self._objs.node[slots] == IN_INF
+        if inf.all():
+            kept = slots
+        else:
+            kill32(self._inf32, slots[~inf])
+            kept = slots[inf]
+        if kept.shape[0]:
+            with threads_for(kept.shape[0]):
+                big, rad = store32(self._inf32, kept, self._centers, self._radii, self._vdist,
+                                   kept)
+            self._inf_abs = max(self._inf_abs, float(big))
+            self._inf_r = max(self._inf_r, float(rad))
 
     # ------------------------------------------------------------ internals
 
@@ -191,14 +237,27 @@ class ViewDistanceTree(SpatialIndex):
     def _query_frustum(self, planes: np.ndarray, eye: np.ndarray, use_vd: bool,
                        occlusion: ZPyramid | None) -> QueryResult:
         occ = occluder(occlusion)
+        n_inf = self._scalar("inf_count")
+        scan_inf = n_inf > 0 and n_inf >= self.scan_infinite_share * self._rows
         if use_vd:
             slots, considered, visited, occ_n, occ_o, far = qu.query_eye(
                 self._nodes, self._objs, self._packed, self._tree, self._spheres(), planes, eye,
-                self._tight, occ)
+                self._tight, occ, not scan_inf)
         else:
             slots, considered, visited, occ_n, occ_o, far = qu.query_planes(
                 self._nodes, self._objs, self._packed, self._tree, self._spheres(), planes, eye,
-                occ)
+                occ, not scan_inf)
+        if scan_inf:
+            n = self._rows
+            drawn, occluded, outside = scan_frustum(
+                self._inf32, n, planes, eye, use_vd, self._inf_abs, self._inf_r, self._centers,
+                self._radii, self._vdist, occ, parallel=n >= SCAN_PARALLEL_MIN,
+                codes=self._inf_codes, dead=n - n_inf)
+            slots = np.concatenate([drawn, slots])
+            considered += n_inf
+            occ_o += occluded
+            if use_vd:  # the list's view-distance culls: what neither test took
+                far += n_inf - drawn.shape[0] - occluded - outside
         return QueryResult(visible=slots, working_set=int(considered),
                            nodes_visited=int(visited), occluded_nodes=int(occ_n),
                            occluded_objects=int(occ_o), culled_distance=int(far))
