@@ -421,3 +421,16 @@ def test_infinite_list_walked_or_scanned_gives_the_exact_answer():
                     res[-1].working_set, res[-1].culled_distance, res[-1].occluded_objects)
         for t in trees:
             t.validate()
+    # the list shrinks to the absurd few (the copy is dropped), then grows back (rebuilt)
+    live, lc, _, _ = oracle.arrays()
+    for endless in (False, True):
+        vds = np.full(live.shape[0], np.inf) if endless else rng.uniform(5, 80, live.shape[0])
+        each("update", live, lc, view_distances=vds)
+        oracle.update(live, lc, vd=vds)
+        eye = rng.uniform(-60, 60, 3)
+        planes = camera_planes(eye, eye + rng.normal(size=3), far=200)
+        for use_vd in (True, False):
+            want = oracle.frustum(planes, eye, use_vd)
+            for t in trees:
+                got = t.query_frustum(planes, eye=eye, use_view_distance=use_vd).visible
+                assert np.array_equal(np.sort(got), want)
