@@ -21,7 +21,7 @@ from numba import njit, prange
 from app.spatial.checks import is_f64, is_ids, name_ids, reject_repeats
 from app.spatial.idmap import IdMap, hash_lookup
 from app.spatial.pool import grown, grown_free_stack
-from app.spatial.prefetch import PREFETCH_AHEAD, prefetch
+from app.spatial.prefetch import PREFETCH_AHEAD, prefetch, spread_out
 from app.spatial.seen import fit_bits, has_repeat, seen_bits
 
 
@@ -31,9 +31,10 @@ def _swap_in(slots, centers, radii, vdist, store_c, store_r, store_v, old_c, old
     n = slots.shape[0]
     has_r = radii.shape[0] == n
     has_v = vdist.shape[0] == n
+    ahead = PREFETCH_AHEAD if spread_out(slots) else n  # (a dense batch streams anyway)
     for i in prange(n):
-        if i + PREFETCH_AHEAD < n:  # a later slot's rows
-            t = slots[i + PREFETCH_AHEAD]
+        if i + ahead < n:  # a later slot's rows
+            t = slots[i + ahead]
             prefetch(store_c, t)
             prefetch(store_r, t)
             prefetch(store_v, t)
@@ -61,9 +62,10 @@ def _resolve_batch(ids, centers, radii, vdist, keys, vals, dense, seen, slots) -
     has_v = vdist.shape[0] == n
     nd = dense.shape[0]
     bad = np.zeros(n, dtype=np.bool_)
+    ahead = PREFETCH_AHEAD if spread_out(ids) else n  # (a dense batch streams anyway)
     for i in prange(n):
-        if i + PREFETCH_AHEAD < n:  # a later id's entry
-            ka = ids[i + PREFETCH_AHEAD]
+        if i + ahead < n:  # a later id's entry
+            ka = ids[i + ahead]
             if ka >= 0 and ka < nd:
                 prefetch(dense, ka)
         k = ids[i]

@@ -16,7 +16,7 @@ about what the hint saves.
 from __future__ import annotations
 
 from llvmlite import ir
-from numba import types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -26,6 +26,16 @@ PREFETCH_AHEAD = 16
 
 _I8P = ir.IntType(8).as_pointer()
 _I32 = ir.IntType(32)
+
+
+@njit(cache=True, inline="always")
+def spread_out(rows) -> bool:
+    """Whether a batch's rows spread over more than four times its length (judged by its
+    ends): worth prefetching. A batch as dense as its table (every object moving, in order)
+    is read in order, which the hardware streams already, and the hints only cost it time
+    (0.1-0.3 ms a frame at 10^5 for the grid's update)."""
+    n = rows.shape[0]
+    return n > 0 and abs(rows[n - 1] - rows[0]) > 4 * n
 
 
 def _prefetch_codegen(context, builder, aty, ary, offsets):
