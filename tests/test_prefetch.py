@@ -53,3 +53,12 @@ def test_only_arrays_and_integers():
 
     with pytest.raises(TypingError):
         bad_row(np.zeros(4))  # prefetch_at wants two axes
+
+
+def test_spread_out_judges_a_batch_by_its_ends():
+    from app.spatial.prefetch import spread_out
+
+    assert not spread_out(np.arange(1000, dtype=np.int64))  # every row, in order
+    assert not spread_out(np.zeros(0, dtype=np.int64))
+    assert spread_out(np.array([5, 900, 70_000], dtype=np.int64))  # a few, far apart
+    assert spread_out(np.arange(0, 10**6, 100, dtype=np.int64))
