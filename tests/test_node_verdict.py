@@ -8,7 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.geom import predicates as geo
-from app.geom.decide import MASKED_PLANES, box_plane_bits, node_verdict6, node_verdict_masked
+from app.geom.decide import (
+    MASKED_PLANES,
+    VIEWDIST_SLACK,
+    box_plane_bits,
+    node_verdict6,
+    node_verdict_masked,
+)
 from app.geom.zpyramid import OCCLUSION_OFF
 
 coord = st.one_of(st.floats(-100, 100), st.sampled_from([np.inf, -np.inf, 0.0, -0.0]))
@@ -48,6 +54,17 @@ def test_bits_match_the_shared_box_test(case):
         assert bool(outside) == (geo.box_vs_frustum6(planes, *lo, *hi) == geo.OUTSIDE)
 
 
+def _verdict_written_out(planes, eye, use_vd, lo, hi, max_vd):
+    """The node decision from the shared box test, as node_verdict6 made it before it
+    called node_verdict_masked: view distance first, then the frustum (occlusion off)."""
+    if use_vd and geo.box_point_dist6(*lo, *hi, *eye) > max_vd * (1.0 + VIEWDIST_SLACK):
+        return geo.NODE_REJECT_VIEWDIST
+    cls = geo.box_vs_frustum6(planes, *lo, *hi)
+    if cls == geo.OUTSIDE:
+        return geo.NODE_REJECT_FRUSTUM
+    return geo.NODE_INSIDE if cls == geo.INSIDE else geo.NODE_PARTIAL
+
+
 @settings(max_examples=300, deadline=None)
 @given(boxes_and_planes(), st.booleans(), st.floats(0, 200))
 def test_full_mask_verdict_is_the_shared_one(case, use_vd, max_vd):
@@ -57,6 +74,7 @@ def test_full_mask_verdict_is_the_shared_one(case, use_vd, max_vd):
     eye = np.array([1.0, -2.0, 3.0])
     box = (*lo, *hi)
     v, cut = node_verdict_masked(planes, k, full, use_vd, tuple(eye), box, max_vd)
+    assert v == _verdict_written_out(planes, eye, use_vd, lo, hi, max_vd)
     assert v == node_verdict6(planes, eye, use_vd, OCCLUSION_OFF, *lo, *hi, max_vd)
     assert (cut != 0) == (v == geo.NODE_PARTIAL)
     # mask 0 (the parent is inside every plane): only view distance can reject

@@ -12,15 +12,12 @@ import numpy as np
 from numba import njit
 
 from app.geom.predicates import (
-    INSIDE,
     NODE_INSIDE,
     NODE_PARTIAL,
     NODE_REJECT_FRUSTUM,
     NODE_REJECT_OCCLUSION,
     NODE_REJECT_VIEWDIST,
-    OUTSIDE,
     box_point_dist6,
-    box_vs_frustum6,
     ray_sphere_entry,
     sphere_in_frustum,
     sphere_overlaps_box,
@@ -92,17 +89,17 @@ def node_verdict6(planes: np.ndarray, eye: np.ndarray, use_vd: bool, occ: Occlud
     ``max_vd`` is the largest view distance below the node. Returns ``NODE_REJECT_*`` (nothing
     below can be drawn), ``NODE_INSIDE`` (every sphere below passes the frustum: only view
     distance and occlusion remain per object) or ``NODE_PARTIAL``. Scalars, so that a
-    traversal reading boxes from a table makes no array views.
+    traversal reading boxes from a table makes no array views. The view distance and
+    frustum stages are :func:`node_verdict_masked`'s against every plane.
     """
-    if use_vd and box_point_dist6(lx, ly, lz, hx, hy, hz, eye[0], eye[1], eye[2]) > (
-            max_vd * (1.0 + VIEWDIST_SLACK)):
-        return NODE_REJECT_VIEWDIST
-    cls = box_vs_frustum6(planes, lx, ly, lz, hx, hy, hz)
-    if cls == OUTSIDE:
-        return NODE_REJECT_FRUSTUM
-    if occ.widths.shape[0] > 0 and box_hidden6(occ, lx, ly, lz, hx, hy, hz):
+    k = planes.shape[0]
+    every = ((1 << k) - 1) if k <= MASKED_PLANES else 1
+    v, _ = node_verdict_masked(planes, k, every, use_vd, (eye[0], eye[1], eye[2]),
+                               (lx, ly, lz, hx, hy, hz), max_vd)
+    if v <= NODE_PARTIAL and occ.widths.shape[0] > 0 and box_hidden6(occ, lx, ly, lz, hx,
+                                                                     hy, hz):
         return NODE_REJECT_OCCLUSION
-    return NODE_INSIDE if cls == INSIDE else NODE_PARTIAL
+    return v
 
 
 @njit(cache=True, inline="always")
