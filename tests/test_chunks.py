@@ -140,9 +140,11 @@ def test_movers_stay_known_through_spawns_and_a_removed_mover_is_refused():
         idx.update(movers, c[movers])
         oracle.update(movers, c[movers])
         _check(idx, oracle, eye, eye + rng.normal(size=3), far=60.0)
+        assert not idx._pos_seen.any()  # the removal's repeat bits are left clear
     idx.remove(movers[:1])
     oracle.remove(movers[:1])
     assert idx._last_movers is None  # one of them is gone: the positions are not trusted
+    assert not idx._pos_seen.any()
     before = idx.query_frustum(camera_planes(eye, eye + 1.0, far=60.0), eye).visible
     with pytest.raises(ValueError, match=str(int(movers[0]))):
         idx.update(movers, c[movers] + 1.0)

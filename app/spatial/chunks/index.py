@@ -85,6 +85,8 @@ IN_PLACE = 0.5
 #: An insert of at most 1/SPAWN_FRACTION of the objects (or of the awake region's size) joins
 #: the awake region; a larger one goes still, before it (which moves the awake records up).
 SPAWN_FRACTION = 32
+_NO_POSITIONS = np.zeros(0, dtype=np.int64)
+
 #: A growth of the layout leaves room for 1/HEADROOM more positions (the awake region's).
 HEADROOM = 8
 
@@ -308,16 +310,6 @@ class ChunkedIndex(SpatialIndex):
             self._to_slot_order()
 
     # ------------------------------------------------------------------ hooks
-
-    def _forget_removed(self, pos: np.ndarray) -> None:
-        """Last batch's movers stay known through a removal unless one of them is removed
-        (its hole keeps its id in ``pos_id``: a later batch must not write there)."""
-        last = self._last_movers
-        if last is not None:
-            mark = self._fresh_mark()
-            self._pos_mark[pos] = mark
-            if moves.any_stamped(last.pos, self._pos_mark, mark):
-                self._last_movers = None
 
     def _on_insert(self, slots: np.ndarray) -> None:
         self._set_epoch += 1
@@ -630,13 +622,13 @@ class ChunkedIndex(SpatialIndex):
 
     def _on_remove(self, slots: np.ndarray) -> None:
         self._set_epoch += 1
-        pos = self._slot_pos[slots]
-        self._forget_removed(pos)
         self._id_pos.delete(self._ids[slots])
-        self._pos_slot[pos] = NO_POS
-        self._slot_pos[slots] = NO_POS
-        kill32(self._s32, pos)
-        layout.count_down(self._tree, pos)
+        # Last batch's movers stay known through a removal unless one of them is removed
+        # (its hole keeps its id in ``pos_id``: a later batch must not write there).
+        last = self._last_movers
+        if update.take_out_slots(self._tree, self._s32, self._places(), slots, self._pos_seen,
+                                 _NO_POSITIONS if last is None else last.pos):
+            self._last_movers = None
         self._holes += slots.shape[0]
         if self._holes > MAX_HOLES * self._npos and not self._slot_order:  # (slots are reused)
             self._resort()

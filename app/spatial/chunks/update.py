@@ -40,6 +40,7 @@ from app.spatial.idmap import assign
 from app.spatial.moves import SphereRecords, UpdateBatch
 from app.spatial.prefetch import PREFETCH_AHEAD, prefetch, prefetch_at
 from app.spatial.scan import F32_BIG, Spheres32, to32
+from app.spatial.seen import first_sight, forget
 
 
 class ChunkPlaces(NamedTuple):
@@ -138,6 +139,57 @@ def wake_movers(tree: Tree, s32: Spheres32, places: ChunkPlaces, pos, rows, npos
         npos += 1
     _assign_hashed(keys, vals, dense, pos_id, hashed[:nh])
     return npos
+
+
+@njit(cache=True)
+def take_out_slots(tree: Tree, s32: Spheres32, places: ChunkPlaces, slots, seen,
+                   last_pos) -> bool:
+    """Leave holes where the store slots ``slots`` (distinct, live: removed objects) lie:
+    both maps cleared, the float32 records dead (``scan.kill32``), one fewer counted at each
+    chunk and above (boxes stay: loose is still right). One pass over the batch, a later
+    slot's lines asked for ahead: six numpy passes over scattered rows cost 1.0-1.5 ms for
+    10^4 removals at 10^7. The id -> position map is the caller's. Returns whether one of
+    ``last_pos`` (the last batch's positions) was among them, found through the clear
+    per-position bitset ``seen`` (left clear)."""
+    slot_pos = places.slot_pos
+    pos_slot = places.pos_slot
+    r = s32.r
+    vd = s32.vd
+    count = tree.count
+    loff = tree.loff
+    levels = loff.shape[0] - 1
+    n = slots.shape[0]
+    pos = np.empty(n, np.int64)
+    ahead = PREFETCH_AHEAD
+    for i in range(n):
+        if i + ahead < n:
+            prefetch(slot_pos, slots[i + ahead])
+        if i + ahead // 2 < n:  # and its position's lines, once its position is in
+            q = slot_pos[slots[i + ahead // 2]]
+            prefetch(pos_slot, q)
+            prefetch(r, q)
+            prefetch(vd, q)
+            prefetch(count, q // CHUNK)
+        s = slots[i]
+        p = slot_pos[s]
+        pos[i] = p
+        slot_pos[s] = NO_POS
+        pos_slot[p] = NO_POS
+        r[p] = -np.inf  # a hole, as scan.kill32 leaves it
+        vd[p] = np.inf
+        local = p // CHUNK
+        for lv in range(levels):
+            count[loff[lv] + local] -= 1
+            local //= FANOUT
+        first_sight(seen, p)
+    hit = False
+    for i in range(last_pos.shape[0]):
+        p = last_pos[i]
+        if seen[p >> 6] & (np.uint64(1) << np.uint64(p & 63)):
+            hit = True
+            break
+    forget(seen, pos, n)
+    return hit
 
 
 @njit(cache=True)
