@@ -165,7 +165,7 @@ def test_counts_when_everything_moves(name):
 def test_brute_counts_on_the_parallel_scan():
     """Above SCAN_PARALLEL_MIN rows brute force scans on every core: the chunks' view
     distance counts add up to the per-object oracle's."""
-    from app.spatial.brute import SCAN_PARALLEL_MIN
+    from app.spatial.scan import SCAN_PARALLEL_MIN
 
     rng = np.random.default_rng(5)
     n = SCAN_PARALLEL_MIN + 1000
