@@ -120,6 +120,9 @@ def no_nodes_reason(index: str, frustum: bool, stats: Mapping | None,
     if stats.get("order") == "slot":
         return "chunks went to slot order because most objects move every frame, and scans " \
                "them flat"
+    if stats.get("flat"):
+        return (f"{index} went flat because most objects move every frame (a scan of them "
+                "all is cheaper than keeping a tree); pause (P) and it builds the tree again")
     return None
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from app.geom.zpyramid import ZPyramid
+from app.spatial import moves
 from app.spatial.aabbtree import blocks as bl
 from app.spatial.aabbtree import check as ck
 from app.spatial.aabbtree import kernels as kn
@@ -25,6 +26,7 @@ from app.spatial.aabbtree.heuristics import (
     parse_mode,
 )
 from app.spatial.base import QueryResult, SpatialIndex
+from app.spatial.flat import FlatCopy
 from app.spatial.pairs import selection
 from app.spatial.tree_pairs import snapshot_pairs
 
@@ -94,10 +96,23 @@ class AABBTree(SpatialIndex):
     first_budget: int | None = None
     #: Queries a frame may make after its update before queries run the upkeep themselves.
     frame_queries = 2
+    #: Flat while everything moves (``flat=True``, our mode): after two update batches in a
+    #: row that move at least this fraction of the objects (or one that moves all of them),
+    #: the tree empties and the objects go to a float32 copy by slot that every query scans
+    #: (:class:`~app.spatial.flat.FlatCopy`, the ``brute`` index's): with every object
+    #: moving, every move walked the tree (20-30 ns an object at 10^5, plus the store's
+    #: swap and the upkeep: 3.5 ms a frame for kd against the brute force's 0.6), for a
+    #: query that then saves nothing. As ``chunks`` goes to slot order.
+    flat_fraction = 0.5
+    #: ... and a batch below this fraction while flat builds the tree again (as a build:
+    #: every object at the root, split by the queries' upkeep).
+    tree_fraction = 0.25
+    #: ... never below this many objects (a small scene's tree costs little either way).
+    flat_min_objects = 4096
 
     def __init__(self, heuristic: str = "octree", leafy: bool = False,
                  split_threshold: int | None = None, capacity: int = 1024,
-                 mode: str = "ours") -> None:
+                 mode: str = "ours", flat: bool = True) -> None:
         if heuristic not in CHILDREN:
             raise ValueError(f"unknown heuristic {heuristic!r}; choose one of "
                              f"{', '.join(CHILDREN)}")
@@ -117,7 +132,16 @@ class AABBTree(SpatialIndex):
         self._lazy = bool(flags & PAPER_LAZY)
         self._rules = kn.make_rules(self.leafy, self.split_threshold, flags)
         self._keep = int(self._rules.keep)
-        self._nodes = kn.new_nodes(64, CHILDREN[heuristic])
+        # Flat while everything moves: our mode only (the paper's keeps appendix A's tree).
+        self._may_go_flat = bool(flat) and not self._lazy
+        self._flat: FlatCopy | None = None  # the objects while flat (the tree is empty then)
+        self._big_batches = 0  # update batches in a row that moved at least flat_fraction
+        self._flat_queries = 0
+        self._empty_tree()
+
+    def _empty_tree(self) -> None:
+        """A tree of one empty root, and an empty heap for the store's slots."""
+        self._nodes = kn.new_nodes(64, CHILDREN[self.heuristic])
         root = kn.allocate_node(self._nodes, np.int64(-1))
         assert root == kn.ROOT
         self._pend = kn.new_pending(self._nodes.parent.shape[0])
@@ -133,6 +157,71 @@ class AABBTree(SpatialIndex):
         """E.g. ``icoseptree non-leafy t=50`` (``... mode=paper`` in the paper mode)."""
         out = f"{self.heuristic} {'leafy' if self.leafy else 'non-leafy'} t={self.split_threshold}"
         return out if self.mode == "ours" else f"{out} mode={self.mode}"
+
+    # ------------------------------------------------------------------ flat or a tree
+
+    @property
+    def is_flat(self) -> bool:
+        """Whether the objects are in the flat copy (everything moves) rather than the tree."""
+        return self._flat is not None
+
+    def update(self, ids: np.ndarray, centers: np.ndarray, radii: np.ndarray | None = None,
+               view_distances: np.ndarray | None = None) -> None:
+        """Move objects: through the tree (2.1.4), or, while flat, in the flat copy's one-pass
+        paths (``app.spatial.flat``); a bad batch the contract's general path, which names
+        what is wrong (the switch between the two forms changes no answer)."""
+        if self._may_go_flat:
+            self._choose_form(len(ids) if np.ndim(ids) == 1 else 0)
+        if self._flat is not None:
+            self._flat_queries = max(self._flat_queries, self._queries_since_update)
+            self._queries_since_update = 0
+            batch = moves.batch_of(ids, centers, radii, view_distances)
+            if batch is not None and self._flat.move(self, batch):
+                return
+        super().update(ids, centers, radii, view_distances)
+
+    def _still_flat(self) -> bool:
+        """Whether a query finds the objects flat. The scene may have stopped moving (the
+        viewer paused): no batch comes to say so, so a query after twice as many others
+        without an update as a frame makes (the most seen between two updates while flat,
+        at least ``frame_queries``) builds the tree again first; a frame of many queries
+        (occlusion's two, pairs, picking) stays flat while its updates keep coming."""
+        if self._flat is None:
+            return False
+        self._queries_since_update += 1
+        if self._queries_since_update > 2 * max(self._flat_queries, self.frame_queries):
+            self._go_tree()
+            return False
+        return True
+
+    def _choose_form(self, moved: int) -> None:
+        """Go flat after two big batches in a row (or one of every object), back to a tree
+        after a small one (see :attr:`flat_fraction`)."""
+        count = self._count
+        big = count > 0 and moved >= self.flat_fraction * count
+        self._big_batches = self._big_batches + 1 if big else 0
+        if self._flat is None:
+            if count >= self.flat_min_objects and (self._big_batches >= 2 or moved >= count):
+                self._go_flat()
+        elif moved < self.tree_fraction * count:
+            self._go_tree()
+
+    def _go_flat(self) -> None:
+        """Every object out of the tree into a flat copy."""
+        live = np.flatnonzero(self._alive).astype(np.int64)
+        self._empty_tree()
+        self._flat = FlatCopy(self.capacity)
+        self._flat_queries = 0  # the most queries seen between two updates while flat
+        if live.shape[0]:
+            self._flat.inserted(self, live)
+
+    def _go_tree(self) -> None:
+        """Every object back into the tree, as a build puts them (at the root, split lazily
+        by the queries that follow)."""
+        self._flat = None
+        live = np.flatnonzero(self._alive).astype(np.int64)
+        if live.shape[0]:
+            self._on_insert(live)
 
     # ------------------------------------------------------------------ node pool
 
@@ -218,6 +307,8 @@ class AABBTree(SpatialIndex):
     def maintain(self, budget: int | None = None) -> int:
         """Refit and split the nodes queries noted, up to ``budget`` objects (all if None);
         returns the objects spent. Never changes an answer, only the tree's shape."""
+        if self._flat is not None:
+            return 0  # (the tree is empty while flat)
         limit = np.iinfo(np.int64).max if budget is None else int(budget)
         spent = 0
         while int(self._pend.count[0]) > 0 and spent < limit:
@@ -242,6 +333,8 @@ class AABBTree(SpatialIndex):
 
     def _grow(self, new_capacity: int) -> None:
         self._objs = bl.grow_slots(self._objs, new_capacity)
+        if self._flat is not None:
+            self._flat.grow(new_capacity)
 
     def _room_for_new_leaves(self, n: int) -> int:
         """Nodes an insert or update of n objects may create: one new leaf per object at
@@ -250,6 +343,9 @@ class AABBTree(SpatialIndex):
         return min(n, int(np.count_nonzero(nd.is_split)) * nd.child.shape[1]) + 1
 
     def _on_insert(self, slots: np.ndarray) -> None:
+        if self._flat is not None:
+            self._flat.inserted(self, slots)
+            return
         self._reserve_nodes(self._room_for_new_leaves(slots.shape[0]))
         nd = self._nodes
         if not nd.is_split[kn.ROOT] and slots.shape[0] > 1:
@@ -264,6 +360,9 @@ class AABBTree(SpatialIndex):
 
     def _on_update(self, slots: np.ndarray, old_centers: np.ndarray, old_radii: np.ndarray,
                    old_vdist: np.ndarray) -> None:
+        if self._flat is not None:
+            self._flat.copied(self, slots)
+            return
         self._reserve_nodes(self._room_for_new_leaves(slots.shape[0]))
         old_centers = np.ascontiguousarray(old_centers)
         update = pp.paper_update_objects if self._lazy else kn.update_objects
@@ -281,12 +380,17 @@ class AABBTree(SpatialIndex):
         self._queries_since_update = 0
 
     def _on_remove(self, slots: np.ndarray) -> None:
+        if self._flat is not None:
+            self._flat.removed(slots)
+            return
         kn.remove_objects(self._nodes, self._objs, self._spheres(), slots, self._rules)
 
     # ------------------------------------------------------------------ queries
 
     def _query_frustum(self, planes: np.ndarray, eye: np.ndarray, use_vd: bool,
                        occlusion: ZPyramid | None) -> QueryResult:
+        if self._still_flat():
+            return self._flat.query_frustum(self, planes, eye, use_vd, occlusion)
         if self._count == 0:
             self._nodes.outcome[:] = 0
             return QueryResult(visible=np.zeros(0, np.int64), working_set=0, nodes_visited=0)
@@ -305,11 +409,15 @@ class AABBTree(SpatialIndex):
                            culled_distance=int(far))
 
     def _query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        if self._still_flat():
+            return self._flat.query_box(self, lo, hi)
         if self._count == 0:
             return np.zeros(0, np.int64)
         return self._run_query(qu.query_box, lo, hi, self._rules, self._count, notes=True)
 
     def _query_sphere(self, center: np.ndarray, radius: float) -> np.ndarray:
+        if self._still_flat():
+            return self._flat.query_sphere(self, center, radius)
         if self._count == 0:
             return np.zeros(0, np.int64)
         return self._run_query(qu.query_sphere, center, radius, self._rules, self._count,
@@ -317,13 +425,18 @@ class AABBTree(SpatialIndex):
 
     def _query_ray(self, origin: np.ndarray, direction: np.ndarray) -> tuple[np.ndarray,
                                                                             np.ndarray]:
+        if self._still_flat():
+            return self._flat.query_ray(self, origin, direction)
         if self._count == 0:
             return np.zeros(0, np.int64), np.zeros(0)
         return self._run_query(qu.query_ray, origin, direction, self._rules, self._count,
                                notes=True)
 
     def _query_pairs(self, slots: np.ndarray | None, margin: float) -> np.ndarray:
-        """Self-collision descent of the tree (all pairs), or one descent per given object."""
+        """Self-collision descent of the tree (all pairs), or one descent per given object;
+        while flat, the sort-and-sweep."""
+        if self._still_flat():
+            return self._flat.pairs(self, slots, margin)
         if slots is not None:
             slots = np.unique(slots)
             if slots.shape[0] * self.pairs_per_object_ratio < self._count:
@@ -341,7 +454,7 @@ class AABBTree(SpatialIndex):
     def _shown_nodes(self) -> np.ndarray:
         """The live nodes that node_boxes and node_outcomes report (empty root excluded)."""
         live = self._live_nodes()
-        if self._count == 0:
+        if self._count == 0 or self._flat is not None:
             live = live[live != kn.ROOT]
         return live
 
@@ -383,9 +496,18 @@ class AABBTree(SpatialIndex):
             "leafy": self.leafy,
             "split_threshold": self.split_threshold,
             "mode": self.mode,
+            "flat": self._flat is not None,
         }
 
     def _validate(self) -> None:
+        if self._flat is not None:
+            nd = self._nodes
+            if int(nd.count[kn.ROOT]) or nd.is_split[kn.ROOT] or int(self._objs.meta[bl.META_TOP]):
+                raise AssertionError(f"{self.describe()}: flat, but its tree holds objects")
+            wrong = self._flat.check(self)
+            if wrong:
+                raise AssertionError(f"{self.describe()}: flat: {wrong}")
+            return
         nd, ob, sp = self._nodes, self._objs, self._spheres()
         checks = (  # in order: each relies on the links and lists the previous ones vouched for
             lambda: ck.check_pool(nd),
