@@ -149,6 +149,58 @@ def test_removed_objects_beyond_float32_squares_stay_removed(label, name, kwargs
 
 
 @pytest.mark.parametrize(("label", "name", "kwargs"), VARIANTS, ids=IDS)
+def test_the_same_batch_again_is_checked_and_follows_removals(label, name, kwargs):
+    """A batch of the same ids as the last one (which indexes may write without a look-up):
+    a bad value in it is refused and changes nothing; after a removal of one of its ids
+    that id is unknown, and after it is inserted again (another slot) the batch moves it."""
+    idx = make(name, kwargs, small=False)
+    oracle = Oracle()
+    rng = np.random.default_rng(5)
+    n = 400
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(-50, 50, (n, 3))
+    r = rng.uniform(0.5, 2.0, n)
+    idx.insert(ids, c, r)
+    oracle.insert(ids, c, r)
+    movers = rng.choice(n, 40, replace=False)
+    planes = camera_planes([0, 0, 0], [1, 0.2, 0.1], far=60)
+
+    def check():
+        got = idx.query_frustum(planes).visible
+        assert np.array_equal(np.sort(got), oracle.frustum(planes))
+
+    for step in range(3):
+        c[movers] += 0.5
+        idx.update(movers, c[movers])
+        oracle.update(movers, c[movers])
+        check()
+    for bad in (np.nan, np.inf):
+        rows = c[movers] + 1.0
+        rows[7, 2] = bad
+        with pytest.raises(ValueError):
+            idx.update(movers, rows)
+        check()
+    with pytest.raises(ValueError):
+        idx.update(movers, c[movers] + 1.0, np.full(40, -1.0))
+    check()
+    idx.remove(movers[:1])
+    oracle.remove(movers[:1])
+    with pytest.raises(ValueError, match=str(int(movers[0]))):
+        idx.update(movers, c[movers] + 1.0)
+    check()
+    idx.insert(np.array([900], np.int64), np.zeros((1, 3)), np.ones(1))  # may take the slot
+    idx.insert(movers[:1], c[movers[:1]], r[movers[:1]])
+    oracle.insert(np.array([900], np.int64), np.zeros((1, 3)), np.ones(1))
+    oracle.insert(movers[:1], c[movers[:1]], r[movers[:1]])
+    for step in range(2):
+        c[movers] += 0.5
+        idx.update(movers, c[movers])
+        oracle.update(movers, c[movers])
+        check()
+    idx.validate()
+
+
+@pytest.mark.parametrize(("label", "name", "kwargs"), VARIANTS, ids=IDS)
 def test_bad_input_raises_and_changes_nothing(label, name, kwargs):
     idx, rng = hundred_objects(name, kwargs, 50.0)
     before = snapshot(idx)

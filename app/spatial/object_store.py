@@ -110,6 +110,32 @@ def _write_in(slots, centers, radii, vdist, store_c, store_r, store_v):
 
 
 @njit(cache=True)
+def _same_batch(ids, last, centers, radii, vdist) -> int:
+    """1 when ``ids`` are ``last`` (as long) and every row has a finite centre and, where the
+    batch carries them (not empty), a finite radius >= 0 and a view distance >= 0 (inf
+    allowed); 0 when the ids differ; -1 when a value is bad. One loop a column, no early
+    exit and ``abs(x) < inf`` for finite (false for NaN): each loop vectorises (numpy's
+    ``array_equal`` and a loop of ``np.isfinite`` took 24 and 50 us for 10^4 rows)."""
+    n = ids.shape[0]
+    same = True
+    for i in range(n):
+        same &= ids[i] == last[i]
+    if not same:
+        return 0
+    inf = np.inf
+    ok = True
+    for i in range(n):
+        ok &= (abs(centers[i, 0]) < inf) & (abs(centers[i, 1]) < inf) & (abs(centers[i, 2]) < inf)
+    if radii.shape[0] == n:
+        for i in range(n):
+            ok &= (abs(radii[i]) < inf) & (radii[i] >= 0.0)
+    if vdist.shape[0] == n:
+        for i in range(n):
+            ok &= vdist[i] >= 0.0  # NaN fails too; inf is allowed
+    return 1 if ok else -1
+
+
+@njit(cache=True)
 def _first_bad_row(centers, radii, vdist) -> int:
     """The first row of a new batch with a non-finite centre, a radius not finite or
     negative, or a view distance NaN or negative (``vdist`` empty: none given); -1."""
@@ -218,6 +244,11 @@ class ObjectStore:
         self._count = 0
         self._repeats = seen_bits(capacity)  # a batch's repeat check (app.spatial.seen)
         self._scratch_n = 0  # size of the reused old-value buffers of _apply_update
+        # The last update batch's ids (a copy) and their slots, valid while no object was
+        # removed since (a removal frees a slot another id may then take): the same batch
+        # again (a scene's moving objects, frame after frame) needs no id look-up.
+        self._last_ids: np.ndarray | None = None
+        self._last_slots = np.zeros(0, dtype=np.int64)
 
     @property
     def capacity(self) -> int:
@@ -283,6 +314,7 @@ class ObjectStore:
 
     def _drop(self, ids: np.ndarray, slots: np.ndarray) -> None:
         """Free the slots of removed objects (the structure has forgotten them)."""
+        self._last_ids = None
         self._idmap.delete(ids)
         _free_rows(slots, self._ids, self._alive, self._free, self._nfree)
         self._nfree += slots.shape[0]
@@ -322,12 +354,22 @@ class ObjectStore:
         if (radii is not None and not is_f64(radii, (n,))) or (
                 vd is not None and not is_f64(vd, (n,))):
             return False
+        r = EMPTY_F if radii is None else radii
+        v = EMPTY_F if vd is None else vd
+        last = self._last_ids
+        if last is not None and last.shape[0] == n:
+            same = _same_batch(ids, last, centers, r, v)
+            if same < 0:
+                return False
+            if same:  # the last batch's ids again, no removal since: its slots (distinct)
+                self._apply_update(self._last_slots, centers, radii, vd)
+                return True
         slots = np.empty(n, dtype=np.int64)
         keys, vals, dense = self._idmap.arrays()
-        if not _resolve_batch(ids, centers, EMPTY_F if radii is None else radii,
-                              EMPTY_F if vd is None else vd, keys, vals, dense,
-                              self._seen_bits(), slots):
+        if not _resolve_batch(ids, centers, r, v, keys, vals, dense, self._seen_bits(), slots):
             return False
+        self._last_ids = ids.copy()
+        self._last_slots = slots
         self._apply_update(slots, centers, radii, vd)
         return True
 
