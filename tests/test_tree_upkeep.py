@@ -131,13 +131,15 @@ def test_first_big_query_catches_up(name):
 
 
 @pytest.mark.parametrize("name", HEURISTICS)
-def test_share_rule_only_builds_a_fresh_tree(name):
-    """The share rule (noted overfull leaves over ``catchup_share`` of the working set)
-    catches a small scene's first query up; once the tree is split, a turn onto big leaves
-    does not: the query answers from their blocks and the upkeep splits them later."""
+@pytest.mark.parametrize(("catchup", "share"), [(10**9, 0.5), (1, 1.0)], ids=["share", "count"])
+def test_catch_ups_only_build_a_fresh_tree(name, catchup, share):
+    """Either rule (noted overfull leaves over ``catchup_share`` of the working set, or
+    over ``catchup_objects`` objects) catches a first query up; once the tree is split, a
+    turn onto big leaves does not: the query answers from their blocks, changes nothing
+    (read-only: no stall inside it), and the upkeep splits them later."""
     idx, oracle, rng, ids, c = _scene(name, 6000, 5, t=8)
-    idx.catchup_objects = 10**9  # only the share rule can ask
-    idx.catchup_share = 0.5
+    idx.catchup_objects = catchup
+    idx.catchup_share = share
     first = camera_planes([0, 0, 0], [1, 0, 0], far=150)
     res = idx.query_frustum(first)
     assert np.array_equal(np.sort(res.visible), oracle.frustum(first))

@@ -30,6 +30,9 @@ from app.spatial.flat import FlatCopy
 from app.spatial.pairs import selection
 from app.spatial.tree_pairs import snapshot_pairs
 
+#: A catch-up bound no query reaches.
+NEVER = np.iinfo(np.int64).max
+
 
 class AABBTree(SpatialIndex):
     """Dynamic AABB tree with a nesting heuristic (kd, ternary, octree, icoseptree).
@@ -53,15 +56,13 @@ class AABBTree(SpatialIndex):
     every ``update``, and at the start of a query once ``frame_queries`` queries have followed
     the last update: a moving scene's frames of up to that many queries (two-pass occlusion,
     a shadow view) run it once, in the update, and a scene that stopped moving still gets its
-    tree, one budget per query. A frustum query whose noted overfull leaves hold more than
-    ``catchup_objects`` objects (a big scene's first view, a turn onto big leaves), or, on a
-    tree never split yet, more than ``catchup_share`` of its working set (a small scene's
-    first query), runs one
-    upkeep step of ``catchup_budget`` objects and asks again (once): the visible part of the
-    tree is built over the next frames, while queries scan the big blocks they reach
-    (a contiguous float32 scan: a million objects cost what the brute force costs). A tree
-    never split yet (just built or switched to) catches up with ``first_budget`` (none by
-    default): its first query builds the visible tree at once.
+    tree, one budget per query. On a tree never split yet (just built or switched to), a
+    frustum query whose noted overfull leaves hold more than ``catchup_objects`` objects (a
+    big scene's first view) or more than ``catchup_share`` of its working set (a small
+    scene's first query) runs the upkeep with ``first_budget`` (none by default) and asks
+    again (once): its first query builds the visible tree at once. Once the tree is split, a
+    query never splits: a turn onto big leaves scans their blocks (a contiguous float32
+    scan, 0.3-0.8 ns an object) while the upkeep splits them over the next frames.
     The paper mode's extents bookkeeping (``PAPER_LAZY``) keeps splitting inside queries, as
     appendix A does.
     """
@@ -73,9 +74,12 @@ class AABBTree(SpatialIndex):
     pairs_per_object_ratio = 12
     #: The upkeep's budget per call: objects of the nodes it refits or splits.
     upkeep_objects = 1 << 14
-    #: A frustum query noting overfull leaves of more objects than this catches up (their
-    #: blocks are scanned until split: 4,096 asked for a catch-up at every turn of the
-    #: camera; with 65,536 the worst patterns of bench index gained 0.05-0.15x).
+    #: A first query (of a tree never split) noting overfull leaves of more objects than
+    #: this catches up. A split tree's queries no longer do: a catch-up of 65,536 objects
+    #: inside a query took 2-3 ms against a 0.7 ms query, the stalls that put the frames'
+    #: p99 at up to 3x their median (bench index static 10^6, the eight trees, one run each
+    #: way: largest p99 / median 1.75-3.02 -> 1.38-2.52, worst-pattern ratios within
+    #: 0.04x either way).
     catchup_objects = 1 << 16
     #: ... or, while the tree was never split (a small scene's first query), more than this
     #: share of its working set (1.0: never on that account). Once it is split, only the
@@ -86,7 +90,8 @@ class AABBTree(SpatialIndex):
     #: kd/non-leafy 0.36-0.37 / 0.81-0.86, octree/non-leafy 0.54-0.60 / 0.62-0.66,
     #: icoseptree 0.63-0.69 / 0.62-0.75, ternary 0.50-0.62 / 0.46-0.60).
     catchup_share = 0.5
-    #: The budget of that catch-up (objects): splits bigger than a budget go on over calls.
+    #: The budget of a catch-up (objects), where one is asked of a split tree (the paper
+    #: mode's queries; ``first_budget`` for a fresh tree's).
     catchup_budget = 1 << 16
     #: ... and of a tree never split yet (a first query after a build or a switch); None: no
     #: budget, the visible tree is built at once. A budget (say 1 << 22, about 0.2 s at 10^6
@@ -395,14 +400,17 @@ class AABBTree(SpatialIndex):
             self._nodes.outcome[:] = 0
             return QueryResult(visible=np.zeros(0, np.int64), working_set=0, nodes_visited=0)
         self._seen = planes.copy()
-        share = self.catchup_share if not self._nodes.is_split[kn.ROOT] else 1.0
+        # Only a tree never split catches up inside a query (see catchup_objects).
+        fresh = not self._nodes.is_split[kn.ROOT]
+        share = self.catchup_share if fresh else 1.0
+        catch = self.catchup_objects if fresh else NEVER
         if occlusion is None:
             out = self._run_query(qu.query_frustum, planes, eye, use_vd, self._rules,
-                                  self.catchup_objects, share, notes=True, scan=True)
+                                  catch, share, notes=True, scan=True)
         else:
             out = self._run_query(qu.query_frustum_occluded, planes, eye, use_vd,
-                                  occlusion.occluder(), self._rules, self.catchup_objects,
-                                  share, notes=True, scan=True)
+                                  occlusion.occluder(), self._rules, catch, share,
+                                  notes=True, scan=True)
         slots, working, visited, occ_nodes, occ_objects, far = out
         return QueryResult(visible=slots, working_set=int(working), nodes_visited=int(visited),
                            occluded_nodes=int(occ_nodes), occluded_objects=int(occ_objects),
