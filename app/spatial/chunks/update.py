@@ -54,6 +54,20 @@ class ChunkPlaces(NamedTuple):
     id_dense: np.ndarray
 
 
+@njit(cache=True, _nrt=False)
+def leave_hole(pos_slot, r, vd, count, loff, p: int) -> None:
+    """Position p becomes a hole: no slot, a dead float32 record (as ``scan.kill32`` leaves
+    it), one object fewer in its chunk and above (boxes stay: loose is still right).
+    Compiled without reference counts: called per object, its arrays would pay them."""
+    pos_slot[p] = NO_POS
+    r[p] = -np.inf
+    vd[p] = np.inf
+    local = p // CHUNK
+    for lv in range(loff.shape[0] - 1):
+        count[loff[lv] + local] -= 1
+        local //= FANOUT
+
+
 @njit(cache=True)
 def wake_movers(tree: Tree, s32: Spheres32, places: ChunkPlaces, pos, rows, npos: int,
                 written: bool = False) -> int:
@@ -81,7 +95,6 @@ def wake_movers(tree: Tree, s32: Spheres32, places: ChunkPlaces, pos, rows, npos
     vd = s32.vd
     count = tree.count
     loff = tree.loff
-    levels = loff.shape[0] - 1
     hashed = np.empty(rows.shape[0], np.int64)  # new positions of ids outside the direct table
     nh = 0
     m = rows.shape[0]
@@ -119,13 +132,7 @@ def wake_movers(tree: Tree, s32: Spheres32, places: ChunkPlaces, pos, rows, npos
             x[npos] = x[p]
             y[npos] = y[p]
             z[npos] = z[p]
-        pos_slot[p] = NO_POS
-        r[p] = -np.inf  # a hole, as scan.kill32 leaves it
-        vd[p] = np.inf
-        local = p // CHUNK
-        for lv in range(levels):
-            count[loff[lv] + local] -= 1
-            local //= FANOUT
+        leave_hole(pos_slot, r, vd, count, loff, p)
         slot_pos[s] = npos
         pos_slot[npos] = s
         k = pos_id[p]
@@ -157,7 +164,6 @@ def take_out_slots(tree: Tree, s32: Spheres32, places: ChunkPlaces, slots, seen,
     vd = s32.vd
     count = tree.count
     loff = tree.loff
-    levels = loff.shape[0] - 1
     n = slots.shape[0]
     pos = np.empty(n, np.int64)
     ahead = PREFETCH_AHEAD
@@ -174,13 +180,7 @@ def take_out_slots(tree: Tree, s32: Spheres32, places: ChunkPlaces, slots, seen,
         p = slot_pos[s]
         pos[i] = p
         slot_pos[s] = NO_POS
-        pos_slot[p] = NO_POS
-        r[p] = -np.inf  # a hole, as scan.kill32 leaves it
-        vd[p] = np.inf
-        local = p // CHUNK
-        for lv in range(levels):
-            count[loff[lv] + local] -= 1
-            local //= FANOUT
+        leave_hole(pos_slot, r, vd, count, loff, p)
         first_sight(seen, p)
     hit = False
     for i in range(last_pos.shape[0]):
