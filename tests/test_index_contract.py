@@ -169,7 +169,7 @@ def test_the_same_batch_again_is_checked_and_follows_removals(label, name, kwarg
         got = idx.query_frustum(planes).visible
         assert np.array_equal(np.sort(got), oracle.frustum(planes))
 
-    for step in range(3):
+    for _ in range(3):
         c[movers] += 0.5
         idx.update(movers, c[movers])
         oracle.update(movers, c[movers])
@@ -192,7 +192,7 @@ def test_the_same_batch_again_is_checked_and_follows_removals(label, name, kwarg
     idx.insert(movers[:1], c[movers[:1]], r[movers[:1]])
     oracle.insert(np.array([900], np.int64), np.zeros((1, 3)), np.ones(1))
     oracle.insert(movers[:1], c[movers[:1]], r[movers[:1]])
-    for step in range(2):
+    for _ in range(2):
         c[movers] += 0.5
         idx.update(movers, c[movers])
         oracle.update(movers, c[movers])
