@@ -164,9 +164,7 @@ class FlatCopy:
     def copied(self, owner: Any, slots: np.ndarray, remember: bool = True) -> None:
         """Objects at ``slots`` changed in the owner's store (its general path): copy them;
         ``remember``: they are last batch's movers (``slots`` are kept)."""
-        with threads_for(slots.shape[0]):
-            big, rad = store32(self.s32, slots, owner._centers, owner._radii, owner._vdist,
-                               slots)
+        big, rad = store32(self.s32, slots, owner._centers, owner._radii, owner._vdist, slots)
         self._note_bounds(big, rad)
         if remember:
             self._last_movers = moves.remember(self._epoch, slots, True)

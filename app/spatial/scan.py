@@ -24,6 +24,7 @@ from numba import njit, prange
 from app.geom.decide import ACCEPTED, accept_sphere
 from app.geom.predicates import NODE_REJECT_FRUSTUM, NODE_REJECT_OCCLUSION
 from app.geom.zpyramid import Occluder, sphere_hidden
+from app.parallelism import PARALLEL_MIN, threads_for
 from app.spatial.prefetch import PREFETCH_AHEAD, prefetch
 
 OUT = np.uint8(0)  # certainly culled
@@ -401,13 +402,24 @@ def grown32(s: Spheres32, capacity: int) -> Spheres32:
     return out
 
 
-@njit(cache=True, parallel=True)
 def store32(s: Spheres32, rows, centers, radii, vdist, src):
     """Copy float64 rows ``src`` of centers/radii/vdist into float32 rows ``rows`` of ``s``.
 
     ``src`` empty: the i-th row of the inputs goes to ``rows[i]``. Returns the largest
-    coordinate magnitude and radius written, which bound the scan's tolerances.
+    coordinate magnitude and radius written, which bound the scan's tolerances. Many rows (a
+    build, a re-sort) go on every core; below ``PARALLEL_MIN`` (a frame's spawns) on the
+    calling thread: the parallel kernel, even held to one thread, cost a frame of the moving
+    workload 25-30 us more a call than the plain loop (100 spawns, after kernels on both
+    cores).
     """
+    if rows.shape[0] < PARALLEL_MIN:
+        return _store32_serial(s, rows, centers, radii, vdist, src)
+    with threads_for(rows.shape[0]):
+        return _store32_parallel(s, rows, centers, radii, vdist, src)
+
+
+@njit(cache=True, parallel=True)
+def _store32_parallel(s: Spheres32, rows, centers, radii, vdist, src):
     n = rows.shape[0]
     direct = src.shape[0] == 0
     # Unpacked first: numba's parfor lowering drops writes through a named tuple's fields.
@@ -428,6 +440,30 @@ def store32(s: Spheres32, rows, centers, radii, vdist, src):
         big[i] = max(abs(cx), abs(cy), abs(cz))
         rad[i] = radii[j]
     return (big.max() if n else 0.0), (rad.max() if n else 0.0)
+
+
+@njit(cache=True)
+def _store32_serial(s: Spheres32, rows, centers, radii, vdist, src):
+    """:func:`_store32_parallel`'s loop on one thread, maxima kept as it goes (its own body:
+    one function compiled both ways would share a cache entry)."""
+    direct = src.shape[0] == 0
+    x, y, z, r, vd = s.x, s.y, s.z, s.r, s.vd
+    big = 0.0
+    rad = 0.0
+    for i in range(rows.shape[0]):
+        j = np.int64(i) if direct else src[i]
+        k = rows[i]
+        cx = centers[j, 0]
+        cy = centers[j, 1]
+        cz = centers[j, 2]
+        x[k] = to32(cx)
+        y[k] = to32(cy)
+        z[k] = to32(cz)
+        r[k] = to32(radii[j])
+        vd[k] = to32(vdist[j])
+        big = max(big, abs(cx), abs(cy), abs(cz))
+        rad = max(rad, radii[j])
+    return big, rad
 
 
 @njit(cache=True)

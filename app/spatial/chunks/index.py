@@ -285,8 +285,7 @@ class ChunkedIndex(SpatialIndex):
         self._slot_pos[live] = live
         self._pos_id[live] = ids
         self._id_pos.assign(ids, live)
-        with threads_for(live.shape[0]):
-            store32(self._s32, live, self._centers, self._radii, self._vdist, live)
+        store32(self._s32, live, self._centers, self._radii, self._vdist, live)
         self._npos = int(live[-1]) + 1 if live.shape[0] else 0
         self._holes = self._npos - live.shape[0]
         self._awake0 = 0
@@ -378,8 +377,7 @@ class ChunkedIndex(SpatialIndex):
         self._slot_pos[slots] = slots
         self._pos_id[slots] = ids
         self._id_pos.insert(ids, slots)
-        with threads_for(slots.shape[0]):
-            big, rad = store32(self._s32, slots, self._centers, self._radii, self._vdist, slots)
+        big, rad = store32(self._s32, slots, self._centers, self._radii, self._vdist, slots)
         self._note_bounds(big, rad)
         end = max(self._npos, top)
         self._holes += (end - self._npos) - slots.shape[0]

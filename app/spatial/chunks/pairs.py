@@ -320,9 +320,8 @@ class SlotOrderView:
 
     def _gather(self, index) -> tuple[float, float]:
         m = self.rows.shape[0]
-        with threads_for(m):
-            big, rad = store32(self.s32, self.rows, index._centers, index._radii, index._vdist,
-                               self.pos_slot[:m])
+        big, rad = store32(self.s32, self.rows, index._centers, index._radii, index._vdist,
+                           self.pos_slot[:m])
         nchunks = self.pos_slot.shape[0] // CHUNK
         with threads_for(m):
             refit_chunks(self.tree, self.s32, 0, nchunks, pad_for(big, rad))

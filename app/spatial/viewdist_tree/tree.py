@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 
 from app.geom.zpyramid import ZPyramid, occluder
-from app.parallelism import threads_for
 from app.spatial.base import QueryResult, SpatialIndex
 from app.spatial.pairs import selection
 from app.spatial.scan import (
@@ -184,9 +183,8 @@ class ViewDistanceTree(SpatialIndex):
             kill32(self._inf32, slots[~inf])
             kept = slots[inf]
         if kept.shape[0]:
-            with threads_for(kept.shape[0]):
-                big, rad = store32(self._inf32, kept, self._centers, self._radii, self._vdist,
-                                   kept)
+            big, rad = store32(self._inf32, kept, self._centers, self._radii, self._vdist,
+                               kept)
             self._inf_abs = max(self._inf_abs, float(big))
             self._inf_r = max(self._inf_r, float(rad))
 
