@@ -172,16 +172,6 @@ class LastMovers(NamedTuple):
     run: int
 
 
-@njit(cache=True)
-def any_stamped(pos, mark, stamp: int) -> bool:
-    """Whether any of positions ``pos`` carries ``stamp`` in ``mark`` (e.g. was just removed:
-    then last batch's positions are no longer all live)."""
-    for i in range(pos.shape[0]):  # noqa: SIM110 - a compiled loop, not a generator
-        if mark[pos[i]] == stamp:
-            return True
-    return False
-
-
 def remember(epoch: int, pos: np.ndarray, positions_are_slots: bool) -> LastMovers:
     """The record of a checked batch found at ``pos`` (increasing positions of a run are
     written by the sequential kernel)."""

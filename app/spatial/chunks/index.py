@@ -526,9 +526,7 @@ class ChunkedIndex(SpatialIndex):
             return
         old = positions[done]
         self._layout_epoch += 1
-        self._pos_slot[old] = NO_POS
-        kill32(self._s32, old)
-        layout.count_down(self._tree, old)
+        update.leave_holes(self._tree, self._s32, self._pos_slot, old)
         self._id_pos.assign(self._ids[slots[done]], placed[done])
         self._slept += n
 

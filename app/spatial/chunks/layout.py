@@ -32,7 +32,6 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from app.spatial.prefetch import PREFETCH_AHEAD, prefetch
 from app.spatial.scan import F32_BIG, Spheres32
 
 CHUNK = 64  # objects a chunk: one verdict loop of 64 lanes, four AVX-512 vectors per field
@@ -467,21 +466,6 @@ def count_up_open(tree: Tree, positions: np.ndarray) -> None:
                 b[HI + a, g] = OPEN
             b[MAXVD, g] = np.inf
             b[MINVD, g] = 0.0
-            local //= FANOUT
-
-
-@njit(cache=True)
-def count_down(tree: Tree, positions: np.ndarray) -> None:
-    """One object fewer at each position's chunk and its ancestors (boxes stay: loose is
-    still right)."""
-    count, loff = tree.count, tree.loff  # (a record's field read in a loop is refcounted)
-    n = positions.shape[0]
-    for i in range(n):
-        if i + PREFETCH_AHEAD < n:  # a later position's chunk count (scattered at 10^7)
-            prefetch(count, positions[i + PREFETCH_AHEAD] // CHUNK)
-        local = positions[i] // CHUNK
-        for lv in range(loff.shape[0] - 1):
-            count[loff[lv] + local] -= 1
             local //= FANOUT
 
 

@@ -69,6 +69,25 @@ def leave_hole(pos_slot, r, vd, count, loff, p: int) -> None:
 
 
 @njit(cache=True)
+def leave_holes(tree: Tree, s32: Spheres32, pos_slot, positions) -> None:
+    """:func:`leave_hole` at each of ``positions`` (movers that stopped and went back to
+    still holes), a later position's lines asked for ahead (scattered at 10^7)."""
+    r = s32.r
+    vd = s32.vd
+    count = tree.count
+    loff = tree.loff
+    n = positions.shape[0]
+    for i in range(n):
+        if i + PREFETCH_AHEAD < n:
+            q = positions[i + PREFETCH_AHEAD]
+            prefetch(pos_slot, q)
+            prefetch(r, q)
+            prefetch(vd, q)
+            prefetch(count, q // CHUNK)
+        leave_hole(pos_slot, r, vd, count, loff, positions[i])
+
+
+@njit(cache=True)
 def wake_movers(tree: Tree, s32: Spheres32, places: ChunkPlaces, pos, rows, npos: int,
                 written: bool = False) -> int:
     """Move the movers ``pos[rows]`` (``rows`` in the order they are to be laid out) to
