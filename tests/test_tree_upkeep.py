@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from app.culling.frustum import camera_planes
 from app.spatial import create_index
 from app.spatial.aabbtree import CHILDREN
+from app.spatial.aabbtree.kernels import GUARD_OBJECTS, near_view, split_limit
 from tests.oracle import Oracle
 
 HEURISTICS = list(CHILDREN)
@@ -127,6 +128,38 @@ def test_first_big_query_catches_up(name):
     pend = idx._pend.pending[:idx._pend.count[0]]
     overfull = pend[(~nd.is_split[pend]) & (nd.count[pend] > idx.split_threshold)]
     assert nd.count[overfull].sum() <= 500
+    idx.validate()
+
+
+def _big_leaves_near(idx, planes) -> list[int]:
+    """Unsplit leaves over ``GUARD_OBJECTS`` (and the threshold) in view or beside it."""
+    nd = idx._nodes
+    big = (nd.depth >= 0) & ~nd.is_split & (nd.count > max(GUARD_OBJECTS, split_limit(idx._rules)))
+    return [int(n) for n in np.flatnonzero(big) if near_view(planes, *nd.lo[n], *nd.hi[n])]
+
+
+@pytest.mark.parametrize("name", HEURISTICS)
+def test_big_leaves_beside_the_view_are_split_with_it(name):
+    """A fresh tree's first query splits the big leaves beside the view as well as those in
+    it (``kernels.near_view``), so a mover that stretches one into the view adds a small leaf
+    to the working set, not 10^5 objects; on a split tree, a query notes them and the upkeep
+    splits them. The eye sits where the root's children meet, each with a corner at it."""
+    rng = np.random.default_rng(11)
+    n = 150_000
+    idx = create_index(name, split_threshold=8)
+    c = rng.uniform(-100, 100, (n, 3))
+    idx.insert(np.arange(n, dtype=np.int64), c, np.full(n, 0.5))
+    eye = np.zeros(3)
+    planes = camera_planes(eye, [1, 0.2, 0.1], far=40)
+    assert _big_leaves_near(idx, planes) != []  # (the root, before the first query)
+    idx.query_frustum(planes, eye)
+    assert _big_leaves_near(idx, planes) == []
+    turned = camera_planes(eye, [-1, 0.3, -0.2], far=40)
+    idx._queries_since_update = 0  # (this query is part of the frame: no upkeep first)
+    res = idx.query_frustum(turned, eye)  # (notes them; the upkeep splits them)
+    idx.maintain()
+    assert _big_leaves_near(idx, turned) == []
+    assert np.array_equal(np.sort(res.visible), np.sort(idx.query_frustum(turned, eye).visible))
     idx.validate()
 
 

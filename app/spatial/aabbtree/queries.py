@@ -37,6 +37,7 @@ from app.geom.predicates import (
     NODE_INSIDE,
     NODE_NOT_VISITED,
     NODE_PARTIAL,
+    NODE_REJECT_FRUSTUM,
     NODE_REJECT_OCCLUSION,
     NODE_REJECT_VIEWDIST,
     box_point_dist,
@@ -45,9 +46,11 @@ from app.geom.predicates import (
 from app.geom.zpyramid import OCCLUSION_OFF, box_hidden6
 from app.spatial.aabbtree.kernels import (
     CATCHUP_ASKED,
+    GUARD_OBJECTS,
     META_CATCHUP,
     META_WANT_GROW,
     ROOT,
+    near_view,
     needs_split,
     note_node,
     reach_rules,
@@ -305,6 +308,13 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: int, sh
             v = NODE_REJECT_OCCLUSION
         outcome[n] = v
         if v not in (NODE_PARTIAL, NODE_INSIDE):
+            if (v == NODE_REJECT_FRUSTUM and not lazy and count[n] > GUARD_OBJECTS
+                    and needs_split(is_split, count, n, limit)
+                    and near_view(planes, lo[n, 0], lo[n, 1], lo[n, 2], hi[n, 0], hi[n, 1],
+                                  hi[n, 2])):
+                # A big leaf beside the view is split before a mover stretches it into the
+                # view (kernels.near_view); not in the working set, so not in noted_objects.
+                note_node(noted, pending, npend, n)
             if v == NODE_REJECT_OCCLUSION:
                 occ_nodes += 1
                 occ_objects += _objects_below(child, nchild, count, n, stack, top)
