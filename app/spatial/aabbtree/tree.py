@@ -56,11 +56,13 @@ class AABBTree(SpatialIndex):
     every ``update``, and at the start of a query once ``frame_queries`` queries have followed
     the last update: a moving scene's frames of up to that many queries (two-pass occlusion,
     a shadow view) run it once, in the update, and a scene that stopped moving still gets its
-    tree, one budget per query. On a tree never split yet (just built or switched to), a
-    frustum query whose noted overfull leaves hold more than ``catchup_objects`` objects (a
-    big scene's first view) or more than ``catchup_share`` of its working set (a small
-    scene's first query) runs the upkeep with ``first_budget`` (none by default) and asks
-    again (once): its first query builds the visible tree at once. Once the tree is split, a
+    tree, one budget per query. A big leaf beside the view (``kernels.near_view``) counts as
+    seen, so that no mover stretches one into the view unsplit. On a tree never split yet
+    (just built or switched to), a frustum query whose noted overfull leaves hold more than
+    ``catchup_objects`` objects (a big scene's first view) or more than ``catchup_share`` of
+    its working set (a small scene's first query) runs the upkeep with ``first_budget``
+    (none by default) and asks again (once): its first query builds the visible tree at
+    once. Once the tree is split, a
     query never splits: a turn onto big leaves scans their blocks (a contiguous float32
     scan, 0.3-0.8 ns an object) while the upkeep splits them over the next frames.
     The paper mode's extents bookkeeping (``PAPER_LAZY``) keeps splitting inside queries, as
