@@ -62,9 +62,9 @@ class AABBTree(SpatialIndex):
     ``catchup_objects`` objects (a big scene's first view) or more than ``catchup_share`` of
     its working set (a small scene's first query) runs the upkeep with ``first_budget``
     (none by default) and asks again (once): its first query builds the visible tree at
-    once. Once the tree is split, a
-    query never splits: a turn onto big leaves scans their blocks (a contiguous float32
-    scan, 0.3-0.8 ns an object) while the upkeep splits them over the next frames.
+    once. Once the tree is split, a query never splits: a turn onto big leaves scans their
+    blocks (a contiguous float32 scan, 0.3-0.8 ns an object) while the upkeep splits them
+    over the next frames.
     The paper mode's extents bookkeeping (``PAPER_LAZY``) keeps splitting inside queries, as
     appendix A does.
     """
