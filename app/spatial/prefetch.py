@@ -23,6 +23,13 @@ from numba.extending import intrinsic
 #: How many moves ahead a batch loop asks for a move's lines: enough to cover a miss at a
 #: few tens of nanoseconds a move, few enough that the lines are still there when used.
 PREFETCH_AHEAD = 16
+#: How many rows ahead a loop that reads an array *in order* with a long body asks for them
+#: (1 KiB of 16-byte records). The hardware's stream prefetch does not cover such a loop on
+#: this machine: the out-of-order window holds a few rows' work, so a block of records beyond
+#: the cache is read a miss at a time (a box over 10^6 records: 10 ns a record against 3.5
+#: within the cache, 3.1 with the hints). A short loop that vectorises keeps enough loads in
+#: flight by itself and needs none.
+STREAM_AHEAD = 64
 
 _I8P = ir.IntType(8).as_pointer()
 _I32 = ir.IntType(32)
