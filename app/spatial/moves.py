@@ -26,7 +26,7 @@ from numba import njit
 from app.spatial.checks import is_f64, is_ids
 from app.spatial.idmap import hash_lookup
 from app.spatial.object_store import Columns
-from app.spatial.prefetch import PREFETCH_AHEAD, prefetch
+from app.spatial.prefetch import PREFETCH_AHEAD, STREAM_AHEAD, prefetch
 from app.spatial.scan import F32_BIG, Spheres32, to32
 from app.spatial.seen import first_sight, forget
 
@@ -65,15 +65,24 @@ def write_known_movers(ids, centers, pos, pos_id, pos_slot, dst_c, x, y, z):
 @njit(cache=True)
 def write_known_run(ids, centers, p0: int, pos_id, dst_c, x, y, z):
     """:func:`write_known_movers` for movers at the consecutive positions ``p0 ..`` where
-    position = slot: every access is sequential, so the loop vectorises, which the indexed
-    writes prevented (a whole-scene batch of consecutive ids, the common case).
+    position = slot: every access is sequential (a whole-scene batch of consecutive ids, the
+    common case), and the batch's rows are asked for ahead (``prefetch.STREAM_AHEAD``: 10^5
+    rows 0.56 -> 0.45 ms, though the hints' branch keeps the loop from vectorising).
 
     Writes plain float32 casts: when the returned magnitude exceeds ``F32_BIG`` the caller
     rewrites the run with :func:`restore32`'s clamps.
     """
     ok = True
     bx = by = bz = 0.0
-    for i in range(ids.shape[0]):
+    n = ids.shape[0]
+    for i in range(n):
+        if (i & 7) == 0:  # the batch's rows ahead (prefetch.STREAM_AHEAD), a line at a time
+            a = min(i + STREAM_AHEAD, n - 1)
+            prefetch(ids, a)
+            prefetch(pos_id, p0 + a)
+            prefetch(centers, a)
+            prefetch(centers, min(a + 3, n - 1))  # (eight rows of 24 bytes: three lines)
+            prefetch(centers, min(a + 6, n - 1))
         p = p0 + i
         cx = centers[i, 0]
         cy = centers[i, 1]
@@ -439,6 +448,12 @@ def write_every(ids, centers, radii, vdist, tables, seen, pos, pos_slot, rec: Sp
     bx = by = bz = 0.0  # three running maxima: one chain of max() was the loop's bottleneck
     rad = 0.0
     for i in range(n):
+        if (i & 7) == 0:  # the batch's rows ahead (prefetch.STREAM_AHEAD), a line at a time
+            a = min(i + STREAM_AHEAD, n - 1)
+            prefetch(ids, a)
+            prefetch(centers, a)
+            prefetch(centers, min(a + 3, n - 1))  # (eight rows of 24 bytes: three lines)
+            prefetch(centers, min(a + 6, n - 1))
         # No early exit: a loop that can break kept fewer rows' cache misses in flight (about
         # 1.3x the time); a bad row is skipped and the batch refused at the end.
         k = ids[i]
@@ -576,6 +591,17 @@ def write_known_run_sized(batch: UpdateBatch, p0: int, pos_id, spare: Columns, s
     bx = by = bz = 0.0
     rad = 0.0
     for i in range(n):
+        if (i & 7) == 0:  # the batch's rows ahead (prefetch.STREAM_AHEAD), a line at a time
+            a = min(i + STREAM_AHEAD, n - 1)
+            prefetch(ids, a)
+            prefetch(pos_id, p0 + a)
+            prefetch(centers, a)
+            prefetch(centers, min(a + 3, n - 1))  # (eight rows of 24 bytes: three lines)
+            prefetch(centers, min(a + 6, n - 1))
+            if has_r:
+                prefetch(radii, a)
+            if has_v:
+                prefetch(vdist, a)
         p = p0 + i
         cx = centers[i, 0]
         cy = centers[i, 1]
