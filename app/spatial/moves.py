@@ -652,6 +652,16 @@ def check_every(ids, centers, radii, vdist, tables, seen, pos) -> bool:
     ok = True
     n = ids.shape[0]
     for i in range(n):
+        if (i & 7) == 0:  # the batch's rows ahead (prefetch.STREAM_AHEAD), a line at a time
+            a = min(i + STREAM_AHEAD, n - 1)
+            prefetch(ids, a)
+            prefetch(centers, a)
+            prefetch(centers, min(a + 3, n - 1))  # (eight rows of 24 bytes: three lines)
+            prefetch(centers, min(a + 6, n - 1))
+            if radii is not None:
+                prefetch(radii, a)
+            if vdist is not None:
+                prefetch(vdist, a)
         if i + PREFETCH_AHEAD < n:  # a later id's entry
             ka = ids[i + PREFETCH_AHEAD]
             if ka >= 0 and ka < nd:
@@ -689,6 +699,16 @@ def write_rows(pos, centers, radii, vdist, pos_slot, rec: SphereRecords):
     n = pos.shape[0]
     ahead = PREFETCH_AHEAD
     for i in range(n):
+        if (i & 7) == 0:  # the batch's rows ahead (prefetch.STREAM_AHEAD), a line at a time
+            a = min(i + STREAM_AHEAD, n - 1)
+            prefetch(pos, a)
+            prefetch(centers, a)
+            prefetch(centers, min(a + 3, n - 1))  # (eight rows of 24 bytes: three lines)
+            prefetch(centers, min(a + 6, n - 1))
+            if radii is not None:
+                prefetch(radii, a)
+            if vdist is not None:
+                prefetch(vdist, a)
         # A later row's lines: its position's lanes (and slot), then, once the slot is in,
         # the store's rows.
         if i + ahead < n:
