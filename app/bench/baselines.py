@@ -24,7 +24,7 @@ from numba import njit
 from app.geom.zpyramid import NO_OCCLUDER
 from app.spatial.base import QueryResult
 from app.spatial.moves import looks_sorted
-from app.spatial.prefetch import PREFETCH_AHEAD, STREAM_AHEAD, prefetch
+from app.spatial.prefetch import PREFETCH_AHEAD, prefetch, rows_ahead
 from app.spatial.scan import grown32, scan_frustum, spheres32, to32
 
 
@@ -192,11 +192,7 @@ def _write_batch(row, ids, centers, radii, vdist, c64, r64, vd64, s32):
     scattered = n > 0 and (not looks_sorted(ids) or ids[n - 1] - ids[0] > 4 * n)
     for i in range(n):
         if (i & 7) == 0:
-            a = min(i + STREAM_AHEAD, n - 1)
-            prefetch(ids, a)
-            prefetch(centers, a)
-            prefetch(centers, min(a + 3, n - 1))  # (eight rows of 24 bytes: three lines)
-            prefetch(centers, min(a + 6, n - 1))
+            a = rows_ahead(ids, centers, i, n)
             if has_r:
                 prefetch(radii, a)
             if has_vd:

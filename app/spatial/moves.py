@@ -26,7 +26,7 @@ from numba import njit
 from app.spatial.checks import is_f64, is_ids
 from app.spatial.idmap import hash_lookup
 from app.spatial.object_store import Columns
-from app.spatial.prefetch import PREFETCH_AHEAD, STREAM_AHEAD, prefetch
+from app.spatial.prefetch import PREFETCH_AHEAD, prefetch, rows_ahead
 from app.spatial.scan import F32_BIG, Spheres32, to32
 from app.spatial.seen import first_sight, forget
 
@@ -76,13 +76,9 @@ def write_known_run(ids, centers, p0: int, pos_id, dst_c, x, y, z):
     bx = by = bz = 0.0
     n = ids.shape[0]
     for i in range(n):
-        if (i & 7) == 0:  # the batch's rows ahead (prefetch.STREAM_AHEAD), a line at a time
-            a = min(i + STREAM_AHEAD, n - 1)
-            prefetch(ids, a)
+        if (i & 7) == 0:  # the batch's rows ahead (prefetch.STREAM_AHEAD)
+            a = rows_ahead(ids, centers, i, n)
             prefetch(pos_id, p0 + a)
-            prefetch(centers, a)
-            prefetch(centers, min(a + 3, n - 1))  # (eight rows of 24 bytes: three lines)
-            prefetch(centers, min(a + 6, n - 1))
         p = p0 + i
         cx = centers[i, 0]
         cy = centers[i, 1]
@@ -448,12 +444,8 @@ def write_every(ids, centers, radii, vdist, tables, seen, pos, pos_slot, rec: Sp
     bx = by = bz = 0.0  # three running maxima: one chain of max() was the loop's bottleneck
     rad = 0.0
     for i in range(n):
-        if (i & 7) == 0:  # the batch's rows ahead (prefetch.STREAM_AHEAD), a line at a time
-            a = min(i + STREAM_AHEAD, n - 1)
-            prefetch(ids, a)
-            prefetch(centers, a)
-            prefetch(centers, min(a + 3, n - 1))  # (eight rows of 24 bytes: three lines)
-            prefetch(centers, min(a + 6, n - 1))
+        if (i & 7) == 0:  # the batch's rows ahead (prefetch.STREAM_AHEAD)
+            rows_ahead(ids, centers, i, n)
         # No early exit: a loop that can break kept fewer rows' cache misses in flight (about
         # 1.3x the time); a bad row is skipped and the batch refused at the end.
         k = ids[i]
@@ -591,13 +583,9 @@ def write_known_run_sized(batch: UpdateBatch, p0: int, pos_id, spare: Columns, s
     bx = by = bz = 0.0
     rad = 0.0
     for i in range(n):
-        if (i & 7) == 0:  # the batch's rows ahead (prefetch.STREAM_AHEAD), a line at a time
-            a = min(i + STREAM_AHEAD, n - 1)
-            prefetch(ids, a)
+        if (i & 7) == 0:  # the batch's rows ahead (prefetch.STREAM_AHEAD)
+            a = rows_ahead(ids, centers, i, n)
             prefetch(pos_id, p0 + a)
-            prefetch(centers, a)
-            prefetch(centers, min(a + 3, n - 1))  # (eight rows of 24 bytes: three lines)
-            prefetch(centers, min(a + 6, n - 1))
             if has_r:
                 prefetch(radii, a)
             if has_v:
@@ -652,12 +640,8 @@ def check_every(ids, centers, radii, vdist, tables, seen, pos) -> bool:
     ok = True
     n = ids.shape[0]
     for i in range(n):
-        if (i & 7) == 0:  # the batch's rows ahead (prefetch.STREAM_AHEAD), a line at a time
-            a = min(i + STREAM_AHEAD, n - 1)
-            prefetch(ids, a)
-            prefetch(centers, a)
-            prefetch(centers, min(a + 3, n - 1))  # (eight rows of 24 bytes: three lines)
-            prefetch(centers, min(a + 6, n - 1))
+        if (i & 7) == 0:  # the batch's rows ahead (prefetch.STREAM_AHEAD)
+            a = rows_ahead(ids, centers, i, n)
             if radii is not None:
                 prefetch(radii, a)
             if vdist is not None:
@@ -699,12 +683,8 @@ def write_rows(pos, centers, radii, vdist, pos_slot, rec: SphereRecords):
     n = pos.shape[0]
     ahead = PREFETCH_AHEAD
     for i in range(n):
-        if (i & 7) == 0:  # the batch's rows ahead (prefetch.STREAM_AHEAD), a line at a time
-            a = min(i + STREAM_AHEAD, n - 1)
-            prefetch(pos, a)
-            prefetch(centers, a)
-            prefetch(centers, min(a + 3, n - 1))  # (eight rows of 24 bytes: three lines)
-            prefetch(centers, min(a + 6, n - 1))
+        if (i & 7) == 0:  # the batch's rows ahead (prefetch.STREAM_AHEAD)
+            a = rows_ahead(pos, centers, i, n)
             if radii is not None:
                 prefetch(radii, a)
             if vdist is not None:
