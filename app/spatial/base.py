@@ -21,7 +21,7 @@ import numpy as np
 from app.geom.zpyramid import ZPyramid
 from app.parallelism import threads_for
 from app.spatial.checks import check_batch, check_ids, check_point, name_ids, reject_repeats
-from app.spatial.object_store import EMPTY_F, ObjectStore, write_row
+from app.spatial.object_store import EMPTY_F, ObjectStore, ids_at, write_row
 from app.spatial.pairs import check_margin, selection, slot_pairs_to_ids, sweep_pairs
 
 # chunks takes the store's row writer and its empty column from here, by these names.
@@ -165,7 +165,7 @@ class SpatialIndex(ObjectStore):
         eye_arr = np.zeros(3) if eye is None else self._check_point(eye, "eye")
         res = self._query_frustum(planes, eye_arr, bool(use_view_distance), occlusion)
         if not self._frustum_gives_ids:
-            res.visible = self._ids[res.visible]
+            res.visible = ids_at(self._ids, res.visible)
         return res.fill_counts(self._count)
 
     def query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

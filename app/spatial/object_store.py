@@ -136,6 +136,17 @@ def _same_batch(ids, last, centers, radii, vdist) -> int:
 
 
 @njit(cache=True)
+def ids_at(store_ids, slots):
+    """``store_ids[slots]``, compiled: a query's answer gathered from slots in any order
+    (a tree's come in block order, random over the store). numpy's fancy index took 0.23-0.36
+    ms for 30,000 of 10^6 from a cold cache, this loop 0.16-0.17."""
+    out = np.empty(slots.shape[0], np.int64)
+    for i in range(slots.shape[0]):
+        out[i] = store_ids[slots[i]]
+    return out
+
+
+@njit(cache=True)
 def _first_bad_row(centers, radii, vdist) -> int:
     """The first row of a new batch with a non-finite centre, a radius not finite or
     negative, or a view distance NaN or negative (``vdist`` empty: none given); -1."""
