@@ -95,6 +95,9 @@ def _warm(factory: Callable[[], Any], use_vd: bool) -> None:
         idx.update(ids[perm], c[perm] + step)
         idx.query_frustum(planes, np.full(3, 25.0), use_vd)
     idx.query_box(np.zeros(3), np.full(3, 20.0))
+    for far in (500.0, 0.0):  # one object far out and back: a root that grows and shrinks
+        idx.update(ids[:1], c[:1] + far)
+        idx.query_frustum(planes, np.full(3, 25.0), use_vd)
     try:
         idx.update(ids[50:0:-1], c[50:0:-1] + 0.25, r[50:0:-1] * 1.01,
                    40 * r[50:0:-1] if use_vd else None)
