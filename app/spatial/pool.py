@@ -14,8 +14,10 @@ import numpy as np
 
 
 def grown(a: np.ndarray, capacity: int, fill: Any) -> np.ndarray:
-    """``a`` copied into a new array of ``capacity`` rows, the new rows set to ``fill``."""
-    out = np.full((capacity,) + a.shape[1:], fill, dtype=a.dtype)
+    """``a`` copied into a new array of ``capacity`` rows, the new rows set to ``fill``, or
+    left as they come (untouched memory: no page faults until used) when ``fill`` is None."""
+    shape = (capacity,) + a.shape[1:]
+    out = np.empty(shape, dtype=a.dtype) if fill is None else np.full(shape, fill, a.dtype)
     out[: a.shape[0]] = a
     return out
 

@@ -46,7 +46,6 @@ from app.spatial.aabbtree.blocks import (
     cut_record,
     fit_block,
     grow_block,
-    make_room,
     write_record,
 )
 from app.spatial.aabbtree.heuristics import PAPER_THRESHOLD
@@ -64,6 +63,7 @@ from app.spatial.aabbtree.kernels import (
     is_empty_node,
     needs_split,
     refit_node,
+    room_to_place,
     slot_sphere,
     sphere_box,
     split_node,
@@ -113,7 +113,7 @@ def paper_insert_objects(nd, ob, sp, slots, keep: int) -> int:
         cx, cy, cz, r = slot_sphere(centers, radii, s)
         n, c = find_place(child, is_split, axis, split, plo, phi, keep, np.int64(ROOT), cx, cy,
                           cz, r)
-        if (c >= 0 or count[n] == cap[n]) and not make_room(nd, ob, n, c >= 0):
+        if (c >= 0 or count[n] == cap[n]) and not room_to_place(nd, ob, n, c >= 0):
             return i
         if c >= 0:
             n = paper_new_leaf(nd, n, c)
@@ -149,7 +149,7 @@ def paper_update_objects(nd, ob, sp, slots, old, keep: int) -> tuple[int, int]:
         lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
         a = climb_to_cover(plo, phi, parent, x, lx, ly, lz, hx, hy, hz)
         d, c = find_place(child, is_split, axis, split, plo, phi, keep, np.int64(a), cx, cy, cz, r)
-        if (c >= 0 or (d != x and count[d] == cap[d])) and not make_room(nd, ob, d, c >= 0):
+        if (c >= 0 or (d != x and count[d] == cap[d])) and not room_to_place(nd, ob, d, c >= 0):
             return i, moved
         if c >= 0:
             d = paper_new_leaf(nd, d, c)
