@@ -246,13 +246,15 @@ class HashedGrid(SpatialIndex):
         self._compact()
 
     def _reserve(self, n: int, items: bool = True) -> None:
-        """Room for about ``n`` new cells (kernels stop early and come back if not enough),
-        and for ``n`` new items unless not ``items``: a move frees its old item before it
-        takes one, so an update needs none (doubling a pool of 10^6 items for nothing cost
-        the first update after a build 0.2 s of page faults)."""
+        """Room for a batch of ``n``: up to 1,024 new cells (the kernels stop when the cells
+        or the table run out and come back: the pool doubles then, not ahead of every batch
+        by its worst case, a cell per object), and ``n`` new items unless not ``items``: a
+        move frees its old item before it takes one, so an update needs none (doubling a pool
+        of 10^6 items for nothing cost the first update after a build 0.2 s of page
+        faults)."""
         meta = self._grid.meta
         live = int(meta[ST_LIVE])
-        want = min(n, max(1024, live // 2))
+        want = min(n, 1024)
         cap = self._grid.cells.key.shape[0]
         if int(meta[ST_NFREE]) < want:
             self._grid = grow_cells(self._grid, max(2 * cap, cap + want))
