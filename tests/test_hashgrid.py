@@ -103,6 +103,34 @@ def test_moves_grow_no_item_pool_and_compactions_reuse_the_spare():
     assert len(pools) == 2
 
 
+def test_cells_grow_when_a_batch_runs_out_not_by_its_worst_case():
+    """A batch reserves a few cells and the pool doubles when the kernels run out (they stop
+    and come back), so a batch of many objects in few cells grows nothing, and one that needs
+    a cell per object, many times the pool, still links them all."""
+    g = create_index("grid", cell_size=1.0)
+    o = Oracle()
+    rng = np.random.default_rng(5)
+    n = 16_000  # leaves about 4,500 cells free: more than 1,024, less than half the live
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.integers(-400, 400, (n, 3)) + 0.5  # a cell each (almost all distinct)
+    g.insert(ids, c, np.full(n, 0.1))
+    o.insert(ids, c, np.full(n, 0.1))
+    g.validate()
+    cap = g._grid.cells.key.shape[0]
+    live = g.stats()["nodes"]
+    assert cap <= 2 * live + 2048
+    assert int(g._grid.meta[ST_NFREE]) >= 1024
+    more = np.arange(n, 3 * n, dtype=np.int64)  # 32,000 more in the cells there are
+    cm = np.repeat(c, 2, axis=0) + rng.uniform(-0.3, 0.3, (2 * n, 3))
+    g.insert(more, cm, np.full(2 * n, 0.1))
+    o.insert(more, cm, np.full(2 * n, 0.1))
+    g.validate()
+    assert g._grid.cells.key.shape[0] == cap
+    planes = camera_planes(np.zeros(3), np.array([1.0, 0.2, 0.1]), far=300.0)
+    assert np.array_equal(np.sort(g.query_frustum(planes, np.zeros(3)).visible),
+                          np.sort(o.frustum(planes, np.zeros(3))))
+
+
 def test_small_moves_inside_a_cell_change_no_structure():
     g, _ = filled(300, cell_size=10.0)
     before = g.node_boxes()
