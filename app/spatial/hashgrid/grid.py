@@ -43,6 +43,9 @@ from app.spatial.hashgrid.store import (
 )
 from app.spatial.pairs import new_pairs, selection
 
+#: The largest item pool whose predecessor a compaction keeps for the next (2^22 items: 320 MB).
+SPARE_ITEMS = 1 << 22
+
 
 class HashedGrid(SpatialIndex):
     """Hierarchical hashed grid: each object in the cell of its center at its size's level."""
@@ -319,6 +322,10 @@ class HashedGrid(SpatialIndex):
         if fresh is None or fresh.cen.shape[0] != self._items.cen.shape[0]:
             fresh = new_items(self._items.cen.shape[0])
         up.compact_items(self._objs, self._grid, self._items, fresh)
-        self._items, self._spare_items = fresh, self._items
+        # (kept up to SPARE_ITEMS: past that a compaction copies so much that its page faults
+        # matter less than the memory, 80 bytes an item)
+        old = self._items
+        self._items = fresh
+        self._spare_items = old if old.cen.shape[0] <= SPARE_ITEMS else None
         self._compacted_hw = int(meta[ST_IHW])
         self._rehash(nl)  # (its level bounds walk the cells' lists: contiguous now)
