@@ -269,14 +269,16 @@ class HashedGrid(SpatialIndex):
         if 2 * (int(meta[ST_USED]) + want) > self._grid.table.val.shape[0]:
             self._rehash(live + want)
 
-    def _rehash(self, need: int) -> None:
-        """Rebuild the table without tombstones at a quarter load; tighten level bounds."""
+    def _rehash(self, need: int, levels: bool = True) -> None:
+        """Rebuild the table without tombstones at a quarter load; tighten level bounds
+        (unless not ``levels``: a compaction has)."""
         cap = 256
         while cap < 4 * need:
             cap *= 2
         g = self._grid = self._grid._replace(table=new_table(cap))
         g.meta[ST_USED] = fill_table(g.cells, int(g.meta[ST_HW]), g.table)
-        up.recompute_levels(g, self._items)
+        if levels:
+            up.recompute_levels(g, self._items)
 
     def _maybe_compact(self) -> None:
         """Re-lay items in cell order once relinks have scattered a quarter of them."""
@@ -309,8 +311,6 @@ class HashedGrid(SpatialIndex):
         d = d[d >= 0]
         cells.dirty_list[: d.shape[0]] = d
         meta[ST_NDIRTY] = d.shape[0]
-        alive = self._alive
-        self._objs.cell[alive] = newidx[self._objs.cell[alive]]
         # Cells nl.. are unused now: the free stack holds them all, lowest on top.
         cap = cells.key.shape[0]
         cells.free[: cap - nl] = np.arange(cap - 1, nl - 1, -1)
@@ -328,4 +328,4 @@ class HashedGrid(SpatialIndex):
         self._items = fresh
         self._spare_items = old if old.cen.shape[0] <= SPARE_ITEMS else None
         self._compacted_hw = int(meta[ST_IHW])
-        self._rehash(nl)  # (its level bounds walk the cells' lists: contiguous now)
+        self._rehash(nl, levels=False)
