@@ -345,3 +345,36 @@ def test_a_batch_that_runs_out_of_nodes_grows_the_pool_and_goes_on(name):  # bot
     got = np.sort(idx.query_frustum(planes).visible)
     assert np.array_equal(got, oracle.frustum(planes))
     idx.validate()
+
+
+@pytest.mark.parametrize("name", HEURISTICS)
+def test_the_upkeep_drops_the_splits_of_leaves_the_view_has_left(name):
+    """Overfull leaves a query noted and the view has left since are not split by the
+    upkeep (the paper splits what a query reaches): the backlog a turn leaves is dropped, and
+    a query that reaches them again notes them again. Answers stay exact."""
+    idx, oracle, rng, ids, c = _scene(name, 4000, 12)
+    eye = np.zeros(3)
+    ahead = camera_planes(eye, np.array([1.0, 0.1, 0.05]), far=80)
+    behind = camera_planes(eye, np.array([-1.0, -0.1, -0.05]), far=80)
+    idx.query_frustum(ahead, eye)  # a fresh tree builds what this view sees at once
+    idx.upkeep_objects = 1
+    idx.query_frustum(behind, eye)  # notes the overfull leaves behind
+    pend = idx._pend
+    noted = pend.pending[: int(pend.count[0])].copy()
+    assert noted.shape[0] > 0
+    for planes in (ahead, behind, ahead):
+        got = idx.query_frustum(planes, eye).visible
+        assert np.array_equal(np.sort(got), oracle.frustum(planes, eye))
+    idx.maintain()  # all of it, the last view ahead
+    assert idx.stats()["pending_nodes"] == 0
+    nd = idx._nodes
+    limit = split_limit(idx._rules)
+    gone = [n for n in noted if nd.depth[n] >= 0 and nd.count[n] > limit
+            and not near_view(ahead, *nd.lo[n], *nd.hi[n])]
+    assert gone  # noted behind, out of the view ahead now...
+    assert not any(nd.is_split[n] for n in gone)  # ... and dropped, not split
+    idx.validate()
+    for planes in (behind, ahead):
+        got = idx.query_frustum(planes, eye).visible
+        assert np.array_equal(np.sort(got), oracle.frustum(planes, eye))
+    idx.validate()

@@ -1176,9 +1176,10 @@ def maintain(nd, ob, sp, rules, budget: int, planes, pd) -> int:
     freed since it was noted, or no longer dirty nor overfull, is dropped. The children of a
     split that are overfull and not outside ``planes`` (the last frustum query's, empty
     before any) are noted in turn: the split carries on the descent that query would have
-    made into them, as when queries split. Stops, the node back on the list, when a split
-    lacks free nodes or heap room (``META_WANT_GROW``; the caller makes room and calls
-    again). Returns the objects spent.
+    made into them, as when queries split. A split not under way of a node the last query's
+    view has left (``planes``, with the band :func:`near_view` adds) is dropped. Stops, the
+    node back on the list, when a split lacks free nodes or heap room (``META_WANT_GROW``;
+    the caller makes room and calls again). Returns the objects spent.
     """
     limit = split_limit(rules)
     k = nd.child.shape[1]
@@ -1198,6 +1199,15 @@ def maintain(nd, ob, sp, rules, budget: int, planes, pd) -> int:
             continue
         step = max(budget - spent, MIN_STEP)
         overfull = needs_split(nd.is_split, nd.count, n, limit)
+        if (overfull and not splitting and planes.shape[0] == 6
+                and not (rules.flags & PAPER_LAZY)
+                and not near_view(planes, nd.lo[n, 0], nd.lo[n, 1], nd.lo[n, 2], nd.hi[n, 0],
+                                  nd.hi[n, 1], nd.hi[n, 2])):
+            # The last query's view (and the band beside it) has left it: its split is
+            # dropped, as the paper splits only what a query reaches; a query that reaches it
+            # again notes it again. A turn leaves hundreds of such nodes pending (315 after
+            # `turn` at 10^6, octree), and the frames after it spent their budget on them.
+            overfull = False
         if nd.dirty[n] and not splitting and not (overfull and nd.count[n] > step):
             # (A node split over several calls is not refitted first: a refit costs all its
             # objects at once, and its stored box, loose but conservative, serves the split;
