@@ -26,7 +26,7 @@ from numba import njit
 from app.spatial.checks import is_f64, is_ids
 from app.spatial.idmap import hash_lookup
 from app.spatial.object_store import Columns
-from app.spatial.prefetch import PREFETCH_AHEAD, prefetch, rows_ahead
+from app.spatial.prefetch import PREFETCH_AHEAD, batch_rows_ahead, prefetch, rows_ahead
 from app.spatial.scan import F32_BIG, Spheres32, to32
 from app.spatial.seen import first_sight, forget
 
@@ -641,11 +641,7 @@ def check_every(ids, centers, radii, vdist, tables, seen, pos) -> bool:
     n = ids.shape[0]
     for i in range(n):
         if (i & 7) == 0:  # the batch's rows ahead (prefetch.STREAM_AHEAD)
-            a = rows_ahead(ids, centers, i, n)
-            if radii is not None:
-                prefetch(radii, a)
-            if vdist is not None:
-                prefetch(vdist, a)
+            batch_rows_ahead(ids, centers, radii, vdist, i, n)
         if i + PREFETCH_AHEAD < n:  # a later id's entry
             ka = ids[i + PREFETCH_AHEAD]
             if ka >= 0 and ka < nd:
@@ -684,11 +680,7 @@ def write_rows(pos, centers, radii, vdist, pos_slot, rec: SphereRecords):
     ahead = PREFETCH_AHEAD
     for i in range(n):
         if (i & 7) == 0:  # the batch's rows ahead (prefetch.STREAM_AHEAD)
-            a = rows_ahead(pos, centers, i, n)
-            if radii is not None:
-                prefetch(radii, a)
-            if vdist is not None:
-                prefetch(vdist, a)
+            batch_rows_ahead(pos, centers, radii, vdist, i, n)
         # A later row's lines: its position's lanes (and slot), then, once the slot is in,
         # the store's rows.
         if i + ahead < n:

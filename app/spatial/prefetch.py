@@ -109,3 +109,14 @@ def rows_ahead(ids, centers, i: int, n: int) -> int:
     prefetch(centers, min(a + 3, n - 1))
     prefetch(centers, min(a + 6, n - 1))
     return a
+
+
+@njit(cache=True, inline="always")
+def batch_rows_ahead(ids, centers, radii, vdist, i: int, n: int) -> None:
+    """:func:`rows_ahead`, and the same row of the batch's radii and view distances where it
+    carries them (None: it does not; numba compiles each combination apart)."""
+    a = rows_ahead(ids, centers, i, n)
+    if radii is not None:
+        prefetch(radii, a)
+    if vdist is not None:
+        prefetch(vdist, a)
