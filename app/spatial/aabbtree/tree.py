@@ -260,25 +260,26 @@ class AABBTree(SpatialIndex):
             total += counted
             if done >= n:
                 return total
-            nd = self._nodes
-            if nd.meta[kn.META_WANT_GROW] and not self._objs.meta[bl.META_NEED]:
-                nd.meta[kn.META_WANT_GROW] = 0
-                self._reserve_nodes(nd.parent.shape[0])  # double
-            else:
+            if not self._room_for(0):
                 self._make_room()
+
+    def _room_for(self, want: int) -> bool:
+        """At least ``want`` free nodes, and the room a stopped kernel asked for: the heap
+        repacked if it lacked positions (``bl.META_NEED``), else the node pool doubled if it
+        lacked nodes (``kn.META_WANT_GROW``). Returns whether a kernel had asked."""
+        nd = self._nodes
+        asked = bool(nd.meta[kn.META_WANT_GROW] or self._objs.meta[bl.META_NEED])
+        nd.meta[kn.META_WANT_GROW] = 0
+        if self._objs.meta[bl.META_NEED]:
+            self._make_room()
+        elif asked:
+            want = max(want, nd.parent.shape[0])  # double
+        self._reserve_nodes(want)
+        return asked
 
     def _reserve_for_queries(self) -> None:
         """Room for the splits a query may make (a query that runs out asks for more)."""
-        nd = self._nodes
-        live = nd.parent.shape[0] - int(nd.meta[kn.META_NFREE])
-        want = 64 * nd.child.shape[1]
-        if nd.meta[kn.META_WANT_GROW]:
-            nd.meta[kn.META_WANT_GROW] = 0
-            if self._objs.meta[bl.META_NEED]:
-                self._make_room()  # it was the heap that lacked room
-            else:
-                want = max(want, live)  # double
-        self._reserve_nodes(want)
+        self._room_for(64 * self._nodes.child.shape[1])
 
     def _spheres(self) -> kn.Spheres:
         """The store's arrays as the kernels take them (rebuilt per call: growth replaces them)."""
@@ -324,20 +325,12 @@ class AABBTree(SpatialIndex):
         limit = np.iinfo(np.int64).max if budget is None else int(budget)
         spent = 0
         while int(self._pend.count[0]) > 0 and spent < limit:
-            nd = self._nodes
             # Room for one split (k nodes); the kernel stops with META_WANT_GROW when a split
             # finds fewer free, and this loop doubles the pool. Reserving a split's worth for
             # every pending node doubled pools that were a third used (an icoseptree of 10^6
             # after a turn: 469 pending x 27 nodes against 15,000 live of 27,664), a 4 ms
             # stall of page faults in a frame.
-            want = nd.child.shape[1] + 1
-            if nd.meta[kn.META_WANT_GROW]:
-                nd.meta[kn.META_WANT_GROW] = 0
-                if self._objs.meta[bl.META_NEED]:
-                    self._make_room()  # it was the heap that lacked room
-                else:
-                    want = max(want, nd.parent.shape[0])
-            self._reserve_nodes(want)
+            self._room_for(self._nodes.child.shape[1] + 1)
             spent += int(kn.maintain(self._nodes, self._objs, self._spheres(), self._rules,
                                      limit - spent, self._seen, self._pend))
             if not self._nodes.meta[kn.META_WANT_GROW]:
