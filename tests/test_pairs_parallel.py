@@ -18,9 +18,7 @@ from hypothesis import strategies as st
 
 from app.spatial import create_index
 from app.spatial import tree_pairs as tp
-from app.spatial.aabbtree import pairs as ap
 from app.spatial.pairs import selection
-from app.spatial.viewdist_tree import pairs as vp
 from tests.oracle import Oracle
 from tests.test_pairs import assert_pairs, sorted_rows
 
@@ -66,10 +64,7 @@ def make(kind: str, rng: np.random.Generator, n: int, oracle: Oracle):
 
 
 def snapshot(idx, kind: str, sel: np.ndarray) -> tp.TreePairSnapshot:
-    if kind == "viewdist":
-        return vp.build_snapshot(idx._nodes, idx._objs, idx._packed, idx._tree,
-                                 idx._spheres(), sel)
-    return idx._run_query(ap.build_snapshot, idx._rules, sel, idx._count)
+    return idx._snapshot(sel)
 
 
 @settings(max_examples=12, deadline=None)

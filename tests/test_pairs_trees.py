@@ -20,9 +20,7 @@ from hypothesis import strategies as st
 
 from app.spatial import TREE_HEURISTICS, create_index
 from app.spatial import tree_pairs as tp
-from app.spatial.aabbtree import pairs as ap
 from app.spatial.pairs import selection
-from app.spatial.viewdist_tree import pairs as vp
 from tests.oracle import Oracle
 from tests.test_pairs import assert_pairs
 
@@ -178,12 +176,11 @@ def test_snapshot_layout(which):
         vd[::9] = np.inf
         idx.insert(ids, c, r, vd)
         sel = selection(idx.capacity, None)
-        sn = vp.build_snapshot(idx._nodes, idx._objs, idx._packed, idx._tree, idx._spheres(),
-                               sel)
+        sn = idx._snapshot(sel)
     else:
         idx = create_index(which.split("-")[0], leafy=which.endswith("leafy"))
         idx.insert(ids, c, r)
         sel = selection(idx.capacity, None)
-        sn = idx._run_query(ap.build_snapshot, idx._rules, sel, idx._count)
+        sn = idx._snapshot(sel)
     check_snapshot(sn, idx._centers, idx._radii, np.flatnonzero(idx._alive))
     idx.validate()

@@ -39,6 +39,7 @@ from app.spatial.aabbtree.paper import paper_get_extents
 from app.spatial.pairs import new_pairs
 from app.spatial.tree_pairs import (
     REFINE_ABOVE,
+    SnapshotMemory,
     TreePairSnapshot,
     given_sphere,
     hit_if_partner,
@@ -56,17 +57,18 @@ from app.spatial.tree_pairs import (
 # ---------------------------------------------------------------------- the AABB tree's side
 
 @njit(cache=True)
-def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
+def build_snapshot(nd, ob, sp, rules, sel, total: int, mem: SnapshotMemory) -> TreePairSnapshot:
     """Split overfull leaves, refit dirty nodes and pack the tree (see the module docstring).
 
     One depth-first pass: a node is split (when overfull) and its objects packed on the way
     down, refitted (when dirty) on the way up, after its children, so that every box is
     exact. ``sel`` (the ids filter, or empty) is counted per node. A split skipped for lack of
     free nodes leaves an overfull leaf (the answer is still exact; the caller grows the pool
-    and runs again for the tree's sake).
+    and runs again for the tree's sake). ``mem``: the index's arrays to build in
+    (:meth:`~app.spatial.tree_pairs.SnapshotArena.memory`).
     """
     cap = nd.parent.shape[0]
-    sn = new_snapshot(cap + refine_room(total), total)
+    sn = new_snapshot(cap + refine_room(total), total, mem)
     size, ostart, ocnt, oend = sn.size, sn.ostart, sn.ocnt, sn.oend
     box, obox, mag, nsel_own, nsel_sub, pts, slot = (sn.box, sn.obox, sn.mag, sn.nsel_own,
                                                      sn.nsel_sub, sn.pts, sn.slot)
@@ -116,7 +118,7 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int) -> TreePairSnapshot:
             ocnt[i] = op - ostart[i]
             nsel_own[i] = ns
             if ocnt[i] > REFINE_ABOVE:
-                m = refine_own_list(sn, np.int64(i), m, sel)
+                m = refine_own_list(sn, np.int64(i), m, sel, mem)
             stack[top] = (i << 1) | 1
             top += 1
             if nd.nchild[n] > 0:

@@ -28,7 +28,7 @@ from app.spatial.aabbtree.heuristics import (
 from app.spatial.base import QueryResult, SpatialIndex
 from app.spatial.flat import FlatCopy
 from app.spatial.pairs import selection
-from app.spatial.tree_pairs import snapshot_pairs
+from app.spatial.tree_pairs import SnapshotArena, TreePairSnapshot, snapshot_pairs
 
 #: A catch-up bound no query reaches.
 NEVER = np.iinfo(np.int64).max
@@ -144,6 +144,7 @@ class AABBTree(SpatialIndex):
         self._flat: FlatCopy | None = None  # the objects while flat (the tree is empty then)
         self._big_batches = 0  # update batches in a row that moved at least flat_fraction
         self._flat_queries = 0
+        self._snapshots = SnapshotArena()  # the pairs query's arrays, kept between queries
         self._empty_tree()
 
     def _empty_tree(self) -> None:
@@ -446,8 +447,17 @@ class AABBTree(SpatialIndex):
                 return self._run_query(pr.pairs_of_slots, self._rules, slots,
                                        selection(self.capacity, slots), margin)
         sel = selection(self.capacity, slots)
-        snap = self._run_query(pr.build_snapshot, self._rules, sel, self._count)
-        return snapshot_pairs(snap, margin, sel)
+        return snapshot_pairs(self._snapshot(sel), margin, sel)
+
+    def _snapshot(self, sel: np.ndarray) -> TreePairSnapshot:
+        """The tree packed for the pair descent (``pr.build_snapshot``, as a query: the frame's
+        upkeep first), in this index's kept arrays sized for the node pool each run is given
+        (a run that grows the pool runs again)."""
+        def build(nd, ob, sp, rules, sel, total):
+            mem = self._snapshots.memory(nd.parent.shape[0], total)
+            return pr.build_snapshot(nd, ob, sp, rules, sel, total, mem)
+
+        return self._run_query(build, self._rules, sel, self._count)
 
     # ------------------------------------------------------------------ inspection
 

@@ -26,6 +26,7 @@ from numba import njit
 from app.spatial.pairs import new_pairs
 from app.spatial.tree_pairs import (
     REFINE_ABOVE,
+    SnapshotMemory,
     TreePairSnapshot,
     given_sphere,
     hit_if_partner,
@@ -79,16 +80,17 @@ def _linked_hits(links, spheres, s: int, q: int, sel, query, margin: float, hits
 
 
 @njit(cache=True)
-def build_snapshot(nd, ob, pk, tree, sp, sel) -> TreePairSnapshot:
+def build_snapshot(nd, ob, pk, tree, sp, sel, mem: SnapshotMemory) -> TreePairSnapshot:
     """The tree in depth-first order with exact boxes, for the pair descent.
 
     Node 0 is a virtual root holding the infinite list when that list is not empty. ``sel``
-    (the ids filter, or empty) is counted per node.
+    (the ids filter, or empty) is counted per node; ``mem``: the index's arrays to build in
+    (:meth:`~app.spatial.tree_pairs.SnapshotArena.memory`).
     """
     t = tree[0]
     total = t.in_nodes + t.inf_count
     cap = t.nlive + 1
-    sn = new_snapshot(cap + refine_room(total), total)
+    sn = new_snapshot(cap + refine_room(total), total, mem)
     size, ostart, ocnt, oend = sn.size, sn.ostart, sn.ocnt, sn.oend
     box, obox, mag, nsel_own, nsel_sub, pts, slot = (sn.box, sn.obox, sn.mag, sn.nsel_own,
                                                      sn.nsel_sub, sn.pts, sn.slot)
@@ -106,7 +108,7 @@ def build_snapshot(nd, ob, pk, tree, sp, sel) -> TreePairSnapshot:
         nsel_own[0] = ns
         rows_box(pts, 0, op, obox, 0)
         if op > REFINE_ABOVE:
-            m = refine_own_list(sn, 0, m, sel)
+            m = refine_own_list(sn, 0, m, sel, mem)
     stack = np.empty(2 * cap + 2, np.int64)  # each node enters twice: down (even), up (odd)
     top = 0
     if t.root != -1:
@@ -133,7 +135,7 @@ def build_snapshot(nd, ob, pk, tree, sp, sel) -> TreePairSnapshot:
             nsel_own[i] = ns
             rows_box(pts, ostart[i], op, obox, i)
             if ocnt[i] > REFINE_ABOVE:
-                m = refine_own_list(sn, i, m, sel)
+                m = refine_own_list(sn, i, m, sel, mem)
             stack[top] = (i << 1) | 1
             top += 1
             for j in range(8):

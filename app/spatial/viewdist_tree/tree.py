@@ -22,7 +22,7 @@ from app.spatial.scan import (
     spheres32,
     store32,
 )
-from app.spatial.tree_pairs import snapshot_pairs
+from app.spatial.tree_pairs import SnapshotArena, TreePairSnapshot, snapshot_pairs
 from app.spatial.viewdist_tree import check as ck
 from app.spatial.viewdist_tree import pairs as pr
 from app.spatial.viewdist_tree import queries as qu
@@ -90,6 +90,7 @@ class ViewDistanceTree(SpatialIndex):
         self._inf_r = 0.0
         self._inf_kept = False  # whether the copy follows the batches (see the share)
         self._rows = 0  # slots ever used: the scan's length
+        self._snapshots = SnapshotArena()  # the pairs query's arrays, kept between queries
 
     # ------------------------------------------------------------ public extras
 
@@ -308,7 +309,15 @@ class ViewDistanceTree(SpatialIndex):
             if slots.shape[0] * per_object < self._count:
                 return pr.pairs_of_slots(*args, slots, selection(self.capacity, slots), margin)
         sel = selection(self.capacity, slots)
-        return snapshot_pairs(pr.build_snapshot(*args, sel), margin, sel)
+        return snapshot_pairs(self._snapshot(sel), margin, sel)
+
+    def _snapshot(self, sel: np.ndarray) -> TreePairSnapshot:
+        """The tree packed for the pair descent (``pr.build_snapshot``), in this index's kept
+        arrays."""
+        mem = self._snapshots.memory(self._scalar("nlive") + 1,
+                                     self._scalar("in_nodes") + self._scalar("inf_count"))
+        return pr.build_snapshot(self._nodes, self._objs, self._packed, self._tree,
+                                 self._spheres(), sel, mem)
 
     # ------------------------------------------------------------ validation
 
