@@ -109,7 +109,7 @@ def test_parallel_descent_equals_serial(seed, n, kind, nt, want, out_rows, stack
     margin = float(rng.uniform(0, 2))
     args = (sn, margin, sel)
     serial = tp._descend(*args)
-    got = tp._descend_parallel(*args, nt, want, out_rows, stack_rows)
+    got = tp.descend_parallel(*args, nt, want, out_rows, stack_rows)
     assert got.dtype == np.int64 and got.shape == serial.shape, (got.shape, serial.shape)
     assert np.array_equal(sorted_rows(np.sort(got, axis=1)), sorted_rows(np.sort(serial, axis=1)))
 

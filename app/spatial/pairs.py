@@ -680,16 +680,23 @@ def all_pairs(centers: np.ndarray, radii: np.ndarray, slots: np.ndarray, margin:
     return out[:k]
 
 
-@njit(cache=True)
 def slot_pairs_to_ids(pairs: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Slot pairs -> id pairs with the smaller id first (``ids``: the store's id per slot)."""
+    """Slot pairs -> id pairs with the smaller id first (``ids``: the store's id per slot).
+
+    The output is numpy's (huge pages for a big one): allocated inside a kernel, the 32 MB of
+    two million pairs cost a page fault every 4 KiB, 16-17 ms against 7 here."""
     out = np.empty((pairs.shape[0], 2), dtype=np.int64)
+    _slot_pairs_into(pairs, ids, out)
+    return out
+
+
+@njit(cache=True)
+def _slot_pairs_into(pairs: np.ndarray, ids: np.ndarray, out: np.ndarray) -> None:
     for k in range(pairs.shape[0]):
         a = ids[pairs[k, 0]]
         b = ids[pairs[k, 1]]
         out[k, 0] = min(a, b)
         out[k, 1] = max(a, b)
-    return out
 
 
 def check_margin(margin: float) -> float:

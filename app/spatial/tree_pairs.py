@@ -140,6 +140,7 @@ class SnapshotArena:
 
     def __init__(self) -> None:
         self._memory: SnapshotMemory | None = None
+        self._outputs: np.ndarray | None = None
 
     def memory(self, tree_nodes: int, objects: int) -> SnapshotMemory:
         """Room for a snapshot of a tree of ``tree_nodes`` nodes and ``objects`` objects (and
@@ -151,6 +152,19 @@ class SnapshotArena:
             mem = snapshot_memory(max(nodes, have[0] * 3 // 2), max(objects, have[1] * 3 // 2))
             self._memory = mem
         return mem
+
+    def outputs(self, threads: int, rows: int) -> np.ndarray:
+        """The parallel descent's outputs (threads, at least ``rows``, 2): the kept ones, of
+        the size the last descent grew them to, when they fit."""
+        out = self._outputs
+        if out is None or out.shape[0] != threads or out.shape[1] < rows:
+            out = np.empty((threads, max(1, rows), 2), np.int64)
+            self._outputs = out
+        return out
+
+    def keep_outputs(self, out: np.ndarray) -> None:
+        """Keep the outputs a descent returned (grown, if it had to) for the next one."""
+        self._outputs = out
 
 
 @njit(cache=True)
@@ -761,20 +775,50 @@ PARALLEL_PAIRS_MIN = PARALLEL_MIN
 SEEDS_PER_THREAD = 48
 
 
-def snapshot_pairs(sn: TreePairSnapshot, margin: float, sel: np.ndarray) -> np.ndarray:
+def snapshot_pairs(sn: TreePairSnapshot, margin: float, sel: np.ndarray,
+                   arena: SnapshotArena | None = None) -> np.ndarray:
     """Every touching pair of the snapshot's objects (slot pairs, int64 (K, 2)).
 
     ``sel``: the ids filter of :func:`app.spatial.pairs.selection` (empty: every pair). A
-    snapshot of at least PARALLEL_PAIRS_MIN objects runs :func:`_descend_parallel` on every
-    thread, a smaller one the serial :func:`_descend`.
+    snapshot of at least PARALLEL_PAIRS_MIN objects runs :func:`descend_parallel` on every
+    thread (its per-thread outputs kept in ``arena`` when given), a smaller one the serial
+    :func:`_descend`.
     """
     n = sn.pts.shape[0]
     if n < PARALLEL_PAIRS_MIN:
         return _descend(sn, margin, sel)
     with threads_for(n):
         nt = max(2, numba.get_num_threads())
-        return _descend_parallel(sn, margin, sel, nt, SEEDS_PER_THREAD * nt, n // nt + 1024,
-                                 3 * STACK_SLACK)
+        return descend_parallel(sn, margin, sel, nt, SEEDS_PER_THREAD * nt, n // nt + 1024,
+                                3 * STACK_SLACK, arena)
+
+
+def descend_parallel(sn: TreePairSnapshot, margin: float, sel: np.ndarray, nt: int, want: int,
+                     out_rows: int, stack_rows: int,
+                     arena: SnapshotArena | None = None) -> np.ndarray:
+    """:func:`_descend_parallel` on ``nt`` threads, each with an output of at least
+    ``out_rows`` rows to start with (the arena's, grown and kept, when given), and their
+    pairs joined into one array. The outputs and the answer are numpy's arrays: allocated
+    inside a kernel, the 50-80 MB of two million pairs cost a page fault every 4 KiB."""
+    out = (arena.outputs(nt, out_rows) if arena is not None
+           else np.empty((nt, max(1, out_rows), 2), np.int64))
+    first, out, state = _descend_parallel(sn, margin, sel, out, want, stack_rows)
+    if arena is not None:
+        arena.keep_outputs(out)
+    res = np.empty((first.shape[0] + int(state[:, 1].sum()), 2), np.int64)
+    _join(first, out, state, res)
+    return res
+
+
+@njit(cache=True)
+def _join(first, out, state, res) -> None:
+    """``first``, then each thread's ``state[w, 1]`` pairs of ``out[w]``, into ``res``."""
+    res[:first.shape[0]] = first
+    at = first.shape[0]
+    for w in range(out.shape[0]):
+        kw = state[w, 1]
+        res[at:at + kw] = out[w, :kw]
+        at += kw
 
 
 @njit(cache=True)
@@ -885,24 +929,26 @@ def _seed_weights(sn: TreePairSnapshot, seeds):
 
 
 @njit(cache=True)
-def _descend_parallel(sn: TreePairSnapshot, margin: float, sel, nt: int, want: int,
-                      out_rows: int, stack_rows: int):
-    """:func:`_descend` on ``nt`` threads: self(root) expanded breadth first into ``want``
-    or more independent seed tasks (:func:`_seed_tasks`), dealt out in a snake over their
-    sizes (largest first) to the threads, which descend them independently, each with its
-    own stack, pending buffer and output (grown between rounds when one runs short); then
-    every output concatenated. The tasks partition the serial descent's: the same pairs.
+def _descend_parallel(sn: TreePairSnapshot, margin: float, sel, out, want: int,
+                      stack_rows: int):
+    """:func:`_descend` on one thread per row of ``out``: self(root) expanded breadth first
+    into ``want`` or more independent seed tasks (:func:`_seed_tasks`), dealt out in a snake
+    over their sizes (largest first) to the threads, which descend them independently, each
+    with its own stack, pending buffer and output (grown between rounds when one runs short).
+    The tasks partition the serial descent's: the same pairs. Returns (the pairs found while
+    seeding, the outputs (grown or ``out``), state: row w's pairs are out[w, :state[w, 1]]).
 
-    ``out_rows`` / ``stack_rows``: each thread's first output / free stack room (tests make
-    them small to exercise the growing)."""
+    ``out`` (threads, rows, 2) / ``stack_rows``: each thread's first output / free stack room
+    (tests make them small to exercise the growing)."""
+    nt = out.shape[0]
+    state = np.zeros((nt, 3), np.int64)
     if sn.size.shape[0] == 0:
-        return new_pairs(0)[:0]
+        return new_pairs(0)[:0], out, state
     seeds, first = _seed_tasks(sn, margin, sel, want)
     ns = seeds.shape[0]
     order = np.argsort(-_seed_weights(sn, seeds), kind="mergesort")
     longest = _longest_own(sn)
     stack = np.empty((nt, STACK_SLACK + max(1, stack_rows) + ns // nt + 1, 2), np.int64)
-    state = np.zeros((nt, 3), np.int64)
     for u in range(ns):  # snake: 0, 1, ..., nt-1, nt-1, ..., 0, 0, 1, ...
         r = u % (2 * nt)
         w = r if r < nt else 2 * nt - 1 - r
@@ -912,8 +958,7 @@ def _descend_parallel(sn: TreePairSnapshot, margin: float, sel, nt: int, want: i
         state[w, 0] += 1
     # the tasks are pushed largest first: the stack runs them last, small ones fill it first
     work = ThreadScratch(np.empty((nt, longest), np.int64), np.empty((nt, longest), np.int64),
-                         np.empty((nt, PENDING, 2), np.int64), stack,
-                         np.empty((nt, max(1, out_rows), 2), np.int64), state)
+                         np.empty((nt, PENDING, 2), np.int64), stack, out, state)
     while True:
         _run_workers(sn, margin, sel, work)
         stack = work.stack
@@ -940,15 +985,4 @@ def _descend_parallel(sn: TreePairSnapshot, margin: float, sel, nt: int, want: i
                 grown[w, :state[w, 1]] = out[w, :state[w, 1]]
             out = grown
         work = ThreadScratch(work.rows_a, work.rows_b, work.pend, stack, out, state)
-    out = work.out
-    total = first.shape[0]
-    for w in range(nt):
-        total += state[w, 1]
-    res = np.empty((total, 2), np.int64)
-    res[:first.shape[0]] = first
-    at = first.shape[0]
-    for w in range(nt):
-        kw = state[w, 1]
-        res[at:at + kw] = out[w, :kw]
-        at += kw
-    return res
+    return first, work.out, state

@@ -447,7 +447,7 @@ class AABBTree(SpatialIndex):
                 return self._run_query(pr.pairs_of_slots, self._rules, slots,
                                        selection(self.capacity, slots), margin)
         sel = selection(self.capacity, slots)
-        return snapshot_pairs(self._snapshot(sel), margin, sel)
+        return snapshot_pairs(self._snapshot(sel), margin, sel, self._snapshots)
 
     def _snapshot(self, sel: np.ndarray) -> TreePairSnapshot:
         """The tree packed for the pair descent (``pr.build_snapshot``, as a query: the frame's

@@ -309,7 +309,7 @@ class ViewDistanceTree(SpatialIndex):
             if slots.shape[0] * per_object < self._count:
                 return pr.pairs_of_slots(*args, slots, selection(self.capacity, slots), margin)
         sel = selection(self.capacity, slots)
-        return snapshot_pairs(self._snapshot(sel), margin, sel)
+        return snapshot_pairs(self._snapshot(sel), margin, sel, self._snapshots)
 
     def _snapshot(self, sel: np.ndarray) -> TreePairSnapshot:
         """The tree packed for the pair descent (``pr.build_snapshot``), in this index's kept
