@@ -74,8 +74,12 @@ class AABBTree(SpatialIndex):
     #: With ids, one descent per given object while they are fewer than objects / this;
     #: otherwise the whole-tree descent with the ids as a filter.
     pairs_per_object_ratio = 12
-    #: The upkeep's budget per call: objects of the nodes it refits or splits.
-    upkeep_objects = 1 << 14
+    #: The upkeep's budget per call: objects of the nodes it refits or splits. A turn onto
+    #: unsplit leaves keeps the upkeep at its budget every frame (a split costs 30-75 ns an
+    #: object, the scan of an unsplit leaf 0.3-0.8), so the budget sets what a turning frame
+    #: costs: 16,384 gave the static million's `turn` 1.6-1.9 ms frames against 1.3-1.6 at
+    #: 8,192, with every other pattern and workload within noise (docs/bench-index.md).
+    upkeep_objects = 1 << 13
     #: A first query (of a tree never split) noting overfull leaves of more objects than
     #: this catches up. A split tree's queries no longer do: a catch-up of 65,536 objects
     #: inside a query took 2-3 ms against a 0.7 ms query, the stalls that put the frames'
