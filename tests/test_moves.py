@@ -245,3 +245,48 @@ def test_whole_scene_with_radii_beyond_float32_is_clamped(kind):
         idx.update(ids, c, rad)
         oracle.update(ids, c, rad)
         _check(idx, oracle, rng)
+
+
+@pytest.mark.parametrize("kind", ["brute", "chunks", "kd"])
+def test_whole_scene_after_spawns_is_clamped_and_refuses_a_repeat(kind):
+    """Every object in id order right after a removal and an insert (last frame's positions no
+    longer hold: the pass that looks each id up, whose float32 casts are plain and clamped
+    after), one centre beyond float32's range: the copy is clamped and every answer exact; the
+    same batch with one id twice (so no longer rising) is refused and changes nothing. The kd
+    tree moves its flat copy (every object moving)."""
+    rng = np.random.default_rng(5)
+    n = 5000
+    ids, c, idx, oracle = _scene(kind, n, rng)
+    next_id = n
+    for step in range(5):
+        gone = np.sort(rng.choice(ids, 10, replace=False))
+        idx.remove(gone)
+        oracle.remove(gone)
+        ids = np.setdiff1d(ids, gone)
+        new = np.arange(next_id, next_id + 10, dtype=np.int64)
+        next_id += 10
+        cn = rng.uniform(0, 100, (10, 3))
+        idx.insert(new, cn, np.full(10, 1.0))
+        oracle.insert(new, cn, np.full(10, 1.0))
+        ids = np.concatenate([ids, new])
+        c = np.vstack([c, cn])[: next_id] if c.shape[0] < next_id else c
+        c[new] = cn
+        c[ids] += rng.normal(size=(ids.shape[0], 3))
+        if step == 2:
+            c[ids[7]] = (1e300, -1e300, 5.0)
+        if step == 3:
+            c[ids[7]] = (50.0, 50.0, 50.0)
+        idx.update(ids, c[ids])
+        oracle.update(ids, c[ids])
+        _check(idx, oracle, rng)
+        if kind == "kd" and step >= 1:
+            assert idx.is_flat
+            assert np.all(np.abs(idx._flat.s32.x[idx._alive]) <= 1e38)
+        twice = ids.copy()
+        twice[-1] = twice[-2]  # a repeat at the end: the ids no longer rise
+        before = [a.copy() for a in idx.get(ids)]
+        with pytest.raises(ValueError):
+            idx.update(twice, c[twice] + 1.0)
+        for a, b in zip(idx.get(ids), before, strict=True):
+            assert np.array_equal(a, b)
+        _check(idx, oracle, rng)

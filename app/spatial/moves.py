@@ -426,6 +426,12 @@ def write_every(ids, centers, radii, vdist, tables, seen, pos, pos_slot, rec: Sp
     1.22-1.37 ms with run-time flags; the brute force that checks nothing 0.6-0.9 ms). Only
     for every live object: then the spare holds every live value after the pass, and the
     caller swaps it with the store.
+
+    Ids that increase cannot repeat, so the loop only notes whether they do; a repeat is
+    looked for (``seen``) after it when they do not. Centres take plain float32 casts, and the
+    rows are clamped after (:func:`restore32`) when the largest exceeded ``F32_BIG``. The two
+    took the pass over 10^5 sorted ids from 0.50 to 0.39 ms (the same movers' run, which
+    finds no id, 0.35).
     """
     keys, vals, dense = tables
     n = ids.shape[0]
@@ -441,6 +447,8 @@ def write_every(ids, centers, radii, vdist, tables, seen, pos, pos_slot, rec: Sp
     vd32 = rec.s32.vd
     nd = dense.shape[0]
     ok = True
+    rising = True  # every id larger than the one before (then none repeats)
+    prev = np.iinfo(np.int64).min
     bx = by = bz = 0.0  # three running maxima: one chain of max() was the loop's bottleneck
     rad = 0.0
     for i in range(n):
@@ -456,10 +464,11 @@ def write_every(ids, centers, radii, vdist, tables, seen, pos, pos_slot, rec: Sp
         cz = centers[i, 2]
         good = (p >= 0) & _values_ok(cx, cy, cz, 0.0 if radii is None else radii[i],
                                      0.0 if vdist is None else vdist[i])
+        rising &= k > prev
+        prev = k
         if not good:
             ok = False
             continue
-        ok &= first_sight(seen, p)
         if pos_slot is None:  # noqa: SIM108 - a branch numba removes when compiling for None
             s = p
         else:
@@ -469,9 +478,9 @@ def write_every(ids, centers, radii, vdist, tables, seen, pos, pos_slot, rec: Sp
         spare_c[s, 0] = cx
         spare_c[s, 1] = cy
         spare_c[s, 2] = cz
-        x[p] = to32(cx)
-        y[p] = to32(cy)
-        z[p] = to32(cz)
+        x[p] = cx  # plain casts: clamped after the loop if any exceeded F32_BIG
+        y[p] = cy
+        z[p] = cz
         bx = max(bx, abs(cx))
         by = max(by, abs(cy))
         bz = max(bz, abs(cz))
@@ -482,11 +491,18 @@ def write_every(ids, centers, radii, vdist, tables, seen, pos, pos_slot, rec: Sp
         if vdist is not None:
             spare_v[s] = vdist[i]
             vd32[p] = to32(vdist[i])
-    seen[:] = 0  # (a bit per live object's slot: smaller than the pass over pos it saves)
+    if ok and not rising:  # ids out of order: look for a repeat
+        for i in range(n):
+            ok &= first_sight(seen, pos[i])
+        seen[:] = 0  # (a bit per live object's slot: smaller than a pass over pos)
+    big = max(bx, by, bz)
     if not ok:
         restore32(pos, rec.pos_slot, rec.store_c, rec.store_r, rec.store_v, rec.s32,
                   radii is not None, vdist is not None)
-    return ok, max(bx, by, bz), rad
+    elif big > F32_BIG:  # a plain cast overflowed: the rows again, clamped
+        restore32(pos, rec.pos_slot, spare_c, spare_r, spare_v, rec.s32, radii is not None,
+                  vdist is not None)
+    return ok, big, rad
 
 
 def carried(batch: UpdateBatch) -> tuple[bool, bool]:
