@@ -251,9 +251,9 @@ def test_whole_scene_with_radii_beyond_float32_is_clamped(kind):
 def test_whole_scene_after_spawns_is_clamped_and_refuses_a_repeat(kind):
     """Every object in id order right after a removal and an insert (last frame's positions no
     longer hold: the pass that looks each id up, whose float32 casts are plain and clamped
-    after), one centre beyond float32's range: the copy is clamped and every answer exact; the
-    same batch with one id twice (so no longer rising) is refused and changes nothing. The kd
-    tree moves its flat copy (every object moving)."""
+    after), one centre and then one radius beyond float32's range: the copy is clamped and
+    every answer exact; the same batch with one id twice (so no longer rising) is refused and
+    changes nothing. The kd tree moves its flat copy (every object moving)."""
     rng = np.random.default_rng(5)
     n = 5000
     ids, c, idx, oracle = _scene(kind, n, rng)
@@ -276,12 +276,20 @@ def test_whole_scene_after_spawns_is_clamped_and_refuses_a_repeat(kind):
             c[ids[7]] = (1e300, -1e300, 5.0)
         if step == 3:
             c[ids[7]] = (50.0, 50.0, 50.0)
-        idx.update(ids, c[ids])
-        oracle.update(ids, c[ids])
+        if step == 4:  # radii in the batch, one beyond float32's range
+            rad = np.full(ids.shape[0], 1.0)
+            rad[5] = 1e300
+            idx.update(ids, c[ids], rad)
+            oracle.update(ids, c[ids], rad)
+        else:
+            idx.update(ids, c[ids])
+            oracle.update(ids, c[ids])
         _check(idx, oracle, rng)
         if kind == "kd" and step >= 1:
             assert idx.is_flat
-            assert np.all(np.abs(idx._flat.s32.x[idx._alive]) <= 1e38)
+            live = idx._alive
+            assert np.all(np.abs(idx._flat.s32.x[live]) <= 1e38)
+            assert np.all(np.abs(idx._flat.s32.r[live]) <= 1e38)
         twice = ids.copy()
         twice[-1] = twice[-2]  # a repeat at the end: the ids no longer rise
         before = [a.copy() for a in idx.get(ids)]
