@@ -186,10 +186,11 @@ def test_snapshot_layout(which):
     idx.validate()
 
 
-@pytest.mark.parametrize("n", [1, 2, 31, 5000])
+@pytest.mark.parametrize("n", [1, 2, 31, 5000, tp.SORT_PARALLEL_MIN + 7])
 def test_morton_sort_orders_rows_stably_and_keeps_every_row(n):
     """The Morton sort of a range: the same rows (sphere and slot together), codes not
-    decreasing, rows of equal codes in their first order; rows outside the range untouched."""
+    decreasing, rows of equal codes in their first order; rows outside the range untouched
+    (the last size takes the blocks on every thread)."""
     rng = np.random.default_rng(n)
     total = n + 7
     pts = np.empty((total, 4))

@@ -334,6 +334,114 @@ def _spread_table() -> np.ndarray:
 _SPREAD = _spread_table()
 
 
+#: Rows from which the Morton sort's row-wise passes (bounds, codes, the gather, the copy
+#: back) run in blocks on every thread; a shorter list is sorted on the calling thread (waking
+#: the workers costs ~0.2 ms a loop, and the AABB tree refines many short lists).
+SORT_PARALLEL_MIN = PARALLEL_MIN
+#: Blocks the row-wise passes of a long list are cut into (dealt to the threads by prange).
+SORT_BLOCKS = 16
+
+
+@njit(cache=True, _nrt=False)
+def _bounds_rows(pts, p0: int, p1: int, out, b: int) -> None:
+    """out[b] = (lowest x, y, z, highest x, y, z) of the centres of rows [p0, p1)."""
+    lx = ly = lz = np.inf
+    hx = hy = hz = -np.inf
+    for p in range(p0, p1):
+        x = pts[p, 0]
+        y = pts[p, 1]
+        z = pts[p, 2]
+        lx = min(lx, x)
+        ly = min(ly, y)
+        lz = min(lz, z)
+        hx = max(hx, x)
+        hy = max(hy, y)
+        hz = max(hz, z)
+    out[b, 0] = lx
+    out[b, 1] = ly
+    out[b, 2] = lz
+    out[b, 3] = hx
+    out[b, 4] = hy
+    out[b, 5] = hz
+
+
+@njit(cache=True, _nrt=False)
+def _key_rows(pts, r0: int, t0: int, t1: int, grid, key, count, b: int) -> None:
+    """Keys (code << 32 | t) of rows r0 + [t0, t1) on the grid (lowest x, y, z, then the
+    scale to 0..1023 per axis), and the sizes of their three digits into count[b]."""
+    spread = _SPREAD
+    lx, ly, lz, sx, sy, sz = grid[0], grid[1], grid[2], grid[3], grid[4], grid[5]
+    for t in range(t0, t1):
+        p = r0 + t
+        c = (spread[min(int((pts[p, 0] - lx) * sx), 1023)]
+             | (spread[min(int((pts[p, 1] - ly) * sy), 1023)] << 1)
+             | (spread[min(int((pts[p, 2] - lz) * sz), 1023)] << 2))
+        key[t] = (c << 32) | t
+        count[b, 0, (c & 1023) + 1] += 1
+        count[b, 1, ((c >> 10) & 1023) + 1] += 1
+        count[b, 2, ((c >> 20) & 1023) + 1] += 1
+
+
+@njit(cache=True, _nrt=False)
+def _gather_rows(key, pts, slot, moved, code, r0: int, t0: int, t1: int) -> None:
+    """Sorted place t in [t0, t1): its row's sphere into moved[t], its slot into key[t] (read
+    first), its code into code[t]."""
+    for t in range(t0, t1):
+        v = key[t]
+        o = r0 + (v & 0xFFFFFFFF)
+        for a in range(4):
+            moved[t, a] = pts[o, a]
+        key[t] = slot[o]
+        code[t] = v >> 32
+
+
+@njit(cache=True, _nrt=False)
+def _copy_back(moved, slots, pts, slot, r0: int, t0: int, t1: int) -> None:
+    """Sorted places [t0, t1) back into rows r0 + t."""
+    for t in range(t0, t1):
+        for a in range(4):
+            pts[r0 + t, a] = moved[t, a]
+        slot[r0 + t] = slots[t]
+
+
+@njit(cache=True, inline="always")
+def _block(n: int, nb: int, b: int) -> tuple[int, int]:
+    """Block b of nb over [0, n)."""
+    return n * b // nb, n * (b + 1) // nb
+
+
+@njit(cache=True, parallel=True)
+def _bounds_blocks(pts, r0: int, n: int, out) -> None:
+    nb = out.shape[0]
+    for b in prange(nb):
+        t0, t1 = _block(n, nb, b)
+        _bounds_rows(pts, r0 + t0, r0 + t1, out, b)
+
+
+@njit(cache=True, parallel=True)
+def _key_blocks(pts, r0: int, n: int, grid, key, count) -> None:
+    nb = count.shape[0]
+    for b in prange(nb):
+        t0, t1 = _block(n, nb, b)
+        _key_rows(pts, r0, t0, t1, grid, key, count, b)
+
+
+@njit(cache=True, parallel=True)
+def _gather_blocks(key, pts, slot, moved, code, r0: int, nb: int) -> None:
+    n = key.shape[0]
+    for b in prange(nb):
+        t0, t1 = _block(n, nb, b)
+        _gather_rows(key, pts, slot, moved, code, r0, t0, t1)
+
+
+@njit(cache=True, parallel=True)
+def _copy_blocks(moved, slots, pts, slot, r0: int, nb: int) -> None:
+    n = moved.shape[0]
+    for b in prange(nb):
+        t0, t1 = _block(n, nb, b)
+        _copy_back(moved, slots, pts, slot, r0, t0, t1)
+
+
 @njit(cache=True)
 def _morton_sort(pts, slot, r0: int, r1: int, mem: SnapshotMemory):
     """Reorder packed rows [r0, r1) along the Morton curve of their centres: 10 bits per axis
@@ -344,33 +452,33 @@ def _morton_sort(pts, slot, r0: int, r1: int, mem: SnapshotMemory):
     writes them to 1,024 running outputs. Sorting an order array and reading
     ``code[order[t]]`` instead was a cache miss per row per pass once the codes outgrew the
     cache (10^6 rows: 110-140 ms of a 180 ms snapshot); numba's argsort, a quicksort, was
-    slower still (80 % of refining an unbounded list of 10^5 objects)."""
+    slower still (80 % of refining an unbounded list of 10^5 objects). From
+    ``SORT_PARALLEL_MIN`` rows the passes row by row run in blocks on every thread; the
+    radix passes stay on one."""
     n = r1 - r0
-    lo = np.full(3, np.inf)
-    hi = np.full(3, -np.inf)
-    for p in range(r0, r1):
-        for a in range(3):
-            lo[a] = min(lo[a], pts[p, a])
-            hi[a] = max(hi[a], pts[p, a])
-    scale = np.zeros(3)
+    nb = SORT_BLOCKS if n >= SORT_PARALLEL_MIN else 1
+    bounds = np.empty((nb, 6))
+    if nb > 1:
+        _bounds_blocks(pts, r0, n, bounds)
+    else:
+        _bounds_rows(pts, r0, r1, bounds, 0)
+    grid = np.zeros(6)  # lowest x, y, z, then the scale to 0..1023 per axis
     for a in range(3):
-        if hi[a] > lo[a]:
-            scale[a] = 1023.0 / (hi[a] - lo[a])
-    lx, ly, lz = lo[0], lo[1], lo[2]
-    sx, sy, sz = scale[0], scale[1], scale[2]
-    spread = _SPREAD
+        lo = bounds[:, a].min()
+        hi = bounds[:, 3 + a].max()
+        grid[a] = lo
+        if hi > lo:
+            grid[3 + a] = 1023.0 / (hi - lo)
     key = mem.key[:n]
     tmp = mem.spare[:n]
-    count = np.zeros((3, 1025), np.int64)  # one pass counts the three digits' sizes
-    for t in range(n):
-        p = r0 + t
-        c = (spread[min(int((pts[p, 0] - lx) * sx), 1023)]
-             | (spread[min(int((pts[p, 1] - ly) * sy), 1023)] << 1)
-             | (spread[min(int((pts[p, 2] - lz) * sz), 1023)] << 2))
-        key[t] = (c << 32) | t
-        count[0, (c & 1023) + 1] += 1
-        count[1, ((c >> 10) & 1023) + 1] += 1
-        count[2, ((c >> 20) & 1023) + 1] += 1
+    counts = np.zeros((nb, 3, 1025), np.int64)  # one pass counts the three digits' sizes
+    if nb > 1:
+        _key_blocks(pts, r0, n, grid, key, counts)
+    else:
+        _key_rows(pts, r0, 0, n, grid, key, counts, 0)
+    count = counts[0]
+    for b in range(1, nb):
+        count += counts[b]
     for d in range(3):
         for b in range(1024):
             count[d, b + 1] += count[d, b]
@@ -383,15 +491,12 @@ def _morton_sort(pts, slot, r0: int, r1: int, mem: SnapshotMemory):
         key, tmp = tmp, key
     moved = mem.moved[:n]
     code = tmp  # (free after the last pass); each key's place then takes its row's slot
-    for t in range(n):
-        v = key[t]
-        o = r0 + (v & 0xFFFFFFFF)
-        for a in range(4):
-            moved[t, a] = pts[o, a]
-        key[t] = slot[o]
-        code[t] = v >> 32
-    pts[r0:r1] = moved
-    slot[r0:r1] = key
+    if nb > 1:
+        _gather_blocks(key, pts, slot, moved, code, r0, nb)
+        _copy_blocks(moved, key, pts, slot, r0, nb)
+    else:
+        _gather_rows(key, pts, slot, moved, code, r0, 0, n)
+        _copy_back(moved, key, pts, slot, r0, 0, n)
     return code
 
 
