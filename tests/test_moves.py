@@ -17,6 +17,17 @@ STEPS = ("again", "again", "again", "subset", "shuffled", "sized", "insert", "re
          "big")
 
 
+def _insert_new(idx, oracle: Oracle, first: int, k: int, radius: float,
+                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """k new objects (ids from ``first``, radius ``radius``) into the index and the oracle:
+    (their ids, their centres)."""
+    new = np.arange(first, first + k, dtype=np.int64)
+    cn = rng.uniform(0, 100, (k, 3))
+    idx.insert(new, cn, np.full(k, radius))
+    oracle.insert(new, cn, np.full(k, radius))
+    return new, cn
+
+
 def _check(idx, oracle: Oracle, rng: np.random.Generator) -> None:
     idx.validate()
     eye = rng.uniform(20, 80, 3)
@@ -57,11 +68,8 @@ def test_repeated_movers_stay_exact_and_refuse_bad_batches(kind, n, seed, steps)
         elif step == "again":
             movers = movers[np.isin(movers, ids)]
         elif step == "insert":
-            new = np.arange(next_id, next_id + 5, dtype=np.int64)
+            new, cn = _insert_new(idx, oracle, next_id, 5, 0.5, rng)
             next_id += 5
-            cn = rng.uniform(0, 100, (5, 3))
-            idx.insert(new, cn, np.full(5, 0.5))
-            oracle.insert(new, cn, np.full(5, 0.5))
             ids = np.concatenate([ids, new])
             c = np.vstack([c, np.zeros((5, 3))])
             c[new] = cn
@@ -263,11 +271,8 @@ def test_whole_scene_after_spawns_is_clamped_and_refuses_a_repeat(kind):
         idx.remove(gone)
         oracle.remove(gone)
         ids = np.setdiff1d(ids, gone)
-        new = np.arange(next_id, next_id + 10, dtype=np.int64)
+        new, cn = _insert_new(idx, oracle, next_id, 10, 1.0, rng)
         next_id += 10
-        cn = rng.uniform(0, 100, (10, 3))
-        idx.insert(new, cn, np.full(10, 1.0))
-        oracle.insert(new, cn, np.full(10, 1.0))
         ids = np.concatenate([ids, new])
         c = np.vstack([c, cn])[: next_id] if c.shape[0] < next_id else c
         c[new] = cn

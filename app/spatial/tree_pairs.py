@@ -357,12 +357,8 @@ def _bounds_rows(pts, p0: int, p1: int, out, b: int) -> None:
         hx = max(hx, x)
         hy = max(hy, y)
         hz = max(hz, z)
-    out[b, 0] = lx
-    out[b, 1] = ly
-    out[b, 2] = lz
-    out[b, 3] = hx
-    out[b, 4] = hy
-    out[b, 5] = hz
+    for a, v in enumerate((lx, ly, lz, hx, hy, hz)):
+        out[b, a] = v
 
 
 @njit(cache=True, _nrt=False)
