@@ -149,7 +149,7 @@ def test_bench_pairs_quick_cli(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     for peer in ("sweep", "sweep-mt", "all-pairs", "brute", "grid"):
         assert f" {peer} " in p.stdout, peer
-    assert "goal (issue 14)" in p.stdout
+    assert "goal (issue 14)" in p.stdout and "goal (issue 25)" in p.stdout
     lines = csv.read_text().splitlines()
     assert lines[0].startswith("distribution,n,subject,")
     rows = lines[1:]
@@ -182,3 +182,28 @@ def test_bench_pairs_bad_arguments(args, words, tmp_path):
     assert len(p.stderr.strip().splitlines()) == 1
     assert p.stdout == ""
     assert not list(tmp_path.iterdir())
+
+
+def test_tree_goal_lines_judge_the_slowest_tree_and_the_best_index():
+    """Issue 25's verdicts: the slowest tree against 0.5x the faster peer (a tree that failed
+    or answered wrongly misses it), the best exact index against 1.5x; sizes off the goal's
+    are not judged."""
+    from app.bench.pairs import PairsRow, tree_goal_lines
+
+    def row(subject, x, exact="yes", error="", n=100_000):
+        return PairsRow("uniform", n, subject, exact=exact, x_peer=x, error=error)
+
+    rows = [row("sweep-mt", 1.0), row("kd/leafy", 0.9), row("octree/non-leafy", 0.6),
+            row("viewdist", 1.6), row("kd/leafy", 0.2, n=1000)]
+    (line,) = tree_goal_lines(rows)
+    assert "slowest tree octree/non-leafy 0.60x -> PASS" in line
+    assert "best index viewdist 1.60x -> PASS" in line
+    rows[2] = row("octree/non-leafy", 0.4)
+    rows[3] = row("viewdist", 1.4)
+    (line,) = tree_goal_lines(rows)
+    assert "octree/non-leafy 0.40x -> MISS" in line and "viewdist 1.40x -> MISS" in line
+    rows[2] = row("octree/non-leafy", 3.0, exact="NO 1/3: step 0")
+    (line,) = tree_goal_lines(rows)
+    assert "slowest tree octree/non-leafy nanx -> MISS" in line
+    assert "best index viewdist 1.40x" in line  # (the inexact tree is not the best)
+    assert tree_goal_lines([row("kd/leafy", 0.9, n=400)]) == []

@@ -472,6 +472,41 @@ def goal_lines(rows: list[PairsRow], goal_sizes: tuple[int, ...] = (100_000, 1_0
     return out
 
 
+#: Issue 25's goals for the trees' collision broad-phase: every tree within 2x of the faster
+#: peer (no step of seconds), and the best index ahead of it by 1.5x.
+TREE_WITHIN = 0.5
+BEST_AHEAD = 1.5
+
+
+def tree_goal_lines(rows: list[PairsRow], goal_sizes: tuple[int, ...] = (100_000, 1_000_000)
+                    ) -> list[str]:
+    """Issue 25's goals per distribution at each goal size measured: the slowest of the
+    paper's trees against ``TREE_WITHIN`` and the best index against ``BEST_AHEAD`` (both as
+    the faster peer's step time over theirs, exact answers only)."""
+    from app.spatial import TREE_HEURISTICS
+
+    out = []
+    for dist in dict.fromkeys(r.dist for r in rows):
+        for n in sorted({r.n for r in rows if r.dist == dist} & set(goal_sizes)):
+            block = [r for r in rows if r.dist == dist and r.n == n
+                     and r.subject not in PEER_LABELS]
+            trees = [r for r in block if r.subject.split("/")[0] in TREE_HEURISTICS]
+            good = [r for r in block if r.ok and r.exact == "yes" and not math.isnan(r.x_peer)]
+            if not trees or not good:
+                out.append(f"{dist} n={n:,}: not measured")
+                continue
+            slow = min(trees, key=lambda r: r.x_peer if r in good else -1.0)
+            slow_x = slow.x_peer if slow in good else math.nan
+            best = max(good, key=lambda r: r.x_peer)
+            trees_ok = all(r in good for r in trees) and slow_x >= TREE_WITHIN
+            out.append(f"{dist} n={n:,}: slowest tree {slow.subject} {slow_x:.2f}x -> "
+                       f"{'PASS' if trees_ok else 'MISS'} (>= {TREE_WITHIN:g}x); best index "
+                       f"{best.subject} {best.x_peer:.2f}x -> "
+                       f"{'PASS' if best.x_peer >= BEST_AHEAD else 'MISS'} "
+                       f"(>= {BEST_AHEAD:g}x)")
+    return out
+
+
 def plot(rows: list[PairsRow], out_dir: str | Path) -> list[Path]:
     """One log-log PNG per distribution: step time against n, every subject."""
     import matplotlib
