@@ -150,6 +150,7 @@ def test_bench_pairs_quick_cli(tmp_path):
     for peer in ("sweep", "sweep-mt", "all-pairs", "brute", "grid"):
         assert f" {peer} " in p.stdout, peer
     assert "goal (issue 14)" in p.stdout and "goal (issue 25)" in p.stdout
+    assert "neither measured here" in p.stdout  # (400 and 1,200 objects: no verdict)
     lines = csv.read_text().splitlines()
     assert lines[0].startswith("distribution,n,subject,")
     rows = lines[1:]
