@@ -71,13 +71,21 @@ def _clock(kind: str) -> Callable[[], float]:
     return time.process_time if kind == "cpu" else time.perf_counter
 
 
-def _warm(factory: Callable[[], Any], use_vd: bool) -> None:
-    """Load or compile the kernels on a tiny instance, so no timing includes compilation:
-    insert, query, moves, and (errors left to the pattern that needs them) radii and view
-    distances in the batch, remove and insert of new ids."""
+#: Objects of the small warm-up, and of the big one: just past the sizes that switch paths
+#: (a batch of ``PARALLEL_MIN`` ids runs on both cores; from 4,096 objects moving two batches
+#: in a row the trees go flat). Warmed small only, the first full-size frame on such a path
+#: loaded its kernels inside the timed frames (chunks moving `fixed`: p99 1.63-1.70 ms against
+#: a 0.60-0.63 ms median; 1.02-1.06 warmed big too).
+WARM_SIZES = (300, PARALLEL_MIN + 1024)
+
+
+def _warm(factory: Callable[[], Any], use_vd: bool, n: int = WARM_SIZES[0]) -> None:
+    """Load or compile the kernels on an instance of ``n`` objects, so no timing includes
+    compilation: insert, query, moves (every object too, in id order, shuffled and with
+    radii), and (errors left to the pattern that needs them) radii and view distances in the
+    batch, remove and insert of new ids; last a small batch again (back to a tree's paths)."""
     rng = np.random.default_rng(0)
     idx = factory()
-    n = 300
     c = rng.random((n, 3)) * 50
     r = rng.uniform(0.3, 3, n)
     ids = np.arange(n, dtype=np.int64)
@@ -100,6 +108,8 @@ def _warm(factory: Callable[[], Any], use_vd: bool) -> None:
         idx.update(ids[:1], c[:1] + far)
         idx.query_frustum(planes, np.full(3, 25.0), use_vd)
     try:
+        idx.update(ids, c + 0.3, r, 40 * r if use_vd else None)
+        idx.query_frustum(planes, np.full(3, 25.0), use_vd)
         idx.update(ids[50:0:-1], c[50:0:-1] + 0.25, r[50:0:-1] * 1.01,
                    40 * r[50:0:-1] if use_vd else None)
         idx.remove(ids[200:210])
@@ -116,41 +126,6 @@ def _warm(factory: Callable[[], Any], use_vd: bool) -> None:
             idx.update(moving, c[moving] + 0.1 * k)
             idx.query_frustum(planes, np.full(3, 25.0), use_vd)
     except Exception:  # noqa: BLE001 - reported by the pattern that makes the same calls
-        pass
-
-
-def _warm_big(factory: Callable[[], Any], use_vd: bool) -> None:
-    """Load the kernels only big batches take, on an instance just past the sizes that switch
-    them: a batch of :data:`~app.parallelism.PARALLEL_MIN` ids (both cores), every object
-    moving two batches in a row (the trees' flat copy, from 4,096 objects), then a small batch
-    again (back to the tree). The small warm-ups stay below those sizes, and the first full-size
-    frame that took such a path loaded its kernels inside the timed frames (chunks moving
-    `fixed`: p99 1.63-1.70 ms against a 0.60-0.63 ms median; 1.02-1.06 with this)."""
-    rng = np.random.default_rng(1)
-    n = PARALLEL_MIN + 1024
-    c = rng.random((n, 3)) * 400.0
-    r = rng.uniform(0.3, 3, n)
-    vd = 40.0 * r if use_vd else None
-    ids = np.arange(n, dtype=np.int64)
-    from app.culling.frustum import camera_planes
-
-    eye = np.full(3, 200.0)
-    planes = camera_planes(eye, eye + np.array([1.0, 0.0, 0.0]), far=150.0)
-    try:
-        idx = factory()
-        idx.insert(ids, c, r, vd)
-        idx.query_frustum(planes, eye, use_vd)
-        perm = rng.permutation(n)
-        for step in (0.1, 0.2, 0.3):  # in id order, shuffled, then with radii
-            idx.update(ids, c + step)
-            idx.query_frustum(planes, eye, use_vd)
-            idx.update(ids[perm], c[perm] + step)
-            idx.query_frustum(planes, eye, use_vd)
-        idx.update(ids, c + 0.4, r, vd)
-        idx.query_frustum(planes, eye, use_vd)
-        idx.update(ids[:100], c[:100])  # few movers: back to the tree's paths
-        idx.query_frustum(planes, eye, use_vd)
-    except Exception:  # noqa: BLE001 - reported by the measured run of the same calls
         pass
 
 
@@ -347,7 +322,7 @@ def run_subject(wl: Workload, label: str, factory: Callable[[], Any], clock_kind
     try:
         _warm(factory, wl.use_vd)
         if warm_wl is not None:  # (not the rtree peer: its inserts are slow)
-            _warm_big(factory, wl.use_vd)
+            _warm(factory, wl.use_vd, WARM_SIZES[1])
             _warm_patterns(factory, warm_wl)
         idx = factory()
         ph = wl.phases[0]
