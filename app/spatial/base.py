@@ -219,7 +219,12 @@ class SpatialIndex(ObjectStore):
                 return np.zeros((0, 2), dtype=np.int64)
         if self._count < 2:
             return np.zeros((0, 2), dtype=np.int64)
-        return slot_pairs_to_ids(self._query_pairs(slots, m), self._ids)
+        return self._pair_ids(slots, m)
+
+    def _pair_ids(self, slots: np.ndarray | None, margin: float) -> np.ndarray:
+        """``_query_pairs``'s slot pairs as id pairs, the smaller first. The trees override it:
+        their descent on both cores writes ids while it joins the threads' outputs."""
+        return slot_pairs_to_ids(self._query_pairs(slots, margin), self._ids)
 
     def _query_pairs(self, slots: np.ndarray | None, margin: float) -> np.ndarray:
         """Slot pairs (K, 2) touching within ``margin``, each once (either order in a row);

@@ -690,6 +690,11 @@ def slot_pairs_to_ids(pairs: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return out
 
 
+def as_ids(pairs: np.ndarray, ids: np.ndarray | None) -> np.ndarray:
+    """Slot pairs as they are (``ids`` None) or as id pairs (:func:`slot_pairs_to_ids`)."""
+    return pairs if ids is None else slot_pairs_to_ids(pairs, ids)
+
+
 @njit(cache=True)
 def _slot_pairs_into(pairs: np.ndarray, ids: np.ndarray, out: np.ndarray) -> None:
     for k in range(pairs.shape[0]):
