@@ -686,7 +686,7 @@ def slot_pairs_to_ids(pairs: np.ndarray, ids: np.ndarray) -> np.ndarray:
     The output is numpy's (huge pages for a big one): allocated inside a kernel, the 32 MB of
     two million pairs cost a page fault every 4 KiB, 16-17 ms against 7 here."""
     out = np.empty((pairs.shape[0], 2), dtype=np.int64)
-    _slot_pairs_into(pairs, ids, out)
+    slot_pairs_into(pairs, ids, out)
     return out
 
 
@@ -696,7 +696,8 @@ def as_ids(pairs: np.ndarray, ids: np.ndarray | None) -> np.ndarray:
 
 
 @njit(cache=True)
-def _slot_pairs_into(pairs: np.ndarray, ids: np.ndarray, out: np.ndarray) -> None:
+def slot_pairs_into(pairs: np.ndarray, ids: np.ndarray, out: np.ndarray) -> None:
+    """Row k of ``out``: slot pair k as ids, the smaller first (``out`` as long as ``pairs``)."""
     for k in range(pairs.shape[0]):
         a = ids[pairs[k, 0]]
         b = ids[pairs[k, 1]]
