@@ -208,3 +208,9 @@ def test_tree_goal_lines_judge_the_slowest_tree_and_the_best_index():
     assert "slowest tree octree/non-leafy nanx -> MISS" in line
     assert "best index viewdist 1.40x" in line  # (the inexact tree is not the best)
     assert tree_goal_lines([row("kd/leafy", 0.9, n=400)]) == []
+    # --only without a tree: the best index is still judged; no index measured: not measured
+    (line,) = tree_goal_lines([row("sweep-mt", 1.0), row("viewdist", 1.6)])
+    assert "no tree measured" in line and "best index viewdist 1.60x -> PASS" in line
+    (line,) = tree_goal_lines([row("sweep-mt", 1.0), row("viewdist", 1.6, exact="NO 1/3")])
+    assert "none answered exactly -> MISS" in line
+    assert tree_goal_lines([row("sweep-mt", 1.0)]) == ["uniform n=100,000: not measured"]

@@ -492,19 +492,27 @@ def tree_goal_lines(rows: list[PairsRow], goal_sizes: tuple[int, ...] = (100_000
                      and r.subject not in PEER_LABELS]
             trees = [r for r in block if r.subject.split("/")[0] in TREE_HEURISTICS]
             good = [r for r in block if r.ok and r.exact == "yes" and not math.isnan(r.x_peer)]
-            if not trees or not good:
+            if not block:
                 out.append(f"{dist} n={n:,}: not measured")
                 continue
-            # A tree that failed or answered wrongly counts as the slowest, at NaN (a MISS).
-            slow = min(trees, key=lambda r: r.x_peer if r in good else -1.0)
-            slow_x = slow.x_peer if slow in good else math.nan
-            best = max(good, key=lambda r: r.x_peer)
-            out.append(f"{dist} n={n:,}: slowest tree {slow.subject} {slow_x:.2f}x -> "
-                       f"{'PASS' if slow_x >= TREE_WITHIN else 'MISS'} (>= {TREE_WITHIN:g}x); "
-                       f"best index "
-                       f"{best.subject} {best.x_peer:.2f}x -> "
-                       f"{'PASS' if best.x_peer >= BEST_AHEAD else 'MISS'} "
-                       f"(>= {BEST_AHEAD:g}x)")
+            parts = []
+            if trees:
+                # A tree that failed or answered wrongly counts as the slowest, at NaN (a MISS).
+                slow = min(trees, key=lambda r: r.x_peer if r in good else -1.0)
+                slow_x = slow.x_peer if slow in good else math.nan
+                parts.append(f"slowest tree {slow.subject} {slow_x:.2f}x -> "
+                             f"{'PASS' if slow_x >= TREE_WITHIN else 'MISS'} "
+                             f"(>= {TREE_WITHIN:g}x)")
+            else:
+                parts.append("no tree measured (--only)")
+            if good:
+                best = max(good, key=lambda r: r.x_peer)
+                parts.append(f"best index {best.subject} {best.x_peer:.2f}x -> "
+                             f"{'PASS' if best.x_peer >= BEST_AHEAD else 'MISS'} "
+                             f"(>= {BEST_AHEAD:g}x)")
+            else:
+                parts.append("best index: none answered exactly -> MISS")
+            out.append(f"{dist} n={n:,}: " + "; ".join(parts))
     return out
 
 
