@@ -342,15 +342,39 @@ SORT_PARALLEL_MIN = PARALLEL_MIN
 SORT_BLOCKS = 16
 
 
+# The per-object loops (the Morton sort's row passes, the descent's tests) read the packed
+# rows as one flat array (``flat``: pts.reshape, made once per sort or descent) at unsigned
+# offsets 4 * row + axis, and write their outputs the same way: indexed pts[p, a], the row
+# stride is a run-time value to the compiler and every index is checked for wrapping below
+# zero. That took a sixth of the descent (serial, 10^5 objects: uniform 15.0 -> 12.8 ms,
+# clustered 17.5 -> 14.9) and of the sort (10^6 clustered: 32-33 -> 27-28 ms); the
+# arithmetic is unchanged, and so is every answer. Reshaping inside each helper instead
+# called numba's reshape routine at every call and was slower than before.
+
+@njit(cache=True, inline="always")
+def _row(p) -> np.uint64:
+    """Offset of packed row p's x in the flat rows (y, z, r follow)."""
+    return np.uint64(p) * np.uint64(4)
+
+
+@njit(cache=True, inline="always")
+def _sphere_at(flat, p: int) -> tuple[float, float, float, float]:
+    """Packed row p's sphere (x, y, z, r) from the flat rows."""
+    f = _row(p)
+    return flat[f], flat[f + np.uint64(1)], flat[f + np.uint64(2)], flat[f + np.uint64(3)]
+
+
+#: A digit's count row in the Morton sort: 1,024 digits and a leading zero for the prefix sums.
+_DIGITS = 1025
+
+
 @njit(cache=True, _nrt=False)
-def _bounds_rows(pts, p0: int, p1: int, out, b: int) -> None:
+def _bounds_rows(flat, p0: int, p1: int, out, b: int) -> None:
     """out[b] = (lowest x, y, z, highest x, y, z) of the centres of rows [p0, p1)."""
     lx = ly = lz = np.inf
     hx = hy = hz = -np.inf
     for p in range(p0, p1):
-        x = pts[p, 0]
-        y = pts[p, 1]
-        z = pts[p, 2]
+        x, y, z, _ = _sphere_at(flat, p)
         lx = min(lx, x)
         ly = min(ly, y)
         lz = min(lz, z)
@@ -362,42 +386,52 @@ def _bounds_rows(pts, p0: int, p1: int, out, b: int) -> None:
 
 
 @njit(cache=True, _nrt=False)
-def _key_rows(pts, r0: int, t0: int, t1: int, grid, key, count, b: int) -> None:
+def _key_rows(flat, r0: int, t0: int, t1: int, grid, key, count, b: int) -> None:
     """Keys (code << 32 | t) of rows r0 + [t0, t1) on the grid (lowest x, y, z, then the
-    scale to 0..1023 per axis), and the sizes of their three digits into count[b]."""
+    scale to 0..1023 per axis), and the sizes of their three digits into block b's three
+    count rows of ``count`` (flat: block, digit place, 1 + digit)."""
     spread = _SPREAD
     lx, ly, lz, sx, sy, sz = grid[0], grid[1], grid[2], grid[3], grid[4], grid[5]
+    c0 = np.uint64(3 * _DIGITS) * np.uint64(b) + np.uint64(1)
+    c1 = c0 + np.uint64(_DIGITS)
+    c2 = c1 + np.uint64(_DIGITS)
     for t in range(t0, t1):
-        p = r0 + t
-        c = (spread[min(int((pts[p, 0] - lx) * sx), 1023)]
-             | (spread[min(int((pts[p, 1] - ly) * sy), 1023)] << 1)
-             | (spread[min(int((pts[p, 2] - lz) * sz), 1023)] << 2))
-        key[t] = (c << 32) | t
-        count[b, 0, (c & 1023) + 1] += 1
-        count[b, 1, ((c >> 10) & 1023) + 1] += 1
-        count[b, 2, ((c >> 20) & 1023) + 1] += 1
+        x, y, z, _ = _sphere_at(flat, r0 + t)
+        c = (spread[min(int((x - lx) * sx), 1023)]
+             | (spread[min(int((y - ly) * sy), 1023)] << 1)
+             | (spread[min(int((z - lz) * sz), 1023)] << 2))
+        key[np.uint64(t)] = (c << 32) | t
+        count[c0 + np.uint64(c & 1023)] += 1
+        count[c1 + np.uint64((c >> 10) & 1023)] += 1
+        count[c2 + np.uint64((c >> 20) & 1023)] += 1
 
 
 @njit(cache=True, _nrt=False)
-def _gather_rows(key, pts, slot, moved, code, r0: int, t0: int, t1: int) -> None:
-    """Sorted place t in [t0, t1): its row's sphere into moved[t], its slot into key[t] (read
-    first), its code into code[t]."""
+def _gather_rows(key, flat, slot, moved, code, r0: int, t0: int, t1: int) -> None:
+    """Sorted place t in [t0, t1): its row's sphere into moved[t] (flat), its slot into
+    key[t] (read first), its code into code[t]."""
     for t in range(t0, t1):
-        v = key[t]
-        o = r0 + (v & 0xFFFFFFFF)
+        u = np.uint64(t)
+        v = key[u]
+        o = np.uint64(r0) + np.uint64(v & 0xFFFFFFFF)
+        f = o * np.uint64(4)
+        m = u * np.uint64(4)
         for a in range(4):
-            moved[t, a] = pts[o, a]
-        key[t] = slot[o]
-        code[t] = v >> 32
+            moved[m + np.uint64(a)] = flat[f + np.uint64(a)]
+        key[u] = slot[o]
+        code[u] = v >> 32
 
 
 @njit(cache=True, _nrt=False)
-def _copy_back(moved, slots, pts, slot, r0: int, t0: int, t1: int) -> None:
-    """Sorted places [t0, t1) back into rows r0 + t."""
+def _copy_back(moved, slots, flat, slot, r0: int, t0: int, t1: int) -> None:
+    """Sorted places [t0, t1) back into rows r0 + t (``moved`` and ``flat`` flat)."""
     for t in range(t0, t1):
+        u = np.uint64(t)
+        f = _row(r0 + t)
+        m = u * np.uint64(4)
         for a in range(4):
-            pts[r0 + t, a] = moved[t, a]
-        slot[r0 + t] = slots[t]
+            flat[f + np.uint64(a)] = moved[m + np.uint64(a)]
+        slot[np.uint64(r0) + u] = slots[u]
 
 
 @njit(cache=True, inline="always")
@@ -407,35 +441,34 @@ def _block(n: int, nb: int, b: int) -> tuple[int, int]:
 
 
 @njit(cache=True, parallel=True)
-def _bounds_blocks(pts, r0: int, n: int, out) -> None:
+def _bounds_blocks(flat, r0: int, n: int, out) -> None:
     nb = out.shape[0]
     for b in prange(nb):
         t0, t1 = _block(n, nb, b)
-        _bounds_rows(pts, r0 + t0, r0 + t1, out, b)
+        _bounds_rows(flat, r0 + t0, r0 + t1, out, b)
 
 
 @njit(cache=True, parallel=True)
-def _key_blocks(pts, r0: int, n: int, grid, key, count) -> None:
-    nb = count.shape[0]
+def _key_blocks(flat, r0: int, n: int, grid, key, count, nb: int) -> None:
     for b in prange(nb):
         t0, t1 = _block(n, nb, b)
-        _key_rows(pts, r0, t0, t1, grid, key, count, b)
+        _key_rows(flat, r0, t0, t1, grid, key, count, b)
 
 
 @njit(cache=True, parallel=True)
-def _gather_blocks(key, pts, slot, moved, code, r0: int, nb: int) -> None:
+def _gather_blocks(key, flat, slot, moved, code, r0: int, nb: int) -> None:
     n = key.shape[0]
     for b in prange(nb):
         t0, t1 = _block(n, nb, b)
-        _gather_rows(key, pts, slot, moved, code, r0, t0, t1)
+        _gather_rows(key, flat, slot, moved, code, r0, t0, t1)
 
 
 @njit(cache=True, parallel=True)
-def _copy_blocks(moved, slots, pts, slot, r0: int, nb: int) -> None:
-    n = moved.shape[0]
+def _copy_blocks(moved, slots, flat, slot, r0: int, nb: int) -> None:
+    n = slots.shape[0]
     for b in prange(nb):
         t0, t1 = _block(n, nb, b)
-        _copy_back(moved, slots, pts, slot, r0, t0, t1)
+        _copy_back(moved, slots, flat, slot, r0, t0, t1)
 
 
 @njit(cache=True)
@@ -453,11 +486,12 @@ def _morton_sort(pts, slot, r0: int, r1: int, mem: SnapshotMemory):
     radix passes stay on one."""
     n = r1 - r0
     nb = SORT_BLOCKS if n >= SORT_PARALLEL_MIN else 1
+    flat = pts.reshape(pts.size)  # (see _row)
     bounds = np.empty((nb, 6))
     if nb > 1:
-        _bounds_blocks(pts, r0, n, bounds)
+        _bounds_blocks(flat, r0, n, bounds)
     else:
-        _bounds_rows(pts, r0, r1, bounds, 0)
+        _bounds_rows(flat, r0, r1, bounds, 0)
     grid = np.zeros(6)  # lowest x, y, z, then the scale to 0..1023 per axis
     for a in range(3):
         lo = bounds[:, a].min()
@@ -467,32 +501,33 @@ def _morton_sort(pts, slot, r0: int, r1: int, mem: SnapshotMemory):
             grid[3 + a] = 1023.0 / (hi - lo)
     key = mem.key[:n]
     tmp = mem.spare[:n]
-    counts = np.zeros((nb, 3, 1025), np.int64)  # one pass counts the three digits' sizes
+    counts = np.zeros(nb * 3 * _DIGITS, np.int64)  # one pass counts the three digits' sizes
     if nb > 1:
-        _key_blocks(pts, r0, n, grid, key, counts)
+        _key_blocks(flat, r0, n, grid, key, counts, nb)
     else:
-        _key_rows(pts, r0, 0, n, grid, key, counts, 0)
-    count = counts[0]
+        _key_rows(flat, r0, 0, n, grid, key, counts, 0)
+    count = counts[:3 * _DIGITS].copy()
     for b in range(1, nb):
-        count += counts[b]
+        count += counts[3 * _DIGITS * b:3 * _DIGITS * (b + 1)]
     for d in range(3):
+        cd = count[d * _DIGITS:(d + 1) * _DIGITS]
         for b in range(1024):
-            count[d, b + 1] += count[d, b]
+            cd[b + 1] += cd[b]
         shift = 32 + 10 * d
         for t in range(n):
-            v = key[t]
-            b = (v >> shift) & 1023
-            tmp[count[d, b]] = v
-            count[d, b] += 1
+            v = key[np.uint64(t)]
+            b = np.uint64((v >> shift) & 1023)
+            tmp[np.uint64(cd[b])] = v
+            cd[b] += 1
         key, tmp = tmp, key
-    moved = mem.moved[:n]
+    moved = mem.moved[:n].reshape(4 * n)
     code = tmp  # (free after the last pass); each key's place then takes its row's slot
     if nb > 1:
-        _gather_blocks(key, pts, slot, moved, code, r0, nb)
-        _copy_blocks(moved, key, pts, slot, r0, nb)
+        _gather_blocks(key, flat, slot, moved, code, r0, nb)
+        _copy_blocks(moved, key, flat, slot, r0, nb)
     else:
-        _gather_rows(key, pts, slot, moved, code, r0, 0, n)
-        _copy_back(moved, key, pts, slot, r0, 0, n)
+        _gather_rows(key, flat, slot, moved, code, r0, 0, n)
+        _copy_back(moved, key, flat, slot, r0, 0, n)
     return code
 
 
@@ -614,27 +649,6 @@ def _gap(mag, i: int, j: int, margin: float) -> float:
 def _extent(box, i: int) -> float:
     """Sum of box row i's edge lengths (which of two subtrees to split)."""
     return (box[i, 3] - box[i, 0]) + (box[i, 4] - box[i, 1]) + (box[i, 5] - box[i, 2])
-
-
-# The per-object loops below read the packed rows as one flat array (``flat``: pts.reshape,
-# made once per descent) at unsigned offsets 4 * row + axis, and write the pending pairs
-# the same way: indexed pts[p, a], the row stride is a run-time value to the compiler and
-# every index is checked for wrapping below zero, which took a sixth of the descent
-# (serial, 10^5 objects: uniform 15.0 -> 12.8 ms, clustered 17.5 -> 14.9; the arithmetic
-# of each test is unchanged, so is every answer). Reshaping inside each helper instead
-# called numba's reshape routine per call and was slower than before.
-
-@njit(cache=True, inline="always")
-def _row(p) -> np.uint64:
-    """Offset of packed row p's x in the flat rows (y, z, r follow)."""
-    return np.uint64(p) * np.uint64(4)
-
-
-@njit(cache=True, inline="always")
-def _sphere_at(flat, p: int) -> tuple[float, float, float, float]:
-    """Packed row p's sphere (x, y, z, r) from the flat rows."""
-    f = _row(p)
-    return flat[f], flat[f + np.uint64(1)], flat[f + np.uint64(2)], flat[f + np.uint64(3)]
 
 
 @njit(cache=True, _nrt=False)
