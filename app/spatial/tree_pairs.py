@@ -211,15 +211,24 @@ def sum_children_sel(size, nsel_sub, i: int) -> int:
 
 @njit(cache=True, _nrt=False)
 def rows_box(pts, r0: int, r1: int, obox, i: int) -> None:
-    """obox[i] = the box of the packed spheres [r0, r1) (empty: +inf, -inf)."""
-    for a in range(3):
-        obox[i, a] = np.inf
-        obox[i, 3 + a] = -np.inf
+    """obox[i] = the box of the packed spheres [r0, r1) (empty: +inf, -inf). The bounds
+    run in locals, written once: accumulated in obox, every row loaded and stored all six
+    (the compiler cannot tell obox from pts)."""
+    lx = ly = lz = np.inf
+    hx = hy = hz = -np.inf
     for p in range(r0, r1):
+        x = pts[p, 0]
+        y = pts[p, 1]
+        z = pts[p, 2]
         r = pts[p, 3]
-        for a in range(3):
-            obox[i, a] = min(obox[i, a], pts[p, a] - r)
-            obox[i, 3 + a] = max(obox[i, 3 + a], pts[p, a] + r)
+        lx = min(lx, x - r)
+        ly = min(ly, y - r)
+        lz = min(lz, z - r)
+        hx = max(hx, x + r)
+        hy = max(hy, y + r)
+        hz = max(hz, z + r)
+    for a, v in enumerate((lx, ly, lz, hx, hy, hz)):
+        obox[i, a] = v
 
 
 @njit(cache=True, _nrt=False)
