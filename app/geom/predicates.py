@@ -85,6 +85,17 @@ def box_point_dist(lo: np.ndarray, hi: np.ndarray, x: float, y: float, z: float)
 
 
 @njit(cache=True, inline="always")
+def box_with_sphere(box: tuple, x: float, y: float, z: float, r: float) -> tuple:
+    """The box (lx, ly, lz, hx, hy, hz) grown to hold the bounds of sphere (x, y, z, r).
+    Scalars in and out: a loop keeps its box in registers (accumulated in an array, every
+    step loads and stores it, the compiler being unable to tell that array from the ones it
+    reads)."""
+    lx, ly, lz, hx, hy, hz = box
+    return (min(lx, x - r), min(ly, y - r), min(lz, z - r), max(hx, x + r), max(hy, y + r),
+            max(hz, z + r))
+
+
+@njit(cache=True, inline="always")
 def box_point_dist6(lx: float, ly: float, lz: float, hx: float, hy: float, hz: float,
                     x: float, y: float, z: float) -> float:
     """Distance from a point to the AABB [l, h] (0 inside)."""

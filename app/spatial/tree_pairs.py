@@ -45,7 +45,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from app.geom.predicates import box_point_dist6
+from app.geom.predicates import box_point_dist6, box_with_sphere
 from app.parallelism import PARALLEL_MIN, threads_for
 from app.spatial.pairs import as_ids, keep, new_pairs, push_pair, slot_pairs_into
 
@@ -211,24 +211,13 @@ def sum_children_sel(size, nsel_sub, i: int) -> int:
 
 @njit(cache=True, _nrt=False)
 def rows_box(pts, r0: int, r1: int, obox, i: int) -> None:
-    """obox[i] = the box of the packed spheres [r0, r1) (empty: +inf, -inf). The bounds
-    run in locals, written once: accumulated in obox, every row loaded and stored all six
-    (the compiler cannot tell obox from pts)."""
-    lx = ly = lz = np.inf
-    hx = hy = hz = -np.inf
+    """obox[i] = the box of the packed spheres [r0, r1) (empty: +inf, -inf), grown in
+    locals and written once (:func:`~app.geom.predicates.box_with_sphere`)."""
+    box = (np.inf, np.inf, np.inf, -np.inf, -np.inf, -np.inf)
     for p in range(r0, r1):
-        x = pts[p, 0]
-        y = pts[p, 1]
-        z = pts[p, 2]
-        r = pts[p, 3]
-        lx = min(lx, x - r)
-        ly = min(ly, y - r)
-        lz = min(lz, z - r)
-        hx = max(hx, x + r)
-        hy = max(hy, y + r)
-        hz = max(hz, z + r)
-    for a, v in enumerate((lx, ly, lz, hx, hy, hz)):
-        obox[i, a] = v
+        box = box_with_sphere(box, pts[p, 0], pts[p, 1], pts[p, 2], pts[p, 3])
+    for a in range(6):
+        obox[i, a] = box[a]
 
 
 @njit(cache=True, _nrt=False)
