@@ -109,14 +109,12 @@ def test_parallel_descent_equals_serial(seed, n, kind, nt, want, out_rows, stack
     margin = float(rng.uniform(0, 2))
     args = (sn, margin, sel)
     serial = tp._descend(*args)
-    got = tp.descend_parallel(*args, nt, want, out_rows, stack_rows)
-    assert got.dtype == np.int64 and got.shape == serial.shape, (got.shape, serial.shape)
-    assert np.array_equal(sorted_rows(np.sort(got, axis=1)), sorted_rows(np.sort(serial, axis=1)))
     # joined as ids (the contract's answer): the serial pairs through the same id map
     ids_of = rng.permutation(idx.capacity).astype(np.int64) * 3 + 1
-    as_ids = tp.descend_parallel(*args, nt, want, out_rows, stack_rows, None, ids_of)
-    assert (as_ids[:, 0] < as_ids[:, 1]).all()
-    assert np.array_equal(sorted_rows(as_ids), sorted_rows(slot_pairs_to_ids(serial, ids_of)))
+    got = tp.descend_parallel(*args, nt, want, out_rows, stack_rows, ids_of)
+    assert got.dtype == np.int64 and got.shape == serial.shape, (got.shape, serial.shape)
+    assert (got[:, 0] < got[:, 1]).all()
+    assert np.array_equal(sorted_rows(got), sorted_rows(slot_pairs_to_ids(serial, ids_of)))
 
 
 @pytest.mark.parametrize("kind", ["kd-leafy", "octree-leafy", "icoseptree", "viewdist"])

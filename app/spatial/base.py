@@ -199,7 +199,8 @@ class SpatialIndex(ObjectStore):
 
     # ---------------------------------------------------------- collision broad-phase (pairs)
 
-    #: Whether ``_query_pairs`` is the structure's own (False: the default sort-and-sweep).
+    #: Whether the pairs query (``_query_pairs``, or ``_pair_ids`` where an index answers in
+    #: ids) is the structure's own (False: the default sort-and-sweep).
     _pairs_structural: bool = False
 
     def query_pairs(self, ids: np.ndarray | None = None, margin: float = 0.0) -> np.ndarray:
@@ -222,8 +223,9 @@ class SpatialIndex(ObjectStore):
         return self._pair_ids(slots, m)
 
     def _pair_ids(self, slots: np.ndarray | None, margin: float) -> np.ndarray:
-        """``_query_pairs``'s slot pairs as id pairs, the smaller first. The trees override it:
-        their descent on both cores writes ids while it joins the threads' outputs."""
+        """Id pairs, the smaller first: ``_query_pairs``'s slot pairs mapped. The trees
+        override it instead of ``_query_pairs``: their descent on both cores writes ids while
+        it joins the threads' outputs."""
         return slot_pairs_to_ids(self._query_pairs(slots, margin), self._ids)
 
     def _query_pairs(self, slots: np.ndarray | None, margin: float) -> np.ndarray:

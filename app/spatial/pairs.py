@@ -4,7 +4,8 @@ The contract: every pair of live objects whose spheres are within ``margin`` of 
 ``|c_a - c_b| <= r_a + r_b + margin`` (:func:`pair_touch`, float64, the oracle's arithmetic),
 each pair once. Indexes answer in *slots*: ``SpatialIndex._query_pairs(slots, margin)`` returns
 an int64 ``(K, 2)`` array of slot pairs (any row order, either order inside a row); the public
-``query_pairs`` maps them to ids with ``a < b`` (:func:`slot_pairs_to_ids`).
+``query_pairs`` maps them to ids with ``a < b`` (:func:`slot_pairs_to_ids`). The trees answer
+in ids themselves (``_pair_ids``): their descent on both cores maps while it joins.
 
 What a structure's own pair query builds on:
 
@@ -688,11 +689,6 @@ def slot_pairs_to_ids(pairs: np.ndarray, ids: np.ndarray) -> np.ndarray:
     out = np.empty((pairs.shape[0], 2), dtype=np.int64)
     slot_pairs_into(pairs, ids, out)
     return out
-
-
-def as_ids(pairs: np.ndarray, ids: np.ndarray | None) -> np.ndarray:
-    """Slot pairs as they are (``ids`` None) or as id pairs (:func:`slot_pairs_to_ids`)."""
-    return pairs if ids is None else slot_pairs_to_ids(pairs, ids)
 
 
 @njit(cache=True)

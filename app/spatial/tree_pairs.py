@@ -47,7 +47,7 @@ from numba import njit, prange
 
 from app.geom.predicates import box_point_dist6, box_with_sphere
 from app.parallelism import PARALLEL_MIN, threads_for
-from app.spatial.pairs import as_ids, keep, new_pairs, push_pair, slot_pairs_into
+from app.spatial.pairs import keep, new_pairs, push_pair, slot_pairs_into, slot_pairs_to_ids
 
 _REL_PAD = 1e-9  # node pruning slack, relative to the magnitudes involved
 SMALL_SELF = 8  # a subtree of at most this many objects: all its pairs tested directly
@@ -920,10 +920,9 @@ SEEDS_PER_THREAD = 128
 
 
 def snapshot_pairs(sn: TreePairSnapshot, margin: float, sel: np.ndarray,
-                   arena: SnapshotArena | None = None,
-                   ids: np.ndarray | None = None) -> np.ndarray:
-    """Every touching pair of the snapshot's objects: slot pairs, int64 (K, 2), or with
-    ``ids`` (the store's id per slot) id pairs, the smaller first (the contract's answer).
+                   arena: SnapshotArena | None, ids: np.ndarray) -> np.ndarray:
+    """Every touching pair of the snapshot's objects as id pairs, the smaller first (``ids``:
+    the store's id per slot; the contract's answer), int64 (K, 2).
 
     ``sel``: the ids filter of :func:`app.spatial.pairs.selection` (empty: every pair). A
     snapshot of at least PARALLEL_PAIRS_MIN objects runs :func:`descend_parallel` on every
@@ -932,44 +931,29 @@ def snapshot_pairs(sn: TreePairSnapshot, margin: float, sel: np.ndarray,
     """
     n = sn.pts.shape[0]
     if n < PARALLEL_PAIRS_MIN:
-        return as_ids(_descend(sn, margin, sel), ids)
+        return slot_pairs_to_ids(_descend(sn, margin, sel), ids)
     with threads_for(n):
         nt = max(2, numba.get_num_threads())
         return descend_parallel(sn, margin, sel, nt, SEEDS_PER_THREAD * nt, n // nt + 1024,
-                                3 * STACK_SLACK, arena, ids)
+                                3 * STACK_SLACK, ids, arena)
 
 
 def descend_parallel(sn: TreePairSnapshot, margin: float, sel: np.ndarray, nt: int, want: int,
-                     out_rows: int, stack_rows: int,
-                     arena: SnapshotArena | None = None,
-                     ids: np.ndarray | None = None) -> np.ndarray:
+                     out_rows: int, stack_rows: int, ids: np.ndarray,
+                     arena: SnapshotArena | None = None) -> np.ndarray:
     """:func:`_descend_parallel` on ``nt`` threads, each with an output of at least
-    ``out_rows`` rows to start with (the arena's, grown and kept, when given), and their
-    pairs joined into one array: slot pairs, or with ``ids`` id pairs (:func:`_join_ids`).
-    The outputs and the answer are numpy's arrays: allocated inside a kernel, the 50-80 MB
-    of two million pairs cost a page fault every 4 KiB."""
+    ``out_rows`` rows to start with (the arena's, grown and kept, when given), their slot
+    pairs joined into one array of id pairs (:func:`_join_ids`). The outputs and the answer
+    are numpy's arrays: allocated inside a kernel, the 50-80 MB of two million pairs cost a
+    page fault every 4 KiB."""
     out = (arena.outputs(nt, out_rows) if arena is not None
            else np.empty((nt, max(1, out_rows), 2), np.int64))
     first, out, state = _descend_parallel(sn, margin, sel, out, want, stack_rows)
     if arena is not None:
         arena.keep_outputs(out)
     res = np.empty((first.shape[0] + int(state[:, 1].sum()), 2), np.int64)
-    if ids is None:
-        _join(first, out, state, res)
-    else:
-        _join_ids(first, out, state, ids, res)
+    _join_ids(first, out, state, ids, res)
     return res
-
-
-@njit(cache=True)
-def _join(first, out, state, res) -> None:
-    """``first``, then each thread's ``state[w, 1]`` pairs of ``out[w]``, into ``res``."""
-    res[:first.shape[0]] = first
-    at = first.shape[0]
-    for w in range(out.shape[0]):
-        kw = state[w, 1]
-        res[at:at + kw] = out[w, :kw]
-        at += kw
 
 
 #: Blocks each of :func:`_join_ids`'s sources is cut into (dealt to the threads by prange).
@@ -978,11 +962,12 @@ JOIN_BLOCKS = 4
 
 @njit(cache=True, parallel=True)
 def _join_ids(first, out, state, ids, res) -> None:
-    """:func:`_join` with each slot pair written as its ids, the smaller first
-    (:func:`app.spatial.pairs.slot_pairs_to_ids`'s loop), in blocks on every thread: the
-    answer in one pass. A join and then a separate mapping pass wrote two fresh arrays (a
-    page fault every 4 KiB each): 0.5 + 0.7 ms of a 10^5-object step (two hundred thousand
-    pairs) against 0.7-0.8 ms (0.45 on its own, out of the step)."""
+    """``first``, then each thread's ``state[w, 1]`` pairs of ``out[w]``, into ``res``, each
+    slot pair written as its ids, the smaller first (:func:`app.spatial.pairs.slot_pairs_to_ids`'s
+    loop), in blocks on every thread: the answer in one pass. A join of slot pairs and then a
+    separate mapping pass wrote two fresh arrays (a page fault every 4 KiB each): 0.5 + 0.7
+    ms of a 10^5-object step (two hundred thousand pairs) against 0.7-0.8 ms (0.45 on its own,
+    out of the step)."""
     nt = out.shape[0]
     at = np.empty(nt + 1, np.int64)  # where each source's pairs start in res
     at[0] = 0

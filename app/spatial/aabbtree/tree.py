@@ -27,7 +27,7 @@ from app.spatial.aabbtree.heuristics import (
 )
 from app.spatial.base import QueryResult, SpatialIndex
 from app.spatial.flat import FlatCopy
-from app.spatial.pairs import as_ids, selection
+from app.spatial.pairs import selection, slot_pairs_to_ids
 from app.spatial.tree_pairs import SnapshotArena, TreePairSnapshot, snapshot_pairs
 
 #: A catch-up bound no query reaches.
@@ -440,23 +440,20 @@ class AABBTree(SpatialIndex):
         return self._run_query(qu.query_ray, origin, direction, self._rules, self._count,
                                notes=True)
 
-    def _query_pairs(self, slots: np.ndarray | None, margin: float,
-                     ids: np.ndarray | None = None) -> np.ndarray:
+    def _pair_ids(self, slots: np.ndarray | None, margin: float) -> np.ndarray:
         """Self-collision descent of the tree (all pairs), or one descent per given object;
-        while flat, the sort-and-sweep. Slot pairs, or with ``ids`` (the store's id per
-        slot) id pairs, the smaller first."""
+        while flat, the sort-and-sweep. Id pairs, the smaller first: the descent on both
+        cores writes ids while it joins its threads' outputs."""
         if self._still_flat():
-            return as_ids(self._flat.pairs(self, slots, margin), ids)
+            return slot_pairs_to_ids(self._flat.pairs(self, slots, margin), self._ids)
         if slots is not None:
             slots = np.unique(slots)
             if slots.shape[0] * self.pairs_per_object_ratio < self._count:
-                return as_ids(self._run_query(pr.pairs_of_slots, self._rules, slots,
-                                              selection(self.capacity, slots), margin), ids)
+                found = self._run_query(pr.pairs_of_slots, self._rules, slots,
+                                        selection(self.capacity, slots), margin)
+                return slot_pairs_to_ids(found, self._ids)
         sel = selection(self.capacity, slots)
-        return snapshot_pairs(self._snapshot(sel), margin, sel, self._snapshots, ids)
-
-    def _pair_ids(self, slots: np.ndarray | None, margin: float) -> np.ndarray:
-        return self._query_pairs(slots, margin, self._ids)
+        return snapshot_pairs(self._snapshot(sel), margin, sel, self._snapshots, self._ids)
 
     def _snapshot(self, sel: np.ndarray) -> TreePairSnapshot:
         """The tree packed for the pair descent (``pr.build_snapshot``, as a query: the frame's

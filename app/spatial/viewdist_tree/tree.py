@@ -13,7 +13,7 @@ import numpy as np
 
 from app.geom.zpyramid import ZPyramid, occluder
 from app.spatial.base import QueryResult, SpatialIndex
-from app.spatial.pairs import as_ids, selection
+from app.spatial.pairs import selection, slot_pairs_to_ids
 from app.spatial.scan import (
     SCAN_PARALLEL_MIN,
     grown32,
@@ -300,23 +300,19 @@ class ViewDistanceTree(SpatialIndex):
                                                                      direction))
         return self._region(qu.RAY, q, 0.0)
 
-    def _query_pairs(self, slots: np.ndarray | None, margin: float,
-                     ids: np.ndarray | None = None) -> np.ndarray:
+    def _pair_ids(self, slots: np.ndarray | None, margin: float) -> np.ndarray:
         """Node-against-node descent of the tree (all pairs), or one descent per given
-        object. Slot pairs, or with ``ids`` (the store's id per slot) id pairs, the smaller
-        first."""
+        object. Id pairs, the smaller first: the descent on both cores writes ids while it
+        joins its threads' outputs."""
         args = (self._nodes, self._objs, self._packed, self._tree, self._spheres())
         if slots is not None:
             slots = np.unique(slots)
             per_object = self.pairs_per_object_ratio + self._scalar("inf_count") / 64
             if slots.shape[0] * per_object < self._count:
-                return as_ids(pr.pairs_of_slots(*args, slots, selection(self.capacity, slots),
-                                                margin), ids)
+                found = pr.pairs_of_slots(*args, slots, selection(self.capacity, slots), margin)
+                return slot_pairs_to_ids(found, self._ids)
         sel = selection(self.capacity, slots)
-        return snapshot_pairs(self._snapshot(sel), margin, sel, self._snapshots, ids)
-
-    def _pair_ids(self, slots: np.ndarray | None, margin: float) -> np.ndarray:
-        return self._query_pairs(slots, margin, self._ids)
+        return snapshot_pairs(self._snapshot(sel), margin, sel, self._snapshots, self._ids)
 
     def _snapshot(self, sel: np.ndarray) -> TreePairSnapshot:
         """The tree packed for the pair descent (``pr.build_snapshot``), in this index's kept
