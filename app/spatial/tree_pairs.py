@@ -23,9 +23,9 @@ ranges.
 A snapshot of at least ``PARALLEL_PAIRS_MIN`` objects (:data:`app.parallelism.PARALLEL_MIN`)
 is descended on every thread: self(root) is expanded breadth first into about a hundred seed
 tasks per thread (independent: together they are the serial descent's task tree, so every
-pair is found once), dealt out by size, and each thread descends its share with its own
-stack, pending buffer and output; the outputs are concatenated. Below it the serial driver
-runs (waking the workers costs ~0.2 ms).
+pair is found once), dealt out by their estimated work, and each thread descends its share
+with its own stack, pending buffer and output; the outputs are concatenated. Below it the
+serial driver runs (waking the workers costs ~0.2 ms).
 
 The helpers of a per-object descent on a live tree (:func:`given_sphere`,
 :func:`out_of_reach`, :func:`hit_if_partner`, :func:`push_hits`) are here too: both trees'
@@ -369,18 +369,12 @@ _DIGITS = 1025
 @njit(cache=True, _nrt=False)
 def _bounds_rows(flat, p0: int, p1: int, out, b: int) -> None:
     """out[b] = (lowest x, y, z, highest x, y, z) of the centres of rows [p0, p1)."""
-    lx = ly = lz = np.inf
-    hx = hy = hz = -np.inf
+    box = (np.inf, np.inf, np.inf, -np.inf, -np.inf, -np.inf)
     for p in range(p0, p1):
         x, y, z, _ = _sphere_at(flat, p)
-        lx = min(lx, x)
-        ly = min(ly, y)
-        lz = min(lz, z)
-        hx = max(hx, x)
-        hy = max(hy, y)
-        hz = max(hz, z)
-    for a, v in enumerate((lx, ly, lz, hx, hy, hz)):
-        out[b, a] = v
+        box = box_with_sphere(box, x, y, z, 0.0)  # (a centre: radius 0, x - 0.0 is x)
+    for a in range(6):
+        out[b, a] = box[a]
 
 
 @njit(cache=True, _nrt=False)
@@ -412,8 +406,8 @@ def _gather_rows(key, flat, slot, moved, code, r0: int, t0: int, t1: int) -> Non
         u = np.uint64(t)
         v = key[u]
         o = np.uint64(r0) + np.uint64(v & 0xFFFFFFFF)
-        f = o * np.uint64(4)
-        m = u * np.uint64(4)
+        f = _row(o)
+        m = _row(u)
         for a in range(4):
             moved[m + np.uint64(a)] = flat[f + np.uint64(a)]
         key[u] = slot[o]
@@ -426,7 +420,7 @@ def _copy_back(moved, slots, flat, slot, r0: int, t0: int, t1: int) -> None:
     for t in range(t0, t1):
         u = np.uint64(t)
         f = _row(r0 + t)
-        m = u * np.uint64(4)
+        m = _row(u)
         for a in range(4):
             flat[f + np.uint64(a)] = moved[m + np.uint64(a)]
         slot[np.uint64(r0) + u] = slots[u]
@@ -912,10 +906,11 @@ def _descend_steps(sn: TreePairSnapshot, margin: float, filtered: bool,
 
 #: Snapshots of at least this many objects run the descent on every thread (tests lower it).
 PARALLEL_PAIRS_MIN = PARALLEL_MIN
-#: Seed tasks per thread that the breadth-first expansion of the root aims at. The tasks are
-#: dealt by object count, which says little of a dense cluster's work: with 48 a thread, one
-#: thread of two got 10.2 ms of a clustered 10^5 descent and the other 5.6; with 128 about
-#: even (8.1 / 7.5 at 256), the parallel descent 11.7 -> 8.4 ms.
+#: Seed tasks per thread that the breadth-first expansion of the root aims at. Measured when
+#: the tasks were dealt by object count (before :func:`_seed_weights` weighed pairs by their
+#: overlap): with 48 a thread, one thread of two got 10.2 ms of a clustered 10^5 descent and
+#: the other 5.6; with 128 about even (8.1 / 7.5 at 256), the parallel descent 11.7 -> 8.4
+#: ms; on 28 Nov 256, 512 and 1,024 moved the balance by chance (not measured again since).
 SEEDS_PER_THREAD = 128
 
 
