@@ -215,14 +215,13 @@ def write_all_known(last: LastMovers, batch: UpdateBatch, store: Columns, spare:
     holds the new values of the columns the batch carries (the caller swaps them in).
     Rejected: the float32 copy is back as ``store`` says. Positions that run in order take
     the sequential kernels, whose plain float32 casts are clamped after if they overflowed."""
-    has_r, has_v = carried(batch)
+    radii, vdist = carried_columns(batch)
+    has_r, has_v = radii is not None, vdist is not None
     pos = last.pos
     if has_r or has_v:
         if last.run >= 0:
-            ok, big, rad = write_known_run_sized(batch.ids, batch.centers,
-                                                 batch.radii if has_r else None,
-                                                 batch.vdist if has_v else None, last.run,
-                                                 pos_id, spare, s32)
+            ok, big, rad = write_known_run_sized(batch.ids, batch.centers, radii, vdist,
+                                                 last.run, pos_id, spare, s32)
         else:
             ok, big, rad = write_known_sized(batch, pos, pos_id, pos_slot, spare, s32)
     elif last.run >= 0:
@@ -395,9 +394,7 @@ def write_batch(batch: UpdateBatch, pos, rec: SphereRecords):
     """Write a checked batch found at ``pos`` (:func:`write_rows` with the columns it
     carries). Returns (largest coordinate magnitude, largest radius written): the float32
     tolerances' bounds."""
-    has_r, has_v = carried(batch)
-    return write_rows(pos, batch.centers, batch.radii if has_r else None,
-                      batch.vdist if has_v else None,
+    return write_rows(pos, batch.centers, *carried_columns(batch),
                       None if rec.pos_slot.shape[0] == 0 else rec.pos_slot, rec)
 
 
@@ -512,6 +509,13 @@ def carried(batch: UpdateBatch) -> tuple[bool, bool]:
     """Whether ``batch`` carries radii, and view distances (an empty column: unchanged)."""
     n = batch.ids.shape[0]
     return batch.radii.shape[0] == n, batch.vdist.shape[0] == n
+
+
+def carried_columns(batch: UpdateBatch) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The batch's radii and view distances, each None where the batch leaves the column
+    alone: the compiled passes take None to compile that column's work out."""
+    has_r, has_v = carried(batch)
+    return batch.radii if has_r else None, batch.vdist if has_v else None
 
 
 def swapped(batch: UpdateBatch, store: Columns, spare: Columns) -> tuple[Columns, Columns]:
@@ -776,9 +780,7 @@ def move_every(batch: UpdateBatch, tables: tuple, seen: np.ndarray, pos: np.ndar
     ``brute`` instances on the same shuffled frames of 10^5, alternated six times: 0.62-0.66
     ms in place against 0.84-0.98 with spares; on moving `spawn` (ids in order) the two
     passes lost 0.05-0.07 ms (a second read of the batch), hence the choice."""
-    has_r, has_v = carried(batch)
-    radii = batch.radii if has_r else None
-    vdist = batch.vdist if has_v else None
+    radii, vdist = carried_columns(batch)
     slot_map = None if pos_slot.shape[0] == 0 else pos_slot
     rec = SphereRecords(pos_slot, *store, s32)
     if looks_sorted(batch.ids):
