@@ -89,6 +89,51 @@ def test_full_heap_stops_and_resumes_every_batch(name, leafy):
         idx.validate()
 
 
+@pytest.mark.parametrize("radii", [False, True])
+def test_update_writes_the_store_up_to_where_it_stops(radii):
+    """The update kernel writes each mover's store rows as it moves it: when the heap runs
+    out of room it stops before a mover with the rest of the batch unwritten (the resumed
+    call reads their old spheres from the store), and the index then finishes the batch."""
+    rng = np.random.default_rng(5)
+    n = 2000
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(-100, 100, (n, 3))
+    r = rng.uniform(0.1, 2.0, n)
+    idx = create_index("octree", leafy=True, split_threshold=6)
+    idx.insert(ids, c, r)
+    planes = camera_planes([0, 0, 0], [1, 0.2, 0.1], far=400)
+    idx.query_frustum(planes)
+    idx.maintain()
+    _tight(idx)
+    moving = rng.choice(ids, 400, replace=False)
+    slots = idx._idmap.lookup(moving)
+    before_c, before_r = idx._centers[slots].copy(), idx._radii[slots].copy()
+    # A hundred small moves (no room needed), then the rest into one corner: a block there
+    # fills up and the heap has no room for it.
+    new_c = np.concatenate([before_c[:100] + 1e-3, rng.normal(90.0, 1.0, (300, 3))])
+    new_r = rng.uniform(0.1, 2.0, 400) if radii else None
+    did, _ = kn.update_objects(idx._nodes, idx._objs, idx._spheres(), slots, new_c, new_r,
+                               None, idx._keep)
+    assert 0 < did < 400
+    assert np.array_equal(idx._centers[slots[:did]], new_c[:did])
+    assert np.array_equal(idx._centers[slots[did:]], before_c[did:])
+    assert np.array_equal(idx._radii[slots[did:]], before_r[did:])
+    if radii:
+        assert np.array_equal(idx._radii[slots[:did]], new_r[:did])
+    idx._make_room()
+    rest, _ = kn.update_objects(idx._nodes, idx._objs, idx._spheres(), slots[did:],
+                                new_c[did:], None if new_r is None else new_r[did:], None,
+                                idx._keep)
+    assert rest == 400 - did
+    idx.validate()
+    c[moving] = new_c
+    if radii:
+        r[moving] = new_r
+    oracle = Oracle()
+    oracle.insert(ids, c, r)
+    assert np.array_equal(np.sort(idx.query_frustum(planes).visible), oracle.frustum(planes))
+
+
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10**6), leafy=st.booleans(),
        name=st.sampled_from(["kd", "ternary", "octree", "icoseptree"]),

@@ -364,21 +364,43 @@ class AABBTree(SpatialIndex):
                                                   slots[done:], self._keep)), 0),
                          slots.shape[0])
 
+    def _apply_update(self, slots: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
+                      vd: np.ndarray | None) -> None:
+        """Our mode's tree moves a checked batch and writes the store in one pass
+        (``kernels.update_objects``); flat or in the paper mode, the store's swap first and
+        then :meth:`_on_update`."""
+        if self._flat is not None or self._lazy:
+            super()._apply_update(slots, centers, radii, vd)
+            return
+        centers = np.ascontiguousarray(centers)
+
+        def run(done: int) -> tuple[int, int]:
+            did, moved = kn.update_objects(self._nodes, self._objs, self._spheres(),
+                                           slots[done:], centers[done:],
+                                           None if radii is None else radii[done:],
+                                           None if vd is None else vd[done:], self._keep)
+            return int(did), int(moved)
+
+        self._moved(self._until_done(run, slots.shape[0]))
+
     def _on_update(self, slots: np.ndarray, old_centers: np.ndarray, old_radii: np.ndarray,
                    old_vdist: np.ndarray) -> None:
         if self._flat is not None:
             self._flat.copied(self, slots)
             return
         old_centers = np.ascontiguousarray(old_centers)
-        update = pp.paper_update_objects if self._lazy else kn.update_objects
 
         def run(done: int) -> tuple[int, int]:
             old = kn.Spheres(old_centers[done:], old_radii[done:], old_vdist[done:])
-            did, moved = update(self._nodes, self._objs, self._spheres(), slots[done:], old,
-                                self._keep)
+            did, moved = pp.paper_update_objects(self._nodes, self._objs, self._spheres(),
+                                                 slots[done:], old, self._keep)
             return int(did), int(moved)
 
-        self.last_moved = self._until_done(run, slots.shape[0])
+        self._moved(self._until_done(run, slots.shape[0]))
+
+    def _moved(self, changed_node: int) -> None:
+        """After a batch's moves: the count of objects that changed node, the frame's upkeep."""
+        self.last_moved = changed_node
         # After the moves, not before: the store already holds the new spheres, and a refit
         # on them before the tree has placed them could leave a parent's box short of them.
         self.maintain(self.upkeep_objects)
