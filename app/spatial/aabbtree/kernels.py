@@ -1043,27 +1043,40 @@ def remove_objects(nd, ob, sp, slots, rules) -> None:
     m = slots.shape[0]
     ahead = PREFETCH_AHEAD
     for i in range(m):
-        # A later object's lines: its slot's rows, then (its node and position in) its record,
-        # the record that will fill its place and its node's box.
+        # A later object's lines: its slot's (and, in the paper's mode, its store rows), then
+        # (its node and position in) its record, the record that will fill its place and its
+        # node's box.
         if i + ahead < m:
             t = slots[i + ahead]
             prefetch(node, t)
-            prefetch(centers, t)
-            prefetch(radii, t)
-            prefetch(vdist, t)
+            if lazy:
+                prefetch(centers, t)
+                prefetch(radii, t)
+                prefetch(vdist, t)
         if i + ahead // 2 < m:
             t = slots[i + ahead // 2]
             u = node[t]
             prefetch(rec, pos[t])
+            prefetch(vd, pos[t])
             prefetch(rec, start[u] + count[u] - 1)
             prefetch(slot, start[u] + count[u] - 1)
             prefetch(lo, u)
             prefetch(hi, u)
         s = slots[i]
         n = node[s]
-        cx, cy, cz, r = slot_sphere(centers, radii, s)
-        invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(n), cx, cy, cz, r, vdist[s], slack)
-        if cut_record(start, cap, count, slot, rec, vd, pos, n, pos[s]):
+        p = pos[s]
+        if lazy:  # the listing's exact extents
+            cx, cy, cz, r = slot_sphere(centers, radii, s)
+            v = vdist[s]
+        else:
+            # The record's sphere, widened to hold the exact one (record_bounds): the flush
+            # test only grows more cautious, and the store's three rows (a cache miss each
+            # at 10^6) are not read.
+            lx, ly, lz, hx, hy, hz, v = record_bounds(rec, vd, slot, centers, radii, vdist, p)
+            cx, cy, cz = (lx + hx) * 0.5, (ly + hy) * 0.5, (lz + hz) * 0.5
+            r = max(hx - cx, hy - cy, hz - cz)
+        invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(n), cx, cy, cz, r, v, slack)
+        if cut_record(start, cap, count, slot, rec, vd, pos, n, p):
             fit_block(nd, ob, n)
         node[s] = -1
         pos[s] = -1
