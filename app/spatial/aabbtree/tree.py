@@ -79,7 +79,10 @@ class AABBTree(SpatialIndex):
     #: object, the scan of an unsplit leaf 0.3-0.8), so the budget sets what a turning frame
     #: costs: 16,384 gave the static million's `turn` 1.6-1.9 ms frames against 1.3-1.6 at
     #: 8,192, with every other pattern and workload within noise (docs/bench-index.md).
-    upkeep_objects = 1 << 13
+    #: 4,096 since the update stopped reading the store's untouched columns: `turn` was then
+    #: the worst static pattern at 8,192 and is no longer at 4,096, viewdist within noise
+    #: (docs/trees-storage.md, 2026-11-28).
+    upkeep_objects = 1 << 12
     #: A first query (of a tree never split) noting overfull leaves of more objects than
     #: this catches up. A split tree's queries no longer do: a catch-up of 65,536 objects
     #: inside a query took 2-3 ms against a 0.7 ms query, the stalls that put the frames'
