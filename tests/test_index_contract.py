@@ -183,6 +183,19 @@ def test_the_same_batch_again_is_checked_and_follows_removals(label, name, kwarg
     with pytest.raises(ValueError):
         idx.update(movers, c[movers] + 1.0, np.full(40, -1.0))
     check()
+    # Others despawn and new objects take their slots: the batch's own ids are untouched
+    # (an index may keep their slots), and it moves them exactly.
+    others = np.setdiff1d(ids, movers)[:5]
+    idx.remove(others)
+    oracle.remove(others)
+    spawned = np.arange(1000, 1005, dtype=np.int64)
+    idx.insert(spawned, c[others], r[others])
+    oracle.insert(spawned, c[others], r[others])
+    for _ in range(2):
+        c[movers] += 0.5
+        idx.update(movers, c[movers])
+        oracle.update(movers, c[movers])
+        check()
     idx.remove(movers[:1])
     oracle.remove(movers[:1])
     with pytest.raises(ValueError, match=str(int(movers[0]))):

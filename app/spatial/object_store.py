@@ -22,7 +22,7 @@ from app.spatial.checks import is_f64, is_ids, name_ids, reject_repeats
 from app.spatial.idmap import IdMap, hash_lookup
 from app.spatial.pool import grown, grown_free_stack
 from app.spatial.prefetch import PREFETCH_AHEAD, prefetch, spread_out
-from app.spatial.seen import fit_bits, has_repeat, seen_bits
+from app.spatial.seen import fit_bits, has_repeat, seen_bits, shares_any
 
 
 @njit(cache=True, parallel=True)
@@ -324,8 +324,13 @@ class ObjectStore:
         return slots if _resolve_ids(ids, keys, vals, dense, self._seen_bits(), slots) else None
 
     def _drop(self, ids: np.ndarray, slots: np.ndarray) -> None:
-        """Free the slots of removed objects (the structure has forgotten them)."""
-        self._last_ids = None
+        """Free the slots of removed objects (the structure has forgotten them). The last
+        batch's slots stay valid unless one of them is freed (a later insert may take it):
+        a game that spawns and despawns while the same objects keep moving keeps its
+        batches' look-up-free path."""
+        if self._last_ids is not None and shares_any(self._seen_bits(), slots,
+                                                     self._last_slots):
+            self._last_ids = None
         self._idmap.delete(ids)
         _free_rows(slots, self._ids, self._alive, self._free, self._nfree)
         self._nfree += slots.shape[0]

@@ -52,3 +52,16 @@ def has_repeat(bits, slots) -> bool:
             break
     forget(bits, slots, n)
     return rep
+
+
+@njit(cache=True)
+def shares_any(bits, a, b) -> bool:
+    """Whether the distinct slots ``a`` and ``b`` have one in common (the bits are left
+    clear): ``a``'s bits set, ``b``'s looked up, ``a``'s words cleared."""
+    for i in range(a.shape[0]):
+        first_sight(bits, a[i])
+    common = False
+    for i in range(b.shape[0]):
+        common |= (bits[b[i] >> 6] >> np.uint64(b[i] & 63)) & np.uint64(1) != 0
+    forget(bits, a, a.shape[0])
+    return common
