@@ -388,6 +388,8 @@ class AABBTree(SpatialIndex):
 
     def _on_update(self, slots: np.ndarray, old_centers: np.ndarray, old_radii: np.ndarray,
                    old_vdist: np.ndarray) -> None:
+        """After the store's swap (see :meth:`_apply_update`): the flat copy's rows, or the
+        paper mode's ``UpdateNode`` with the old spheres."""
         if self._flat is not None:
             self._flat.copied(self, slots)
             return
