@@ -1140,6 +1140,8 @@ def update_objects(nd, ob, sp, slots, new_c, new_r, new_v, keep: int) -> tuple[i
         # reading both, 0.47 without): the radius is the record's, rounded up (the box test
         # and the flush test only grow more cautious), and an unchanged view distance
         # neither fails its node's bound nor leaves it. The slow path reads both exactly.
+        # (The row's reads and writes are written out, as moves.write_batch's are: a helper
+        # given the arrays counts their references at every mover.)
         ox = centers[s, 0]
         oy = centers[s, 1]
         oz = centers[s, 2]
