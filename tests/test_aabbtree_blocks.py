@@ -30,8 +30,8 @@ def _tight(idx) -> None:
     idx._objs = bl.repacked(idx._nodes, idx._objs, 0)
     ob = idx._objs
     top = int(ob.meta[bl.META_TOP])
-    idx._objs = ob._replace(slot=ob.slot[:top + 1].copy(), rec=ob.rec[:top + 1].copy(),
-                            vd=ob.vd[:top + 1].copy())
+    idx._objs = ob._replace(slot=ob.slot[:top + 1].copy(), ident=ob.ident[:top + 1].copy(),
+                            rec=ob.rec[:top + 1].copy(), vd=ob.vd[:top + 1].copy())
 
 
 def test_block_sizes_and_free_lists():

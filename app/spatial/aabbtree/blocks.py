@@ -1,8 +1,9 @@
 """Leaf-contiguous object storage of the dynamic AABB tree: one block per node in a packed heap.
 
 Every node's own objects lie together: positions ``start[n] .. start[n] + count[n] - 1`` of
-the heap hold the node's slots (``slot``) and their spheres in float32 (``rec[p]`` = x, y, z,
-r: one 16-byte row, a quarter of a cache line; ``vd[p]`` the view distance), so a partly
+the heap hold the node's slots (``slot``), their ids (``ident``: a query's answer is read in
+block order, not gathered from the store by slot) and their spheres in float32 (``rec[p]`` =
+x, y, z, r: one 16-byte row, a quarter of a cache line; ``vd[p]`` the view distance), so a partly
 visible node is the branch-free scan of one range and a node inside the view emits one range
 of slots with no test. One row rather than four arrays because objects move: a move in place
 writes one line instead of three, and a record that changes block moves two or three lines
@@ -38,18 +39,20 @@ META_TOP = 0  # meta[0]: first position above every block (the heap's used part)
 META_NEED = 1  # meta[1]: positions a stopped kernel asked for (0: none)
 NO_ROOM = -2  # take_blocks' answer when the heap lacks room
 
-Objects = namedtuple("AABBObjects", ["node", "pos", "slot", "rec", "vd", "free", "meta"])
+Objects = namedtuple("AABBObjects", ["node", "pos", "slot", "ident", "rec", "vd", "free",
+                                     "meta"])
 AABBObjects = Objects  # (numba's cache pickles the class by name: see kernels.Nodes)
 
 
 # ---------------------------------------------------------------------- arrays (numpy)
 
 def _heap_arrays(length: int) -> tuple[np.ndarray, ...]:
-    """slot, rec, vd of an empty heap; every page written now (np.full), so no frame pays the
-    page faults of a fresh mapping."""
+    """slot, ident, rec, vd of an empty heap; every page written now (np.full), so no frame
+    pays the page faults of a fresh mapping."""
     rec = np.full((length, 4), 0, np.float32)
     rec[:, 3] = -np.inf
-    return np.full(length, -1, np.int32), rec, np.full(length, np.inf, np.float32)
+    return (np.full(length, -1, np.int32), np.full(length, -1, np.int64), rec,
+            np.full(length, np.inf, np.float32))
 
 
 def _places(capacity: int) -> tuple[np.ndarray, np.ndarray]:
@@ -189,10 +192,11 @@ def write_centre(rec, p: int, s: int, centers) -> None:
 
 
 @njit(cache=True, _nrt=False)
-def move_record(slot, rec, vd, pos, dst: int, src: int) -> None:
+def move_record(slot, ident, rec, vd, pos, dst: int, src: int) -> None:
     """Move the record at position src to dst (src becomes unused)."""
     s = slot[src]
     slot[dst] = s
+    ident[dst] = ident[src]
     for a in range(4):
         rec[dst, a] = rec[src, a]
     vd[dst] = vd[src]
@@ -201,7 +205,7 @@ def move_record(slot, rec, vd, pos, dst: int, src: int) -> None:
 
 
 @njit(cache=True, _nrt=False)
-def swap_records(slot, rec, vd, pos, a: int, b: int) -> None:
+def swap_records(slot, ident, rec, vd, pos, a: int, b: int) -> None:
     """Exchange the records at positions a and b."""
     if a == b:
         return
@@ -209,6 +213,9 @@ def swap_records(slot, rec, vd, pos, a: int, b: int) -> None:
     sb = slot[b]
     slot[a] = sb
     slot[b] = sa
+    t = ident[a]
+    ident[a] = ident[b]
+    ident[b] = t
     for i in range(4):
         t = rec[a, i]
         rec[a, i] = rec[b, i]
@@ -221,20 +228,24 @@ def swap_records(slot, rec, vd, pos, a: int, b: int) -> None:
 
 
 @njit(cache=True, _nrt=False)
-def append_record(start, count, node, slot, rec, vd, pos, n: int, s: int, sp) -> None:
-    """Append slot s to node n's block, which has room (see :func:`grow_block`)."""
-    write_record(slot, rec, vd, pos, start[n] + count[n], s, sp)
+def append_record(start, count, node, slot, ident, rec, vd, pos, n: int, s: int, sp,
+                  who: int) -> None:
+    """Append slot s (the caller's id ``who``) to node n's block, which has room (see
+    :func:`grow_block`)."""
+    p = start[n] + count[n]
+    write_record(slot, rec, vd, pos, p, s, sp)
+    ident[p] = who
     count[n] += 1
     node[s] = n
 
 
 @njit(cache=True, _nrt=False)
-def cut_record(start, cap, count, slot, rec, vd, pos, n: int, p: int) -> bool:
+def cut_record(start, cap, count, slot, ident, rec, vd, pos, n: int, p: int) -> bool:
     """Take position p out of node n's block: the block's last record fills the gap. Returns
     whether the block should now be given back or halved (:func:`fit_block`)."""
     last = start[n] + count[n] - 1
     if p != last:
-        move_record(slot, rec, vd, pos, p, last)
+        move_record(slot, ident, rec, vd, pos, p, last)
     else:
         slot[p] = -1
     count[n] -= 1
@@ -246,11 +257,11 @@ def cut_record(start, cap, count, slot, rec, vd, pos, n: int, p: int) -> bool:
 @njit(cache=True, _nrt=False)
 def resize_block(nd, ob, n: int, c: int) -> None:
     """Move node n's objects into a new block of class c (the caller checked can_take)."""
-    slot, rec, vd, pos = ob.slot, ob.rec, ob.vd, ob.pos
+    slot, ident, rec, vd, pos = ob.slot, ob.ident, ob.rec, ob.vd, ob.pos
     b = take_block(ob, c)
     old = nd.start[n]
     for i in range(nd.count[n]):
-        move_record(slot, rec, vd, pos, b + i, old + i)
+        move_record(slot, ident, rec, vd, pos, b + i, old + i)
     if nd.cap[n] > 0:
         give_block(ob, old, nd.cap[n])
     nd.start[n] = b
@@ -341,6 +352,7 @@ def repack_into(nd, ob, out) -> None:
                 s = ob.slot[old + i]
                 q = p + i
                 out.slot[q] = s
+                out.ident[q] = ob.ident[old + i]
                 for a in range(4):
                     out.rec[q, a] = ob.rec[old + i, a]
                 out.vd[q] = ob.vd[old + i]

@@ -47,6 +47,7 @@ MESSAGES = {
     28: "heap blocks overlap, or a free list is broken",
     29: "unused position of a block holds a slot",
     30: "split under way is not on the pending list or not marked split",
+    31: "a block position's id is not its slot's id in the store",
 }
 
 
@@ -114,9 +115,10 @@ def check_links(nd):
 
 
 @njit(cache=True)
-def check_blocks(nd, ob, sp, alive):
+def check_blocks(nd, ob, sp, alive, ids):
     """Every live slot is in exactly one block, its own node's, at its ``pos``, with its
-    sphere's float32 record; blocks and free blocks tile the heap without overlap."""
+    sphere's float32 record and its id (the store's ``ids`` by slot); blocks and free blocks
+    tile the heap without overlap."""
     cap = alive.shape[0]
     top = ob.meta[META_TOP]
     if top < 0 or top > ob.slot.shape[0]:
@@ -156,6 +158,8 @@ def check_blocks(nd, ob, sp, alive):
                     or ob.rec[p, 2] != to32(sp.centers[s, 2])
                     or ob.rec[p, 3] != to32(sp.radii[s]) or ob.vd[p] != to32(sp.vdist[s])):
                 return 27, s
+            if ob.ident[p] != ids[s]:
+                return 31, s
     for c in range(ob.free.shape[0]):
         b = ob.free[c]
         while b >= 0:

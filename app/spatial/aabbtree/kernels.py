@@ -730,7 +730,7 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
     # or call inside a loop, even of an inlined helper. Through the tuples (17 arrays in the
     # pool) the first query of 10^6 objects took 2.2 s (kd), mostly in this function.
     child, is_split, axis, split, lo, hi = nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi
-    slot, rec, vdp, pos, node = ob.slot, ob.rec, ob.vd, ob.pos, ob.node
+    slot, ident, rec, vdp, pos, node = ob.slot, ob.ident, ob.rec, ob.vd, ob.pos, ob.node
     b = nd.start[n]
     m = nd.count[n]
     sx = 0.0
@@ -804,12 +804,12 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
         c = which[i]
         if c >= 0:
             ch = child[n, c]
-            move_record(slot, rec, vdp, pos, nd.start[ch] + nd.count[ch], b + i)
+            move_record(slot, ident, rec, vdp, pos, nd.start[ch] + nd.count[ch], b + i)
             node[slot[nd.start[ch] + nd.count[ch]]] = ch
             nd.count[ch] += 1
         else:
             if kept != i:
-                move_record(slot, rec, vdp, pos, b + kept, b + i)
+                move_record(slot, ident, rec, vdp, pos, b + kept, b + i)
             kept += 1
     nd.count[n] = kept
     if kept == 0:
@@ -886,7 +886,7 @@ def _hand_down(nd, ob, sp, n: int, rules, budget: int) -> tuple[int, int]:
     centers, radii, vdist = sp
     child, is_split, axis, split, lo, hi = nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi
     start, cap, count, maxvd = nd.start, nd.cap, nd.count, nd.maxvd
-    slot, rec, vdp, pos, node = ob.slot, ob.rec, ob.vd, ob.pos, ob.node
+    slot, ident, rec, vdp, pos, node = ob.slot, ob.ident, ob.rec, ob.vd, ob.pos, ob.node
     keep = rules.keep
     exact = (rules.flags & PAPER_LAZY) != 0  # (as split_node)
     kept = min(nd.kept[n], count[n])  # (moves and removals may have taken some)
@@ -897,7 +897,7 @@ def _hand_down(nd, ob, sp, n: int, rules, budget: int) -> tuple[int, int]:
         cx, cy, cz, r = block_sphere(exact, rec, slot, centers, radii, q)
         c = which_child(child, is_split, axis, split, lo, hi, keep, np.int64(n), cx, cy, cz, r)
         if c < 0:
-            swap_records(slot, rec, vdp, pos, start[n] + kept, q)
+            swap_records(slot, ident, rec, vdp, pos, start[n] + kept, q)
             kept += 1
         else:
             ch = child[n, c]
@@ -919,7 +919,7 @@ def _hand_down(nd, ob, sp, n: int, rules, budget: int) -> tuple[int, int]:
                 lx, ly, lz, hx, hy, hz, v = record_bounds(rec, vdp, slot, centers, radii, vdist, q)
             # (up the tree: a widened record may stand out of n's box where it is exact)
             grow_box_up(lo, hi, maxvd, nd.parent, ch, lx, ly, lz, hx, hy, hz, v)
-            move_record(slot, rec, vdp, pos, start[ch] + count[ch], q)
+            move_record(slot, ident, rec, vdp, pos, start[ch] + count[ch], q)
             node[s] = ch
             count[ch] += 1
             count[n] -= 1
@@ -991,16 +991,17 @@ def needs_split(is_split, count, n: int, threshold: int) -> bool:
 # ---------------------------------------------------------------------- batches
 
 @njit(cache=True)
-def insert_objects(nd, ob, sp, slots, keep: int) -> int:
-    """Insert new slots: descend with the heuristic, add to the node's block, grow boxes up
-    (2.1.2). Returns how many were inserted: fewer than all when the heap ran out of room
-    (meta[META_NEED] says how much; the caller repacks and calls again with the rest)."""
+def insert_objects(nd, ob, sp, slots, ids, keep: int) -> int:
+    """Insert new slots (the store's ids by slot: ``ids``): descend with the heuristic, add
+    to the node's block, grow boxes up (2.1.2). Returns how many were inserted: fewer than
+    all when the heap ran out of room (meta[META_NEED] says how much; the caller repacks and
+    calls again with the rest)."""
     # The arrays out of their tuples once: numba counts references at every use in the loop.
     centers, radii, vdist = sp
     child, is_split, axis, split, lo, hi = nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi
     maxvd, parent = nd.maxvd, nd.parent
     start, cap, count = nd.start, nd.cap, nd.count
-    node, pos, slot, rec, vd = ob.node, ob.pos, ob.slot, ob.rec, ob.vd
+    node, pos, slot, ident, rec, vd = ob.node, ob.pos, ob.slot, ob.ident, ob.rec, ob.vd
     m = slots.shape[0]
     for i in range(m):
         if i + PREFETCH_AHEAD < m:  # a later object's store rows and place (see update)
@@ -1017,7 +1018,7 @@ def insert_objects(nd, ob, sp, slots, keep: int) -> int:
         if c >= 0:
             n = new_leaf(nd, np.int64(n), c, cx, cy, cz)
             grow_block(nd, ob, n)
-        append_record(start, count, node, slot, rec, vd, pos, n, s, sp)
+        append_record(start, count, node, slot, ident, rec, vd, pos, n, s, sp, ids[s])
         grow_up(lo, hi, maxvd, parent, n, cx, cy, cz, r, vdist[s])
     return slots.shape[0]
 
@@ -1039,7 +1040,7 @@ def remove_objects(nd, ob, sp, slots, rules) -> None:
     centers, radii, vdist = sp
     lo, hi, maxvd, parent, dirty = nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty
     start, cap, count = nd.start, nd.cap, nd.count
-    node, pos, slot, rec, vd = ob.node, ob.pos, ob.slot, ob.rec, ob.vd
+    node, pos, slot, ident, rec, vd = ob.node, ob.pos, ob.slot, ob.ident, ob.rec, ob.vd
     m = slots.shape[0]
     ahead = PREFETCH_AHEAD
     for i in range(m):
@@ -1076,7 +1077,7 @@ def remove_objects(nd, ob, sp, slots, rules) -> None:
             cx, cy, cz = (lx + hx) * 0.5, (ly + hy) * 0.5, (lz + hz) * 0.5
             r = max(hx - cx, hy - cy, hz - cz)
         invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(n), cx, cy, cz, r, v, slack)
-        if cut_record(start, cap, count, slot, rec, vd, pos, n, p):
+        if cut_record(start, cap, count, slot, ident, rec, vd, pos, n, p):
             fit_block(nd, ob, n)
         node[s] = -1
         pos[s] = -1
@@ -1110,7 +1111,7 @@ def update_objects(nd, ob, sp, slots, new_c, new_r, new_v, keep: int) -> tuple[i
     lo, hi, maxvd, parent, dirty = nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty
     is_split = nd.is_split
     start, cap, count = nd.start, nd.cap, nd.count
-    node, pos, slot, rec, vdp = ob.node, ob.pos, ob.slot, ob.rec, ob.vd
+    node, pos, slot, ident, rec, vdp = ob.node, ob.pos, ob.slot, ob.ident, ob.rec, ob.vd
     moved = 0
     n = slots.shape[0]
     ahead = 2 * PREFETCH_AHEAD  # (the lines of a fresh mover come from memory: a longer lead)
@@ -1207,8 +1208,8 @@ def update_objects(nd, ob, sp, slots, new_c, new_r, new_v, keep: int) -> tuple[i
         if d != x:
             # Added first, so that the shrink of x's block cannot take the room d was given.
             p = pos[s]
-            append_record(start, count, node, slot, rec, vdp, pos, d, s, sp)
-            if cut_record(start, cap, count, slot, rec, vdp, pos, x, p):
+            append_record(start, count, node, slot, ident, rec, vdp, pos, d, s, sp, ident[p])
+            if cut_record(start, cap, count, slot, ident, rec, vdp, pos, x, p):
                 fit_block(nd, ob, x)
             moved += 1
         else:

@@ -98,16 +98,17 @@ def paper_new_leaf(nd, n: int, c: int) -> int:
 
 
 @njit(cache=True)
-def paper_insert_objects(nd, ob, sp, slots, keep: int) -> int:
+def paper_insert_objects(nd, ob, sp, slots, ids, keep: int) -> int:
     """``AddNode``: ``FindNode`` from the root (the non-leafy rule on the paper's boxes), add
-    to the node's block, ``GrowExtents``. Returns how many were inserted (as
-    :func:`~.kernels.insert_objects`: fewer when the heap ran out of room)."""
+    to the node's block (with its id from the store's ``ids``), ``GrowExtents``. Returns how
+    many were inserted (as :func:`~.kernels.insert_objects`: fewer when the heap ran out of
+    room)."""
     # The arrays out of their tuples once: numba counts references at every use in the loop.
     centers, radii, vdist = sp
     child, is_split, axis, split, plo, phi = (nd.child, nd.is_split, nd.axis, nd.split, nd.plo,
                                               nd.phi)
     start, cap, count = nd.start, nd.cap, nd.count
-    node, pos, slot, rec, vd = ob.node, ob.pos, ob.slot, ob.rec, ob.vd
+    node, pos, slot, ident, rec, vd = ob.node, ob.pos, ob.slot, ob.ident, ob.rec, ob.vd
     for i in range(slots.shape[0]):
         s = slots[i]
         cx, cy, cz, r = slot_sphere(centers, radii, s)
@@ -118,7 +119,7 @@ def paper_insert_objects(nd, ob, sp, slots, keep: int) -> int:
         if c >= 0:
             n = paper_new_leaf(nd, n, c)
             grow_block(nd, ob, n)
-        append_record(start, count, node, slot, rec, vd, pos, n, s, sp)
+        append_record(start, count, node, slot, ident, rec, vd, pos, n, s, sp, ids[s])
         paper_grow_up(nd, n, cx, cy, cz, r, vdist[s])
     return slots.shape[0]
 
@@ -140,7 +141,7 @@ def paper_update_objects(nd, ob, sp, slots, old, keep: int) -> tuple[int, int]:
                                               nd.phi)
     lo, hi, dirty, maxvd, parent = nd.lo, nd.hi, nd.dirty, nd.maxvd, nd.parent
     start, cap, count = nd.start, nd.cap, nd.count
-    node, pos, slot, rec, vdp = ob.node, ob.pos, ob.slot, ob.rec, ob.vd
+    node, pos, slot, ident, rec, vdp = ob.node, ob.pos, ob.slot, ob.ident, ob.rec, ob.vd
     moved = 0
     for i in range(slots.shape[0]):
         s = slots[i]
@@ -156,8 +157,8 @@ def paper_update_objects(nd, ob, sp, slots, old, keep: int) -> tuple[int, int]:
             grow_block(nd, ob, d)
         if d != x:
             p = pos[s]  # added first: the shrink of x's block cannot take d's room
-            append_record(start, count, node, slot, rec, vdp, pos, d, s, sp)
-            if cut_record(start, cap, count, slot, rec, vdp, pos, x, p):
+            append_record(start, count, node, slot, ident, rec, vdp, pos, d, s, sp, ident[p])
+            if cut_record(start, cap, count, slot, ident, rec, vdp, pos, x, p):
                 fit_block(nd, ob, x)
             moved += 1
         else:

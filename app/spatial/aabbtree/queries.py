@@ -183,7 +183,7 @@ def _sphere_test(nd, planes, eye, use_vd: bool) -> SphereTest:
 @njit(cache=True)
 def _gather_blocks(nd, ob, sp, qnode, qmask, planes, eye, use_vd: bool, occ, codes,
                    working: int):
-    """Final per-object decisions for the queued nodes' blocks: (drawn slots, occluded
+    """Final per-object decisions for the queued nodes' blocks: (drawn ids, occluded
     objects, objects culled by view distance).
 
     A node inside the frustum (mask 0) hands over its block's slots untested unless view
@@ -215,9 +215,9 @@ def _gather_blocks(nd, ob, sp, qnode, qmask, planes, eye, use_vd: bool, occ, cod
     k, occluded, outside = settle(sure, ns, near, nn, sp.centers, sp.radii, sp.vdist, planes,
                                   eye, use_vd, occ, ob.slot)
     out = np.empty(k, np.int64)
-    slot = ob.slot
+    ident = ob.ident  # the answer's ids, read in block order (not gathered from the store)
     for i in range(k):
-        out[i] = slot[sure[i]]
+        out[i] = ident[sure[i]]
     # The NEAR ones the settle found beyond their view distance: neither drawn nor occluded
     # (k + occluded - ns of them, the sure ones being one or the other) nor outside.
     far += nn - (k + occluded - ns) - outside
@@ -227,7 +227,7 @@ def _gather_blocks(nd, ob, sp, qnode, qmask, planes, eye, use_vd: bool, occ, cod
 @njit(cache=True)
 def query_frustum(nd, ob, sp, planes, eye, use_vd: bool, rules, catchup: int, share: float,
                   pd, codes):
-    """Visible slots and counters without occlusion: (slots, working_set, nodes_visited,
+    """Visible ids and counters without occlusion: (ids, working_set, nodes_visited,
     occ_nodes, occ_objects, far_objects), occ_* 0; far_objects: culled by view distance.
 
     Stage counts: a node rejected by view distance or occlusion counts its subtree's objects

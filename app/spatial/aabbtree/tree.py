@@ -27,6 +27,7 @@ from app.spatial.aabbtree.heuristics import (
 )
 from app.spatial.base import QueryResult, SpatialIndex
 from app.spatial.flat import FlatCopy
+from app.spatial.object_store import ids_at
 from app.spatial.pairs import selection, slot_pairs_to_ids
 from app.spatial.tree_pairs import SnapshotArena, TreePairSnapshot, snapshot_pairs
 
@@ -70,6 +71,9 @@ class AABBTree(SpatialIndex):
     """
 
     name = "aabbtree"
+    #: The blocks hold each object's id beside its record: the answer is read in block
+    #: order (a random gather of 22,527 ids by slot took 0.055 ms of a 0.29 ms query).
+    _frustum_gives_ids = True
     _pairs_structural = True
     #: With ids, one descent per given object while they are fewer than objects / this;
     #: otherwise the whole-tree descent with the ids as a filter.
@@ -364,7 +368,7 @@ class AABBTree(SpatialIndex):
                 self._make_room()
         insert = pp.paper_insert_objects if self._lazy else kn.insert_objects
         self._until_done(lambda done: (int(insert(self._nodes, self._objs, self._spheres(),
-                                                  slots[done:], self._keep)), 0),
+                                                  slots[done:], self._ids, self._keep)), 0),
                          slots.shape[0])
 
     def _apply_update(self, slots: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
@@ -422,7 +426,9 @@ class AABBTree(SpatialIndex):
     def _query_frustum(self, planes: np.ndarray, eye: np.ndarray, use_vd: bool,
                        occlusion: ZPyramid | None) -> QueryResult:
         if self._still_flat():
-            return self._flat.query_frustum(self, planes, eye, use_vd, occlusion)
+            res = self._flat.query_frustum(self, planes, eye, use_vd, occlusion)
+            res.visible = ids_at(self._ids, res.visible)  # (the flat copy answers in slots)
+            return res
         if self._count == 0:
             self._nodes.outcome[:] = 0
             return QueryResult(visible=np.zeros(0, np.int64), working_set=0, nodes_visited=0)
@@ -438,8 +444,8 @@ class AABBTree(SpatialIndex):
             out = self._run_query(qu.query_frustum_occluded, planes, eye, use_vd,
                                   occlusion.occluder(), self._rules, catch, share,
                                   notes=True, scan=True)
-        slots, working, visited, occ_nodes, occ_objects, far = out
-        return QueryResult(visible=slots, working_set=int(working), nodes_visited=int(visited),
+        ids, working, visited, occ_nodes, occ_objects, far = out
+        return QueryResult(visible=ids, working_set=int(working), nodes_visited=int(visited),
                            occluded_nodes=int(occ_nodes), occluded_objects=int(occ_objects),
                            culled_distance=int(far))
 
@@ -560,7 +566,7 @@ class AABBTree(SpatialIndex):
             lambda: ck.check_pending(nd, self._pend),
             lambda: ck.check_root(nd),
             lambda: ck.check_links(nd),
-            lambda: ck.check_blocks(nd, ob, sp, self._alive),
+            lambda: ck.check_blocks(nd, ob, sp, self._alive, self._ids),
             lambda: ck.check_boxes(nd, ob, sp, kn.box_slack(self.flags)),
             lambda: ck.check_view_distances(nd, ob, sp),
         )
