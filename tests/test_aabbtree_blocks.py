@@ -240,6 +240,56 @@ def test_boxes_from_float32_records_hold_the_exact_spheres(name, leafy, offset, 
         assert np.array_equal(np.sort(idx.query_box(q_lo, q_hi)), oracle.box(q_lo, q_hi))
 
 
+def test_a_move_rounds_the_record_radius_up():
+    """A centres-only move tests its node's box with the record's radius rounded up: a
+    radius whose float32 copy rounds down (1 + 2^-30 -> 1.0) must not let the exact sphere
+    stick out of a box grown exactly around it (an insert's box is the exact bounds)."""
+    r = np.array([1.0 + 2.0 ** -30])
+    idx = create_index("octree", leafy=True)
+    idx.insert(np.array([7]), np.zeros((1, 3)), r)
+    idx.update(np.array([7]), np.array([[5e-10, 0.0, 0.0]]))  # inside by the float32 radius
+    idx.validate()
+    assert idx._nodes.hi[kn.ROOT, 0] >= 5e-10 + r[0]
+
+
+@pytest.mark.parametrize("with_vd", [False, True])
+def test_moves_of_radii_beyond_float32_read_the_store(with_vd):
+    """A move that leaves the radius alone takes it from the record, rounded up
+    (kernels.record_radius_up); a radius past float32's range is clamped there, so such a
+    mover takes the slow path, which reads the store: boxes hold the exact spheres and
+    queries stay exact, with and without view distances in the batch."""
+    rng = np.random.default_rng(11)
+    n = 400
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(-100, 100, (n, 3))
+    r = rng.uniform(0.1, 2.0, n)
+    r[:30] = rng.uniform(1e38, 1e300, 30)  # clamped in the records
+    r[30:60] = 3.4e38 * (1 - rng.uniform(0, 1e-6, 30))  # just below float32's largest
+    vd = rng.uniform(5.0, 300.0, n)
+    idx = create_index("octree", leafy=True, split_threshold=5)
+    oracle = Oracle()
+    idx.insert(ids, c, r, vd)
+    oracle.insert(ids, c, r, vd)
+    planes = camera_planes([0, 0, 0], [1, 0.2, 0.1], far=150)
+    eye = np.zeros(3)
+    for step in range(4):
+        idx.query_frustum(planes, eye, use_view_distance=True)
+        idx.maintain()
+        m = rng.choice(n, 120, replace=False)
+        c[m] += rng.normal(scale=3.0, size=(120, 3))
+        if with_vd and step % 2:
+            vd[m] = rng.uniform(5.0, 300.0, 120)
+            idx.update(m, c[m], None, vd[m])
+            oracle.update(m, c[m], None, vd[m])
+        else:
+            idx.update(m, c[m])
+            oracle.update(m, c[m])
+        idx.validate()
+        for use_vd in (False, True):
+            got = idx.query_frustum(planes, eye, use_view_distance=use_vd).visible
+            assert np.array_equal(np.sort(got), oracle.frustum(planes, eye, use_vd))
+
+
 def test_records_beyond_float32_read_the_store():
     """Coordinates past float32's range are clamped in the records; boxes of such objects come
     from the store's exact spheres (kernels.record_bounds), so they still hold them."""
