@@ -268,10 +268,13 @@ def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: int, sh
 @njit(cache=True)
 def _frustum_lazy(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: int,
                   share: float, pd, codes):
-    """The paper mode's traversal (every node brought up to date as it is reached).
+    """The paper mode's traversal (every node brought up to date as it is reached), one node
+    at a time. Given our mode's rules it is our mode's traversal as it was before
+    :func:`_frustum_wide`, which the tests hold that one to (the bookkeeping of a node that
+    passes is therefore written in both).
 
     Two phases: the node traversal decides which nodes' objects must be looked at (and
-    against which planes), then :func:`_gather_objects` walks those lists. When the overfull
+    against which planes), then :func:`_gather_blocks` scans their blocks. When the overfull
     leaves it noted hold more than ``catchup`` objects or ``share`` of its working set, it
     stops before the objects and sets META_CATCHUP (the caller catches up and asks again).
     Each stack entry carries the planes its parent's box straddles; a node inside them all
