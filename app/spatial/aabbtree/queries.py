@@ -24,6 +24,8 @@ import math
 
 import numpy as np
 from numba import njit
+from numba.core import types
+from numba.extending import overload
 
 from app.geom.decide import (
     MASKED_PLANES,
@@ -52,6 +54,7 @@ from app.spatial.aabbtree.kernels import (
     META_CATCHUP,
     META_WANT_GROW,
     ROOT,
+    LazyRules,
     near_view,
     needs_split,
     note_node,
@@ -253,16 +256,27 @@ def query_frustum_occluded(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, ca
     return _frustum(nd, ob, sp, planes, eye, use_vd, occ, rules, catchup, share, pd, codes)
 
 
-@njit(cache=True)
 def _frustum(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: int, share: float,
              pd, codes):
     """:func:`query_frustum`'s traversal: our mode's tests a node's children together
     (:func:`_frustum_wide`), the paper mode's each node as it reaches it
-    (:func:`_frustum_lazy`)."""
-    if reach_rules(rules)[0]:
-        return _frustum_lazy(nd, ob, sp, planes, eye, use_vd, occ, rules, catchup, share, pd,
+    (:func:`_frustum_lazy`). Chosen by the rules' type when a query kernel is compiled (as
+    :func:`~.paper.reach_node` is), so that each mode compiles its own traversal only."""
+    raise NotImplementedError("only callable from compiled code")
+
+
+@overload(_frustum)
+def _frustum_for_rules(nd, ob, sp, planes, eye, use_vd, occ, rules, catchup, share, pd, codes):
+    if isinstance(rules, types.BaseNamedTuple) and rules.instance_class is LazyRules:
+        def lazy(nd, ob, sp, planes, eye, use_vd, occ, rules, catchup, share, pd, codes):
+            return _frustum_lazy(nd, ob, sp, planes, eye, use_vd, occ, rules, catchup, share,
+                                 pd, codes)
+        return lazy
+
+    def wide(nd, ob, sp, planes, eye, use_vd, occ, rules, catchup, share, pd, codes):
+        return _frustum_wide(nd, ob, sp, planes, eye, use_vd, occ, rules, catchup, share, pd,
                              codes)
-    return _frustum_wide(nd, ob, sp, planes, eye, use_vd, occ, rules, catchup, share, pd, codes)
+    return wide
 
 
 @njit(cache=True)
