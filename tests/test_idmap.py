@@ -64,3 +64,37 @@ def test_the_hash_table_is_sized_for_the_ids_it_holds():
     assert 2 * 5000 <= m._keys.shape[0] <= 64 * 5000
     assert np.array_equal(m.lookup(far), np.arange(far.shape[0]))
     assert np.array_equal(m.lookup(np.arange(2 * n, dtype=np.int64))[:n], np.arange(n))
+
+
+def test_a_growing_direct_table_takes_in_the_hashed_ids_below_its_new_end():
+    """The direct table grows by copying itself (a spawn pattern's new ids cross its end
+    every ~1,000 frames; re-inserting every id made that frame 24-69 ms at 10^6): the ids
+    the hash table held that now fall inside it must move, the others stay hashed."""
+    m = IdMap(16)
+    model: dict[int, int] = {}
+    sizes = set()
+
+    def add(ids: list[int]) -> None:
+        slots = list(range(len(model), len(model) + len(ids)))
+        assert m.insert_absent(np.array(ids, np.int64), np.array(slots, np.int64)) == -1
+        model.update(zip(ids, slots, strict=True))
+        check()
+
+    def check() -> None:
+        size = m._dense.shape[0]
+        sizes.add(size)
+        assert _items(m) == model
+        assert sorted(m._hashed()[0].tolist()) == sorted(k for k in model if not 0 <= k < size)
+        probe = np.array([*model, 1499, 4999, 7001, -6], dtype=np.int64)
+        assert m.lookup(probe).tolist() == [model.get(k, -1) for k in probe.tolist()]
+
+    add(list(range(100)))
+    add([1500, 3000, 5000, 2**40, -5])  # past the direct table (1024): hashed
+    add(list(range(100, 1400)))  # grows to 3072: 1500 and 3000 move in, 5000 not
+    m.delete(np.array([1500, 3000], np.int64))
+    del model[1500], model[3000]
+    check()
+    add([3000, 1501])  # taken back into the direct table
+    add(list(range(1502, 2000)))
+    add([8000])  # to 12288: 5000 moves in; 2**40 and -5 stay hashed
+    assert sizes == {1024, 3072, 12288}
