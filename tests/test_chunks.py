@@ -532,3 +532,41 @@ def test_holes_reused_by_spawns_and_stopped_movers_stay_exact(n, seed, ops):
             oracle.update(batch, cm)
             centers.update({int(i): cm[k] for k, i in enumerate(batch)})
         _check(idx, oracle, eye, eye + rng.normal(size=3), far=40.0)
+
+
+def test_the_layout_grows_into_its_reserve_then_past_it(monkeypatch):
+    """Under churn the used positions creep up. Within the reserve a growth writes only the
+    new positions (in steps, here of a chunk); past it the arrays and the tree are made
+    anew. Through both, with spawns and removals among the moves, every answer stays exact
+    and ``validate`` finds every array as long as the others and the tree covering the
+    reserve."""
+    import app.spatial.chunks.reserve as reserve
+
+    monkeypatch.setattr(reserve, "COMMIT_STEP", CHUNK)
+    n = 3000
+    idx, oracle, ids, c, r, rng = _scene(n, 11, 100.0)
+    eye = np.full(3, 50.0)
+    bases, caps = set(), set()
+    next_id = n
+    for f in range(60):
+        live, centres, _, _ = oracle.arrays()
+        pick = np.sort(rng.choice(live.shape[0], 200, replace=False))  # a fresh set: wakes
+        movers = live[pick]
+        moved = centres[pick] + rng.normal(scale=0.3, size=(200, 3))
+        idx.update(movers, moved)
+        oracle.update(movers, moved)
+        if f % 2 == 0:  # 160 new objects for 40 removed: past the reserve in ~50 frames
+            gone = rng.choice(oracle.arrays()[0], 40, replace=False)
+            idx.remove(gone)
+            oracle.remove(gone)
+            new = np.arange(next_id, next_id + 160, dtype=np.int64)
+            next_id += 160
+            nc = rng.uniform(0, 100, (160, 3))
+            nr = rng.uniform(0.2, 1.0, 160)
+            idx.insert(new, nc, nr)
+            oracle.insert(new, nc, nr)
+        bases.add(id(idx._reserved["_pos_slot"][0].base))
+        caps.add(idx._pos_slot.shape[0])
+        _check(idx, oracle, eye, eye + rng.normal(size=3), far=60.0)
+    assert len(bases) >= 2  # a growth past the reserve
+    assert len(caps) > len(bases) + 1  # and steps within one

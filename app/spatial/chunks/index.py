@@ -46,20 +46,19 @@ from app.geom.zpyramid import ZPyramid, occluder
 from app.parallelism import PARALLEL_MIN, threads_for
 from app.spatial import moves
 from app.spatial.base import _EMPTY_F, QueryResult, SpatialIndex
-from app.spatial.chunks import check, layout, pairs, queries, spawn, update
+from app.spatial.chunks import check, layout, pairs, queries, reserve, spawn, update
 from app.spatial.chunks.layout import CHUNK, NO_POS
 from app.spatial.idmap import IdMap
 from app.spatial.object_store import Columns
 from app.spatial.pool import grown
 from app.spatial.scan import (
+    Spheres32,
     kill32,
     scan_frustum,
     six_planes,
-    spheres32,
     store32,
     tolerances,
 )
-from app.spatial.seen import seen_bits
 
 #: Re-sort the awake region when its chunks' mean extent has grown this much since its sort.
 RESORT_GROWTH = 1.6
@@ -89,6 +88,24 @@ _NO_POSITIONS = np.zeros(0, dtype=np.int64)
 
 #: A growth of the layout leaves room for 1/HEADROOM more positions (the awake region's).
 HEADROOM = 8
+#: The arrays over positions (name, type, value where unused, positions an entry); besides
+#: them the float32 copy (:data:`_S32_FILL`: dead).
+_BY_POSITION = (
+    ("_pos_slot", np.int64, NO_POS, 1),
+    ("_pos_id", np.int64, 0, 1),
+    ("_codes", np.uint8, 0, 1),
+    ("_sure", np.int64, 0, 1),
+    ("_near", np.int64, 0, 1),
+    ("_out", np.int64, 0, 1),  # reused answer buffer: a fresh one faults pages
+    ("_pos_mark", np.int64, 0, 1),  # a batch's stamps (stopped, leavers ...)
+    # the last batch that wrote a still object there in place, modulo 256 (a byte: a miss
+    # fewer than a wider stamp; a stale stamp that matches only makes a mover wake one batch
+    # early or stay in place once more)
+    ("_moved_at", np.uint8, 0, 1),
+    ("_chunk_mark", np.int64, 0, CHUNK),  # a batch's stamps: chunks
+    ("_pos_seen", np.uint64, 0, 64),  # a batch's repeat check (app.spatial.seen): a bit each
+)
+_S32_FILL = (0.0, 0.0, 0.0, -np.inf, np.inf)
 
 class ChunkedIndex(SpatialIndex):
     """Spheres in curve-ordered chunks of 64 under an implicit 16-ary tree of boxes."""
@@ -140,45 +157,51 @@ class ChunkedIndex(SpatialIndex):
     # ------------------------------------------------------------------ storage
 
     def _set_capacity(self, cap: int) -> None:
-        """Position arrays and tree for ``cap`` positions (whole chunks), keeping the used ones."""
+        """Position arrays and tree for ``cap`` positions (whole chunks), keeping the used ones,
+        reserved for twice as many (``reserve``): later growths up to that cost only the new
+        positions' writes (:meth:`_commit`)."""
         cap = -(-cap // CHUNK) * CHUNK
-        s32 = spheres32(cap)
-        pos_slot = np.full(cap, NO_POS, dtype=np.int64)
-        pos_id = np.full(cap, 0, dtype=np.int64)
+        size = 2 * cap
+        res = {name: (reserve.Reserved(-(-size // per), dtype, fill), per)
+               for name, dtype, fill, per in _BY_POSITION}
+        s32 = [reserve.Reserved(size, np.float32, fill) for fill in _S32_FILL]
         if self._npos:
+            # A stamp lost with a growth only makes a mover wake one batch early or stay in
+            # place once more: the marks start fresh; the layout and its copy are kept.
+            res["_pos_slot"][0].adopt(self._pos_slot, self._npos)
+            res["_pos_id"][0].adopt(self._pos_id, self._npos)
             for new, old in zip(s32, self._s32, strict=True):
-                new[: self._npos] = old[: self._npos]
-            pos_slot[: self._npos] = self._pos_slot[: self._npos]
-            pos_id[: self._npos] = self._pos_id[: self._npos]
-        self._s32 = s32
-        self._pos_slot = pos_slot
-        self._pos_id = pos_id
-        # Every buffer written through now (np.full, not np.zeros or np.empty, which map
-        # their pages lazily): else the first frame to touch one pays its page faults (the
-        # first removal after a build: 16 ms at 10^6 for the stamps alone).
-        self._codes = np.full(cap, 0, np.uint8)
-        self._sure = np.full(cap, 0, np.int64)
-        self._near = np.full(cap, 0, np.int64)
-        self._out = np.full(cap, 0, np.int64)  # reused answer buffer: a fresh one faults pages
-        self._pos_mark = np.full(cap, 0, np.int64)  # a batch's stamps (stopped, leavers ...)
-        self._pos_seen = seen_bits(cap)  # a batch's repeat check (app.spatial.seen)
-        self._chunk_mark = np.full(cap // CHUNK, 0, np.int64)  # a batch's stamps: chunks
-        # by position: the last batch that wrote a still object there in place, modulo 256
-        # (a byte: a miss fewer than a wider stamp; a stale stamp that matches, or one lost
-        # with a growth, only makes a mover wake one batch early or stay in place once more)
-        self._moved_at = np.full(cap, 0, np.uint8)
-        self._tree = layout.new_tree(cap // CHUNK)
+                new.adopt(old, self._npos)
+        self._reserved = res
+        self._reserved32 = s32
+        self._commit(cap)
+        self._tree = layout.new_tree(size // CHUNK)
         self._refit(0)
         if self._slot_order:  # in slot order every box stays open (moves never refit)
             layout.open_boxes(self._tree)
 
+    def _commit(self, cap: int) -> None:
+        """The position arrays for ``cap`` positions, within the reserve: every page written
+        now (a lazily mapped page would fault in the frame that first touches it: the first
+        removal after a build paid 16 ms at 10^6 for the stamps alone)."""
+        cap = -(-cap // CHUNK) * CHUNK
+        for name, (r, per) in self._reserved.items():
+            setattr(self, name, r.commit(-(-cap // per)))
+        self._s32 = Spheres32(*(r.commit(cap) for r in self._reserved32))
+
     def _reserve(self, m: int) -> None:
-        """Room for ``m`` more positions, and then some: a growth copies every record and
-        refits every box (36 ms at 10^6), so a build leaves room for an awake region of an
-        eighth of its objects; the first objects to move then wake without one."""
+        """Room for ``m`` more positions, and then some: within the reserve a step of
+        ``COMMIT_STEP`` at least; past it a growth that copies the used records and refits
+        every box (36 ms at 10^6), leaving room for an awake region of an eighth of the
+        objects."""
         cap = self._pos_slot.shape[0]
         need = self._npos + m
-        if need > cap:
+        if need <= cap:
+            return
+        room = self._reserved["_pos_slot"][0].base.shape[0]
+        if need <= room:
+            self._commit(min(room, max(need, cap + reserve.COMMIT_STEP)))
+        else:
             self._set_capacity(max(need + need // HEADROOM, cap + cap // 2))
 
     def _grow(self, new_capacity: int) -> None:
@@ -709,11 +732,16 @@ class ChunkedIndex(SpatialIndex):
 
     def _validate(self) -> None:
         t = self._tree
-        if t.loff[1] * CHUNK != self._pos_slot.shape[0] or not (
-                0 <= self._awake0 <= self._npos <= self._pos_slot.shape[0]):
+        cap = self._pos_slot.shape[0]
+        room = self._reserved["_pos_slot"][0].base.shape[0]
+        views = [getattr(self, name).shape[0] * per for name, (_, per) in self._reserved.items()]
+        views += [a.shape[0] for a in self._s32]
+        if t.loff[1] * CHUNK != room or not (
+                0 <= self._awake0 <= self._npos <= cap <= room) or not all(
+                cap <= v < cap + 64 for v in views):
             raise AssertionError(f"{self.describe()}: tree of {int(t.loff[1])} chunks for "
-                                 f"{self._pos_slot.shape[0]} positions, awake from "
-                                 f"{self._awake0}, {self._npos} used")
+                                 f"{room} positions reserved, arrays of {views} for {cap}, "
+                                 f"awake from {self._awake0}, {self._npos} used")
         for code, where in (
             check.check_positions(self._alive, self._slot_pos, self._pos_slot, self._npos),
             check.check_copy(self._s32, self._pos_slot, self._npos, self._centers, self._radii,
