@@ -71,6 +71,9 @@ MAX_HOLES = 0.25
 #: re-sort to put back (1/32: its stall 12 ms at 10^5 under churn10; 1/8: 15 ms), but the
 #: bench's nine patterns in a row then cross it and pay placements mid-segment.
 FILL_HOLES = 1 / 16
+#: Positions of the awake region a batch drains (puts its idle objects back to sleep, most of
+#: them into the holes they woke from: about 0.2 us each) once the region is half holes.
+DRAIN = 2048
 #: When a batch wakes at least this fraction of the objects, all of them wake where they are.
 WAKE_ALL = 0.5
 #: After two batches in a row that move at least this fraction of the objects, the layout goes
@@ -120,6 +123,7 @@ class ChunkedIndex(SpatialIndex):
             raise ValueError("chunks has no heuristic: leafy and split_threshold do not apply")
         super().__init__(capacity)
         self._slot_pos = np.full(self.capacity, NO_POS, dtype=np.int64)
+        self._home = np.full(self.capacity, NO_POS, dtype=np.int64)  # see ChunkPlaces.home
         self._id_pos = IdMap(self.capacity)  # id -> position: the per-frame path's one look-up
         self._npos = 0
         self._awake0 = 0
@@ -148,6 +152,8 @@ class ChunkedIndex(SpatialIndex):
         # moving wakes on its first move, not on its second.
         self._keeps_moving = True
         self._slept = 0  # awake objects put back in still holes since the awake region's sort
+        self._drain = -1  # where the awake region's drain goes on (-1: none), up to _drain_end
+        self._drain_end = 0
         self._still_curve: spawn.StillCurve | None = None  # how the still region was laid out
         self._set_capacity(CHUNK * 16)
 
@@ -206,12 +212,15 @@ class ChunkedIndex(SpatialIndex):
 
     def _grow(self, new_capacity: int) -> None:
         self._slot_pos = grown(self._slot_pos, new_capacity, NO_POS)
+        self._home = grown(self._home, new_capacity, NO_POS)
 
-    def _append(self, slots: np.ndarray, new: bool = False, still: bool = False) -> int:
+    def _append(self, slots: np.ndarray, new: bool = False, still: bool = False,
+                sort: bool = True) -> int:
         """Put ``slots`` at positions ``npos ..`` in curve order; returns the first position.
         ``new``: their ids are not in the id -> position map yet (an insert), else they are
         (a re-sort). ``still``: they are the whole still region, from position 0: keep the
-        curve, so that new objects can find the chunk around them (``spawn``)."""
+        curve, so that new objects can find the chunk around them (``spawn``). ``sort``
+        False: in the order given."""
         m = slots.shape[0]
         self._reserve(m)
         if not new:
@@ -220,8 +229,10 @@ class ChunkedIndex(SpatialIndex):
         # PARALLEL_MIN every kernel here is serial, so no thread count is set (threads_for)
         # for a batch of spawns or wakes.
         many = m >= PARALLEL_MIN
-        centers = layout.centers_of(self._centers, slots) if many else self._centers[slots]
-        if still and m >= CHUNK:
+        if not sort:
+            order = slots
+        elif still and m >= CHUNK:
+            centers = self._gather_centers(slots, many)
             bits = layout.curve_bits(m)
             lo, scale = layout.curve_frame(centers, bits)
             codes = (layout.frame_codes_parallel if many else layout.frame_codes)(
@@ -230,7 +241,7 @@ class ChunkedIndex(SpatialIndex):
             order = slots[by_code]
             self._still_curve = spawn.still_curve(lo, scale, bits, codes[by_code])
         else:
-            order = slots[layout.curve_order(centers, many)]
+            order = slots[layout.curve_order(self._gather_centers(slots, many), many)]
         first = self._npos
         # the maps both ways, the id -> position map, the float32 records: one pass
         big, rad = update.place(self._places(), self._records(), self._ids, order, first,
@@ -242,9 +253,13 @@ class ChunkedIndex(SpatialIndex):
         self._npos += m
         return first
 
+    def _gather_centers(self, slots: np.ndarray, many: bool) -> np.ndarray:
+        return layout.centers_of(self._centers, slots) if many else self._centers[slots]
+
     def _take_out(self, p0: int) -> np.ndarray:
         """Empty positions ``p0 .. npos``; returns the live slots that were there."""
         self._layout_epoch += 1
+        self._drain = -1  # (positions change: a drain under way starts again when due)
         live = self._pos_slot[p0: self._npos]
         live = live[live >= 0].copy()
         self._holes -= (self._npos - p0) - live.shape[0]
@@ -272,15 +287,18 @@ class ChunkedIndex(SpatialIndex):
     def _awake_chunks(self) -> tuple[int, int]:
         return self._awake0 // CHUNK, -(-self._npos // CHUNK)
 
-    def _sort_awake(self) -> None:
-        """Re-sort the awake region along the curve, dropping its holes."""
+    def _sort_awake(self, sort: bool = True) -> None:
+        """Re-sort the awake region along the curve, dropping its holes; ``sort`` False: drop
+        them and keep the order its objects are in (the curve's codes and sort cost as much
+        again as the writes), and the extent its re-sort left as the reference."""
         self._slept = 0
         end = self._npos
         live = self._take_out(self._awake0)
         if live.shape[0]:
-            self._append(live)
+            self._append(live, sort=sort)
         self._refit(self._awake0, end)
-        self._awake_extent = layout.mean_extent(self._tree, *self._awake_chunks())
+        if sort:
+            self._awake_extent = layout.mean_extent(self._tree, *self._awake_chunks())
         self.awake_resorts += 1
 
     def _resort(self) -> None:
@@ -371,7 +389,7 @@ class ChunkedIndex(SpatialIndex):
             return slots
         pad = layout.pad_for(max(self._max_abs, float(np.abs(self._centers[slots]).max())),
                              max(self._max_r, float(self._radii[slots].max())))
-        placed = self._place_in_holes(slots, pad)
+        placed = self._place_in_holes(slots, pad, False)
         done = placed >= 0
         if not done.any():
             return slots
@@ -379,15 +397,26 @@ class ChunkedIndex(SpatialIndex):
         self._holes -= int(np.count_nonzero(done))
         return slots[~done]
 
-    def _place_in_holes(self, slots: np.ndarray, pad: float) -> np.ndarray:
+    def _place_in_holes(self, slots: np.ndarray, pad: float, woke: bool) -> np.ndarray:
         """Where ``spawn.place_in_holes`` put each of ``slots`` (-1: nowhere), their bounds
-        noted; the id -> position map is the caller's."""
-        placed = np.empty(slots.shape[0], np.int64)
-        _, big, rad = spawn.place_in_holes(
-            update.StillMoves(self._tree, self._awake0, self._moved_at), self._places(),
-            self._records(), self._ids, slots,
-            spawn.guess_chunks(self._still_curve, self._centers[slots]), pad, placed)
-        self._note_bounds(big, rad)
+        noted; the id -> position map is the caller's. Objects that ``woke`` (not new ones)
+        try the holes they woke from first (no curve code, no search: a mover that stopped
+        is most often still within its old chunk's limit), then the chunks around."""
+        still = update.StillMoves(self._tree, self._awake0, self._moved_at)
+        placed = np.full(slots.shape[0], -1, np.int64)
+        n = 0
+        if woke:
+            n, big, rad = spawn.place_in_holes(still, self._places(), self._records(),
+                                               self._ids, slots, _NO_POSITIONS, pad, placed)
+            self._note_bounds(big, rad)
+        if n < slots.shape[0]:
+            rest = np.flatnonzero(placed < 0)
+            more = np.empty(rest.shape[0], np.int64)
+            _, big, rad = spawn.place_in_holes(
+                still, self._places(), self._records(), self._ids, slots[rest],
+                spawn.guess_chunks(self._still_curve, self._centers[slots[rest]]), pad, more)
+            self._note_bounds(big, rad)
+            placed[rest] = more
         return placed
 
     def _place_at_slots(self, slots: np.ndarray) -> None:
@@ -508,20 +537,32 @@ class ChunkedIndex(SpatialIndex):
             self._note_bounds(big, rad)
         if stopped is not None:
             self._sleep(stopped)
-            if self._slept > (end - self._awake0) // 2:
-                # The awake region is half holes: whatever in it this batch did not move
-                # sleeps too (movers that stopped before holes were many), and it re-sorts.
-                # (Stamped again: a growth of the layout in between starts fresh stamps.)
-                stamp = self._fresh_mark()
-                self._pos_mark[pos] = stamp
-                self._sleep(update.unmarked(self._awake0, end, self._pos_mark, stamp,
-                                            self._pos_slot))
-                slots = self._pos_slot[pos]
-                self._sort_awake()
-                pos = self._slot_pos[slots]  # where the re-sort put this batch's movers
-                end = self._npos  # (all of them laid out before the next refit)
+            if self._drain < 0 and self._slept > (end - self._awake0) // 2:
+                # The awake region is half holes: whatever in it the batches do not move
+                # sleeps too (movers that stopped before holes were many), DRAIN positions a
+                # batch, and then it drops its holes.
+                self._drain, self._drain_end = self._awake0, end
+        if self._drain >= 0:
+            pos, end = self._drain_step(pos, end)
         self._last_movers = moves.remember(self._layout_epoch, pos, self._slot_order)
         self._after_moves(pos, woke, end)
+
+    def _drain_step(self, pos: np.ndarray, end: int) -> tuple[np.ndarray, int]:
+        """Put the awake objects of the next DRAIN positions that this batch (at ``pos``)
+        does not move back to still holes; past the last, drop the awake region's holes in
+        place (no re-sort). Returns where this batch's movers are then, and the layout's
+        end. All at once this was a stall: 22-31 ms at 10^6 under churn, some 50,000 idle
+        objects that stopped moving before holes were many (``FILL_HOLES``)."""
+        hi = min(self._drain_end, self._drain + DRAIN)
+        stamp = self._fresh_mark()
+        self._pos_mark[pos] = stamp
+        self._sleep(update.unmarked(self._drain, hi, self._pos_mark, stamp, self._pos_slot))
+        self._drain = hi
+        if hi < self._drain_end:
+            return pos, end
+        slots = self._pos_slot[pos]
+        self._sort_awake(sort=False)
+        return self._slot_pos[slots], self._npos  # (all laid out before the next refit)
 
     def _stopped(self, pos: np.ndarray, stamp: int) -> np.ndarray | None:
         """Once holes are many (``FILL_HOLES``): the awake movers of the last batch that this
@@ -542,7 +583,7 @@ class ChunkedIndex(SpatialIndex):
         the awake region grows. The awake region drops the holes they leave when it re-sorts,
         which it does once they are half of it."""
         slots = self._pos_slot[positions]
-        placed = self._place_in_holes(slots, layout.pad_for(self._max_abs, self._max_r))
+        placed = self._place_in_holes(slots, layout.pad_for(self._max_abs, self._max_r), True)
         done = placed >= 0
         n = int(np.count_nonzero(done))
         if n == 0:
@@ -605,7 +646,7 @@ class ChunkedIndex(SpatialIndex):
 
     def _places(self) -> update.ChunkPlaces:
         return update.ChunkPlaces(self._slot_pos, self._pos_slot, self._pos_id,
-                                  *self._id_pos.arrays())
+                                  *self._id_pos.arrays(), self._home)
 
     def _write_settle(self, batch: moves.UpdateBatch, pos: np.ndarray, asleep: int) -> bool:
         """Write a batch with still movers: each stays in place within its chunk's limit (its
@@ -641,6 +682,7 @@ class ChunkedIndex(SpatialIndex):
 
     def _on_remove(self, slots: np.ndarray) -> None:
         self._set_epoch += 1
+        self._home[slots] = NO_POS  # (the slot's next object never woke from there)
         self._id_pos.delete(self._ids[slots])
         # Last batch's movers stay known through a removal unless one of them is removed
         # (its hole keeps its id in ``pos_id``: a later batch must not write there).

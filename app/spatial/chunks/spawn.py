@@ -15,7 +15,10 @@ growing before they force a re-sort.
 Which chunk: the still region was laid out along a Hilbert curve on a known grid
 (:class:`StillCurve`: the grid and the first code of every still chunk), so a new centre's
 code on that grid, searched among the chunks' first codes, names the chunk whose range of
-the curve holds it; that chunk and its two neighbours are tried.
+the curve holds it; that chunk and its two neighbours are tried. An awake object that
+stopped moving tries the hole it woke from first (``ChunkPlaces.home``): most often its old
+chunk's limit still holds it, and the placement needs no curve code and no search (a sleep
+of 54,000 such objects at 10^6: 25 ms by the curve, 12 ms home first).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from app.spatial.chunks.layout import (
     CHUNK,
     COPY,
     FANOUT,
+    NO_POS,
     Tree,
     chunk_holds,
     frame_codes,
@@ -37,6 +41,7 @@ from app.spatial.chunks.layout import (
 )
 from app.spatial.chunks.update import ChunkPlaces, StillMoves
 from app.spatial.moves import SphereRecords
+from app.spatial.prefetch import PREFETCH_AHEAD, prefetch
 from app.spatial.scan import to32
 
 
@@ -67,11 +72,13 @@ def guess_chunks(curve: StillCurve, centers: np.ndarray) -> np.ndarray:
 @njit(cache=True)
 def place_in_holes(still: StillMoves, places: ChunkPlaces, rec: SphereRecords, slot_id,
                    slots, guess, pad: float, placed) -> tuple[int, float, float]:
-    """Place the new objects ``slots`` (their values in the store) in holes of still chunks:
-    of chunk ``guess[i]`` or a neighbour, one with objects (its limit is held above: see
-    ``layout.refit_upper``) whose limit holds the new sphere and view distance. ``placed[i]``
-    gets the position, or -1 (the caller appends those). The id -> position map is the
-    caller's. Returns (how many placed, largest coordinate magnitude, largest radius)."""
+    """Place the objects ``slots`` (their values in the store) in holes of still chunks,
+    chunks with objects (their limits are held above: see ``layout.refit_upper``) whose
+    limit holds the sphere and view distance. ``guess`` empty: only in the hole each woke
+    from (``ChunkPlaces.home``), if it is a still hole yet; else in a hole of chunk
+    ``guess[i]`` or a neighbour. ``placed[i]`` gets the position, or -1 (the caller tries
+    again or appends those). The id -> position map is the caller's. Returns (how many
+    placed, largest coordinate magnitude, largest radius)."""
     tree: Tree = still.tree
     box = tree.box
     lim = tree.limit
@@ -83,6 +90,7 @@ def place_in_holes(still: StillMoves, places: ChunkPlaces, rec: SphereRecords, s
     slot_pos = places.slot_pos
     pos_slot = places.pos_slot
     pos_id = places.pos_id
+    home = places.home
     store_c = rec.store_c
     store_r = rec.store_r
     store_v = rec.store_v
@@ -92,10 +100,36 @@ def place_in_holes(still: StillMoves, places: ChunkPlaces, rec: SphereRecords, s
     r32 = rec.s32.r
     vd32 = rec.s32.vd
     nstill = (awake0 + CHUNK - 1) // CHUNK
+    at_home = guess.shape[0] == 0
     n = 0
     big = 0.0
     rad = 0.0
-    for i in range(slots.shape[0]):
+    m = slots.shape[0]
+    for i in range(m):
+        # A later object's store rows and slot entries, then (its hole known) the hole's
+        # lanes and its chunk's limit and count: some fifteen lines an object, all scattered
+        # (a sleep of 54,000 at 10^6 took 8.4 ms without them).
+        if i + PREFETCH_AHEAD < m:
+            t = slots[i + PREFETCH_AHEAD]
+            prefetch(home, t)
+            prefetch(store_c, t)
+            prefetch(store_r, t)
+            prefetch(store_v, t)
+            prefetch(slot_pos, t)
+            prefetch(slot_id, t)
+        if at_home and i + PREFETCH_AHEAD // 2 < m:
+            q = home[slots[i + PREFETCH_AHEAD // 2]]
+            if 0 <= q < awake0:
+                prefetch(pos_slot, q)
+                prefetch(pos_id, q)
+                prefetch(x, q)
+                prefetch(y, q)
+                prefetch(z, q)
+                prefetch(r32, q)
+                prefetch(vd32, q)
+                prefetch(moved_at, q)
+                prefetch(lim, q // CHUNK)
+                prefetch(count, q // CHUNK)
         placed[i] = -1
         s = slots[i]
         cx = store_c[s, 0]
@@ -104,17 +138,26 @@ def place_in_holes(still: StillMoves, places: ChunkPlaces, rec: SphereRecords, s
         rr = store_r[s]
         v = store_v[s]
         lx, ly, lz, hx, hy, hz = sphere_bounds(cx, cy, cz, rr, pad)
-        for d in range(3):
-            c = guess[i] + (0, -1, 1)[d]
+        for d in range(1 if at_home else 3):
+            p = -1
+            if at_home:
+                q = home[s]
+                if q < 0 or q >= awake0 or pos_slot[q] != NO_POS:
+                    break
+                c = q // CHUNK
+            else:
+                c = guess[i] + (0, -1, 1)[d]
             if c < 0 or c >= nstill or count[c] == 0 or count[c] >= CHUNK:
                 continue
             if not chunk_holds(lim, c, 0, lx, ly, lz, hx, hy, hz, v, True):
                 continue
-            p = -1
-            for q in range(c * CHUNK, min((c + 1) * CHUNK, awake0)):
-                if r32[q] == -np.inf:  # a hole (its radius lane: half the lines of pos_slot)
-                    p = q
-                    break
+            if at_home:
+                p = q
+            else:
+                for q in range(c * CHUNK, min((c + 1) * CHUNK, awake0)):
+                    if r32[q] == -np.inf:  # a hole (its radius lane: half the lines of
+                        p = q              # pos_slot)
+                        break
             if p < 0:  # (its holes lie past the still region's end)
                 continue
             pos_slot[p] = s

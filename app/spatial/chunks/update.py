@@ -52,6 +52,7 @@ class ChunkPlaces(NamedTuple):
     id_keys: np.ndarray  # id -> position (``app.spatial.idmap``'s three tables)
     id_vals: np.ndarray
     id_dense: np.ndarray
+    home: np.ndarray  # store slot -> the position it last woke from (NO_POS: none)
 
 
 @njit(cache=True, _nrt=False)
@@ -114,6 +115,7 @@ def wake_movers(tree: Tree, s32: Spheres32, places: ChunkPlaces, pos, rows, npos
     vd = s32.vd
     count = tree.count
     loff = tree.loff
+    home = places.home
     hashed = np.empty(rows.shape[0], np.int64)  # new positions of ids outside the direct table
     nh = 0
     m = rows.shape[0]
@@ -152,6 +154,7 @@ def wake_movers(tree: Tree, s32: Spheres32, places: ChunkPlaces, pos, rows, npos
             y[npos] = y[p]
             z[npos] = z[p]
         leave_hole(pos_slot, r, vd, count, loff, p)
+        home[s] = p  # the hole it may sleep back into (spawn.place_in_holes)
         slot_pos[s] = npos
         pos_slot[npos] = s
         k = pos_id[p]
