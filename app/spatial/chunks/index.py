@@ -105,6 +105,7 @@ _BY_POSITION = (
     # fewer than a wider stamp; a stale stamp that matches only makes a mover wake one batch
     # early or stay in place once more)
     ("_moved_at", np.uint8, 0, 1),
+    ("_home", np.int64, NO_POS, 1),  # see update.ChunkPlaces.home
     ("_chunk_mark", np.int64, 0, CHUNK),  # a batch's stamps: chunks
     ("_pos_seen", np.uint64, 0, 64),  # a batch's repeat check (app.spatial.seen): a bit each
 )
@@ -123,7 +124,6 @@ class ChunkedIndex(SpatialIndex):
             raise ValueError("chunks has no heuristic: leafy and split_threshold do not apply")
         super().__init__(capacity)
         self._slot_pos = np.full(self.capacity, NO_POS, dtype=np.int64)
-        self._home = np.full(self.capacity, NO_POS, dtype=np.int64)  # see ChunkPlaces.home
         self._id_pos = IdMap(self.capacity)  # id -> position: the per-frame path's one look-up
         self._npos = 0
         self._awake0 = 0
@@ -168,9 +168,9 @@ class ChunkedIndex(SpatialIndex):
         positions' writes (:meth:`_commit`)."""
         cap = -(-cap // CHUNK) * CHUNK
         size = 2 * cap
-        res = {name: (reserve.Reserved(-(-size // per), dtype, fill), per)
+        res = {name: (reserve.Reserved(-(-size // per), dtype, fill, -(-cap // per)), per)
                for name, dtype, fill, per in _BY_POSITION}
-        s32 = [reserve.Reserved(size, np.float32, fill) for fill in _S32_FILL]
+        s32 = [reserve.Reserved(size, np.float32, fill, cap) for fill in _S32_FILL]
         if self._npos:
             # A stamp lost with a growth only makes a mover wake one batch early or stay in
             # place once more: the marks start fresh; the layout and its copy are kept.
@@ -212,15 +212,12 @@ class ChunkedIndex(SpatialIndex):
 
     def _grow(self, new_capacity: int) -> None:
         self._slot_pos = grown(self._slot_pos, new_capacity, NO_POS)
-        self._home = grown(self._home, new_capacity, NO_POS)
 
-    def _append(self, slots: np.ndarray, new: bool = False, still: bool = False,
-                sort: bool = True) -> int:
+    def _append(self, slots: np.ndarray, new: bool = False, still: bool = False) -> int:
         """Put ``slots`` at positions ``npos ..`` in curve order; returns the first position.
         ``new``: their ids are not in the id -> position map yet (an insert), else they are
         (a re-sort). ``still``: they are the whole still region, from position 0: keep the
-        curve, so that new objects can find the chunk around them (``spawn``). ``sort``
-        False: in the order given."""
+        curve, so that new objects can find the chunk around them (``spawn``)."""
         m = slots.shape[0]
         self._reserve(m)
         if not new:
@@ -229,10 +226,8 @@ class ChunkedIndex(SpatialIndex):
         # PARALLEL_MIN every kernel here is serial, so no thread count is set (threads_for)
         # for a batch of spawns or wakes.
         many = m >= PARALLEL_MIN
-        if not sort:
-            order = slots
-        elif still and m >= CHUNK:
-            centers = self._gather_centers(slots, many)
+        centers = layout.centers_of(self._centers, slots) if many else self._centers[slots]
+        if still and m >= CHUNK:
             bits = layout.curve_bits(m)
             lo, scale = layout.curve_frame(centers, bits)
             codes = (layout.frame_codes_parallel if many else layout.frame_codes)(
@@ -241,7 +236,7 @@ class ChunkedIndex(SpatialIndex):
             order = slots[by_code]
             self._still_curve = spawn.still_curve(lo, scale, bits, codes[by_code])
         else:
-            order = slots[layout.curve_order(self._gather_centers(slots, many), many)]
+            order = slots[layout.curve_order(centers, many)]
         first = self._npos
         # the maps both ways, the id -> position map, the float32 records: one pass
         big, rad = update.place(self._places(), self._records(), self._ids, order, first,
@@ -252,9 +247,6 @@ class ChunkedIndex(SpatialIndex):
         self._note_bounds(big, rad)
         self._npos += m
         return first
-
-    def _gather_centers(self, slots: np.ndarray, many: bool) -> np.ndarray:
-        return layout.centers_of(self._centers, slots) if many else self._centers[slots]
 
     def _take_out(self, p0: int) -> np.ndarray:
         """Empty positions ``p0 .. npos``; returns the live slots that were there."""
@@ -280,25 +272,24 @@ class ChunkedIndex(SpatialIndex):
         c1 = max(-(-(self._npos if p1 is None else p1) // CHUNK), c0 + 1)
         c1 = min(c1, int(self._tree.loff[1]))
         pad = layout.pad_for(self._max_abs, self._max_r)
-        with threads_for((c1 - c0) * CHUNK):
-            layout.refit_chunks(self._tree, self._s32, c0, c1, pad)
+        used = min(max(-(-self._npos // CHUNK), c0), c1)  # (past the end every lane is dead)
+        with threads_for((used - c0) * CHUNK):
+            layout.refit_chunks(self._tree, self._s32, c0, used, pad)
+        layout.empty_chunks(self._tree, used, c1)
         layout.refit_upper(self._tree, c0, c1)
 
     def _awake_chunks(self) -> tuple[int, int]:
         return self._awake0 // CHUNK, -(-self._npos // CHUNK)
 
-    def _sort_awake(self, sort: bool = True) -> None:
-        """Re-sort the awake region along the curve, dropping its holes; ``sort`` False: drop
-        them and keep the order its objects are in (the curve's codes and sort cost as much
-        again as the writes), and the extent its re-sort left as the reference."""
+    def _sort_awake(self) -> None:
+        """Re-sort the awake region along the curve, dropping its holes."""
         self._slept = 0
         end = self._npos
         live = self._take_out(self._awake0)
         if live.shape[0]:
-            self._append(live, sort=sort)
+            self._append(live)
         self._refit(self._awake0, end)
-        if sort:
-            self._awake_extent = layout.mean_extent(self._tree, *self._awake_chunks())
+        self._awake_extent = layout.mean_extent(self._tree, *self._awake_chunks())
         self.awake_resorts += 1
 
     def _resort(self) -> None:
@@ -540,7 +531,7 @@ class ChunkedIndex(SpatialIndex):
             if self._drain < 0 and self._slept > (end - self._awake0) // 2:
                 # The awake region is half holes: whatever in it the batches do not move
                 # sleeps too (movers that stopped before holes were many), DRAIN positions a
-                # batch, and then it drops its holes.
+                # batch, and then it re-sorts.
                 self._drain, self._drain_end = self._awake0, end
         if self._drain >= 0:
             pos, end = self._drain_step(pos, end)
@@ -549,8 +540,8 @@ class ChunkedIndex(SpatialIndex):
 
     def _drain_step(self, pos: np.ndarray, end: int) -> tuple[np.ndarray, int]:
         """Put the awake objects of the next DRAIN positions that this batch (at ``pos``)
-        does not move back to still holes; past the last, drop the awake region's holes in
-        place (no re-sort). Returns where this batch's movers are then, and the layout's
+        does not move back to still holes; past the last, re-sort the awake region (which
+        drops its holes). Returns where this batch's movers are then, and the layout's
         end. All at once this was a stall: 22-31 ms at 10^6 under churn, some 50,000 idle
         objects that stopped moving before holes were many (``FILL_HOLES``)."""
         hi = min(self._drain_end, self._drain + DRAIN)
@@ -561,7 +552,7 @@ class ChunkedIndex(SpatialIndex):
         if hi < self._drain_end:
             return pos, end
         slots = self._pos_slot[pos]
-        self._sort_awake(sort=False)
+        self._sort_awake()
         return self._slot_pos[slots], self._npos  # (all laid out before the next refit)
 
     def _stopped(self, pos: np.ndarray, stamp: int) -> np.ndarray | None:
@@ -682,7 +673,6 @@ class ChunkedIndex(SpatialIndex):
 
     def _on_remove(self, slots: np.ndarray) -> None:
         self._set_epoch += 1
-        self._home[slots] = NO_POS  # (the slot's next object never woke from there)
         self._id_pos.delete(self._ids[slots])
         # Last batch's movers stay known through a removal unless one of them is removed
         # (its hole keeps its id in ``pos_id``: a later batch must not write there).

@@ -272,6 +272,19 @@ def _fit_chunks(tree: Tree, s32: Spheres32, c0: int, c1: int, pad: float) -> Non
 
 
 @njit(cache=True)
+def empty_chunks(tree: Tree, c0: int, c1: int) -> None:
+    """Chunks ``c0 .. c1-1`` empty (every lane past the layout's end is dead): boxes, counts
+    and limits set without reading the lanes (an awake region that drops its holes leaves
+    thousands of such chunks behind it: 0.7 ms at 10^6 read lane by lane)."""
+    for c in range(c0, c1):
+        for k in range(EMPTY_BOX.shape[0]):
+            tree.box[k, c] = EMPTY_BOX[k]
+            tree.limit[c, k] = EMPTY_BOX[k]
+            tree.limit[c, COPY + k] = EMPTY_BOX[k]
+        tree.count[c] = 0
+
+
+@njit(cache=True)
 def set_limit(tree: Tree, c: int) -> None:
     """Chunk ``c``'s limit from its box (see the module docstring); an empty chunk's holds
     nothing."""

@@ -111,14 +111,13 @@ def place_in_holes(still: StillMoves, places: ChunkPlaces, rec: SphereRecords, s
         # (a sleep of 54,000 at 10^6 took 8.4 ms without them).
         if i + PREFETCH_AHEAD < m:
             t = slots[i + PREFETCH_AHEAD]
-            prefetch(home, t)
             prefetch(store_c, t)
             prefetch(store_r, t)
             prefetch(store_v, t)
             prefetch(slot_pos, t)
             prefetch(slot_id, t)
         if at_home and i + PREFETCH_AHEAD // 2 < m:
-            q = home[slots[i + PREFETCH_AHEAD // 2]]
+            q = home[slot_pos[slots[i + PREFETCH_AHEAD // 2]]]
             if 0 <= q < awake0:
                 prefetch(pos_slot, q)
                 prefetch(pos_id, q)
@@ -141,7 +140,7 @@ def place_in_holes(still: StillMoves, places: ChunkPlaces, rec: SphereRecords, s
         for d in range(1 if at_home else 3):
             p = -1
             if at_home:
-                q = home[s]
+                q = home[slot_pos[s]]
                 if q < 0 or q >= awake0 or pos_slot[q] != NO_POS:
                     break
                 c = q // CHUNK

@@ -52,7 +52,8 @@ class ChunkPlaces(NamedTuple):
     id_keys: np.ndarray  # id -> position (``app.spatial.idmap``'s three tables)
     id_vals: np.ndarray
     id_dense: np.ndarray
-    home: np.ndarray  # store slot -> the position it last woke from (NO_POS: none)
+    home: np.ndarray  # position -> the one its object last woke from (NO_POS: none, stale
+    #                   after a re-sort: a hole to try first, checked as any other)
 
 
 @njit(cache=True, _nrt=False)
@@ -154,7 +155,7 @@ def wake_movers(tree: Tree, s32: Spheres32, places: ChunkPlaces, pos, rows, npos
             y[npos] = y[p]
             z[npos] = z[p]
         leave_hole(pos_slot, r, vd, count, loff, p)
-        home[s] = p  # the hole it may sleep back into (spawn.place_in_holes)
+        home[npos] = p  # the hole it may sleep back into (spawn.place_in_holes)
         slot_pos[s] = npos
         pos_slot[npos] = s
         k = pos_id[p]
@@ -431,6 +432,7 @@ def place(places: ChunkPlaces, rec: SphereRecords, slot_id, order, first: int, r
     slot_pos = places.slot_pos
     pos_slot = places.pos_slot
     pos_id = places.pos_id
+    home = places.home
     keys = places.id_keys
     vals = places.id_vals
     dense = places.id_dense
@@ -464,6 +466,7 @@ def place(places: ChunkPlaces, rec: SphereRecords, slot_id, order, first: int, r
         s = order[i]
         p = first + i
         pos_slot[p] = s
+        home[p] = NO_POS  # (laid out anew: woken from nowhere)
         slot_pos[s] = p
         pos_id[p] = slot_id[s]
         cx = c[s, 0]
