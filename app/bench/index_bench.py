@@ -126,7 +126,7 @@ def _warm(factory: Callable[[], Any], use_vd: bool, n: int = WARM_SIZES[0]) -> N
             idx.update(moving, c[moving] + 0.1 * k)
             idx.query_frustum(planes, np.full(3, 25.0), use_vd)
         # Long enough for chunks' movers that stop to sleep back, for its awake region to
-        # drain and drop its holes, and for a mover that jumps out of its awake chunk: each
+        # drain and re-sort, and for a mover that jumps out of its awake chunk: each
         # loaded its kernels inside a timed frame of a 200-frame run (4-9 ms, once).
         movers = ids[220:260]
         for k in range(40):

@@ -41,7 +41,6 @@ from app.spatial.chunks.layout import (
 )
 from app.spatial.chunks.update import ChunkPlaces, StillMoves
 from app.spatial.moves import SphereRecords
-from app.spatial.prefetch import PREFETCH_AHEAD, prefetch
 from app.spatial.scan import to32
 
 
@@ -104,31 +103,7 @@ def place_in_holes(still: StillMoves, places: ChunkPlaces, rec: SphereRecords, s
     n = 0
     big = 0.0
     rad = 0.0
-    m = slots.shape[0]
-    for i in range(m):
-        # A later object's store rows and slot entries, then (its hole known) the hole's
-        # lanes and its chunk's limit and count: some fifteen lines an object, all scattered
-        # (a sleep of 54,000 at 10^6 took 8.4 ms without them).
-        if i + PREFETCH_AHEAD < m:
-            t = slots[i + PREFETCH_AHEAD]
-            prefetch(store_c, t)
-            prefetch(store_r, t)
-            prefetch(store_v, t)
-            prefetch(slot_pos, t)
-            prefetch(slot_id, t)
-        if at_home and i + PREFETCH_AHEAD // 2 < m:
-            q = home[slot_pos[slots[i + PREFETCH_AHEAD // 2]]]
-            if 0 <= q < awake0:
-                prefetch(pos_slot, q)
-                prefetch(pos_id, q)
-                prefetch(x, q)
-                prefetch(y, q)
-                prefetch(z, q)
-                prefetch(r32, q)
-                prefetch(vd32, q)
-                prefetch(moved_at, q)
-                prefetch(lim, q // CHUNK)
-                prefetch(count, q // CHUNK)
+    for i in range(slots.shape[0]):
         placed[i] = -1
         s = slots[i]
         cx = store_c[s, 0]

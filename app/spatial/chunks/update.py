@@ -52,8 +52,8 @@ class ChunkPlaces(NamedTuple):
     id_keys: np.ndarray  # id -> position (``app.spatial.idmap``'s three tables)
     id_vals: np.ndarray
     id_dense: np.ndarray
-    home: np.ndarray  # position -> the one its object last woke from (NO_POS: none, stale
-    #                   after a re-sort: a hole to try first, checked as any other)
+    home: np.ndarray  # position -> the one its object woke from (NO_POS: none; a hole to
+    #                   try first when it sleeps again, checked as any other)
 
 
 @njit(cache=True, _nrt=False)
