@@ -52,6 +52,30 @@ def _scene(n: int, seed: int, side: float):
     return idx, oracle, ids, c, r, rng
 
 
+def _spawn(idx, oracle, first: int, k: int, side: float, rng) -> np.ndarray:
+    """``k`` new spheres in a cube of ``side``, ids from ``first``, into the index and the
+    oracle; returns their ids."""
+    new = np.arange(first, first + k, dtype=np.int64)
+    c = rng.uniform(0, side, (k, 3))
+    r = rng.uniform(0.2, 1.0, k)
+    idx.insert(new, c, r)
+    oracle.insert(new, c, r)
+    return new
+
+
+def _churn(idx, oracle, ids, c, movers, fresh: int, rng) -> np.ndarray:
+    """One batch of a churning mover set: ``fresh`` of ``movers`` replaced by objects that
+    were not moving, all of them moved a little in ``c``, the index and the oracle; returns
+    the new set."""
+    keep = rng.choice(movers, movers.shape[0] - fresh, replace=False)
+    new = rng.choice(np.setdiff1d(ids, movers), fresh, replace=False)
+    movers = np.sort(np.concatenate([keep, new]))
+    c[movers] += rng.normal(scale=0.2, size=(movers.shape[0], 3))
+    idx.update(movers, c[movers])
+    oracle.update(movers, c[movers])
+    return movers
+
+
 def test_movers_wake_and_the_awake_region_resorts():
     """The first batch after a build wakes its movers into the awake region (a set that
     starts moving keeps moving); an awake mover that jumps away from its chunk wakes again at
@@ -448,12 +472,8 @@ def test_spawns_take_holes_of_the_still_chunks_around_them():
         oracle.remove(gone)
         live = np.setdiff1d(live, gone)
         npos, holes = idx._npos, idx._holes
-        new = np.arange(next_id, next_id + 200, dtype=np.int64)
+        new = _spawn(idx, oracle, next_id, 200, 200.0, rng)
         next_id += 200
-        cn = rng.uniform(0, 200, (200, 3))
-        rn = rng.uniform(0.2, 1.0, 200)
-        idx.insert(new, cn, rn)
-        oracle.insert(new, cn, rn)
         live = np.concatenate([live, new])
         grew = idx._npos - npos
         assert grew + (holes - idx._holes) == 200  # each one either took a hole or was appended
@@ -473,12 +493,7 @@ def test_movers_that_stop_go_back_to_still_holes_under_churn():
     movers = np.sort(rng.choice(n, 320, replace=False))
     most = 0
     for _ in range(80):
-        keep = rng.choice(movers, 160, replace=False)
-        fresh = rng.choice(np.setdiff1d(ids, movers), 160, replace=False)
-        movers = np.sort(np.concatenate([keep, fresh]))
-        c[movers] += rng.normal(scale=0.2, size=(movers.shape[0], 3))
-        idx.update(movers, c[movers])
-        oracle.update(movers, c[movers])
+        movers = _churn(idx, oracle, ids, c, movers, 160, rng)
         most = max(most, idx._holes)
         _check(idx, oracle, eye, eye + rng.normal(size=3), far=60.0)
     st = idx.stats()
@@ -559,12 +574,8 @@ def test_the_layout_grows_into_its_reserve_then_past_it(monkeypatch):
             gone = rng.choice(oracle.arrays()[0], 40, replace=False)
             idx.remove(gone)
             oracle.remove(gone)
-            new = np.arange(next_id, next_id + 160, dtype=np.int64)
+            _spawn(idx, oracle, next_id, 160, 100.0, rng)
             next_id += 160
-            nc = rng.uniform(0, 100, (160, 3))
-            nr = rng.uniform(0.2, 1.0, 160)
-            idx.insert(new, nc, nr)
-            oracle.insert(new, nc, nr)
         bases.add(id(idx._reserved["_pos_slot"][0].base))
         caps.add(idx._pos_slot.shape[0])
         _check(idx, oracle, eye, eye + rng.normal(size=3), far=60.0)
@@ -618,12 +629,7 @@ def test_the_awake_region_drains_a_few_positions_a_batch(monkeypatch):
     movers = np.sort(rng.choice(n, 320, replace=False))
     drained = 0
     for _ in range(120):
-        keep = rng.choice(movers, 288, replace=False)
-        fresh = rng.choice(np.setdiff1d(ids, movers), 32, replace=False)
-        movers = np.sort(np.concatenate([keep, fresh]))
-        c[movers] += rng.normal(scale=0.2, size=(movers.shape[0], 3))
-        idx.update(movers, c[movers])
-        oracle.update(movers, c[movers])
+        movers = _churn(idx, oracle, ids, c, movers, 32, rng)
         drained += idx._drain >= 0
         _check(idx, oracle, eye, eye + rng.normal(size=3), far=60.0)
     assert drained >= 3  # a drain over several batches
