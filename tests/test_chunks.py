@@ -635,3 +635,30 @@ def test_the_awake_region_drains_a_few_positions_a_batch(monkeypatch):
     assert drained >= 3  # a drain over several batches
     assert idx.stats()["awake_resorts"] >= 1
     assert max(sizes) <= 256 + 32
+
+
+def test_slot_order_goes_back_to_the_curve_once_the_scene_stops():
+    """Everything moving puts the layout in slot order (no boxes: one flat scan). When the
+    batches stop (the viewer paused) and queries go on, it goes back to curve order, so the
+    boxes cull and the overlay draws them again; moving everything again goes back to slot
+    order. Exact throughout."""
+    n = 5000
+    idx, oracle, ids, c, r, rng = _scene(n, 14, 100.0)
+    eye = np.full(3, 50.0)
+    for _ in range(2):
+        c += rng.normal(scale=0.3, size=c.shape)
+        idx.update(ids, c)
+        oracle.update(ids, c)
+        _check(idx, oracle, eye, eye + rng.normal(size=3))  # (two queries a batch)
+    assert idx.stats()["order"] == "slot"
+    for _ in range(3):  # paused: two frames' worth of queries stay flat ...
+        _check(idx, oracle, eye, eye + rng.normal(size=3))
+    assert idx.stats()["order"] == "curve"  # ... and then the curve comes back
+    planes = camera_planes(eye, eye + np.array([1.0, 0.2, 0.1]), far=40.0)
+    assert idx.query_frustum(planes, eye=eye).nodes_visited > 0
+    for _ in range(2):
+        c += rng.normal(scale=0.3, size=c.shape)
+        idx.update(ids, c)
+        oracle.update(ids, c)
+    assert idx.stats()["order"] == "slot"
+    _check(idx, oracle, eye, eye + rng.normal(size=3))

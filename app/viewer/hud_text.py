@@ -118,8 +118,8 @@ def no_nodes_reason(index: str, frustum: bool, stats: Mapping | None,
         return ("viewdist keeps objects without a view distance in a flat list beside its "
                 "tree, and no object of this scene has one (meadow has)")
     if stats.get("order") == "slot":
-        return "chunks went to slot order because most objects move every frame, and scans " \
-               "them flat"
+        return ("chunks went to slot order because most objects move every frame, and scans "
+                "them flat; pause (P) and it lays them out along its curve again")
     if stats.get("flat"):
         return (f"{index} went flat because most objects move every frame (a scan of them "
                 "all is cheaper than keeping a tree); pause (P) and it builds the tree again")

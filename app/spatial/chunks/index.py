@@ -142,6 +142,8 @@ class ChunkedIndex(SpatialIndex):
         self._last_movers: moves.LastMovers | None = None
         self._spare: Columns | None = None  # the store's twins for all-object batches
         self._big_batches = 0  # consecutive batches moving at least SLOT_FRACTION
+        self._queries_since_update = 0  # frustum queries since the last batch of moves
+        self._frame_queries = 1  # the most seen between two batches (in slot order)
         self._mark = 0  # the last stamp given to _pos_mark / _chunk_mark
         self._stamp = 1  # batches that may write still objects in place (see update.py)
         self._in_place_last = False  # the last batch wrote still objects in place
@@ -434,6 +436,8 @@ class ChunkedIndex(SpatialIndex):
         pass, plus a compiled wake of its still movers; last batch's movers again, centres
         only, skip the id look-up. A batch with anything wrong goes the contract's general
         way, which names what is wrong and changes nothing."""
+        self._frame_queries = max(self._frame_queries, self._queries_since_update)
+        self._queries_since_update = 0
         batch = moves.batch_of(ids, centers, radii, view_distances)
         if batch is not None:
             # (last batch's movers written in place are still: they go the checked way)
@@ -686,7 +690,17 @@ class ChunkedIndex(SpatialIndex):
 
     # ------------------------------------------------------------------ queries
 
+    def _settled(self) -> bool:
+        """Whether the scene stopped moving while in slot order (the viewer paused: no batch
+        comes to say so): twice as many frustum queries without a batch as a frame has made.
+        Then the layout goes back to curve order, as a tree stops being flat: the boxes cull
+        again and the overlay has them to draw."""
+        self._queries_since_update += 1
+        return self._slot_order and self._queries_since_update > 2 * max(self._frame_queries, 2)
+
     def _query_frustum(self, planes, eye, use_vd, occlusion: ZPyramid | None) -> QueryResult:
+        if self._settled():
+            self._resort()
         if self._slot_order:  # every box is open: the walk would only add its nodes to the scan
             rows, occluded, outside = scan_frustum(
                 self._s32, self._npos, planes, eye, use_vd, self._max_abs, self._max_r,
