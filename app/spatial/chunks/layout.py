@@ -190,9 +190,63 @@ def centers_of(centers: np.ndarray, rows: np.ndarray) -> np.ndarray:
 CURVE_BITS = 12
 
 
+#: The curve :func:`hilbert_code_skilling` draws, as a state machine: a cube of the curve is
+#: in one of 24 orientations (a state, a row here), and its octant o (bit 2: x0, bit 1: x1,
+#: bit 0: x2 of the level's coordinate bits) is the digit ``HILBERT_STEPS[8 * state + o] & 7``
+#: of the index, the octant's own orientation ``HILBERT_STEPS[8 * state + o] >> 3``; the
+#: whole cube is in state 0 whatever the bits. Derived from Skilling's transform by reading
+#: each sub-cube's ordering of its 64 grandchildren (``tests/test_hilbert.py`` derives it
+#: again and compares every code): one table look-up a level in place of Skilling's three
+#: data-dependent branches, whose mispredictions made a code 37 ns (10^4 codes at 9 bits:
+#: 0.37 -> 0.14 ms).
+HILBERT_STEPS = np.array([
+    8, 17, 27, 2, 39, 46, 52, 5,
+    56, 71, 73, 86, 123, 20, 10, 13,
+    48, 1, 95, 102, 131, 18, 12, 21,
+    110, 113, 29, 26, 79, 80, 140, 3,
+    148, 43, 37, 34, 111, 112, 78, 81,
+    156, 45, 35, 42, 31, 6, 160, 97,
+    72, 87, 139, 4, 57, 70, 50, 53,
+    0, 171, 103, 76, 49, 58, 94, 61,
+    180, 143, 83, 184, 69, 54, 66, 89,
+    16, 107, 9, 74, 47, 60, 38, 77,
+    116, 127, 85, 14, 67, 144, 82, 33,
+    188, 99, 175, 176, 93, 90, 62, 65,
+    164, 101, 135, 22, 91, 98, 152, 41,
+    30, 109, 161, 106, 7, 172, 96, 75,
+    114, 25, 117, 166, 179, 136, 84, 191,
+    142, 55, 185, 88, 125, 132, 122, 11,
+    174, 177, 63, 64, 133, 130, 124, 19,
+    126, 15, 141, 28, 145, 32, 138, 51,
+    146, 155, 149, 36, 137, 24, 190, 167,
+    154, 157, 147, 44, 169, 182, 104, 119,
+    162, 165, 105, 118, 187, 100, 168, 183,
+    134, 173, 23, 108, 153, 170, 40, 59,
+    178, 129, 115, 120, 181, 158, 68, 151,
+    186, 163, 121, 128, 189, 92, 150, 159,
+], dtype=np.int64)
+
+
 @njit(cache=True, inline="always")
 def hilbert_code(x0: int, x1: int, x2: int, bits: int) -> int:
-    """Hilbert index of the non-negative ``bits``-bit integer coordinates (x0, x1, x2).
+    """Hilbert index of the non-negative ``bits``-bit integer coordinates (x0, x1, x2): the
+    index :func:`hilbert_code_skilling` gives, a level at a time from the top through
+    :data:`HILBERT_STEPS`."""
+    state = np.int64(0)
+    code = np.int64(0)
+    for bit in range(bits - 1, -1, -1):
+        octant = (((x0 >> bit) & 1) << 2) | (((x1 >> bit) & 1) << 1) | ((x2 >> bit) & 1)
+        step = HILBERT_STEPS[8 * state + octant]
+        code = (code << 3) | (step & 7)
+        state = step >> 3
+    return code
+
+
+@njit(cache=True)
+def hilbert_code_skilling(x0: int, x1: int, x2: int, bits: int) -> int:
+    """Hilbert index of the non-negative ``bits``-bit integer coordinates (x0, x1, x2), by
+    Skilling's transform: the reference :data:`HILBERT_STEPS` was derived from and is tested
+    against (``tests/test_hilbert.py``).
 
     Skilling's method ("Programming the Hilbert curve", 2004): undo the excess work of the
     Gray code axis by axis, Gray-encode, then read the transposed bits as one index. The three
