@@ -284,8 +284,8 @@ def _frustum_lazy(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: in
                   share: float, pd, codes):
     """The paper mode's traversal (every node brought up to date as it is reached), one node
     at a time. Given our mode's rules it is our mode's traversal as it was before
-    :func:`_frustum_wide`, which the tests hold that one to (the bookkeeping of a node that
-    passes is therefore written in both).
+    :func:`_frustum_wide`, which the tests hold that one to (both note a node that passes
+    through :func:`_note_reached`).
 
     Two phases: the node traversal decides which nodes' objects must be looked at (and
     against which planes), then :func:`_gather_blocks` scans their blocks. When the overfull
@@ -357,14 +357,11 @@ def _frustum_lazy(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: in
             # it skipped for lack of nodes.
             if v == NODE_PARTIAL and needs_split(nd.is_split, nd.count, n, limit):
                 split_node(nd, ob, sp, n, rules)
-        elif mask != 0 and (dirty[n] or needs_split(is_split, count, n, limit)):
-            # Read-only: the stored box is conservative even when dirty, so the answer is
-            # exact from the node as it is; the upkeep refits it (2.1.5) and splits it if
-            # overfull (2.1.1). Below a node inside the planes nothing is noted, as nothing
-            # was refitted or split there before.
-            note_node(noted, pending, npend, n)
-            if needs_split(is_split, count, n, limit):
-                noted_objects += count[n]
+        elif mask != 0:
+            # Below a node inside the planes nothing is noted, as nothing was refitted or
+            # split there before.
+            noted_objects += _note_reached(noted, pending, npend, dirty, is_split, count, n,
+                                           limit)
         if count[n] > 0:
             working += count[n]
             qnode[nq] = n
@@ -374,6 +371,19 @@ def _frustum_lazy(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: in
     return _finish(nd, ob, sp, (qnode[:nq], qmask[:nq]), planes, eye, use_vd, occ, codes,
                    (working, visited, occ_nodes, occ_objects, far, noted_objects),
                    (catchup, share))
+
+
+@njit(cache=True, inline="always")
+def _note_reached(noted, pending, npend, dirty, is_split, count, n: int, limit: int) -> int:
+    """A node a query reached across a plane: on the upkeep's list when its box is dirty or
+    it is overfull; returns the objects that adds to the noted overfull ones. Read-only: the
+    stored box is conservative even when dirty, so the answer is exact from the node as it
+    is; the upkeep refits it (2.1.5) and splits it if overfull (2.1.1)."""
+    over = needs_split(is_split, count, n, limit)
+    if not (dirty[n] or over):
+        return 0
+    note_node(noted, pending, npend, n)
+    return count[n] if over else 0
 
 
 @njit(cache=True)
@@ -473,12 +483,9 @@ def _frustum_wide(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: in
         n = e >> (2 * MASK_BITS)
         pmask = (e >> MASK_BITS) & low  # the planes n's parent straddles
         mask = e & low  # the planes n straddles
-        if pmask != 0 and (dirty[n] or needs_split(is_split, count, n, limit)):
-            # Read-only: the stored box is conservative even when dirty (see _frustum_lazy);
-            # the upkeep refits it and splits it if overfull.
-            note_node(noted, pending, npend, n)
-            if needs_split(is_split, count, n, limit):
-                noted_objects += count[n]
+        if pmask != 0:  # (the mask it was reached with, as _frustum_lazy's)
+            noted_objects += _note_reached(noted, pending, npend, dirty, is_split, count, n,
+                                           limit)
         if count[n] > 0:
             working += count[n]
             qnode[nq] = n
