@@ -386,12 +386,14 @@ class Spheres32(NamedTuple):
     vd: np.ndarray
 
 
+#: A dead row's values, field by field (x, y, z, r, vd: see :func:`kill32`).
+DEAD32 = (0.0, 0.0, 0.0, -np.inf, np.inf)
+
+
 def spheres32(capacity: int) -> Spheres32:
     """An empty float32 copy of ``capacity`` rows (all dead), every page written now (np.zeros
     maps pages lazily: the frame that first appends there would pay the faults)."""
-    return Spheres32(np.full(capacity, 0, np.float32), np.full(capacity, 0, np.float32),
-                     np.full(capacity, 0, np.float32), np.full(capacity, -np.inf, np.float32),
-                     np.full(capacity, np.inf, np.float32))
+    return Spheres32(*(np.full(capacity, v, np.float32) for v in DEAD32))
 
 
 def grown32(s: Spheres32, capacity: int) -> Spheres32:

@@ -52,6 +52,7 @@ from app.spatial.idmap import IdMap
 from app.spatial.object_store import Columns
 from app.spatial.pool import grown
 from app.spatial.scan import (
+    DEAD32,
     Spheres32,
     kill32,
     scan_frustum,
@@ -92,7 +93,7 @@ _NO_POSITIONS = np.zeros(0, dtype=np.int64)
 #: A growth of the layout leaves room for 1/HEADROOM more positions (the awake region's).
 HEADROOM = 8
 #: The arrays over positions (name, type, value where unused, positions an entry); besides
-#: them the float32 copy (:data:`_S32_FILL`: dead).
+#: them the float32 copy (dead where unused: ``scan.DEAD32``).
 _BY_POSITION = (
     ("_pos_slot", np.int64, NO_POS, 1),
     ("_pos_id", np.int64, 0, 1),
@@ -109,7 +110,6 @@ _BY_POSITION = (
     ("_chunk_mark", np.int64, 0, CHUNK),  # a batch's stamps: chunks
     ("_pos_seen", np.uint64, 0, 64),  # a batch's repeat check (app.spatial.seen): a bit each
 )
-_S32_FILL = (0.0, 0.0, 0.0, -np.inf, np.inf)
 
 class ChunkedIndex(SpatialIndex):
     """Spheres in curve-ordered chunks of 64 under an implicit 16-ary tree of boxes."""
@@ -172,7 +172,7 @@ class ChunkedIndex(SpatialIndex):
         size = 2 * cap
         res = {name: (reserve.Reserved(-(-size // per), dtype, fill, -(-cap // per)), per)
                for name, dtype, fill, per in _BY_POSITION}
-        s32 = [reserve.Reserved(size, np.float32, fill, cap) for fill in _S32_FILL]
+        s32 = [reserve.Reserved(size, np.float32, fill, cap) for fill in DEAD32]
         if self._npos:
             # A stamp lost with a growth only makes a mover wake one batch early or stay in
             # place once more: the marks start fresh; the layout and its copy are kept.
