@@ -64,7 +64,8 @@ def view_distances(rng: np.random.Generator, r: np.ndarray) -> np.ndarray:
 def test_viewdist_nodes_match_oracle(seed, n):
     rng = np.random.default_rng(seed)
     idx = create_index("viewdist")
-    idx.rebuild_min = 64  # rebuild (repack) often: packed, unpacked and stale rows all occur
+    idx.refit_min = 16  # a small refit budget: loose, queued and refitted nodes all occur
+    idx.refit_per_change = 0
     oracle = Oracle()
     ids = np.arange(n, dtype=np.int64)
     c = rng.uniform(-15, 15, (n, 3))

@@ -214,9 +214,11 @@ def test_remote_cluster_is_never_visited():
 
 
 @pytest.mark.parametrize("mode", ["often", "never", "once"])
-def test_packed_copy_and_lists_give_the_exact_answer(mode, monkeypatch):
-    """Rebuilt at almost every query, never (lists only), or once then patched by changes."""
-    monkeypatch.setattr(ViewDistanceTree, "rebuild_min", 0 if mode == "often" else 10**9)
+def test_packed_blocks_and_refits_give_the_exact_answer(mode, monkeypatch):
+    """Every queued node refitted after each batch, none (bounds only grow), or a rebuild
+    once, then blocks and bounds patched by the changes."""
+    monkeypatch.setattr(ViewDistanceTree, "refit_min", 10**9 if mode == "often" else 0)
+    monkeypatch.setattr(ViewDistanceTree, "refit_per_change", 0)
     rng = np.random.default_rng(10)
     idx = ViewDistanceTree()
     oracle = Oracle()
@@ -249,12 +251,77 @@ def test_packed_copy_and_lists_give_the_exact_answer(mode, monkeypatch):
         gone = rng.choice(live, 100, replace=False)
         idx.remove(gone)
         oracle.remove(gone)
-        back = gone[:50]  # re-inserted objects are linked, not packed, until a rebuild
+        back = gone[:50]  # re-inserted: appended to their nodes' blocks
         c_back = rng.uniform(-200, 200, (50, 3))
         idx.insert(back, c_back, np.ones(50), np.full(50, 20.0))
         oracle.insert(back, c_back, np.ones(50), np.full(50, 20.0))
-    if mode == "once":
-        assert scalar(idx, "unpacked") > 0 and (idx._nodes.plen > 0).any()
+    assert scalar(idx, "pfree") > 0  # blocks that filled up moved
+    assert (scalar(idx, "qlen") == 0) == (mode == "often")
+
+
+def bounds_of(idx: ViewDistanceTree) -> list[np.ndarray]:
+    nd = idx._nodes
+    live = nd.size > 0
+    return [nd.clo[live], nd.chi[live], nd.slo[live], nd.shi[live], nd.vmax[live]]
+
+
+def test_refits_leave_the_bounds_a_rebuild_gives(monkeypatch):
+    """Once the refit queue is empty every node's bounds are exact: what a rebuild computes
+    from the store. With no refit at all they stay loose."""
+    rng = np.random.default_rng(21)
+    for budget, exact in ((10**9, True), (0, False)):
+        monkeypatch.setattr(ViewDistanceTree, "refit_min", budget)
+        monkeypatch.setattr(ViewDistanceTree, "refit_per_change", 0)
+        idx = ViewDistanceTree()
+        ids, c, r, vd = scattered(3000, seed=22)
+        idx.insert(ids, c, r, vd)
+        for step in range(4):
+            moved = rng.choice(ids, 400, replace=False)
+            c[moved] += rng.normal(scale=2.0 if step % 2 else 40.0, size=(400, 3))
+            idx.update(moved, c[moved])
+            gone = rng.choice(ids[ids % 5 == step], 50, replace=False)
+            idx.remove(gone)
+            idx.insert(gone, c[gone], r[gone], vd[gone])
+        idx.validate()
+        assert (scalar(idx, "qlen") == 0) == exact
+        before = bounds_of(idx)
+        idx.rebuild()
+        after = bounds_of(idx)
+        same = all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
+        assert same == exact
+
+
+def test_a_stream_of_spawns_moves_blocks_and_never_rebuilds(monkeypatch):
+    """Objects removed and inserted every batch go into their nodes' blocks at once (a full
+    block moves to one twice its size, its rows reused by the next block of that size): no
+    whole rebuild after the first load, and the rows handed out stop growing."""
+    idx = ViewDistanceTree()
+    ids, c, r, vd = scattered(4000, seed=23)
+    idx.insert(ids, c, r, vd)
+
+    def no_rebuild(self):
+        raise AssertionError("a batch rebuilt the whole tree")
+
+    monkeypatch.setattr(ViewDistanceTree, "rebuild", no_rebuild)
+    rng = np.random.default_rng(24)
+    live = ids.copy()
+    nxt = 4000
+    ends = []
+    for frame in range(120):
+        gone = rng.choice(live, 60, replace=False)
+        idx.remove(gone)
+        live = np.setdiff1d(live, gone)
+        new = np.arange(nxt, nxt + 60)
+        nxt += 60
+        i2, c2, r2, vd2 = scattered(60, seed=100 + frame)
+        idx.insert(new, c2, r2, vd2)
+        live = np.concatenate([live, new])
+        ends.append(scalar(idx, "pend"))
+        if frame % 40 == 39:
+            idx.validate()
+    assert scalar(idx, "pfree") > 0  # blocks moved and left their rows to be reused
+    assert ends[-1] <= 1.25 * ends[59]  # 7,200 objects came and went: the rows level off
+    assert len(idx) == 4000
 
 
 def corruptions():
@@ -301,8 +368,16 @@ def corruptions():
         idx._nodes.nchild[root] -= 1
         idx._nodes.parent[child] = -1  # a second root: unreachable from the real one
 
+    def block(idx):
+        nd = idx._nodes
+        held = np.flatnonzero((nd.size > 0) & (nd.pcap > 0))
+        nd.pstart[held[1]] = nd.pstart[held[0]]  # two nodes' blocks overlap
+
+    def queue(idx):
+        idx._nodes.queued[scalar(idx, "root")] = 1  # flagged, yet not in the queue
+
     return {f.__name__: f for f in (band, centre, link, count, parent, free_list, bounds,
-                                     infinite, packed, dead_slot, orphan)}
+                                     infinite, packed, dead_slot, orphan, block, queue)}
 
 
 @pytest.mark.parametrize("what", list(corruptions()))

@@ -1,9 +1,10 @@
 """Compiled invariant checks of the view distance tree (behind ``ViewDistanceTree.validate``).
 
-Four short checks in the order that lets each trust what the previous ones checked: the node
-pool, the links between nodes, the objects' lists against the nodes (and the packed copy), and
-the radius classes and bounds. Each returns (code, where): a key of :data:`MESSAGES` (0 when
-all held) and the offending node or slot (-1 when none in particular).
+Five short checks in the order that lets each trust what the previous ones checked: the node
+pool, the links between nodes, the packed copy's blocks and the refit queue, the objects'
+lists against the nodes (and their packed rows), and the radius classes and bounds. Each
+returns (code, where): a key of :data:`MESSAGES` (0 when all held) and the offending node or
+slot (-1 when none in particular).
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ MESSAGES = {
     11: "a live node is not reachable from the root",
     12: "broken infinite-view-distance list",
     13: "live object not in exactly the right list, or a dead slot still linked",
-    14: "packed copy differs from the node's list or the store, or out of list order",
+    14: "packed copy differs from the node's list or the store",
     15: "subtree object count is not the node's own count plus its children's",
+    16: "packed blocks overlap, leave the rows handed out, or do not add up",
+    17: "refit queue holds a node twice, or its flags and length disagree",
 }
 
 
@@ -111,15 +114,70 @@ def check_links(nd, tree):
 
 
 @njit(cache=True)
+def check_blocks(nd, pk, tree):
+    """Live nodes' blocks hold their rows and, with the free lists' blocks, tile the rows
+    handed out without overlap; the refit queue holds each flagged node once."""
+    t = tree[0]
+    rows = pk.slot.shape[0]
+    if not 0 <= t.pend <= rows:
+        return 16, -1
+    owner = np.zeros(t.pend, dtype=np.bool_)
+    total = 0
+    for node in range(nd.size.shape[0]):
+        if nd.size[node] == 0.0:
+            continue
+        cap = nd.pcap[node]
+        start = nd.pstart[node]
+        if (cap & (cap - 1)) != 0 or cap > t.pmax or nd.plen[node] > cap \
+                or nd.plen[node] != nd.count[node] or start < 0 or start + cap > t.pend:
+            return 16, node
+        for p in range(start, start + cap):
+            if owner[p]:
+                return 16, node
+            owner[p] = True
+        total += cap
+    free = 0
+    for k in range(pk.free.shape[0]):
+        start = pk.free[k]
+        cap = 1 << k
+        while start != -1:
+            if start < 0 or start + cap > t.pend or free > t.pend:
+                return 16, -1
+            for p in range(start, start + cap):
+                if owner[p]:
+                    return 16, -1
+                owner[p] = True
+            free += cap
+            start = pk.slot[start]
+    if free != t.pfree or total + free != t.pend:
+        return 16, -1
+    ncap = nd.size.shape[0]
+    if not 0 <= t.qlen <= ncap or (ncap and not 0 <= t.qhead < ncap):
+        return 17, -1
+    seen = np.zeros(ncap, dtype=np.bool_)
+    for i in range(t.qlen):
+        j = t.qhead + i
+        node = nd.queue[j - ncap if j >= ncap else j]
+        if node < 0 or node >= ncap or seen[node] or nd.queued[node] == 0:
+            return 17, node
+        seen[node] = True
+    flagged = 0
+    for node in range(ncap):
+        flagged += nd.queued[node] != 0
+    if flagged != t.qlen:
+        return 17, -1
+    return 0, -1
+
+
+@njit(cache=True)
 def check_lists(nd, ob, pk, tree, sp, alive):
-    """Every node's list and the infinite list are well linked; their packed rows match the
-    store in list order; each live object is in exactly the right list, each dead one in none.
-    """
+    """Every node's list and the infinite list are well linked; every object in a node has
+    its row in the node's block, matching the store; each live object is in exactly the right
+    list, each dead one in none."""
     t = tree[0]
     ncap = nd.size.shape[0]
     cap = ob.node.shape[0]
     in_nodes = 0
-    unpacked = 0
     for node in range(ncap):
         if nd.size[node] == 0.0:
             continue
@@ -132,15 +190,9 @@ def check_lists(nd, ob, pk, tree, sp, alive):
             if (s < 0 or s >= cap or count > nd.count[node] or ob.prev[s] != prev
                     or ob.node[s] != node):
                 return 9, node
-            row = ob.row[s]
-            if row < 0:
-                if packed:
-                    return 14, s  # unpacked objects must precede the packed ones
-                unpacked += 1
-            else:
-                packed += 1
-                if not _packed_row_matches(nd, pk, sp, node, row, s):
-                    return 14, s
+            packed += 1
+            if not _packed_row_matches(nd, pk, sp, node, ob.row[s], s):
+                return 14, s
             prev = s
             s = ob.next[s]
         if count != nd.count[node]:
@@ -154,7 +206,7 @@ def check_lists(nd, ob, pk, tree, sp, alive):
         if packed != nd.plen[node]:
             return 14, node
         in_nodes += count
-    if in_nodes != t.in_nodes or unpacked != t.unpacked:
+    if in_nodes != t.in_nodes:
         return 2, -1
     count = 0
     prev = -1
@@ -187,7 +239,7 @@ def check_lists(nd, ob, pk, tree, sp, alive):
 def _packed_row_matches(nd, pk, sp, node, row, s):
     """The row lies in the node's range, points back at the slot and copies its values."""
     start = nd.pstart[node]
-    return (start <= row < start + nd.plen[node] and row < pk.slot.shape[0]
+    return (row >= 0 and start <= row < start + nd.plen[node] and row < pk.slot.shape[0]
             and pk.slot[row] == s and pk.center[row, 0] == sp.centers[s, 0]
             and pk.center[row, 1] == sp.centers[s, 1] and pk.center[row, 2] == sp.centers[s, 2]
             and pk.radius[row] == sp.radii[s] and pk.vdist[row] == sp.vdist[s])

@@ -6,9 +6,9 @@ what bounds a subtree's own spheres is its grow-only sphere box (``slo``/``shi``
 therefore the same node-against-node descent as the AABB tree's: the octree's nodes, each with
 its own object list (a radius class of view distances) and up to eight children, are taken in
 one depth-first pass into a :class:`~app.spatial.tree_pairs.TreePairSnapshot` with exact
-boxes (the stored bounds are loose between rebuilds: every move only grows them) and handed to
-:func:`~app.spatial.tree_pairs.snapshot_pairs`. The objects come from the packed copy
-(sequential rows) and, for those linked since the last rebuild, from the store. The objects of
+boxes (the stored bounds may be loose: a move grows them, a refit shrinks them later) and
+handed to :func:`~app.spatial.tree_pairs.snapshot_pairs`. The objects come from the packed
+copy (each node's block, sequential rows). The objects of
 unbounded view distance (the infinite list, which holds *every* object when none has a view
 distance) form the own list of a virtual root above the real one: the descent sweeps that list
 for its own pairs and sends each of its objects down the tree on its own.
@@ -44,17 +44,17 @@ from app.spatial.tree_pairs import (
 )
 from app.spatial.viewdist_tree.queries import push_children, start_walk
 
-# A node's list holds first the objects linked since the last rebuild (read from the store),
-# then the packed ones (their rows in ``pk``); the unbounded list is never packed.
+# A node's objects are the rows of its block in ``pk``; the unbounded list has no block and is
+# read from the store through its links.
 
 
 @njit(cache=True)
-def _pack_linked(nxt, row, centers, radii, s: int, pts, slot, op: int, sel):
-    """Pack the list from slot s up to its first packed object into rows op...: (the next
-    row, how many of them the ids filter ``sel`` holds; 0 without a filter)."""
+def _pack_linked(nxt, centers, radii, s: int, pts, slot, op: int, sel):
+    """Pack the unbounded list from slot s into rows op...: (the next row, how many of them
+    the ids filter ``sel`` holds; 0 without a filter)."""
     filtered = sel.shape[0] > 0
     ns = 0
-    while s != -1 and row[s] < 0:
+    while s != -1:
         op = pack_row(pts, slot, op, s, centers[s, 0], centers[s, 1], centers[s, 2], radii[s])
         if filtered and sel[s]:
             ns += 1
@@ -63,16 +63,14 @@ def _pack_linked(nxt, row, centers, radii, s: int, pts, slot, op: int, sel):
 
 
 @njit(cache=True, inline="always")
-def _linked_hits(links, spheres, s: int, q: int, sel, query, margin: float, hits,
+def _linked_hits(nxt, spheres, s: int, q: int, sel, query, margin: float, hits,
                  c: int) -> int:
     """:func:`~app.spatial.tree_pairs.hit_if_partner` of object q (``query``: its centre and
-    radius, scalars by value) over the list from slot s up to its first packed object;
-    ``links`` (next, row) and ``spheres`` (centers, radii) are tuples the caller builds once
-    outside its loops. Returns the new hit count."""
-    nxt, row = links
+    radius, scalars by value) over the unbounded list from slot s; ``spheres`` (centers,
+    radii) is a tuple the caller builds once outside its loops. Returns the new hit count."""
     centers, radii = spheres
     qx, qy, qz, qr = query
-    while s != -1 and row[s] < 0:
+    while s != -1:
         c = hit_if_partner(hits, c, s, q, sel, qx, qy, qz, qr + radii[s] + margin,
                            centers[s, 0], centers[s, 1], centers[s, 2])
         s = nxt[s]
@@ -103,7 +101,7 @@ def build_snapshot(nd, ob, pk, tree, sp, sel, mem: SnapshotMemory) -> TreePairSn
     if virtual:
         m = 1
         ostart[0] = 0
-        op, ns = _pack_linked(ob.next, ob.row, centers, radii, t.inf_head, pts, slot, op, sel)
+        op, ns = _pack_linked(ob.next, centers, radii, t.inf_head, pts, slot, op, sel)
         ocnt[0] = op
         nsel_own[0] = ns
         rows_box(pts, 0, op, obox, 0)
@@ -122,8 +120,7 @@ def build_snapshot(nd, ob, pk, tree, sp, sel, mem: SnapshotMemory) -> TreePairSn
             i = m
             m += 1
             ostart[i] = op
-            op, ns = _pack_linked(ob.next, ob.row, centers, radii, nd.head[node], pts, slot,
-                                  op, sel)
+            ns = 0
             start = nd.pstart[node]
             for p in range(start, start + nd.plen[node]):
                 s = pk.slot[p]
@@ -174,19 +171,17 @@ def pairs_of_slots(nd, ob, pk, tree, sp, qslots, sel, margin: float) -> np.ndarr
     k = 0
     centers = sp.centers
     radii = sp.radii
-    nxt = ob.next
-    row = ob.row
     slo = nd.slo
     shi = nd.shi
     cap = 8 * (2 + (0 if t.root == -1 else nd.level[t.root] - t.emin))
     stack = np.empty(cap, np.int64)
     hits = np.empty(max(256, t.inf_count + 1), np.int64)
-    links = (nxt, row)
     spheres = (centers, radii)
     for qi in range(qslots.shape[0]):
         q = qslots[qi]
         qx, qy, qz, qr, base, qmag = given_sphere(centers, radii, q, margin)
-        c = _linked_hits(links, spheres, t.inf_head, q, sel, (qx, qy, qz, qr), margin, hits, 0)
+        c = _linked_hits(ob.next, spheres, t.inf_head, q, sel, (qx, qy, qz, qr), margin, hits,
+                         0)
         out, k = push_hits(out, k, q, hits, c)
         top = start_walk(stack, t.root)
         while top > 0:
@@ -196,8 +191,7 @@ def pairs_of_slots(nd, ob, pk, tree, sp, qslots, sel, margin: float) -> np.ndarr
                 continue
             if nd.count[node] > hits.shape[0]:
                 hits = np.empty(2 * nd.count[node], np.int64)
-            c = _linked_hits(links, spheres, nd.head[node], q, sel, (qx, qy, qz, qr), margin,
-                             hits, 0)
+            c = 0
             start = nd.pstart[node]
             for p in range(start, start + nd.plen[node]):
                 c = hit_if_partner(hits, c, pk.slot[p], q, sel, qx, qy, qz,

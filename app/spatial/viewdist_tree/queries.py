@@ -9,9 +9,9 @@ planes and the Z-pyramid, followed by the exact per-object decision of
 plus the infinite list. Without view distance (and for box, sphere and ray queries) the tree
 is walked through the subtree bounds of the objects' own spheres instead.
 
-A node's objects are read from the packed copy when it is current (sequential memory), or by
-walking the node's linked list through the store for the objects linked since the last
-rebuild. Both paths make the same exact per-object decision.
+A node's objects are read from its block of the packed copy (sequential memory, see
+:mod:`.heap`); the infinite list, which has no block, is walked through the store. Both make
+the same exact per-object decision.
 """
 
 from __future__ import annotations
@@ -83,22 +83,15 @@ def _tally(v: int, s: int, out, k: int, occluded: int, far: int):
 
 
 @njit(cache=True, _nrt=False)
-def _decide_objects(nd, ob, pk, sp, node, planes, eye, use_vd, occ, take_all, out, k):
-    """Decide a node's objects into ``out[k:]``: those linked since the last rebuild (read
-    from the store), then the packed ones; returns (k, occluded, far). ``take_all``: the node is
-    inside every plane and nothing occludes, so each object is taken as it is.
+def _decide_objects(nd, pk, node, planes, eye, use_vd, occ, take_all, out, k):
+    """Decide a node's objects (its block's rows) into ``out[k:]``; returns (k, occluded,
+    far). ``take_all``: the node is inside every plane and nothing occludes, so each object is
+    taken as it is.
 
     Once per node, without reference counting like :func:`_accept`.
     """
     occluded = 0
     far = 0
-    s = nd.head[node]
-    while s != -1 and ob.row[s] < 0:  # linked since the last rebuild: not packed
-        v = ACCEPTED if take_all else _accept(
-            planes, eye, use_vd, occ, sp.centers[s, 0], sp.centers[s, 1], sp.centers[s, 2],
-            sp.radii[s], sp.vdist[s])
-        k, occluded, far = _tally(v, s, out, k, occluded, far)
-        s = ob.next[s]
     start = nd.pstart[node]
     for p in range(start, start + nd.plen[node]):
         v = ACCEPTED if take_all else _accept(
@@ -255,8 +248,8 @@ def query_eye(nd, ob, pk, tree, sp, planes, eye, tight, occ, walk_infinite):
             continue
         visited += 1
         considered += nd.count[node]
-        k, occluded, far_objects = _decide_objects(nd, ob, pk, sp, node, planes, eye, True,
-                                                   occ, False, out, k)
+        k, occluded, far_objects = _decide_objects(nd, pk, node, planes, eye, True, occ,
+                                                   False, out, k)
         occ_obj += occluded
         far += far_objects
         top = push_children(nd.child, node, stack, top)
@@ -314,7 +307,7 @@ def query_planes(nd, ob, pk, tree, sp, planes, eye, occ, walk_infinite):
         visited += 1
         considered += nd.count[node]
         pl = no_planes if whole else planes
-        k, occluded, _ = _decide_objects(nd, ob, pk, sp, node, pl, eye, False, occ,
+        k, occluded, _ = _decide_objects(nd, pk, node, pl, eye, False, occ,
                                          whole and not occluding, out, k)
         occ_obj += occluded
         for j in range(8):
@@ -352,18 +345,16 @@ def query_region(nd, ob, pk, tree, sp, kind, q, qr):
     qb = q[1]
     stack = np.empty(_stack_cap(nd, tree), dtype=np.int64)
     top = start_walk(stack, t.root)
-    s = t.inf_head  # the infinite list first, then each node's objects
-    while True:
-        while s != -1 and ob.row[s] < 0:  # a list, up to the node's packed objects
-            hit = region_hit(kind, sp.centers[s, 0], sp.centers[s, 1], sp.centers[s, 2],
-                             sp.radii[s], qa, qb, qr)
-            if hit >= 0.0:
-                out[k] = s
-                ts[k] = hit
-                k += 1
-            s = ob.next[s]
-        if top == 0:
-            break
+    s = t.inf_head  # the infinite list first, then each node's block
+    while s != -1:
+        hit = region_hit(kind, sp.centers[s, 0], sp.centers[s, 1], sp.centers[s, 2],
+                         sp.radii[s], qa, qb, qr)
+        if hit >= 0.0:
+            out[k] = s
+            ts[k] = hit
+            k += 1
+        s = ob.next[s]
+    while top > 0:
         top -= 1
         node = stack[top]
         if _is_empty(nd, node):
@@ -379,7 +370,6 @@ def query_region(nd, ob, pk, tree, sp, kind, q, qr):
                 out[k] = pk.slot[p]
                 ts[k] = hit
                 k += 1
-        s = nd.head[node]
         top = push_children(nd.child, node, stack, top)
     return out[:k], ts[:k]
 

@@ -7,8 +7,9 @@ State is flat, in the manner of Box2D's dynamic tree:
 * per-node doubly linked object lists threaded through :class:`Objects` (one entry per store
   slot: node, next, prev, packed row), so that removal is O(1) plus the cleanup of nodes left
   empty;
-* the *packed copy* (:class:`Packed`) of every node's objects, one contiguous range per node
-  (see :mod:`.update` for how it follows the lists);
+* the *packed copy* (:class:`Packed`) of every node's objects, one block of ``2**k`` rows per
+  node, the rows in use at its start (see :mod:`.heap` for how blocks are handed out);
+* a queue of nodes whose bounds may be loose (see :mod:`.refit`), a ring in ``Nodes.queue``;
 * the tree's scalars (root, free stack size, list heads, counters) in a one-row record array of
   dtype :data:`TREE`: numba cannot assign to a NamedTuple's fields, and one record costs the
   dispatcher one argument to type where nine one-element arrays would cost nine.
@@ -16,7 +17,8 @@ State is flat, in the manner of Box2D's dynamic tree:
 Besides the structural cube, every node keeps grow-only *subtree bounds*: the AABB of object
 centres, the AABB of the objects' own spheres, and the largest view distance. They tighten the
 point query and serve the queries that have nothing to do with view distance (frustum without
-view distance, box, sphere, ray). Moves and removals leave them loose but valid.
+view distance, box, sphere, ray). Moves and removals leave them loose but valid, and queue the
+node for a refit that a budget per batch works through.
 """
 
 from __future__ import annotations
@@ -49,15 +51,18 @@ class ViewDistNodes(NamedTuple):
     head: np.ndarray  # first object slot of the node's list, -1 when none
     count: np.ndarray  # objects in the node's own list
     sub: np.ndarray  # objects in the subtree (own list and below): a rejected node's count
-    pstart: np.ndarray  # first row of the node's range in the packed copy
-    plen: np.ndarray  # rows of the range in use (objects removed since the rebuild are gone)
+    pstart: np.ndarray  # first row of the node's block in the packed copy
+    plen: np.ndarray  # rows of the block in use (the node's objects, in no particular order)
+    pcap: np.ndarray  # rows of the block: 0 (no block) or a power of two
     clo: np.ndarray  # (N, 3) min of the object centres in the subtree
     chi: np.ndarray  # (N, 3) max of the object centres
     slo: np.ndarray  # (N, 3) min of (centre - radius): the AABB of the objects' own spheres
     shi: np.ndarray  # (N, 3) max of (centre + radius)
     vmax: np.ndarray  # largest view distance in the subtree (-inf when empty)
     outcome: np.ndarray  # int8 NODE_* of the last frustum query
+    queued: np.ndarray  # int8: the node is in the refit queue (so it enters it once)
     free: np.ndarray  # free stack of node indices (top at TREE.nfree)
+    queue: np.ndarray  # ring of nodes whose bounds may be loose (TREE.qhead, TREE.qlen)
 
 
 class ViewDistObjects(NamedTuple):
@@ -66,16 +71,18 @@ class ViewDistObjects(NamedTuple):
     node: np.ndarray  # node holding the object; NO_NODE when the slot is dead, IN_INF
     next: np.ndarray  # next slot in the list, -1 at the end
     prev: np.ndarray  # previous slot in the list, -1 at the head
-    row: np.ndarray  # row in the packed copy, -1 when not packed
+    row: np.ndarray  # row in the packed copy; -1 in the infinite list and when dead
 
 
 class ViewDistPacked(NamedTuple):
-    """The packed copy of the objects in nodes: centre, radius, view distance and slot."""
+    """The packed copy of the objects in nodes: centre, radius, view distance and slot, in
+    blocks; a free block's first ``slot`` links it to the next free block of its size."""
 
     center: np.ndarray  # (P, 3)
     radius: np.ndarray
     vdist: np.ndarray
     slot: np.ndarray
+    free: np.ndarray  # (BLOCK_CLASSES,) first free block of 2**k rows, -1 when none
 
 
 class ViewDistSpheres(NamedTuple):
@@ -102,14 +109,21 @@ TREE = np.dtype([
     ("inf_head", np.int64),  # first slot of the infinite-view-distance list, -1 when empty
     ("inf_count", np.int64),
     ("in_nodes", np.int64),  # objects stored in nodes
-    ("unpacked", np.int64),  # objects linked into nodes since the last rebuild
-    ("stale", np.int64),  # moves and removals since the last rebuild (bounds that much looser)
+    ("pend", np.int64),  # rows of the packed copy handed out as blocks (free blocks included)
+    ("pfree", np.int64),  # rows in free blocks
+    ("pmax", np.int64),  # largest block ever handed out (bounds what one growth may need)
+    ("qhead", np.int64),  # first entry of the refit queue's ring
+    ("qlen", np.int64),  # nodes in the refit queue
 ])
+
+#: Block sizes 2**0 .. 2**62 (a free list each).
+BLOCK_CLASSES = 63
 
 # What a node entry holds while free (alloc_node sets every field of a new node).
 _NODE_FILL = {"lo": 0.0, "size": 0.0, "level": 0, "parent": -1, "child": -1, "nchild": 0,
-              "head": -1, "count": 0, "sub": 0, "pstart": 0, "plen": 0, "clo": np.inf,
-              "chi": -np.inf, "slo": np.inf, "shi": -np.inf, "vmax": -np.inf, "outcome": 0}
+              "head": -1, "count": 0, "sub": 0, "pstart": 0, "plen": 0, "pcap": 0,
+              "clo": np.inf, "chi": -np.inf, "slo": np.inf, "shi": -np.inf, "vmax": -np.inf,
+              "outcome": 0, "queued": 0}
 
 
 # ---------------------------------------------------------------- pools (numpy, not per frame)
@@ -129,8 +143,9 @@ def new_nodes() -> Nodes:
     f3 = np.zeros((0, 3))
     i1 = np.zeros(0, dtype=np.int64)
     return Nodes(lo=f3, size=np.zeros(0), level=i1, parent=i1, child=np.zeros((0, 8), np.int64),
-                 nchild=i1, head=i1, count=i1, sub=i1, pstart=i1, plen=i1, clo=f3, chi=f3, slo=f3,
-                 shi=f3, vmax=np.zeros(0), outcome=np.zeros(0, np.int8), free=i1)
+                 nchild=i1, head=i1, count=i1, sub=i1, pstart=i1, plen=i1, pcap=i1, clo=f3,
+                 chi=f3, slo=f3, shi=f3, vmax=np.zeros(0), outcome=np.zeros(0, np.int8),
+                 queued=np.zeros(0, np.int8), free=i1, queue=i1)
 
 
 def grown_nodes(nd: Nodes, tree: np.ndarray, capacity: int) -> Nodes:
@@ -141,7 +156,13 @@ def grown_nodes(nd: Nodes, tree: np.ndarray, capacity: int) -> Nodes:
     fields = {name: grown(getattr(nd, name), capacity, fill) for name, fill in _NODE_FILL.items()}
     free, nfree = grown_free_stack(nd.free, int(tree["nfree"][0]), old, capacity)
     tree["nfree"] = nfree
-    return Nodes(**fields, free=free)
+    # The refit queue's ring, unrolled from its head into the larger one.
+    head, n = int(tree["qhead"][0]), int(tree["qlen"][0])
+    queue = np.empty(capacity, dtype=np.int64)
+    if n:
+        queue[:n] = np.roll(nd.queue, -head)[:n]
+    tree["qhead"] = 0
+    return Nodes(**fields, free=free, queue=queue)
 
 
 def new_objects(capacity: int) -> Objects:
@@ -155,9 +176,21 @@ def grown_objects(ob: Objects, capacity: int) -> Objects:
 
 
 def new_packed(rows: int) -> Packed:
-    """An unfilled packed copy of ``rows`` rows (the rebuild fills it)."""
+    """An unfilled packed copy of ``rows`` rows, no block handed out (``np.empty``: pages are
+    mapped only as blocks are written)."""
     return Packed(center=np.empty((rows, 3)), radius=np.empty(rows), vdist=np.empty(rows),
-                  slot=np.empty(rows, dtype=np.int64))
+                  slot=np.empty(rows, dtype=np.int64),
+                  free=np.full(BLOCK_CLASSES, -1, dtype=np.int64))
+
+
+def grown_packed(pk: Packed, used: int, rows: int) -> Packed:
+    """The packed copy with room for ``rows`` rows, its first ``used`` (the blocks handed out)
+    and its free lists kept."""
+    out = new_packed(rows)
+    for a, b in zip(pk[:4], out[:4], strict=True):
+        b[:used] = a[:used]
+    out.free[:] = pk.free
+    return out
 
 
 def pow2_at_least(x: float) -> int:
@@ -203,6 +236,7 @@ def alloc_node(nd, tree, x, y, z, level, parent):
         nd.child[node, j] = -1
     nd.pstart[node] = 0
     nd.plen[node] = 0
+    nd.pcap[node] = 0
     return node
 
 

@@ -27,12 +27,15 @@ from app.spatial.viewdist_tree import check as ck
 from app.spatial.viewdist_tree import pairs as pr
 from app.spatial.viewdist_tree import queries as qu
 from app.spatial.viewdist_tree import update as up
+from app.spatial.viewdist_tree.heap import MIN_BLOCK, has_room
+from app.spatial.viewdist_tree.refit import refit_step
 from app.spatial.viewdist_tree.store import (
     IN_INF,
     UNBOUNDED,
     Spheres,
     grown_nodes,
     grown_objects,
+    grown_packed,
     new_nodes,
     new_objects,
     new_packed,
@@ -46,12 +49,15 @@ class ViewDistanceTree(SpatialIndex):
 
     name = "viewdist"
     _reads_old_values = False  # a move re-places from the store's new values only
-    # After a batch of changes the packed copy is rebuilt (and the bounds refitted) once more
-    # than max(rebuild_min, objects / 16) objects were linked into nodes since the last
-    # rebuild (queries read those through the lists, a cache miss each), or once moves and
-    # removals have loosened the bounds by more than max(rebuild_min, 2 * objects) changes.
-    # Doing it in the mutation keeps the cost out of the cull.
-    rebuild_min = 4096
+    #: After each batch, the nodes whose bounds a move or a removal may have left loose are
+    #: refitted, oldest first, for max(refit_min, refit_per_change * batch) rows (``.refit``):
+    #: twice the work a whole refit did every 2 * objects changes, a little each batch.
+    #: Doing it in the mutation keeps the cost out of the cull.
+    refit_min = 512
+    refit_per_change = 1
+    #: An insert batch of more than this share of the objects (a first load) is followed by
+    #: a rebuild: fresh blocks in pool order and exact bounds, proportionate to the batch.
+    rebuild_share = 0.25
     _pairs_structural = True
     #: With ids, one descent per given object while len(ids) * (this + infinite list / 64)
     #: stays below the object count; otherwise the whole-tree descent with the ids as a filter.
@@ -119,7 +125,8 @@ class ViewDistanceTree(SpatialIndex):
         st["objects_per_depth"] = [int(x) for x in per_level]
         st["infinite"] = self._scalar("inf_count")
         st["root_size"] = float(nd.size[root])
-        st["stale"] = self._scalar("stale")
+        st["refit_queue"] = self._scalar("qlen")
+        st["packed_rows"] = self._scalar("pend") - self._scalar("pfree")
         return st
 
     def node_boxes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -138,11 +145,12 @@ class ViewDistanceTree(SpatialIndex):
         return self._nodes.outcome[self._live_nodes()].copy()
 
     def rebuild(self) -> None:
-        """Refit every node's bounds exactly and repack its objects (one compiled pass)."""
-        n = self._scalar("in_nodes")
-        rows = self._packed.slot.shape[0]
-        if rows < n or rows > 2 * n + 1024:
-            self._packed = new_packed(n + n // 8)
+        """Refit every node's bounds exactly and lay its objects out in fresh blocks (one
+        compiled pass)."""
+        rows, largest = up.rebuilt_rows(self._nodes)
+        room = self._packed_room(rows, largest)
+        if not rows <= self._packed.slot.shape[0] <= 2 * room:
+            self._packed = new_packed(room)
         up.rebuild(self._nodes, self._objs, self._packed, self._tree, self._spheres())
 
     # ------------------------------------------------------------ mutation hooks
@@ -153,19 +161,22 @@ class ViewDistanceTree(SpatialIndex):
         self._run_batch(up.insert_batch, slots)
         self._rows = max(self._rows, int(slots.max()) + 1)
         self._copy_infinite(slots)
-        self._maybe_rebuild()
+        if slots.shape[0] > self.rebuild_share * self._scalar("in_nodes"):
+            self.rebuild()
+        else:
+            self._refit(slots.shape[0])
 
     def _on_update(self, slots: np.ndarray, old_centers: np.ndarray, old_radii: np.ndarray,
                    old_vdist: np.ndarray) -> None:
         self._run_batch(up.move_batch, slots)
         self._copy_infinite(slots)
-        self._maybe_rebuild()
+        self._refit(slots.shape[0])
 
     def _on_remove(self, slots: np.ndarray) -> None:
         up.remove_batch(self._nodes, self._objs, self._packed, self._tree, slots)
         if self._inf_kept:
             kill32(self._inf32, slots)
-        self._maybe_rebuild()
+        self._refit(slots.shape[0])
 
     def _grow(self, new_capacity: int) -> None:
         self._objs = grown_objects(self._objs, new_capacity)
@@ -204,13 +215,31 @@ class ViewDistanceTree(SpatialIndex):
         return np.flatnonzero(self._nodes.size > 0.0)
 
     def _run_batch(self, kernel, slots: np.ndarray) -> None:
-        """Run a compiled batch, growing the node pool whenever it stops for room."""
+        """Run a compiled batch, growing the packed copy or the node pool whenever it stops
+        for room."""
         done = 0
         sp = self._spheres()
         while done < slots.shape[0]:
             done = kernel(self._nodes, self._objs, self._packed, self._tree, sp, slots, done)
-            if done < slots.shape[0]:
+            if done == slots.shape[0]:
+                break
+            if not has_room(self._packed, self._tree):
+                used = self._scalar("pend")
+                self._packed = grown_packed(self._packed, used,
+                                            self._packed_room(used, self._scalar("pmax")))
+            else:
                 self._grow_nodes(2 * self._nodes.size.shape[0] + 4096)
+
+    def _packed_room(self, rows: int, largest: int) -> int:
+        """Rows to allocate for a packed copy with ``rows`` in blocks, the largest of
+        ``largest`` rows: as much again to grow into (pages are mapped as they are written)."""
+        return 2 * rows + 4 * max(largest, MIN_BLOCK) + 4096
+
+    def _refit(self, changes: int) -> None:
+        """Work through the refit queue for a budget that follows the batch's size."""
+        if self._scalar("qlen"):
+            budget = max(self.refit_min, self.refit_per_change * changes)
+            refit_step(self._nodes, self._packed, self._tree, budget)
 
     def _grow_nodes(self, capacity: int) -> None:
         self._nodes = grown_nodes(self._nodes, self._tree, capacity)
@@ -231,12 +260,6 @@ class ViewDistanceTree(SpatialIndex):
         if self._scalar("nfree") < 1:
             self._grow_nodes(self._nodes.size.shape[0] + 1)
         up.new_root(self._nodes, self._tree, lo[0], lo[1], lo[2], level)
-
-    def _maybe_rebuild(self) -> None:
-        n = self._scalar("in_nodes")
-        if (self._scalar("unpacked") > max(self.rebuild_min, n // 16)
-                or self._scalar("stale") > max(self.rebuild_min, 2 * n)):
-            self.rebuild()
 
     # ------------------------------------------------------------ queries
 
@@ -327,6 +350,7 @@ class ViewDistanceTree(SpatialIndex):
     def _validate(self) -> None:
         nd, ob, pk, tree, sp = self._nodes, self._objs, self._packed, self._tree, self._spheres()
         checks = (lambda: ck.check_pool(nd, tree), lambda: ck.check_links(nd, tree),
+                  lambda: ck.check_blocks(nd, pk, tree),
                   lambda: ck.check_lists(nd, ob, pk, tree, sp, self._alive),
                   lambda: ck.check_bounds(nd, ob, tree, sp))
         for check in checks:  # in order: each trusts what the previous ones checked

@@ -1,22 +1,20 @@
 """Insert, move and remove: linking objects into node lists, Matthews' in-place mutation,
-cleanup of empty nodes, and the rebuild that refits bounds and repacks the objects.
+cleanup of empty nodes, and the rebuild that refits every bound and repacks every object.
 
 Updates follow the article's in-place mutation: an object whose view sphere still obeys its
 node's rule stays put in O(1); otherwise it is relinked by searching up from its old node and
 then down, and the old node is cleaned up last (so shared ancestors are not freed and
 recreated).
 
-Walking a linked list through a million-slot store is a cache miss per object, so the tree
-also keeps a *packed copy* of every node's objects (centre, radius, view distance, one
-contiguous range per node). The linked lists stay the truth; the copy follows them cheaply:
-an in-place move rewrites the object's row, a removal moves the range's last row into the hole,
-and an object linked since the last rebuild is simply not packed yet. Links push at the front,
-so each list reads [unpacked..., packed...] and a query walks only the unpacked prefix before
-scanning the range. A compiled rebuild in slot order refits all bounds and repacks everything
-once enough unpacked objects or bound-loosening changes have piled up.
+The linked lists are the truth; every object in a node also has a row in its node's block of
+the packed copy (:mod:`.heap`), which queries read: a link appends the row, an in-place move
+rewrites it, a removal moves the block's last row into the hole. A move out of a node or a
+removal queues the node for a refit of its bounds (:mod:`.refit`). :func:`rebuild` does all of
+it for every node at once (after a batch that inserted a large share of the objects, or when
+asked).
 
 The helpers called per object (here and in :mod:`.store`) take the ``Nodes`` bundle; numba
-would incref and decref its 17 arrays at every such call (a moved object cost 0.5 us more than
+would incref and decref its arrays at every such call (a moved object cost 0.5 us more than
 with two loose 2-D arrays), so they are compiled with ``_nrt=False``: they allocate nothing
 and their caller holds the arrays. The batch kernels keep reference counting.
 """
@@ -26,6 +24,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from app.spatial.prefetch import PREFETCH_AHEAD, prefetch
+from app.spatial.viewdist_tree.heap import (
+    MIN_BLOCK,
+    append_row,
+    drop_row,
+    free_node_block,
+    has_room,
+)
+from app.spatial.viewdist_tree.refit import defines_bounds, queue_refit
 from app.spatial.viewdist_tree.store import (
     IN_INF,
     NO_NODE,
@@ -44,12 +51,9 @@ from app.spatial.viewdist_tree.store import (
 
 
 @njit(cache=True, _nrt=False)
-def link(nd, ob, tree, node, s):
-    """Push slot ``s`` at the front of a node's list (or the infinite list for IN_INF).
-
-    The new object is not in the packed copy; pushing at the front keeps every node's list
-    ordered as [unpacked..., packed...], so queries walk only the unpacked prefix.
-    """
+def link(nd, ob, pk, tree, node, s, cx, cy, cz, r, vd):
+    """Push slot ``s`` at the front of a node's list (or the infinite list for IN_INF) and,
+    in a node, append its row to the node's block."""
     t = tree[0]
     head = t.inf_head if node == IN_INF else nd.head[node]
     ob.node[s] = node
@@ -66,7 +70,7 @@ def link(nd, ob, tree, node, s):
         nd.count[node] += 1
         add_below(nd, node, 1)
         t.in_nodes += 1
-        t.unpacked += 1
+        append_row(nd, ob, pk, tree, node, s, cx, cy, cz, r, vd)
 
 
 @njit(cache=True, _nrt=False)
@@ -79,23 +83,9 @@ def add_below(nd, node, d):
 
 
 @njit(cache=True, _nrt=False)
-def unpack(nd, ob, pk, node, row):
-    """Remove a row from a node's packed range by moving the range's last row into it."""
-    last = nd.pstart[node] + nd.plen[node] - 1
-    if row != last:
-        for a in range(3):
-            pk.center[row, a] = pk.center[last, a]
-        pk.radius[row] = pk.radius[last]
-        pk.vdist[row] = pk.vdist[last]
-        moved = pk.slot[last]
-        pk.slot[row] = moved
-        ob.row[moved] = row
-    nd.plen[node] -= 1
-
-
-@njit(cache=True, _nrt=False)
 def unlink(nd, ob, pk, tree, s):
-    """Take slot ``s`` out of whatever list holds it, in O(1); returns the node it was in."""
+    """Take slot ``s`` out of whatever list holds it, in O(1); returns the node it was in
+    (queued for a refit if the object lay on its bounds)."""
     t = tree[0]
     node = ob.node[s]
     nxt = ob.next[s]
@@ -114,11 +104,10 @@ def unlink(nd, ob, pk, tree, s):
         nd.count[node] -= 1
         add_below(nd, node, -1)
         t.in_nodes -= 1
-        t.stale += 1
-        if ob.row[s] >= 0:
-            unpack(nd, ob, pk, node, ob.row[s])
-        else:
-            t.unpacked -= 1
+        row = ob.row[s]
+        if defines_bounds(nd, pk, node, row):
+            queue_refit(nd, tree, node)
+        drop_row(nd, ob, pk, node, row)
     ob.node[s] = NO_NODE
     ob.next[s] = -1
     ob.prev[s] = -1
@@ -127,9 +116,11 @@ def unlink(nd, ob, pk, tree, s):
 
 
 @njit(cache=True, _nrt=False)
-def cleanup(nd, tree, node):
-    """Free nodes left without objects or children, upward; then shrink a lone-child root."""
+def cleanup(nd, pk, tree, node):
+    """Free nodes left without objects or children, upward (the first one left queued for a
+    refit: it lost a child); then shrink a lone-child root."""
     t = tree[0]
+    released = False
     while node != -1 and nd.count[node] == 0 and nd.nchild[node] == 0:
         parent = nd.parent[node]
         if parent != -1:
@@ -139,8 +130,12 @@ def cleanup(nd, tree, node):
             nd.nchild[parent] -= 1
         else:
             t.root = -1
+        free_node_block(nd, pk, tree, node)
         release_node(nd, tree, node)
         node = parent
+        released = True
+    if released and node != -1:
+        queue_refit(nd, tree, node)
     # A root that holds nothing itself and has one child only adds a level to every query.
     root = t.root
     while root != -1 and nd.count[root] == 0 and nd.nchild[root] == 1:
@@ -149,6 +144,7 @@ def cleanup(nd, tree, node):
             if nd.child[root, j] != -1:
                 child = nd.child[root, j]
         nd.parent[child] = -1
+        free_node_block(nd, pk, tree, root)
         release_node(nd, tree, root)
         t.root = child
         root = child
@@ -185,7 +181,7 @@ def expand_up(nd, node, cx, cy, cz, r, vd):
 
 
 @njit(cache=True, _nrt=False)
-def place(nd, ob, tree, s, start, cx, cy, cz, r, vd):
+def place(nd, ob, pk, tree, s, start, cx, cy, cz, r, vd):
     """Link a finite-view-distance object into its node, searching up from ``start`` first."""
     node = start
     while node != -1 and not can_hold_below(nd, node, cx, cy, cz, vd):
@@ -193,7 +189,7 @@ def place(nd, ob, tree, s, start, cx, cy, cz, r, vd):
     if node == -1:
         node = grow_root(nd, tree, cx, cy, cz, vd)
     node = descend(nd, tree, node, cx, cy, cz, vd)
-    link(nd, ob, tree, node, s)
+    link(nd, ob, pk, tree, node, s, cx, cy, cz, r, vd)
     expand_up(nd, node, cx, cy, cz, r, vd)
 
 
@@ -202,23 +198,22 @@ def place(nd, ob, tree, s, start, cx, cy, cz, r, vd):
 
 @njit(cache=True)
 def insert_batch(nd, ob, pk, tree, sp, slots, first):
-    """Insert ``slots[first:]``; returns how far it got (it stops when the node pool is low).
-
-    New objects are not packed (``pk`` is unused; the batch kernels share one signature).
-    """
+    """Insert ``slots[first:]``; returns how far it got (it stops when the node pool or the
+    packed copy is short of room)."""
     t = tree[0]
     for i in range(first, slots.shape[0]):
         s = slots[i]
         cx = sp.centers[s, 0]
         cy = sp.centers[s, 1]
         cz = sp.centers[s, 2]
+        r = sp.radii[s]
         vd = sp.vdist[s]
         if unbounded(cx, cy, cz, vd):
-            link(nd, ob, tree, IN_INF, s)
+            link(nd, ob, pk, tree, IN_INF, s, cx, cy, cz, r, vd)
             continue
-        if t.nfree < nodes_needed(nd, tree, cx, cy, cz, vd):
+        if t.nfree < nodes_needed(nd, tree, cx, cy, cz, vd) or not has_room(pk, tree):
             return i
-        place(nd, ob, tree, s, t.root, cx, cy, cz, sp.radii[s], vd)
+        place(nd, ob, pk, tree, s, t.root, cx, cy, cz, r, vd)
     return slots.shape[0]
 
 
@@ -227,12 +222,43 @@ def move_batch(nd, ob, pk, tree, sp, slots, first):
     """Re-place moved objects (the store holds the new values); returns how far it got.
 
     In-place mutation: an object whose view sphere still satisfies its node's rule stays in
-    its list (only the bounds grow, and its packed row is rewritten); otherwise it is relinked
-    starting from its old node and the old node is cleaned up last.
+    its list (the bounds grow, its packed row is rewritten, and the node is queued for a refit
+    if the object's old values lay on its bounds); otherwise it is relinked starting from its
+    old node and the old node is cleaned up last.
     """
     t = tree[0]
     emin = t.emin
-    for i in range(first, slots.shape[0]):
+    n = slots.shape[0]
+    centers, radii, vdist = sp.centers, sp.radii, sp.vdist
+    onode, orow = ob.node, ob.row
+    ahead = 2 * PREFETCH_AHEAD
+    for i in range(first, n):
+        # A later mover's lines asked for now: its store rows and its links; once those are
+        # in, its packed row (read for its old values) and its node's cube and bounds.
+        if i + ahead < n:
+            u = slots[i + ahead]
+            prefetch(centers, u)
+            prefetch(radii, u)
+            prefetch(vdist, u)
+            prefetch(onode, u)
+            prefetch(orow, u)
+        if i + PREFETCH_AHEAD < n:
+            u = slots[i + PREFETCH_AHEAD]
+            p = orow[u]
+            if p >= 0:
+                prefetch(pk.center, p)
+                prefetch(pk.radius, p)
+                prefetch(pk.vdist, p)
+            v = onode[u]
+            if v >= 0:
+                prefetch(nd.size, v)
+                prefetch(nd.lo, v)
+                prefetch(nd.level, v)
+                prefetch(nd.clo, v)
+                prefetch(nd.chi, v)
+                prefetch(nd.slo, v)
+                prefetch(nd.shi, v)
+                prefetch(nd.vmax, v)
         s = slots[i]
         cx = sp.centers[s, 0]
         cy = sp.centers[s, 1]
@@ -243,38 +269,64 @@ def move_batch(nd, ob, pk, tree, sp, slots, first):
         if unbounded(cx, cy, cz, vd):
             if old != IN_INF:
                 unlink(nd, ob, pk, tree, s)
-                link(nd, ob, tree, IN_INF, s)
-                cleanup(nd, tree, old)
+                link(nd, ob, pk, tree, IN_INF, s, cx, cy, cz, r, vd)
+                cleanup(nd, pk, tree, old)
             continue
         if old != IN_INF and fits_node(nd, old, cx, cy, cz, vd, emin):
+            row = ob.row[s]  # the row still holds the old values
+            if defines_bounds(nd, pk, old, row):
+                queue_refit(nd, tree, old)
             expand_up(nd, old, cx, cy, cz, r, vd)
-            row = ob.row[s]
-            if row >= 0:  # keep the packed copy current in place
-                pk.center[row, 0] = cx
-                pk.center[row, 1] = cy
-                pk.center[row, 2] = cz
-                pk.radius[row] = r
-                pk.vdist[row] = vd
-            t.stale += 1
+            pk.center[row, 0] = cx
+            pk.center[row, 1] = cy
+            pk.center[row, 2] = cz
+            pk.radius[row] = r
+            pk.vdist[row] = vd
             continue
-        if t.nfree < nodes_needed(nd, tree, cx, cy, cz, vd):
+        if t.nfree < nodes_needed(nd, tree, cx, cy, cz, vd) or not has_room(pk, tree):
             return i
         unlink(nd, ob, pk, tree, s)
         if old == IN_INF:
-            place(nd, ob, tree, s, t.root, cx, cy, cz, r, vd)
+            place(nd, ob, pk, tree, s, t.root, cx, cy, cz, r, vd)
         else:
-            place(nd, ob, tree, s, old, cx, cy, cz, r, vd)
-            cleanup(nd, tree, old)
+            place(nd, ob, pk, tree, s, old, cx, cy, cz, r, vd)
+            cleanup(nd, pk, tree, old)
     return slots.shape[0]
 
 
 @njit(cache=True)
 def remove_batch(nd, ob, pk, tree, slots):
     """Unlink each object in O(1) and free the nodes it leaves empty."""
-    for i in range(slots.shape[0]):
+    n = slots.shape[0]
+    onode, orow = ob.node, ob.row
+    ahead = 2 * PREFETCH_AHEAD
+    for i in range(n):
+        # A later object's links asked for now; once they are in, its packed row, its
+        # node's bounds (does it lie on them?) and its block's last row (moved into its hole).
+        if i + ahead < n:
+            u = slots[i + ahead]
+            prefetch(onode, u)
+            prefetch(orow, u)
+            prefetch(ob.next, u)
+            prefetch(ob.prev, u)
+        if i + PREFETCH_AHEAD < n:
+            u = slots[i + PREFETCH_AHEAD]
+            p = orow[u]
+            v = onode[u]
+            if p >= 0 and v >= 0:
+                prefetch(pk.center, p)
+                prefetch(pk.radius, p)
+                prefetch(pk.vdist, p)
+                prefetch(nd.clo, v)
+                prefetch(nd.chi, v)
+                prefetch(nd.slo, v)
+                prefetch(nd.shi, v)
+                prefetch(nd.vmax, v)
+                prefetch(nd.pstart, v)
+                prefetch(nd.plen, v)
         node = unlink(nd, ob, pk, tree, slots[i])
         if node != IN_INF:
-            cleanup(nd, tree, node)
+            cleanup(nd, pk, tree, node)
 
 
 @njit(cache=True)
@@ -286,24 +338,61 @@ def new_root(nd, tree, x, y, z, level):
 # ---------------------------------------------------------------- rebuild
 
 
+@njit(cache=True, _nrt=False)
+def block_rows(count):
+    """Rows of the block a rebuild gives a node of ``count`` objects: 0, or the power of two
+    at or above it (at least MIN_BLOCK)."""
+    if count == 0:
+        return 0
+    cap = MIN_BLOCK
+    while cap < count:
+        cap *= 2
+    return cap
+
+
+@njit(cache=True)
+def rebuilt_rows(nd):
+    """(rows, largest block) of the blocks :func:`rebuild` lays out for the live nodes."""
+    rows = 0
+    largest = 0
+    for node in range(nd.size.shape[0]):
+        if nd.size[node] > 0.0:
+            cap = block_rows(nd.count[node])
+            rows += cap
+            largest = max(largest, cap)
+    return rows, largest
+
+
 @njit(cache=True)
 def rebuild(nd, ob, pk, tree, sp):
-    """Refit every node's subtree bounds exactly and repack every node's objects.
+    """Refit every node's subtree bounds exactly and lay its objects out in fresh blocks, in
+    pool order (``pk`` holds at least :func:`rebuilt_rows` rows); the refit queue empties.
 
-    The packed copy lets queries read a node's objects sequentially instead of chasing its
-    linked list through the store. One pass in slot order, so the store is read sequentially
-    too.
+    One pass in slot order, so the store is read sequentially.
     """
+    t = tree[0]
     ncap = nd.size.shape[0]
     fill = np.empty(ncap, dtype=np.int64)
     pos = 0
+    largest = 0
     for node in range(ncap):
+        nd.queued[node] = 0
         if nd.size[node] > 0.0:
             clear_bounds(nd, node)
+            cap = block_rows(nd.count[node])
             nd.pstart[node] = pos
             nd.plen[node] = nd.count[node]
+            nd.pcap[node] = cap
             fill[node] = pos
-            pos += nd.count[node]
+            pos += cap
+            largest = max(largest, cap)
+    for k in range(pk.free.shape[0]):
+        pk.free[k] = -1
+    t.pend = pos
+    t.pfree = 0
+    t.pmax = largest
+    t.qhead = 0
+    t.qlen = 0
     for s in range(ob.node.shape[0]):
         node = ob.node[s]
         if node < 0:
@@ -341,6 +430,3 @@ def rebuild(nd, ob, pk, tree, sp):
             nd.slo[p, a] = min(nd.slo[p, a], nd.slo[node, a])
             nd.shi[p, a] = max(nd.shi[p, a], nd.shi[node, a])
         nd.vmax[p] = max(nd.vmax[p], nd.vmax[node])
-    t = tree[0]
-    t.stale = 0
-    t.unpacked = 0
