@@ -17,9 +17,9 @@ time as the step writes them.
 
 from __future__ import annotations
 
-import mmap
-
 import numpy as np
+
+from app.spatial.pool import reserved
 
 #: Positions a growth within the reserve writes at least (about 0.5 MB over all the arrays:
 #: 0.5-0.7 ms with the page faults of this machine): under churn, a step every ~8 frames.
@@ -34,15 +34,7 @@ class Reserved:
                  head: int) -> None:
         """Room for ``size`` entries, the first ``head`` of them in huge pages where the
         system gives them (the array the index starts with), the rest in small ones."""
-        itemsize = np.dtype(dtype).itemsize
-        nbytes = max(size * itemsize, 1)
-        self._map = mmap.mmap(-1, nbytes)  # anonymous: pages mapped when first written
-        split = -(-head * itemsize // mmap.PAGESIZE) * mmap.PAGESIZE
-        if split > 0:
-            self._map.madvise(mmap.MADV_HUGEPAGE, 0, min(split, nbytes))
-        if split < nbytes:
-            self._map.madvise(mmap.MADV_NOHUGEPAGE, split, nbytes - split)
-        self.base = np.frombuffer(self._map, dtype=dtype, count=size)
+        self.base = reserved((size,), dtype, head)
         self.fill = fill
         self.used = 0
 
