@@ -2,15 +2,15 @@
 
 A node's subtree bounds only grow as objects arrive or move in (``update.expand_up``); a move
 out of a node or a removal leaves them loose, which costs queries nodes they need not enter.
-When the object that left lay on one of the node's bounds (:func:`defines_bounds`: bounds are
-exact copies of some object's values, so the test is an equality), the node enters a FIFO ring
-(once: its ``queued`` flag), and after each batch
+Such a node enters a FIFO ring (once: its ``queued`` flag): on every move in place, and on a
+removal or a move out when the object lay on one of its bounds (:func:`defines_bounds`:
+bounds are exact copies of some object's values, so the test is an equality). After each batch
 :func:`refit_step` refits queued nodes, oldest first, until a budget of rows is spent: a node's
 bounds from its packed block and its children's bounds. Refitted from contents that the old
 bounds held, a node's bounds never grow, so its parent still holds them; a node that shrank
 queues its parent, which is thereby refitted after it. Before, a full refit of every node ran
 once changes passed twice the object count: 39 ms at 10^6 objects every ~200 frames of 1 %
-movers; the budget spreads that work (at least as much of it) over the frames.
+movers; the budget spreads as much work over the frames.
 """
 
 from __future__ import annotations

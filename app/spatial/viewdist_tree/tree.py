@@ -51,12 +51,13 @@ class ViewDistanceTree(SpatialIndex):
     _reads_old_values = False  # a move re-places from the store's new values only
     #: After each batch, the nodes whose bounds a move or a removal may have left loose are
     #: refitted, oldest first, for max(refit_min, refit_per_change * batch) rows (``.refit``):
-    #: twice the work a whole refit did every 2 * objects changes, a little each batch.
-    #: Doing it in the mutation keeps the cost out of the cull.
+    #: the work a whole refit did every 2 * objects changes, a little each batch. Doing it in
+    #: the mutation keeps the cost out of the cull.
     refit_min = 512
-    refit_per_change = 1
-    #: An insert batch of more than this share of the objects (a first load) is followed by
-    #: a rebuild: fresh blocks in pool order and exact bounds, proportionate to the batch.
+    refit_per_change = 0.5
+    #: An insert batch of more than this share of the objects (a first load) links its
+    #: objects without rows and is followed by a rebuild: fresh blocks in pool order and
+    #: exact bounds, in one pass proportionate to the batch.
     rebuild_share = 0.25
     _pairs_structural = True
     #: With ids, one descent per given object while len(ids) * (this + infinite list / 64)
@@ -150,7 +151,7 @@ class ViewDistanceTree(SpatialIndex):
         rows, largest = up.rebuilt_rows(self._nodes)
         room = self._packed_room(rows, largest)
         if not rows <= self._packed.slot.shape[0] <= 2 * room:
-            self._packed = new_packed(room)
+            self._packed = new_packed(room, rows)
         up.rebuild(self._nodes, self._objs, self._packed, self._tree, self._spheres())
 
     # ------------------------------------------------------------ mutation hooks
@@ -158,17 +159,20 @@ class ViewDistanceTree(SpatialIndex):
     def _on_insert(self, slots: np.ndarray) -> None:
         if self._scalar("root") == -1:
             self._choose_root(slots)
-        self._run_batch(up.insert_batch, slots)
+        before = self._scalar("in_nodes")
+        bulk = slots.shape[0] > self.rebuild_share * (before + slots.shape[0])
+        self._run_batch(up.insert_batch, slots, not bulk)
         self._rows = max(self._rows, int(slots.max()) + 1)
         self._copy_infinite(slots)
-        if slots.shape[0] > self.rebuild_share * self._scalar("in_nodes"):
-            self.rebuild()
+        if bulk and self._scalar("in_nodes") > before:
+            self.rebuild()  # the batch's objects in nodes have no rows yet
         else:
             self._refit(slots.shape[0])
 
     def _on_update(self, slots: np.ndarray, old_centers: np.ndarray, old_radii: np.ndarray,
                    old_vdist: np.ndarray) -> None:
-        self._run_batch(up.move_batch, slots)
+        self._run_batch(up.move_batch, slots,
+                        self._scalar("in_nodes") > self._scalar("inf_count"))
         self._copy_infinite(slots)
         self._refit(slots.shape[0])
 
@@ -214,13 +218,14 @@ class ViewDistanceTree(SpatialIndex):
         """Indices of the allocated nodes, in pool order."""
         return np.flatnonzero(self._nodes.size > 0.0)
 
-    def _run_batch(self, kernel, slots: np.ndarray) -> None:
-        """Run a compiled batch, growing the packed copy or the node pool whenever it stops
-        for room."""
+    def _run_batch(self, kernel, slots: np.ndarray, flag: bool) -> None:
+        """Run a compiled batch (``flag``: the kernel's last argument), growing the packed
+        copy or the node pool whenever it stops for room."""
         done = 0
         sp = self._spheres()
         while done < slots.shape[0]:
-            done = kernel(self._nodes, self._objs, self._packed, self._tree, sp, slots, done)
+            done = kernel(self._nodes, self._objs, self._packed, self._tree, sp, slots, done,
+                          flag)
             if done == slots.shape[0]:
                 break
             if not has_room(self._packed, self._tree):
@@ -238,7 +243,7 @@ class ViewDistanceTree(SpatialIndex):
     def _refit(self, changes: int) -> None:
         """Work through the refit queue for a budget that follows the batch's size."""
         if self._scalar("qlen"):
-            budget = max(self.refit_min, self.refit_per_change * changes)
+            budget = max(self.refit_min, int(self.refit_per_change * changes))
             refit_step(self._nodes, self._packed, self._tree, budget)
 
     def _grow_nodes(self, capacity: int) -> None:
