@@ -24,8 +24,11 @@ so do the few with a view distance or a coordinate beyond 2**60 (about 1e18), wh
 hundreds of levels.
 
 Modules: :mod:`.store` (state as named arrays, pool growth, the placement rule, root growth),
-:mod:`.update` (insert, in-place move, remove, rebuild of the packed copy), :mod:`.queries`
-(frustum, box, sphere, ray), :mod:`.check` (validate) and :mod:`.tree` (the index class).
+:mod:`.heap` (the packed copy's blocks, one per node), :mod:`.refit` (the queue of nodes whose
+bounds may be loose, refitted a budget a batch), :mod:`.update` (insert, in-place move,
+remove, the whole rebuild after a first load), :mod:`.queries` (frustum, box, sphere, ray),
+:mod:`.check` (validate) and :mod:`.tree` (the index class). No batch rebuilds the whole tree
+once it is loaded, so no frame stalls on upkeep.
 """
 
 from app.spatial.viewdist_tree.tree import ViewDistanceTree
