@@ -8,8 +8,9 @@ recreated).
 
 The linked lists are the truth; every object in a node also has a row in its node's block of
 the packed copy (:mod:`.heap`), which queries read: a link appends the row, an in-place move
-rewrites it, a removal moves the block's last row into the hole. A move out of a node or a
-removal queues the node for a refit of its bounds (:mod:`.refit`). :func:`rebuild` does all of
+rewrites it, a removal moves the block's last row into the hole. A move in place, and a move
+out or a removal of an object on the node's bounds, queue the node for a refit of its bounds
+(:mod:`.refit`). :func:`rebuild` does all of
 it for every node at once (after a batch that inserted a large share of the objects, or when
 asked).
 
@@ -226,11 +227,10 @@ def move_batch(nd, ob, pk, tree, sp, slots, first, in_nodes):
 
     In-place mutation: an object whose view sphere still satisfies its node's rule stays in
     its list (the bounds grow, its packed row is rewritten, and the node is queued for a
-    refit); otherwise it is relinked starting from its
-    old node and the old node is cleaned up last. ``in_nodes``: most of the tree's objects
-    are in nodes, so a later mover's node lines are worth asking for ahead (for movers in
-    the infinite list those hints cost 20 ns a mover: 10^4 of 10^6, 0.67 -> 0.87 ms; for
-    movers in nodes they save up to 100 ns).
+    refit); otherwise it is relinked starting from its old node and the old node is cleaned
+    up last. ``in_nodes``: most of the tree's objects are in nodes, so a later mover's node
+    lines are worth asking for ahead (for movers in the infinite list those hints cost 20 ns
+    a mover: 10^4 of 10^6, 0.67 -> 0.87 ms; for movers in nodes they save up to 100 ns).
     """
     t = tree[0]
     emin = t.emin
