@@ -32,6 +32,18 @@ def block_class(cap):
 
 
 @njit(cache=True, _nrt=False)
+def block_rows(count):
+    """Rows of the block for ``count`` objects: 0, or the power of two at or above it (at
+    least MIN_BLOCK). A full block of ``n`` rows moves to ``block_rows(n + 1)``: twice it."""
+    if count == 0:
+        return 0
+    cap = MIN_BLOCK
+    while cap < count:
+        cap *= 2
+    return cap
+
+
+@njit(cache=True, _nrt=False)
 def has_room(pk, tree):
     """The rows past the blocks handed out can hold the largest growth one object can cause."""
     t = tree[0]
@@ -93,7 +105,7 @@ def append_row(nd, ob, pk, tree, node, s, cx, cy, cz, r, vd):
     when it is full."""
     n = nd.plen[node]
     if n == nd.pcap[node]:
-        move_block(nd, ob, pk, tree, node, max(2 * n, MIN_BLOCK))
+        move_block(nd, ob, pk, tree, node, block_rows(n + 1))
     p = nd.pstart[node] + n
     pk.center[p, 0] = cx
     pk.center[p, 1] = cy

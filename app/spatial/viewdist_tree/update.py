@@ -27,8 +27,8 @@ from numba import njit
 
 from app.spatial.prefetch import PREFETCH_AHEAD, prefetch
 from app.spatial.viewdist_tree.heap import (
-    MIN_BLOCK,
     append_row,
+    block_rows,
     drop_row,
     free_node_block,
     has_room,
@@ -336,18 +336,6 @@ def new_root(nd, tree, x, y, z, level):
 
 
 # ---------------------------------------------------------------- rebuild
-
-
-@njit(cache=True, _nrt=False)
-def block_rows(count):
-    """Rows of the block a rebuild gives a node of ``count`` objects: 0, or the power of two
-    at or above it (at least MIN_BLOCK)."""
-    if count == 0:
-        return 0
-    cap = MIN_BLOCK
-    while cap < count:
-        cap *= 2
-    return cap
 
 
 @njit(cache=True)
