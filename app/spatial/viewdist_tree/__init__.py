@@ -27,8 +27,8 @@ Modules: :mod:`.store` (state as named arrays, pool growth, the placement rule, 
 :mod:`.heap` (the packed copy's blocks, one per node), :mod:`.refit` (the queue of nodes whose
 bounds may be loose, refitted a budget a batch), :mod:`.update` (insert, in-place move,
 remove, the whole rebuild after a first load), :mod:`.queries` (frustum, box, sphere, ray),
-:mod:`.check` (validate) and :mod:`.tree` (the index class). No batch rebuilds the whole tree
-once it is loaded, so no frame stalls on upkeep.
+:mod:`.check` (validate) and :mod:`.tree` (the index class). Only an insert of more than a
+quarter of the objects (a load) rebuilds the whole tree, so no frame stalls on upkeep.
 """
 
 from app.spatial.viewdist_tree.tree import ViewDistanceTree
