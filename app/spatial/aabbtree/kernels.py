@@ -1059,10 +1059,20 @@ def remove_objects(nd, ob, sp, slots, rules) -> None:
             u = node[t]
             prefetch(rec, pos[t])
             prefetch(vd, pos[t])
-            prefetch(rec, start[u] + count[u] - 1)
-            prefetch(slot, start[u] + count[u] - 1)
+            q = start[u] + count[u] - 1
+            prefetch(slot, pos[t])
+            prefetch(ident, pos[t])
+            prefetch(rec, q)
+            prefetch(slot, q)
+            prefetch(ident, q)
+            prefetch(vd, q)
             prefetch(lo, u)
             prefetch(hi, u)
+        if i + ahead // 4 < m:
+            # The slot whose record fills the hole: its position is rewritten.
+            t = slots[i + ahead // 4]
+            u = node[t]
+            prefetch(pos, slot[start[u] + count[u] - 1])
         s = slots[i]
         n = node[s]
         p = pos[s]
