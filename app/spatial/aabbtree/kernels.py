@@ -801,6 +801,10 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
                 if (i & 15) == 0:
                     prefetch(slot, ahead)
                     prefetch(vdp, ahead)
+        if i + PREFETCH_AHEAD < m:
+            # A later object's place (node and position share a line, by slot: anywhere in
+            # the store), which its move rewrites: a cache miss an object, most of a split.
+            prefetch(node, slot[b + i + PREFETCH_AHEAD])
         c = which[i]
         if c >= 0:
             ch = child[n, c]
@@ -893,6 +897,8 @@ def _hand_down(nd, ob, sp, n: int, rules, budget: int) -> tuple[int, int]:
     done = 0
     while kept < count[n] and done < budget:
         q = start[n] + count[n] - 1
+        if q - PREFETCH_AHEAD >= start[n] + kept:  # a later object's place (see split_node)
+            prefetch(node, slot[q - PREFETCH_AHEAD])
         s = slot[q]
         cx, cy, cz, r = block_sphere(exact, rec, slot, centers, radii, q)
         c = which_child(child, is_split, axis, split, lo, hi, keep, np.int64(n), cx, cy, cz, r)
