@@ -4,13 +4,16 @@ brute-force peers stay exact through removes, inserts of new ids and radii in th
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from app.bench.index_bench import _run_frames
 from app.bench.workloads import (
     CAMERA_PATTERNS,
     NOT_FOR_MOVING,
@@ -19,6 +22,7 @@ from app.bench.workloads import (
     frustum_truth,
     make_workload,
 )
+from app.spatial import create_index
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALE = 0.005  # 5,000 objects, 50 movers
@@ -263,3 +267,35 @@ def test_fresh_movers_are_judged_against_the_measured_floor():
     assert by["chunks", "churn100"].verdict == "PASS"
     (d,) = [d for d in worst_patterns(out, "world") if d["subject"] == "chunks"]
     assert d["verdict"] == "PASS"
+
+
+def test_frames_run_with_the_garbage_collector_off_and_leave_it_on():
+    """The collector's automatic passes (over the harness's own objects, up to 1.2 ms) must
+    not fall inside timed frames: a segment runs with it off, and it is back on after, also
+    when an index raises."""
+    wl = make_workload("static", scale=SCALE, frames=3, patterns=["fixed"])
+    seen = []
+
+    class Watched:
+        def __init__(self, fail: bool) -> None:
+            self.idx = create_index("brute")
+            self.fail = fail
+
+        def __getattr__(self, name):
+            return getattr(self.idx, name)
+
+        def update(self, *a):
+            seen.append(gc.isenabled())
+            if self.fail:
+                raise ValueError("refused")
+            return self.idx.update(*a)
+
+    for fail in (False, True):
+        w = Watched(fail)
+        for ph in wl.phases:
+            w.insert(ph.ids, ph.centers, ph.radii, None)
+        assert gc.isenabled()
+        out = _run_frames(w, wl, _seg(wl, "fixed").frames, time.perf_counter, 60.0)
+        assert gc.isenabled()
+        assert bool(out.error) == fail
+    assert seen and not any(seen)
