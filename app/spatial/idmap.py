@@ -65,7 +65,15 @@ def assign(keys: np.ndarray, vals: np.ndarray, dense: np.ndarray, k: np.int64,
 
 @njit(cache=True)
 def _assign_all(keys, vals, dense, ids, values) -> None:
-    for i in range(ids.shape[0]):
+    n = ids.shape[0]
+    nd = dense.shape[0]
+    for i in range(n):
+        # A later id's entry: the stores of scattered ids waited on their lines one by one
+        # (a look-up's loads overlap without a hint: 10^4 random of 10^7, 124 us either way).
+        if i + PREFETCH_AHEAD < n:
+            k = ids[i + PREFETCH_AHEAD]
+            if k >= 0 and k < nd:
+                prefetch(dense, k)
         assign(keys, vals, dense, ids[i], values[i])
 
 
