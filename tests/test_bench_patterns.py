@@ -299,3 +299,29 @@ def test_frames_run_with_the_garbage_collector_off_and_leave_it_on():
         assert gc.isenabled()
         assert bool(out.error) == fail
     assert seen and not any(seen)
+
+
+def test_between_streams_before_every_frame_untimed():
+    """`--between MB`: the buffer is streamed once before each frame (the warm-up's too),
+    outside the timed calls, and the answers stay exact."""
+    from app.bench.index_bench import Between
+
+    wl = make_workload("static", scale=SCALE, frames=3, patterns=["fixed"])
+    idx = create_index("brute")
+    for ph in wl.phases:
+        idx.insert(ph.ids, ph.centers, ph.radii, None)
+    frames = _seg(wl, "fixed").frames
+    between = Between(1)
+    out = _run_frames(idx, wl, frames, time.perf_counter, 60.0, between)
+    assert between.passes == len(frames) and out.bad == 0 and len(out.ups) == len(frames) - 1
+    none = Between(0)
+    none()
+    assert none.passes == 0  # 0 MiB: frames back to back, nothing runs
+
+
+@pytest.mark.parametrize("mb", ["-1", "5000"])
+def test_between_refuses_sizes_out_of_range(mb):
+    p = subprocess.run([sys.executable, "-m", "app", "bench", "index", "--between", mb],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2
+    assert "--between must be 0..4096 MiB" in p.stderr, p.stderr

@@ -37,6 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--scale", type=float, default=None,
                    help="fraction of the full object counts (default 1, 0.02 with --quick)")
     p.add_argument("--no-rtree", action="store_true", help="leave the rtree peer out")
+    p.add_argument("--between", type=int, default=0, metavar="MB",
+                   help="stream (read and write) this many MiB between two frames, untimed, as "
+                        "a renderer's passes would: each frame then starts with the caches "
+                        "others have used (default 0: frames back to back, the movers' lines "
+                        "stay cached)")
     p.add_argument("--clock", choices=("cpu", "wall"), default="wall",
                    help="wall clock (default: what a frame costs, threads included) or process "
                    "CPU time (robust on a shared machine, but it adds up both cores' time)")
@@ -140,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
     return 2
 
 
-def _check_index_args(only: list[str] | None, scale: float, frames: int) -> str | None:
+def _check_index_args(only: list[str] | None, scale: float, frames: int,
+                      between: int = 0) -> str | None:
     """A message for arguments that would make a run meaningless, or None."""
     from app.spatial import index_variants
 
@@ -148,6 +154,8 @@ def _check_index_args(only: list[str] | None, scale: float, frames: int) -> str 
         return f"--scale must be in (0, 1], got {scale:g}"
     if frames < 1:
         return f"--frames must be >= 1, got {frames}"
+    if not 0 <= between <= 4096:
+        return f"--between must be 0..4096 MiB, got {between}"
     if only:
         known = {"numpy-brute", "numba-brute", "numba-brute-mt", "rtree"}
         for label, name, _ in index_variants():
@@ -180,7 +188,7 @@ def _run_index(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 2
     only = [o.strip() for o in args.only.split(",") if o.strip()] or None
-    problem = _check_index_args(only, scale, frames)
+    problem = _check_index_args(only, scale, frames, args.between)
     if problem:
         print(f"bench index: {problem}", file=sys.stderr)
         return 2
@@ -192,12 +200,13 @@ def _run_index(args: argparse.Namespace) -> int:
                progress=(lambda s: None) if args.quiet else
                (lambda s: print(s, file=sys.stderr, flush=True)),
                include_rtree=not args.no_rtree, budget_s=3.0 if args.quick else 20.0,
-               patterns=patterns)
+               patterns=patterns, between_mb=args.between)
     elapsed = time.perf_counter() - t0
     ran = ",".join(q for q in PATTERNS if q in (patterns or PATTERNS))
     head = (f"bench index: scale {scale:g}, {frames} measured frames per pattern (median and "
             f"p99, after a warm-up frame), patterns {ran}, "
-            f"{args.clock} clock, load average {os.getloadavg()[0]:.1f}, {platform.node()} "
+            + (f"{args.between} MiB streamed between frames, " if args.between else "")
+            + f"{args.clock} clock, load average {os.getloadavg()[0]:.1f}, {platform.node()} "
             f"{platform.processor() or ''}".rstrip())
     print(head)
     print("a frame = remove + insert + update (update ms) + query_frustum (query ms); x best "
