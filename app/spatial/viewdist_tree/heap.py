@@ -44,10 +44,17 @@ def block_rows(count):
 
 
 @njit(cache=True, _nrt=False)
+def growth_rows(largest):
+    """Rows one object's arrival may take past the blocks handed out, the largest block being
+    ``largest`` rows: a full block's move into one twice its size."""
+    return 2 * max(largest, MIN_BLOCK)
+
+
+@njit(cache=True, _nrt=False)
 def has_room(pk, tree):
     """The rows past the blocks handed out can hold the largest growth one object can cause."""
     t = tree[0]
-    return t.pend + 2 * max(t.pmax, MIN_BLOCK) <= pk.slot.shape[0]
+    return t.pend + growth_rows(t.pmax) <= pk.slot.shape[0]
 
 
 @njit(cache=True, _nrt=False)
@@ -78,22 +85,33 @@ def give_block(pk, tree, start, cap):
     tree[0].pfree += cap
 
 
+@njit(cache=True, inline="always")
+def write_row(pk, p, cx, cy, cz, r, vd):
+    """Row ``p``'s values: centre, radius and view distance (its slot is the caller's)."""
+    pk.center[p, 0] = cx
+    pk.center[p, 1] = cy
+    pk.center[p, 2] = cz
+    pk.radius[p] = r
+    pk.vdist[p] = vd
+
+
+@njit(cache=True, inline="always")
+def move_row(ob, pk, dst, src):
+    """Row ``src`` copied to row ``dst``, its slot pointed at the new row."""
+    write_row(pk, dst, pk.center[src, 0], pk.center[src, 1], pk.center[src, 2],
+              pk.radius[src], pk.vdist[src])
+    s = pk.slot[src]
+    pk.slot[dst] = s
+    ob.row[s] = dst
+
+
 @njit(cache=True, _nrt=False)
 def move_block(nd, ob, pk, tree, node, cap):
     """Move a node's rows into a new block of ``cap`` rows and free the old one."""
     old = nd.pstart[node]
     start = take_block(pk, tree, cap)
     for i in range(nd.plen[node]):
-        a = old + i
-        b = start + i
-        pk.center[b, 0] = pk.center[a, 0]
-        pk.center[b, 1] = pk.center[a, 1]
-        pk.center[b, 2] = pk.center[a, 2]
-        pk.radius[b] = pk.radius[a]
-        pk.vdist[b] = pk.vdist[a]
-        s = pk.slot[a]
-        pk.slot[b] = s
-        ob.row[s] = b
+        move_row(ob, pk, start + i, old + i)
     give_block(pk, tree, old, nd.pcap[node])
     nd.pstart[node] = start
     nd.pcap[node] = cap
@@ -107,11 +125,7 @@ def append_row(nd, ob, pk, tree, node, s, cx, cy, cz, r, vd):
     if n == nd.pcap[node]:
         move_block(nd, ob, pk, tree, node, block_rows(n + 1))
     p = nd.pstart[node] + n
-    pk.center[p, 0] = cx
-    pk.center[p, 1] = cy
-    pk.center[p, 2] = cz
-    pk.radius[p] = r
-    pk.vdist[p] = vd
+    write_row(pk, p, cx, cy, cz, r, vd)
     pk.slot[p] = s
     ob.row[s] = p
     nd.plen[node] = n + 1
@@ -122,13 +136,7 @@ def drop_row(nd, ob, pk, node, row):
     """Remove a row from a node's block by moving the block's last row into it."""
     last = nd.pstart[node] + nd.plen[node] - 1
     if row != last:
-        for a in range(3):
-            pk.center[row, a] = pk.center[last, a]
-        pk.radius[row] = pk.radius[last]
-        pk.vdist[row] = pk.vdist[last]
-        moved = pk.slot[last]
-        pk.slot[row] = moved
-        ob.row[moved] = row
+        move_row(ob, pk, row, last)
     nd.plen[node] -= 1
 
 

@@ -27,7 +27,7 @@ from app.spatial.viewdist_tree import check as ck
 from app.spatial.viewdist_tree import pairs as pr
 from app.spatial.viewdist_tree import queries as qu
 from app.spatial.viewdist_tree import update as up
-from app.spatial.viewdist_tree.heap import MIN_BLOCK, has_room
+from app.spatial.viewdist_tree.heap import growth_rows, has_room
 from app.spatial.viewdist_tree.refit import refit_step
 from app.spatial.viewdist_tree.store import (
     IN_INF,
@@ -153,7 +153,7 @@ class ViewDistanceTree(SpatialIndex):
         ahead = rows + rows // 4
         # Kept only with room for the batches that follow (else the first of them grew it:
         # 291 ms for the remote workload's 2.7 million rows).
-        if not ahead + 2 * max(largest, MIN_BLOCK) <= self._packed.slot.shape[0] <= 2 * room:
+        if not ahead + growth_rows(largest) <= self._packed.slot.shape[0] <= 2 * room:
             # The blocks, and a quarter more written now: the first frames after a load hand
             # out blocks from the end, where each fresh page would fault inside a frame.
             self._packed = new_packed(room, ahead)
@@ -245,7 +245,7 @@ class ViewDistanceTree(SpatialIndex):
     def _packed_room(self, rows: int, largest: int) -> int:
         """Rows to allocate for a packed copy with ``rows`` in blocks, the largest of
         ``largest`` rows: as much again to grow into (pages are mapped as they are written)."""
-        return 2 * rows + 4 * max(largest, MIN_BLOCK) + 4096
+        return 2 * rows + 2 * growth_rows(largest) + 4096
 
     def _refit(self, changes: int) -> None:
         """Work through the refit queue for a budget that follows the batch's size."""

@@ -32,6 +32,7 @@ from app.spatial.viewdist_tree.heap import (
     drop_row,
     free_node_block,
     has_room,
+    write_row,
 )
 from app.spatial.viewdist_tree.refit import defines_bounds, queue_refit
 from app.spatial.viewdist_tree.store import (
@@ -277,11 +278,7 @@ def move_batch(nd, ob, pk, tree, sp, slots, first, in_nodes):
             queue_refit(nd, tree, old)
             row = ob.row[s]
             expand_up(nd, old, cx, cy, cz, r, vd)
-            pk.center[row, 0] = cx
-            pk.center[row, 1] = cy
-            pk.center[row, 2] = cz
-            pk.radius[row] = r
-            pk.vdist[row] = vd
+            write_row(pk, row, cx, cy, cz, r, vd)
             continue
         if t.nfree < nodes_needed(nd, tree, cx, cy, cz, vd) or not has_room(pk, tree):
             return i
