@@ -12,6 +12,17 @@ from pathlib import Path
 from app.suggest import with_hint
 
 
+def _threshold_option(text: str) -> int | None:
+    """An argparse type: ``paper`` (None), ``storage`` or an integer split threshold."""
+    from app.scene.schema import MAX_SPLIT_THRESHOLD  # (numba: only when given)
+    from app.spatial.aabbtree.heuristics import named_threshold
+
+    try:
+        return named_threshold(text, MAX_SPLIT_THRESHOLD)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="bench", metavar="BENCH")
     p = sub.add_parser("index", help="per-frame cost of every index against brute force",
@@ -42,6 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "a renderer's passes would: each frame then starts with the caches "
                         "others have used (default 0: frames back to back, the movers' lines "
                         "stay cached)")
+    p.add_argument("--split-threshold", type=_threshold_option, default=None, metavar="T",
+                   help="the trees' split threshold: paper (default: each heuristic's value "
+                   "from the paper), storage (the value measured on the trees' contiguous "
+                   "storage, docs/bench-index.md) or an integer")
     p.add_argument("--clock", choices=("cpu", "wall"), default="wall",
                    help="wall clock (default: what a frame costs, threads included) or process "
                    "CPU time (robust on a shared machine, but it adds up both cores' time)")
@@ -200,12 +215,15 @@ def _run_index(args: argparse.Namespace) -> int:
                progress=(lambda s: None) if args.quiet else
                (lambda s: print(s, file=sys.stderr, flush=True)),
                include_rtree=not args.no_rtree, budget_s=3.0 if args.quick else 20.0,
-               patterns=patterns, between_mb=args.between)
+               patterns=patterns, between_mb=args.between, split_threshold=args.split_threshold)
     elapsed = time.perf_counter() - t0
     ran = ",".join(q for q in PATTERNS if q in (patterns or PATTERNS))
     head = (f"bench index: scale {scale:g}, {frames} measured frames per pattern (median and "
             f"p99, after a warm-up frame), patterns {ran}, "
             + (f"{args.between} MiB streamed between frames, " if args.between else "")
+            + ("the trees at their default split thresholds (the paper's), "
+               if args.split_threshold is None
+               else f"the trees at split threshold {args.split_threshold}, ")
             + f"{args.clock} clock, load average {os.getloadavg()[0]:.1f}, {platform.node()} "
             f"{platform.processor() or ''}".rstrip())
     print(head)

@@ -488,15 +488,17 @@ def _rtree_skips(name: str, scale: float, patterns: list[str]) -> tuple[str, dic
 def run(workloads: list[str], only: list[str] | None, scale: float, frames: int,
         clock_kind: str = "cpu", progress: Callable[[str], None] = print,
         include_rtree: bool = True, budget_s: float = 20.0,
-        patterns: list[str] | None = None, between_mb: int = 0) -> list[Row]:
+        patterns: list[str] | None = None, between_mb: int = 0,
+        split_threshold: int | None = None) -> list[Row]:
     """Every workload x pattern x subject; ratios against the faster compiled brute force of
     the same workload and pattern; ``between_mb`` MiB streamed between two frames
-    (:class:`Between`)."""
+    (:class:`Between`); the trees at ``split_threshold`` (None: each one's default, the
+    paper's value)."""
     rows: list[Row] = []
     between = Between(between_mb)
     peers = ("numpy-brute", "numba-brute", "numba-brute-mt") + (
         ("rtree",) if include_rtree else ())
-    subs = subjects(only, peers=peers)
+    subs = subjects(only, peers=peers, variants=_variants_at(split_threshold))
     for name in workloads:
         progress(f"[{name}] generating workload (scale {scale:g}) ...")
         t0 = time.perf_counter()
@@ -535,6 +537,16 @@ def run(workloads: list[str], only: list[str] | None, scale: float, frames: int,
         del wl, warm_wl
         gc.collect()
     return rows
+
+
+def _variants_at(split_threshold: int | None) -> list[tuple[str, str, dict]]:
+    """Every index variant, the trees at ``split_threshold`` (None: their own default)."""
+    from app.spatial import TREE_HEURISTICS, index_variants
+
+    if split_threshold is None:
+        return index_variants()
+    return [(label, name, {**kw, "split_threshold": split_threshold}
+             if name in TREE_HEURISTICS else kw) for label, name, kw in index_variants()]
 
 
 def _ratios(wrows: list[Row], wl: Workload, peers: tuple[str, ...]) -> None:

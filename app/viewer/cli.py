@@ -69,6 +69,18 @@ def _int_option(lo: int, hi: int) -> Callable[[str], int]:
     return parse
 
 
+def _threshold_option(text: str) -> int:
+    """An argparse type: a split threshold in [1, MAX_SPLIT_THRESHOLD], or ``storage``."""
+    if text.strip().lower() == "storage":
+        from app.spatial.aabbtree.heuristics import STORAGE_THRESHOLD  # (numba: only then)
+
+        return STORAGE_THRESHOLD
+    try:
+        return _int_option(1, MAX_SPLIT_THRESHOLD)(text)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"{e} (or storage)") from None
+
+
 def _index_option(text: str) -> str:
     """An argparse type: one of INDEX_NAMES, with "did you mean" for a near miss."""
     if text not in INDEX_NAMES:
@@ -161,8 +173,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help="leafy variant of the tree indexes")
     leafy.add_argument("--non-leafy", dest="leafy", action="store_false",
                        help="non-leafy variant of the tree indexes")
-    p.add_argument("--split-threshold", type=_int_option(1, MAX_SPLIT_THRESHOLD), default=None,
-                   metavar="N", help="objects per node before a split (default: the index's own)")
+    p.add_argument("--split-threshold", type=_threshold_option, default=None,
+                   metavar="N", help="objects per node before a split, or storage (the value "
+                   "measured on the trees' contiguous storage; default: the scene's, else the "
+                   "index's own, the paper's)")
     p.add_argument("--no-cull", action="store_true",
                    help="frustum culling off: draw every object")
     vd = p.add_mutually_exclusive_group()

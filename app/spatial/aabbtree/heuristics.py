@@ -23,6 +23,37 @@ DEFAULT_THRESHOLDS: dict[str, tuple[int, int]] = {
     "icoseptree": (70, 50),
 }
 
+#: The split threshold that suits our mode's contiguous storage, for every heuristic and
+#: variant: a node visited by a query costs 25-40 ns and a block scan 0.5-1 ns an object, so
+#: leaves far larger than the paper's (tuned for per-node linked lists) cost less. Measured
+#: with ``bench index`` at 10^6 (static and viewdist; fixed, churn100, turn, fly and spawn),
+#: every tree at 40-ish (the paper's), 130, 300, 600 and 1,200: the worst pattern gained
+#: 0.1-0.4x from the paper's value to 300 and stayed flat within noise from 300 to 1,200;
+#: the first query after a build fell from 134-343 ms to 97-187 ms (docs/bench-index.md,
+#: "Split thresholds on contiguous storage"). Not the default: the contract's None is the
+#: paper's value; ask for it by name (:func:`named_threshold`).
+STORAGE_THRESHOLD = 600
+
+#: Names a command line takes for a split threshold: None is each index's own default.
+THRESHOLD_NAMES: dict[str, int | None] = {"paper": None, "storage": STORAGE_THRESHOLD}
+
+
+def named_threshold(text: str, largest: int) -> int | None:
+    """A command line's split threshold: ``paper`` (None, the paper's value for each
+    heuristic), ``storage`` (:data:`STORAGE_THRESHOLD`) or an integer in [1, ``largest``];
+    ValueError naming what it takes otherwise."""
+    word = text.strip().lower()
+    if word in THRESHOLD_NAMES:
+        return THRESHOLD_NAMES[word]
+    try:
+        v = int(word)
+    except ValueError:
+        raise ValueError(f"expected {', '.join(THRESHOLD_NAMES)} or an integer, "
+                         f"got {text!r}") from None
+    if not 1 <= v <= largest:
+        raise ValueError(f"expected an integer >= 1 and <= {largest:,}, got {text}")
+    return v
+
 
 # Which objects an internal node keeps (``keep`` of which_child): none (leafy), ours (an
 # object whose bounding cube is at least 1/8 of the box), the paper's (appendix A's formula).
