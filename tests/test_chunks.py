@@ -662,3 +662,46 @@ def test_slot_order_goes_back_to_the_curve_once_the_scene_stops():
         oracle.update(ids, c)
     assert idx.stats()["order"] == "slot"
     _check(idx, oracle, eye, eye + rng.normal(size=3))
+
+
+def test_spawns_read_their_own_rows_with_and_without_view_distances():
+    """Spawns into the awake region take their float32 records from the insert's own rows
+    (not the store): view distances given, none given (infinite), a list batch (the checked
+    general path) and a scalar radius all give the oracle's answer, and the index keeps no
+    reference to a batch after its insert, also one refused."""
+    import pytest
+
+    n = 4000
+    idx, oracle, ids, c, r, rng = _scene(n, 11, 100.0)
+    eye = np.full(3, 50.0)
+    movers = np.sort(rng.choice(n, 300, replace=False))
+    next_id = n
+    for step in range(4):
+        c[movers] += 0.2
+        idx.update(movers, c[movers])
+        oracle.update(movers, c[movers])
+        new = np.arange(next_id, next_id + 12, dtype=np.int64)
+        next_id += 12
+        cn = rng.uniform(0, 100, (12, 3))
+        rn = rng.uniform(0.2, 1.0, 12)
+        vn = rng.uniform(0.0, 30.0, 12)
+        if step == 0:
+            idx.insert(new, cn, rn, vn)
+            oracle.insert(new, cn, rn, vn)
+        elif step == 1:
+            idx.insert(new, cn, rn)
+            oracle.insert(new, cn, rn)
+        elif step == 2:
+            idx.insert(new.tolist(), cn.tolist(), rn.tolist(), vn.tolist())
+            oracle.insert(new, cn, rn, vn)
+        else:
+            idx.insert(new, cn, 0.5)
+            oracle.insert(new, cn, np.full(12, 0.5))
+        assert idx._new_rows is None
+        _check(idx, oracle, eye, eye + rng.normal(size=3), far=60.0)
+    bad = rng.uniform(0, 100, (3, 3))
+    bad[1, 0] = np.nan
+    with pytest.raises(ValueError):
+        idx.insert(np.arange(next_id, next_id + 3, dtype=np.int64), bad, np.ones(3))
+    assert idx._new_rows is None
+    _check(idx, oracle, eye, eye + 1.0, far=60.0)

@@ -21,7 +21,7 @@ import numpy as np
 from app.geom.zpyramid import ZPyramid
 from app.parallelism import threads_for
 from app.spatial.checks import check_batch, check_ids, check_point, name_ids, reject_repeats
-from app.spatial.object_store import EMPTY_F, ObjectStore, ids_at, write_row
+from app.spatial.object_store import EMPTY_F, Columns, ObjectStore, ids_at, write_row
 from app.spatial.pairs import check_margin, selection, slot_pairs_to_ids, sweep_pairs
 
 # chunks takes the store's row writer and its empty column from here, by these names.
@@ -91,7 +91,8 @@ class SpatialIndex(ObjectStore):
         """Add objects. ``ids`` must be new and unique; view distance defaults to infinity."""
         slots = self._store_new_fast(ids, centers, radii, view_distances)
         if slots is not None:
-            self._on_insert(slots)
+            self._insert_rows(slots, Columns(centers, radii,
+                                             EMPTY_F if view_distances is None else view_distances))
             return
         ids, centers, radii, vd = self._check_batch(ids, centers, radii, view_distances)
         if ids.shape[0] == 0:
@@ -102,7 +103,7 @@ class SpatialIndex(ObjectStore):
             raise ValueError(f"insert: ids already in the index: {name_ids(ids[known])}")
         if vd is None:
             vd = np.full(ids.shape[0], np.inf)
-        self._on_insert(self._store_new(ids, centers, radii, vd))
+        self._insert_rows(self._store_new(ids, centers, radii, vd), Columns(centers, radii, vd))
 
     def update(
         self,
@@ -258,7 +259,18 @@ class SpatialIndex(ObjectStore):
     # ------------------------------------------------------------------ hooks
 
     def _on_insert(self, slots: np.ndarray) -> None:
-        """New objects are in the store at ``slots``."""
+        """New objects are in the store at ``slots``; :attr:`_new_rows` holds their checked
+        rows in the same order for the time of the call."""
+
+    def _insert_rows(self, slots: np.ndarray, rows: Columns) -> None:
+        """:meth:`_on_insert`, with the batch's rows at hand: a hook that reads the new
+        spheres can read them contiguous there instead of scattered over the store (10^4
+        spawns into 10^7 objects: a third of a millisecond of cache misses)."""
+        self._new_rows = rows
+        try:
+            self._on_insert(slots)
+        finally:
+            self._new_rows = None  # (the caller's arrays: not kept past the call)
 
     def _on_remove(self, slots: np.ndarray) -> None:
         """Objects at ``slots`` are about to be freed; the store still holds them."""

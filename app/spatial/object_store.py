@@ -260,6 +260,9 @@ class ObjectStore:
         # again (a scene's moving objects, frame after frame) needs no id look-up.
         self._last_ids: np.ndarray | None = None
         self._last_slots = np.zeros(0, dtype=np.int64)
+        # An insert's checked rows, row i for its slots[i] (view distances empty: none given,
+        # infinite), while the subclass's insert hook runs; None otherwise.
+        self._new_rows: Columns | None = None
 
     @property
     def capacity(self) -> int:

@@ -215,11 +215,13 @@ class ChunkedIndex(SpatialIndex):
     def _grow(self, new_capacity: int) -> None:
         self._slot_pos = grown(self._slot_pos, new_capacity, NO_POS)
 
-    def _append(self, slots: np.ndarray, new: bool = False, still: bool = False) -> int:
+    def _append(self, slots: np.ndarray, new: bool = False, still: bool = False,
+                rows: Columns | None = None) -> int:
         """Put ``slots`` at positions ``npos ..`` in curve order; returns the first position.
         ``new``: their ids are not in the id -> position map yet (an insert), else they are
         (a re-sort). ``still``: they are the whole still region, from position 0: keep the
-        curve, so that new objects can find the chunk around them (``spawn``)."""
+        curve, so that new objects can find the chunk around them (``spawn``). ``rows``: an
+        insert's own rows, row i for slots[i] (read there, contiguous, not from the store)."""
         m = slots.shape[0]
         self._reserve(m)
         if not new:
@@ -228,21 +230,27 @@ class ChunkedIndex(SpatialIndex):
         # PARALLEL_MIN every kernel here is serial, so no thread count is set (threads_for)
         # for a batch of spawns or wakes.
         many = m >= PARALLEL_MIN
-        centers = layout.centers_of(self._centers, slots) if many else self._centers[slots]
+        if rows is not None:
+            centers = rows.centers
+        else:
+            centers = layout.centers_of(self._centers, slots) if many else self._centers[slots]
         if still and m >= CHUNK:
             bits = layout.curve_bits(m)
             lo, scale = layout.curve_frame(centers, bits)
             codes = (layout.frame_codes_parallel if many else layout.frame_codes)(
                 centers, lo, scale, bits)
             by_code = np.argsort(codes)
-            order = slots[by_code]
             self._still_curve = spawn.still_curve(lo, scale, bits, codes[by_code])
         else:
-            order = slots[layout.curve_order(centers, many)]
+            by_code = layout.curve_order(centers, many)
+        order = slots[by_code]
         first = self._npos
         # the maps both ways, the id -> position map, the float32 records: one pass
-        big, rad = update.place(self._places(), self._records(), self._ids, order, first,
-                                not new)
+        if rows is None:
+            rec, src = self._records(), order
+        else:
+            rec, src = moves.SphereRecords(self._pos_slot, *rows, self._s32), by_code
+        big, rad = update.place(self._places(), rec, self._ids, order, src, first, not new)
         if new:
             self._id_pos.insert(self._pos_id[first:first + m],
                                 np.arange(first, first + m, dtype=np.int64))
@@ -355,10 +363,13 @@ class ChunkedIndex(SpatialIndex):
             # A few new objects (spawns) take holes of the still chunks around them; the rest
             # join the awake region: no record moves, the cost is the batch's own. Their
             # chunks widen the awake region's reference extent.
+            given = slots.shape[0]
             slots = self._into_holes(slots)
             if slots.shape[0] == 0:
                 return
-            self._append(slots, new=True)
+            # (the batch's own rows when no hole took any of it)
+            self._append(slots, new=True,
+                         rows=self._new_rows if slots.shape[0] == given else None)
             self._refit(first)
             self._awake_extent = max(self._awake_extent,
                                      layout.mean_extent(self._tree, *self._awake_chunks()))
@@ -368,7 +379,7 @@ class ChunkedIndex(SpatialIndex):
         first = self._awake0
         moved_up = self._take_out(self._awake0)
         self._still_curve = None  # (a second run of the curve: until the next re-sort)
-        self._append(slots, new=True, still=first == 0)
+        self._append(slots, new=True, still=first == 0, rows=self._new_rows)
         self._awake0 = self._npos
         if moved_up.shape[0]:
             self._append(moved_up)

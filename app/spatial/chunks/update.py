@@ -421,14 +421,17 @@ def rows_at(pos, positions, mark, stamp: int):
 
 
 @njit(cache=True)
-def place(places: ChunkPlaces, rec: SphereRecords, slot_id, order, first: int, reassign: bool):
+def place(places: ChunkPlaces, rec: SphereRecords, slot_id, order, src_row, first: int,
+          reassign: bool):
     """Lay the store slots ``order`` out at positions ``first ..``: the maps both ways (ids
     from ``slot_id``, the store's), the id -> position map too when ``reassign`` (ids already
-    in it; new ids are the caller's to insert), and the float32 records from the store. One
-    serial pass for any size: a batch of spawns costs no more than its own rows, and a full
-    re-sort at 10^6 objects took 172-180 ms with numpy's scattered passes and a parallel
-    copy of the records, 92-107 ms so. Returns (largest coordinate magnitude, largest
-    radius) written."""
+    in it; new ids are the caller's to insert), and the float32 records from ``rec``'s
+    columns, row ``src_row[i]`` for ``order[i]``: the store's (``src_row`` is ``order``) or
+    an insert's own rows (contiguous: no cache miss a column; view distances empty when the
+    batch gave none, infinite). One serial pass for any size: a batch of spawns costs no
+    more than its own rows, and a full re-sort at 10^6 objects took 172-180 ms with numpy's
+    scattered passes and a parallel copy of the records, 92-107 ms so. Returns (largest
+    coordinate magnitude, largest radius) written."""
     slot_pos = places.slot_pos
     pos_slot = places.pos_slot
     pos_id = places.pos_id
@@ -439,6 +442,7 @@ def place(places: ChunkPlaces, rec: SphereRecords, slot_id, order, first: int, r
     c = rec.store_c
     store_r = rec.store_r
     store_v = rec.store_v
+    has_v = store_v.shape[0] > 0
     x = rec.s32.x
     y = rec.s32.y
     z = rec.s32.z
@@ -456,31 +460,34 @@ def place(places: ChunkPlaces, rec: SphereRecords, slot_id, order, first: int, r
             t = order[i + ahead]
             prefetch(slot_pos, t)
             prefetch(slot_id, t)
-            prefetch(c, t)
-            prefetch(store_r, t)
-            prefetch(store_v, t)
+            u = src_row[i + ahead]
+            prefetch(c, u)
+            prefetch(store_r, u)
+            if has_v:
+                prefetch(store_v, u)
         if reassign and i + ahead // 2 < n:  # and its id's entry, once its id is in
             k = slot_id[order[i + ahead // 2]]
             if k >= 0 and k < nd:
                 prefetch(dense, k)
         s = order[i]
+        q = src_row[i]
         p = first + i
         pos_slot[p] = s
         home[p] = NO_POS  # (laid out anew: woken from nowhere)
         slot_pos[s] = p
         pos_id[p] = slot_id[s]
-        cx = c[s, 0]
-        cy = c[s, 1]
-        cz = c[s, 2]
+        cx = c[q, 0]
+        cy = c[q, 1]
+        cz = c[q, 2]
         x[p] = to32(cx)
         y[p] = to32(cy)
         z[p] = to32(cz)
-        r32[p] = to32(store_r[s])
-        vd32[p] = to32(store_v[s])
+        r32[p] = to32(store_r[q])
+        vd32[p] = to32(store_v[q]) if has_v else np.float32(np.inf)
         bx = max(bx, abs(cx))
         by = max(by, abs(cy))
         bz = max(bz, abs(cz))
-        rad = max(rad, store_r[s])
+        rad = max(rad, store_r[q])
         k = slot_id[s]
         if reassign and k >= 0 and k < dense.shape[0]:
             dense[k] = p
