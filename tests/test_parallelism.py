@@ -18,3 +18,20 @@ def test_small_batches_use_one_thread_and_restore_the_count():
     with pytest.raises(RuntimeError), threads_for(0):
         raise RuntimeError("a kernel failed")
     assert numba.get_num_threads() == before
+
+
+
+def test_the_layers_own_calls_are_used_where_numba_has_them():
+    """The threading layer's two functions where numba's module has them, None otherwise
+    (the public getter and setter then serve)."""
+    import types
+
+    from numba.np.ufunc import parallel
+
+    import app.parallelism as par
+
+    assert par.layer_calls(types.SimpleNamespace()) is None
+    assert par.layer_calls(types.SimpleNamespace(_get_num_threads=1, _set_num_threads=2)) is None
+    with threads_for(10):
+        pass
+    assert par._calls == par.layer_calls(parallel)
