@@ -81,3 +81,12 @@ def test_bench_index_command_says_the_threshold_and_refuses_a_bad_one():
     p = subprocess.run(base + ["--split-threshold", "0"], cwd=ROOT, capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 2 and "--split-threshold" in p.stderr and "octree" not in p.stdout
+
+
+def test_the_split_keys_reach_the_storage_threshold_and_the_help_lists_them():
+    from app.culling.pipeline import SPLIT_STEPS
+    from app.viewer.keys import markdown_table
+
+    assert STORAGE_THRESHOLD in SPLIT_STEPS and list(SPLIT_STEPS) == sorted(set(SPLIT_STEPS))
+    listed = " ".join(str(s) for s in SPLIT_STEPS)
+    assert listed in markdown_table(), listed

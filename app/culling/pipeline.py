@@ -32,8 +32,12 @@ import numpy as np
 from app.culling.frustum import camera_planes, filter_in_view
 from app.geom.zpyramid import ZPyramid
 from app.spatial import INDEX_NAMES, TREE_HEURISTICS, QueryResult, SpatialIndex, create_index
+from app.spatial.aabbtree.heuristics import STORAGE_THRESHOLD
 
-SPLIT_STEPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256)
+# The + / - keys' split thresholds: the paper's range and beyond it, up to the storage's
+# (STORAGE_THRESHOLD, measured on the trees' contiguous storage) and twice that.
+SPLIT_STEPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, STORAGE_THRESHOLD,
+               2 * STORAGE_THRESHOLD)
 
 
 @dataclass

@@ -50,7 +50,8 @@ BINDINGS: tuple[Binding, ...] = (
             "leafy / non-leafy (tree indexes)"),
     Binding("+ / -", "raise / lower the split threshold", "split", ("plus", "equal", "num_add",
             "minus", "num_subtract", "underscore"),
-            "raise / lower the split threshold (1 2 3 4 6 8 12 16 24 32 48 64 96 128 256)"),
+            "raise / lower the split threshold (1 2 3 4 6 8 12 16 24 32 48 64 96 128 256 "
+            "600 1200; 600: the storage's)"),
     Binding("F", "toggle frustum culling (off: draw everything)", "frustum", ("f",),
             "frustum culling on / off (off: every object is drawn)"),
     Binding("V", "toggle view-distance culling", "view_distance", ("v",),
