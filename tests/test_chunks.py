@@ -705,3 +705,26 @@ def test_spawns_read_their_own_rows_with_and_without_view_distances():
         idx.insert(np.arange(next_id, next_id + 3, dtype=np.int64), bad, np.ones(3))
     assert idx._new_rows is None
     _check(idx, oracle, eye, eye + 1.0, far=60.0)
+
+
+def test_removals_take_the_callers_ids_and_keep_none():
+    """A removal's hook reads the caller's ids (not the store's again): removals as arrays
+    and as lists (the checked general path) stay exact, a refused one changes nothing, and
+    no batch is kept after the call."""
+    import pytest
+
+    n = 3000
+    idx, oracle, ids, c, r, rng = _scene(n, 12, 80.0)
+    eye = np.full(3, 40.0)
+    left = ids.copy()
+    for step in range(3):
+        gone = rng.choice(left, 25, replace=False)
+        left = np.setdiff1d(left, gone)
+        idx.remove(gone if step != 1 else gone.tolist())
+        oracle.remove(gone)
+        assert idx._gone_ids is None
+        _check(idx, oracle, eye, eye + rng.normal(size=3), far=50.0)
+    with pytest.raises(ValueError):
+        idx.remove(np.array([int(left[0]), 10**9], dtype=np.int64))
+    assert idx._gone_ids is None
+    _check(idx, oracle, eye, eye + 1.0, far=50.0)

@@ -130,7 +130,11 @@ class SpatialIndex(ObjectStore):
             if ids.shape[0] == 0:
                 return
             slots = self._resolve_known("remove", ids)
-        self._on_remove(slots)
+        self._gone_ids = ids  # (the caller's: what a hook would gather from the store again)
+        try:
+            self._on_remove(slots)
+        finally:
+            self._gone_ids = None
         self._drop(ids, slots)
 
     def contains(self, ids: np.ndarray) -> np.ndarray:
@@ -273,7 +277,8 @@ class SpatialIndex(ObjectStore):
             self._new_rows = None  # (the caller's arrays: not kept past the call)
 
     def _on_remove(self, slots: np.ndarray) -> None:
-        """Objects at ``slots`` are about to be freed; the store still holds them."""
+        """Objects at ``slots`` are about to be freed; the store still holds them, and
+        :attr:`_gone_ids` their ids in the same order for the time of the call."""
 
     def _validate(self) -> None:
         """Structure-specific invariants."""

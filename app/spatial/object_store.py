@@ -263,6 +263,8 @@ class ObjectStore:
         # An insert's checked rows, row i for its slots[i] (view distances empty: none given,
         # infinite), while the subclass's insert hook runs; None otherwise.
         self._new_rows: Columns | None = None
+        # A removal's ids (int64), row i for its slots[i], while the remove hook runs.
+        self._gone_ids: np.ndarray | None = None
 
     @property
     def capacity(self) -> int:
