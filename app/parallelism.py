@@ -10,6 +10,7 @@ alone), so batches below :data:`PARALLEL_MIN` run their parallel kernels on the 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 
 import numba
 
@@ -57,22 +58,7 @@ class _OneThread:
         return False
 
 
-class _AllThreads:
-    """The context of :func:`threads_for` for a big batch: nothing to change."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return False
-
-
-_ALL = _AllThreads()
-
-
-def threads_for(n: int) -> _OneThread | _AllThreads:
+def threads_for(n: int) -> AbstractContextManager[None]:
     """A context that runs the parallel kernels called inside on one thread when ``n`` <
     :data:`PARALLEL_MIN` (and restores the count after, also when they raise)."""
-    return _ALL if n >= PARALLEL_MIN else _OneThread()
+    return nullcontext() if n >= PARALLEL_MIN else _OneThread()
