@@ -689,7 +689,7 @@ class ChunkedIndex(SpatialIndex):
     def _on_remove(self, slots: np.ndarray) -> None:
         self._set_epoch += 1
         # (the caller's ids: gathered from the store they cost 0.14 ms for 10^4 at 10^7)
-        self._id_pos.delete(self._ids[slots] if self._gone_ids is None else self._gone_ids)
+        self._id_pos.delete(self._gone_ids)
         # Last batch's movers stay known through a removal unless one of them is removed
         # (its hole keeps its id in ``pos_id``: a later batch must not write there).
         last = self._last_movers
