@@ -66,6 +66,9 @@ def test_viewer_option_takes_storage():
     assert args.split_threshold == STORAGE_THRESHOLD
     args = build_parser("demo").parse_args(["demo", "--split-threshold", "24"])
     assert args.split_threshold == 24
+    for bad in ("paper", "0", "x"):  # (paper: leaving the option out means the scene's first)
+        with pytest.raises(SystemExit):
+            build_parser("demo").parse_args(["demo", "--split-threshold", bad])
 
 
 def test_bench_index_command_says_the_threshold_and_refuses_a_bad_one():

@@ -70,15 +70,19 @@ def _int_option(lo: int, hi: int) -> Callable[[str], int]:
 
 
 def _threshold_option(text: str) -> int:
-    """An argparse type: a split threshold in [1, MAX_SPLIT_THRESHOLD], or ``storage``."""
-    if text.strip().lower() == "storage":
-        from app.spatial.aabbtree.heuristics import STORAGE_THRESHOLD  # (numba: only then)
+    """An argparse type: a split threshold in [1, MAX_SPLIT_THRESHOLD], or ``storage``
+    (``heuristics.named_threshold``). Not ``paper``: leaving the option out means the
+    scene's threshold first, and only then the index's own (the paper's)."""
+    from app.spatial.aabbtree.heuristics import named_threshold  # (numba: only when given)
 
-        return STORAGE_THRESHOLD
     try:
-        return _int_option(1, MAX_SPLIT_THRESHOLD)(text)
-    except argparse.ArgumentTypeError as e:
-        raise argparse.ArgumentTypeError(f"{e} (or storage)") from None
+        v = named_threshold(text, MAX_SPLIT_THRESHOLD)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if v is None:
+        raise argparse.ArgumentTypeError("expected storage or an integer (leave the option out "
+                                         "for the scene's threshold, else the index's own)")
+    return v
 
 
 def _index_option(text: str) -> str:
