@@ -92,3 +92,74 @@ class Oracle:
             sel = np.isin(out, np.asarray(ids, dtype=np.int64)).any(axis=1)
             out = out[sel]
         return out[np.lexsort((out[:, 1], out[:, 0]))]
+
+
+class ArrayOracle:
+    """The same definitions over numpy columns (rows in insertion order, an id -> row dict),
+    for scenes of tens of thousands of objects, where :class:`Oracle` rebuilds its arrays
+    at every query."""
+
+    def __init__(self) -> None:
+        self.ids = np.zeros(0, np.int64)
+        self.c = np.zeros((0, 3))
+        self.r = np.zeros(0)
+        self.v = np.zeros(0)
+        self.row: dict[int, int] = {}
+
+    def rows(self, ids) -> np.ndarray:
+        return np.array([self.row[int(i)] for i in ids], dtype=np.int64)
+
+    def insert(self, ids, centers, radii, vd=None):
+        first = len(self.ids)
+        self.ids = np.concatenate([self.ids, np.asarray(ids, np.int64)])
+        self.c = np.concatenate([self.c, centers])
+        self.r = np.concatenate([self.r, radii])
+        self.v = np.concatenate([self.v, np.full(len(ids), np.inf) if vd is None else vd])
+        self.row.update((int(i), first + k) for k, i in enumerate(ids))
+
+    def update(self, ids, centers, radii=None, vd=None):
+        k = self.rows(ids)
+        self.c[k] = centers
+        if radii is not None:
+            self.r[k] = radii
+        if vd is not None:
+            self.v[k] = vd
+
+    def remove(self, ids):
+        keep = np.ones(len(self.ids), bool)
+        keep[self.rows(ids)] = False
+        self.ids, self.c, self.r, self.v = (a[keep] for a in (self.ids, self.c, self.r, self.v))
+        self.row = {int(i): k for k, i in enumerate(self.ids)}
+
+    def frustum(self, planes, eye=None, use_vd=False):
+        d = self.c @ planes[:, :3].T + planes[:, 3]
+        ok = (d >= -self.r[:, None]).all(axis=1)
+        if use_vd:
+            ok &= np.sqrt(((self.c - np.asarray(eye)) ** 2).sum(axis=1)) <= self.v
+        return np.sort(self.ids[ok])
+
+    def box(self, lo, hi):
+        ok = (((self.c - self.r[:, None]) <= hi).all(axis=1)
+              & ((self.c + self.r[:, None]) >= lo).all(axis=1))
+        return np.sort(self.ids[ok])
+
+    def sphere(self, q, qr):
+        return np.sort(self.ids[np.sqrt(((self.c - q) ** 2).sum(axis=1)) <= self.r + qr])
+
+    def ray_ids(self, o, d):
+        """The ids a ray hits, sorted (their order and entry distances: :meth:`Oracle.ray`)."""
+        d = np.asarray(d, float) / np.linalg.norm(d)
+        m = self.c - o
+        m2 = (m**2).sum(axis=1)
+        tca = m @ d
+        hit = (m2 <= self.r**2) | ((tca >= 0) & (m2 - tca**2 <= self.r**2))
+        return np.sort(self.ids[hit])
+
+    def pairs_of(self, ids, margin=0.0):
+        """The set of (a, b), a < b, in contact within ``margin`` with a member in ``ids``."""
+        k = self.rows(ids)
+        d = np.sqrt(((self.c[k][:, None, :] - self.c[None, :, :]) ** 2).sum(axis=2))
+        i, j = np.nonzero(d <= self.r[k][:, None] + self.r[None, :] + margin)
+        a, b = self.ids[k][i], self.ids[j]
+        return {(min(x, y), max(x, y))
+                for x, y in zip(a.tolist(), b.tolist(), strict=True) if x != y}
