@@ -5,7 +5,8 @@ batch, teleports, spawns (new ids past the direct table too), a camera that turn
 between them, batches with one bad row that must be refused and change nothing.
 
 After every step the frustum answer (with and without view distance) equals the oracle's;
-every few steps the box, sphere, ray and pair queries too, and ``validate()`` passes. The
+every few steps the box, sphere, ray and pair queries too, the frustum answer under a random
+Z-pyramid (the oracle's less the spheres the pyramid hides), and ``validate()`` passes. The
 contract tests (``test_index_contract.py``) drive the same calls on a hundred objects with
 split thresholds of 3; these run the default thresholds on 5,000 objects (past the trees'
 ``flat_min_objects``) and, for one variant of each kind, past ``PARALLEL_MIN`` (whole-scene
@@ -18,10 +19,12 @@ import zlib
 import numpy as np
 import pytest
 
-from app.culling.frustum import camera_planes
+from app.culling.frustum import camera_planes, look_at, perspective, planes_from_matrix
+from app.geom.zpyramid import spheres_occluded
 from app.parallelism import PARALLEL_MIN
 from app.spatial import create_index, index_variants
 from tests.oracle import ArrayOracle
+from tests.test_nested_occlusion import _pyramid
 
 SIDE = 500.0
 MOVES = ("fixed", "order", "churn", "fresh", "sizes", "teleport")
@@ -164,6 +167,24 @@ class _Game:
                 f"after {what} (view distance {use_vd}): extra {np.setdiff1d(got, want)[:5]}, "
                 f"missing {np.setdiff1d(want, got)[:5]}")
 
+    def check_occlusion(self) -> None:
+        """The frustum answer under a random Z-pyramid of the game's camera (rectangles at
+        the depths of its own objects): the frustum's objects less those the pyramid hides
+        (the flat occluder predicate on each sphere)."""
+        rng, orc = self.rng, self.oracle
+        vp = perspective(60.0, 16 / 9, 0.1, float(rng.uniform(100, 900))) @ look_at(
+            self.eye, self.eye + self._direction())
+        planes = planes_from_matrix(vp)
+        pyr = _pyramid(rng, vp, orc.c)
+        use_vd = self.use_vd and bool(rng.random() < 0.5)
+        inview = orc.frustum(planes, self.eye, use_vd)
+        rows = orc.rows(inview)
+        want = inview[~spheres_occluded(orc.c[rows], orc.r[rows], *pyr.arrays())]
+        got = np.sort(self.idx.query_frustum(planes, self.eye, use_vd, occlusion=pyr).visible)
+        assert np.array_equal(got, want), (
+            f"occlusion (view distance {use_vd}): extra {np.setdiff1d(got, want)[:5]}, "
+            f"missing {np.setdiff1d(want, got)[:5]}")
+
     def check_other_queries(self) -> None:
         rng, orc, idx = self.rng, self.oracle, self.idx
         lo = rng.random(3) * SIDE
@@ -189,6 +210,8 @@ def _play(label: str, name: str, kwargs: dict, n: int, steps: int) -> None:
         game.check_frustum(f"step {k} ({what})")
         if k % 5 == 2:
             game.check_other_queries()
+        if k % 4 == 1:
+            game.check_occlusion()
         if k % 10 == 9:
             game.idx.validate()
     game.idx.validate()
