@@ -1,8 +1,44 @@
-"""Brute-force numpy oracle: the contract's definitions, written as plainly as possible."""
+"""Brute-force numpy oracle: the contract's definitions, written as plainly as possible.
+
+The definitions are functions of columns (centres c, radii r, view distances v); the two
+oracles below hold their objects differently and ask them the same questions."""
 
 from __future__ import annotations
 
 import numpy as np
+
+
+def frustum_mask(c, r, v, planes, eye, use_vd):
+    """Visible: no plane has the sphere wholly outside, and within view distance if asked."""
+    d = c @ planes[:, :3].T + planes[:, 3]
+    ok = (d >= -r[:, None]).all(axis=1)
+    if use_vd:
+        ok &= np.sqrt(((c - np.asarray(eye)) ** 2).sum(axis=1)) <= v
+    return ok
+
+
+def box_mask(c, r, lo, hi):
+    """The sphere's bounding box overlaps [lo, hi]."""
+    return ((c - r[:, None]) <= hi).all(axis=1) & ((c + r[:, None]) >= lo).all(axis=1)
+
+
+def sphere_mask(c, r, q, qr):
+    """The sphere touches the query sphere (q, qr)."""
+    return np.sqrt(((c - q) ** 2).sum(axis=1)) <= r + qr
+
+
+def ray_hits(c, r, o, d):
+    """(hit, t): which spheres the ray from o along d (not necessarily unit) hits, and its
+    entry distance (0 for a sphere that holds o)."""
+    d = np.asarray(d, float) / np.linalg.norm(d)
+    m = c - o
+    m2 = (m**2).sum(axis=1)
+    tca = m @ d
+    d2 = m2 - tca**2
+    inside = m2 <= r**2
+    hit = inside | ((tca >= 0) & (d2 <= r**2))
+    t = np.where(inside, 0.0, np.maximum(tca - np.sqrt(np.maximum(r**2 - d2, 0)), 0.0))
+    return hit, t
 
 
 class Oracle:
@@ -40,36 +76,20 @@ class Oracle:
 
     def frustum(self, planes, eye=None, use_vd=False):
         ids, c, r, v = self.arrays()
-        if len(ids) == 0:
-            return ids
-        d = c @ planes[:, :3].T + planes[:, 3]
-        ok = (d >= -r[:, None]).all(axis=1)
-        if use_vd:
-            dist = np.sqrt(((c - np.asarray(eye)) ** 2).sum(axis=1))
-            ok &= dist <= v
-        return ids[ok]
+        return ids[frustum_mask(c, r, v, planes, eye, use_vd)]
 
     def box(self, lo, hi):
         ids, c, r, _ = self.arrays()
-        ok = ((c - r[:, None]) <= hi).all(axis=1) & ((c + r[:, None]) >= lo).all(axis=1)
-        return ids[ok]
+        return ids[box_mask(c, r, lo, hi)]
 
     def sphere(self, q, qr):
         ids, c, r, _ = self.arrays()
-        ok = np.sqrt(((c - q) ** 2).sum(axis=1)) <= r + qr
-        return ids[ok]
+        return ids[sphere_mask(c, r, q, qr)]
 
     def ray(self, o, d):
         """(ids, t) sorted by (t, id); d need not be unit."""
         ids, c, r, _ = self.arrays()
-        d = np.asarray(d, float) / np.linalg.norm(d)
-        m = c - o
-        m2 = (m**2).sum(axis=1)
-        tca = m @ d
-        d2 = m2 - tca**2
-        inside = m2 <= r**2
-        hit = inside | ((tca >= 0) & (d2 <= r**2))
-        t = np.where(inside, 0.0, np.maximum(tca - np.sqrt(np.maximum(r**2 - d2, 0)), 0.0))
+        hit, t = ray_hits(c, r, o, d)
         ids, t = ids[hit], t[hit]
         order = np.lexsort((ids, t))
         return ids[order], t[order]
@@ -132,28 +152,17 @@ class ArrayOracle:
         self.row = {int(i): k for k, i in enumerate(self.ids)}
 
     def frustum(self, planes, eye=None, use_vd=False):
-        d = self.c @ planes[:, :3].T + planes[:, 3]
-        ok = (d >= -self.r[:, None]).all(axis=1)
-        if use_vd:
-            ok &= np.sqrt(((self.c - np.asarray(eye)) ** 2).sum(axis=1)) <= self.v
-        return np.sort(self.ids[ok])
+        return np.sort(self.ids[frustum_mask(self.c, self.r, self.v, planes, eye, use_vd)])
 
     def box(self, lo, hi):
-        ok = (((self.c - self.r[:, None]) <= hi).all(axis=1)
-              & ((self.c + self.r[:, None]) >= lo).all(axis=1))
-        return np.sort(self.ids[ok])
+        return np.sort(self.ids[box_mask(self.c, self.r, lo, hi)])
 
     def sphere(self, q, qr):
-        return np.sort(self.ids[np.sqrt(((self.c - q) ** 2).sum(axis=1)) <= self.r + qr])
+        return np.sort(self.ids[sphere_mask(self.c, self.r, q, qr)])
 
     def ray_ids(self, o, d):
         """The ids a ray hits, sorted (their order and entry distances: :meth:`Oracle.ray`)."""
-        d = np.asarray(d, float) / np.linalg.norm(d)
-        m = self.c - o
-        m2 = (m**2).sum(axis=1)
-        tca = m @ d
-        hit = (m2 <= self.r**2) | ((tca >= 0) & (m2 - tca**2 <= self.r**2))
-        return np.sort(self.ids[hit])
+        return np.sort(self.ids[ray_hits(self.c, self.r, o, d)[0]])
 
     def pairs_of(self, ids, margin=0.0):
         """The set of (a, b), a < b, in contact within ``margin`` with a member in ``ids``."""

@@ -20,7 +20,6 @@ def test_small_batches_use_one_thread_and_restore_the_count():
     assert numba.get_num_threads() == before
 
 
-
 def test_the_layers_own_calls_are_used_where_numba_has_them():
     """The threading layer's two functions where numba's module has them, None otherwise
     (the public getter and setter then serve)."""
