@@ -252,6 +252,40 @@ def test_bad_input_raises_and_changes_nothing(label, name, kwargs):
     assert_rejected(idx, cases, before, "batch")
 
 
+@pytest.mark.parametrize(("label", "name", "kwargs"), VARIANTS, ids=IDS)
+def test_query_camera_is_checked_and_any_form_answers_alike(label, name, kwargs):
+    """query_frustum's planes and eye: a bad camera (NaN or infinite numbers, wrong shapes,
+    no eye where view distances need one) is refused and changes nothing; the forms a
+    caller may pass (float32 planes, Fortran order, a list for the eye, no eye) answer as
+    contiguous float64 arrays do, whichever check path they take."""
+    idx, _ = hundred_objects(name, kwargs, 20.0)
+    eye = np.array([-30.0, 1.0, 2.0])
+    planes = camera_planes(eye, [0.0, 0.0, 0.0], far=80)
+    want = np.sort(idx.query_frustum(planes, eye).visible)
+    want_vd = np.sort(idx.query_frustum(planes, eye, use_view_distance=True).visible)
+    assert 0 < want.shape[0] < 100
+    for form_p, form_e in ((planes.astype(np.float32), eye), (np.asfortranarray(planes), eye),
+                           (planes, list(eye)), (planes.tolist(), eye.reshape(1, 3))):
+        got = idx.query_frustum(form_p, form_e, use_view_distance=True).visible
+        assert np.array_equal(np.sort(got), want_vd)
+    assert np.array_equal(np.sort(idx.query_frustum(planes).visible), want)
+    before = snapshot(idx)
+    nan_p = planes.copy()
+    nan_p[2, 1] = np.nan
+    inf_e = eye.copy()
+    inf_e[0] = np.inf
+    cases = [
+        ("NaN plane", lambda: idx.query_frustum(nan_p, eye), "planes"),
+        ("infinite plane", lambda: idx.query_frustum(nan_p * 0 + np.inf, eye), "planes"),
+        ("planes (K, 3)", lambda: idx.query_frustum(planes[:, :3], eye), "planes"),
+        ("planes 1-D", lambda: idx.query_frustum(planes[0], eye), "planes"),
+        ("infinite eye", lambda: idx.query_frustum(planes, inf_e), "eye"),
+        ("eye of 2", lambda: idx.query_frustum(planes, eye[:2]), "eye"),
+        ("no eye, view distance", lambda: idx.query_frustum(planes, None, True), "eye"),
+    ]
+    assert_rejected(idx, cases, before, "query")
+
+
 @pytest.mark.parametrize("scale", [1e-300, 1e-150, 1.0, 1e150, 1e300])
 def test_ray_direction_length_does_not_matter(scale):
     """Only the direction's sense counts: huge or tiny finite vectors answer like the unit one."""

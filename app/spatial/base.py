@@ -20,7 +20,14 @@ import numpy as np
 
 from app.geom.zpyramid import ZPyramid
 from app.parallelism import threads_for
-from app.spatial.checks import check_batch, check_ids, check_point, name_ids, reject_repeats
+from app.spatial.checks import (
+    camera_ok,
+    check_batch,
+    check_ids,
+    check_point,
+    name_ids,
+    reject_repeats,
+)
 from app.spatial.object_store import EMPTY_F, Columns, ObjectStore, ids_at, write_row
 from app.spatial.pairs import check_margin, selection, slot_pairs_to_ids, sweep_pairs
 
@@ -161,17 +168,25 @@ class SpatialIndex(ObjectStore):
         occlusion: ZPyramid | None = None,
     ) -> QueryResult:
         """Ids of objects whose sphere is not outside any plane (and within view distance)."""
+        if not camera_ok(planes, eye):  # (a frame's camera: one compiled check)
+            planes, eye = self._check_camera(planes, eye, use_view_distance)
+        res = self._query_frustum(planes, eye, bool(use_view_distance), occlusion)
+        if not self._frustum_gives_ids:
+            res.visible = ids_at(self._ids, res.visible)
+        return res.fill_counts(self._count)
+
+    def _check_camera(self, planes: object, eye: object,
+                      use_view_distance: bool) -> tuple[np.ndarray, np.ndarray]:
+        """``query_frustum``'s planes and eye as contiguous float64 arrays; ValueError
+        when they are not finite, of the wrong shape, or the eye is missing where view
+        distances need it."""
         planes = np.ascontiguousarray(planes, dtype=np.float64)
         if planes.ndim != 2 or planes.shape[1] != 4 or not np.isfinite(planes).all():
             raise ValueError(
                 f"query_frustum: planes must be a finite (K, 4) array, got {planes.shape}")
         if use_view_distance and eye is None:
             raise ValueError("query_frustum: use_view_distance=True needs an eye position")
-        eye_arr = np.zeros(3) if eye is None else self._check_point(eye, "eye")
-        res = self._query_frustum(planes, eye_arr, bool(use_view_distance), occlusion)
-        if not self._frustum_gives_ids:
-            res.visible = ids_at(self._ids, res.visible)
-        return res.fill_counts(self._count)
+        return planes, np.zeros(3) if eye is None else self._check_point(eye, "eye")
 
     def query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Ids whose sphere's bounding box overlaps the closed box [lo, hi]."""

