@@ -31,6 +31,7 @@ from app.spatial import moves
 from app.spatial.base import QueryResult
 from app.spatial.object_store import Columns
 from app.spatial.pairs import SweepSpace, selection
+from app.spatial.pool import slots_end
 from app.spatial.scan import (
     SCAN_PARALLEL_MIN,
     grown32,
@@ -158,7 +159,7 @@ class FlatCopy:
     def inserted(self, owner: Any, slots: np.ndarray) -> None:
         """New objects at ``slots`` (the owner's store holds them)."""
         self._epoch += 1
-        self._rows = max(self._rows, int(slots.max()) + 1)
+        self._rows = max(self._rows, int(slots_end(slots)))
         self.copied(owner, slots, remember=False)
 
     def copied(self, owner: Any, slots: np.ndarray, remember: bool = True) -> None:

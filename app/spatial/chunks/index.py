@@ -50,7 +50,7 @@ from app.spatial.chunks import check, layout, pairs, queries, reserve, spawn, up
 from app.spatial.chunks.layout import CHUNK, NO_POS
 from app.spatial.idmap import IdMap
 from app.spatial.object_store import Columns
-from app.spatial.pool import grown
+from app.spatial.pool import grown, slots_end
 from app.spatial.scan import (
     DEAD32,
     Spheres32,
@@ -425,7 +425,7 @@ class ChunkedIndex(SpatialIndex):
 
     def _place_at_slots(self, slots: np.ndarray) -> None:
         """Slot order: new objects at the positions of their slots (holes, or past the end)."""
-        top = int(slots.max()) + 1
+        top = int(slots_end(slots))
         if top > self._npos:
             self._reserve(top - self._npos)
         ids = self._ids[slots]

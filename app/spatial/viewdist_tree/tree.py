@@ -14,6 +14,7 @@ import numpy as np
 from app.geom.zpyramid import ZPyramid, occluder
 from app.spatial.base import QueryResult, SpatialIndex
 from app.spatial.pairs import selection, slot_pairs_to_ids
+from app.spatial.pool import slots_end
 from app.spatial.scan import (
     SCAN_PARALLEL_MIN,
     grown32,
@@ -169,7 +170,7 @@ class ViewDistanceTree(SpatialIndex):
         before = self._scalar("in_nodes")
         bulk = slots.shape[0] > self.rebuild_share * (before + slots.shape[0])
         self._run_batch(up.insert_batch, slots, not bulk)
-        self._rows = max(self._rows, int(slots.max()) + 1)
+        self._rows = max(self._rows, int(slots_end(slots)))
         self._copy_infinite(slots)
         if bulk and self._scalar("in_nodes") > before:
             self.rebuild()  # the batch's objects in nodes have no rows yet
