@@ -325,3 +325,54 @@ def test_between_refuses_sizes_out_of_range(mb):
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert p.returncode == 2
     assert "--between must be 0..4096 MiB" in p.stderr, p.stderr
+
+
+def test_rounds_give_each_cell_the_median_and_keep_failures_and_inexact_rounds():
+    """``--rounds``: a cell's timings are the median of its rounds, its growth follows the
+    medians, it is exact only if every round was, and a round that failed makes the cell."""
+    from app.bench.index_bench import Row, merge_rounds
+
+    def rnd(frame, exact="yes", error=""):
+        return [Row("remote", "x", "fixed", frame_ms=frame, update_ms=frame / 2,
+                    query_ms=frame / 2, p99_ms=2 * frame, base_query_ms=frame / 4,
+                    exact=exact, error=error, extra={"frames": 5}),
+                Row("remote", "x", "spawn", frame_ms=10 * frame, exact=exact, error=error,
+                    extra={"frames": 5})]
+
+    (fixed, spawn) = merge_rounds([rnd(3.0), rnd(1.0), rnd(8.0)])
+    assert (fixed.frame_ms, fixed.update_ms, fixed.p99_ms) == (3.0, 1.5, 6.0)
+    assert spawn.frame_ms == 30.0 and spawn.extra["frame_ms_rounds"] == [30.0, 10.0, 80.0]
+    assert fixed.growth == 1.5 / 0.75 and fixed.exact == "yes"
+    fixed, _ = merge_rounds([rnd(1.0), rnd(2.0, exact="NO 1/5: frame 2 -3 +0")])
+    assert fixed.exact.startswith("NO 1/5")
+    fixed, _ = merge_rounds([rnd(1.0), rnd(2.0, exact="failed", error="boom")])
+    assert fixed.error == "boom" and fixed.exact == "failed"
+    assert merge_rounds([rnd(1.0)])[0].frame_ms == 1.0
+
+
+def test_rounds_run_every_subject_again_in_reversed_order(monkeypatch):
+    """Each round runs every subject once, the order reversed every other round; the rows
+    come out once per cell."""
+    import app.bench.index_bench as ib
+
+    order = []
+    real = ib.run_subject
+
+    def spy(wl, label, *a, **k):
+        order.append(label)
+        return real(wl, label, *a, **k)
+
+    monkeypatch.setattr(ib, "run_subject", spy)
+    rows = ib.run(["static"], ["brute"], 0.001, 1, "wall", progress=lambda s: None,
+                  include_rtree=False, patterns=["fixed", "spawn"], rounds=2)
+    subjects = ["numpy-brute", "numba-brute", "numba-brute-mt", "brute"]
+    assert order == subjects + subjects[::-1]
+    assert sorted((r.subject, r.pattern) for r in rows) == sorted(
+        (s, p) for s in subjects for p in ("fixed", "spawn"))
+    assert all(r.exact == "yes" and len(r.extra["frame_ms_rounds"]) == 2 for r in rows)
+
+
+def test_rounds_flag_refuses_out_of_range():
+    p = subprocess.run([sys.executable, "-m", "app", "bench", "index", "--rounds", "0"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "--rounds must be 1..20" in p.stderr

@@ -57,6 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="the trees' split threshold: paper (default: each heuristic's value "
                    "from the paper), storage (the value measured on the trees' contiguous "
                    "storage, docs/bench-index.md) or an integer")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run every subject this many times, the subjects' order reversed "
+                   "every other round, and give each cell the median of its rounds (default "
+                   "1; 3 steadies the ratios on a machine whose speed drifts)")
     p.add_argument("--clock", choices=("cpu", "wall"), default="wall",
                    help="wall clock (default: what a frame costs, threads included) or process "
                    "CPU time (robust on a shared machine, but it adds up both cores' time)")
@@ -161,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_index_args(only: list[str] | None, scale: float, frames: int,
-                      between: int = 0) -> str | None:
+                      between: int = 0, rounds: int = 1) -> str | None:
     """A message for arguments that would make a run meaningless, or None."""
     from app.spatial import index_variants
 
@@ -171,6 +175,8 @@ def _check_index_args(only: list[str] | None, scale: float, frames: int,
         return f"--frames must be >= 1, got {frames}"
     if not 0 <= between <= 4096:
         return f"--between must be 0..4096 MiB, got {between}"
+    if not 1 <= rounds <= 20:
+        return f"--rounds must be 1..20, got {rounds}"
     if only:
         known = {"numpy-brute", "numba-brute", "numba-brute-mt", "rtree"}
         for label, name, _ in index_variants():
@@ -203,7 +209,7 @@ def _run_index(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 2
     only = [o.strip() for o in args.only.split(",") if o.strip()] or None
-    problem = _check_index_args(only, scale, frames, args.between)
+    problem = _check_index_args(only, scale, frames, args.between, args.rounds)
     if problem:
         print(f"bench index: {problem}", file=sys.stderr)
         return 2
@@ -215,11 +221,14 @@ def _run_index(args: argparse.Namespace) -> int:
                progress=(lambda s: None) if args.quiet else
                (lambda s: print(s, file=sys.stderr, flush=True)),
                include_rtree=not args.no_rtree, budget_s=3.0 if args.quick else 20.0,
-               patterns=patterns, between_mb=args.between, split_threshold=args.split_threshold)
+               patterns=patterns, between_mb=args.between, split_threshold=args.split_threshold,
+               rounds=args.rounds)
     elapsed = time.perf_counter() - t0
     ran = ",".join(q for q in PATTERNS if q in (patterns or PATTERNS))
     head = (f"bench index: scale {scale:g}, {frames} measured frames per pattern (median and "
             f"p99, after a warm-up frame), patterns {ran}, "
+            + (f"each cell the median of {args.rounds} rounds (the subjects' order reversed "
+               "every other round), " if args.rounds > 1 else "")
             + (f"{args.between} MiB streamed between frames, " if args.between else "")
             + ("the trees at their default split thresholds (the paper's), "
                if args.split_threshold is None

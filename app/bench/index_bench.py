@@ -489,11 +489,13 @@ def run(workloads: list[str], only: list[str] | None, scale: float, frames: int,
         clock_kind: str = "cpu", progress: Callable[[str], None] = print,
         include_rtree: bool = True, budget_s: float = 20.0,
         patterns: list[str] | None = None, between_mb: int = 0,
-        split_threshold: int | None = None) -> list[Row]:
+        split_threshold: int | None = None, rounds: int = 1) -> list[Row]:
     """Every workload x pattern x subject; ratios against the faster compiled brute force of
     the same workload and pattern; ``between_mb`` MiB streamed between two frames
     (:class:`Between`); the trees at ``split_threshold`` (None: each one's default, the
-    paper's value)."""
+    paper's value). ``rounds`` > 1 runs every subject that many times, the subjects' order
+    reversed every other round, and each cell gives the median of its rounds
+    (:func:`merge_rounds`)."""
     rows: list[Row] = []
     between = Between(between_mb)
     peers = ("numpy-brute", "numba-brute", "numba-brute-mt") + (
@@ -510,33 +512,80 @@ def run(workloads: list[str], only: list[str] | None, scale: float, frames: int,
                  f"{', '.join(pats)} ({time.perf_counter() - t0:.1f} s)")
         wrows: list[Row] = [Row(name, "(all)", s.pattern, n=wl.n, exact="n/a",
                                 error=f"n/a: {s.na}") for s in wl.segments if s.na]
-        for label, factory in subs:
-            skip: dict[str, str] = {}
-            if label == "rtree":
-                why, skip = _rtree_skips(name, scale, [s.pattern for s in wl.segments
-                                                       if not s.na])
-                if why:
-                    wrows += [Row(name, label, s.pattern, n=wl.n, exact="skipped", error=why)
-                              for s in wl.segments if not s.na]
-                    progress(f"[{name}] {label:<22} skipped")
-                    continue
-            srows = run_subject(wl, label, factory, clock_kind, budget_s, skip,
-                                None if label == "rtree" else warm_wl, between)
-            wrows.extend(srows)
-            ok = [r for r in srows if not r.error]
-            bad = [r for r in srows if r.error and not r.error.startswith("skipped")]
-            inexact = [r for r in ok if r.exact != "yes"]
-            slow = max(ok, key=lambda r: r.frame_ms) if ok else None
-            progress(f"[{name}] {label:<22} "
-                     + (f"slowest {slow.pattern} {slow.frame_ms:9.3f} ms (p99 {slow.p99_ms:.3f})"
-                        if slow else "no pattern ran")
-                     + (f"  exact on {len(ok) - len(inexact)}/{len(ok)}" if ok else "")
-                     + (f"  FAILED {bad[0].pattern}: {bad[0].error}" if bad else ""))
+        runs: dict[str, list[list[Row]]] = {label: [] for label, _ in subs}
+        for k in range(rounds):
+            for label, factory in (subs if k % 2 == 0 else subs[::-1]):
+                srows = _subject_round(wl, label, factory, clock_kind, budget_s, scale,
+                                       warm_wl, between, progress,
+                                       f" (round {k + 1}/{rounds})" if rounds > 1 else "")
+                runs[label].append(srows)
+        for label, _ in subs:
+            wrows.extend(merge_rounds(runs[label]))
         _ratios(wrows, wl, peers)
         rows.extend(wrows)
         del wl, warm_wl
         gc.collect()
     return rows
+
+
+def _subject_round(wl: Workload, label: str, factory: Callable[[], Any], clock_kind: str,
+                   budget_s: float, scale: float, warm_wl: Workload, between: Between,
+                   progress: Callable[[str], None], tag: str) -> list[Row]:
+    """One subject's run of every pattern of ``wl`` (:func:`run_subject`), with its progress
+    line; rtree's skipped rows where it does not run."""
+    name = wl.name
+    skip: dict[str, str] = {}
+    if label == "rtree":
+        why, skip = _rtree_skips(name, scale, [s.pattern for s in wl.segments if not s.na])
+        if why:
+            progress(f"[{name}] {label:<22} skipped")
+            return [Row(name, label, s.pattern, n=wl.n, exact="skipped", error=why)
+                    for s in wl.segments if not s.na]
+    srows = run_subject(wl, label, factory, clock_kind, budget_s, skip,
+                        None if label == "rtree" else warm_wl, between)
+    ok = [r for r in srows if not r.error]
+    bad = [r for r in srows if r.error and not r.error.startswith("skipped")]
+    inexact = [r for r in ok if r.exact != "yes"]
+    slow = max(ok, key=lambda r: r.frame_ms) if ok else None
+    progress(f"[{name}] {label:<22} "
+             + (f"slowest {slow.pattern} {slow.frame_ms:9.3f} ms (p99 {slow.p99_ms:.3f})"
+                if slow else "no pattern ran")
+             + (f"  exact on {len(ok) - len(inexact)}/{len(ok)}" if ok else "")
+             + (f"  FAILED {bad[0].pattern}: {bad[0].error}" if bad else "") + tag)
+    return srows
+
+
+#: The timings a merged cell takes as the median of its rounds.
+_TIMED = ("build_s", "first_query_ms", "update_ms", "query_ms", "frame_ms", "p99_ms",
+          "base_query_ms", "base_frame_ms")
+
+
+def merge_rounds(runs: list[list[Row]]) -> list[Row]:
+    """One subject's rows from several rounds of the same patterns: each cell's timings are
+    the median of its rounds (a slow spell of a shared machine, or the order the subjects
+    ran in, then moves one round, not the verdict); a cell is exact only if every round was,
+    and a round that failed or was skipped makes the cell that round's row. The rounds'
+    frames are kept in ``extra["frame_ms_rounds"]``."""
+    if len(runs) == 1:
+        return runs[0]
+    out = []
+    for cells in zip(*runs, strict=True):
+        failed = next((r for r in cells if r.error), None)
+        if failed is not None:
+            out.append(failed)
+            continue
+        row = cells[0]
+        for name in _TIMED:
+            vals = [getattr(r, name) for r in cells]
+            setattr(row, name, float(np.median(vals)) if np.all(np.isfinite(vals))
+                    else float("nan"))
+        if row.pattern == "fixed" and row.base_query_ms > 0:
+            row.growth = row.query_ms / row.base_query_ms
+        row.exact = next((r.exact for r in cells if r.exact != "yes"), "yes")
+        row.extra["frame_ms_rounds"] = [round(r.frame_ms, 4) for r in cells]
+        row.extra["frames"] = min(r.extra.get("frames", 0) for r in cells)
+        out.append(row)
+    return out
 
 
 def _variants_at(split_threshold: int | None) -> list[tuple[str, str, dict]]:
