@@ -294,7 +294,7 @@ def batch_of(ids: object, centers: object, radii: object,
     contiguous, at least one row), else None: the contract's general path converts it."""
     if not is_ids(ids):
         return None
-    n = ids.shape[0]  # type: ignore[attr-defined]
+    n = ids.shape[0]
     if not is_f64(centers, (n, 3)):
         return None
     if radii is None:
@@ -305,7 +305,7 @@ def batch_of(ids: object, centers: object, radii: object,
         view_distances = _NONE_F
     elif not is_f64(view_distances, (n,)):
         return None
-    return UpdateBatch(ids, centers, radii, view_distances)  # type: ignore[arg-type]
+    return UpdateBatch(ids, centers, radii, view_distances)
 
 
 @njit(cache=True, inline="always")
