@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit
 
 from app.spatial.checks import is_f64, is_ids
+from app.spatial.checks import values_ok as _values_ok
 from app.spatial.idmap import hash_lookup
 from app.spatial.object_store import Columns
 from app.spatial.prefetch import PREFETCH_AHEAD, batch_rows_ahead, prefetch, rows_ahead
@@ -306,15 +307,6 @@ def batch_of(ids: object, centers: object, radii: object,
     elif not is_f64(view_distances, (n,)):
         return None
     return UpdateBatch(ids, centers, radii, view_distances)
-
-
-@njit(cache=True, inline="always")
-def _values_ok(cx: float, cy: float, cz: float, r: float, v: float) -> bool:
-    """A row's values are what the contract accepts: a finite centre, a finite radius >= 0
-    and a view distance >= 0 (inf allowed; NaN fails). Scalars only: an inlined helper that
-    takes arrays pays their reference counts at every call (10x the loop's cost)."""
-    return (np.isfinite(cx) & np.isfinite(cy) & np.isfinite(cz) & np.isfinite(r) & (r >= 0.0)
-            & (v >= 0.0))
 
 
 @njit(cache=True)
