@@ -253,6 +253,46 @@ def test_bad_input_raises_and_changes_nothing(label, name, kwargs):
 
 
 @pytest.mark.parametrize(("label", "name", "kwargs"), VARIANTS, ids=IDS)
+def test_a_bad_row_in_a_batch_big_enough_for_both_cores_is_refused(label, name, kwargs):
+    """A batch of PARALLEL_MIN rows (not every object, not last frame's movers) resolves
+    its ids on both cores: one bad value anywhere in it (a NaN centre, a negative or
+    infinite radius, a NaN view distance) is refused and changes nothing."""
+    from app.parallelism import PARALLEL_MIN
+
+    rng = np.random.default_rng(11)
+    n = PARALLEL_MIN + 200
+    idx = make(name, kwargs, small=False)
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(-300, 300, (n, 3))
+    idx.insert(ids, c, rng.uniform(0.5, 2.0, n), rng.uniform(50, 200, n))
+    batch = np.sort(rng.choice(n, PARALLEL_MIN, replace=False)).astype(np.int64)
+    rows = c[batch] + 0.5
+    before = snapshot(idx)
+    cases = []
+    r = np.ones(PARALLEL_MIN)
+    for at in (0, PARALLEL_MIN // 2 + 7, PARALLEL_MIN - 1):
+        bad_c = rows.copy()
+        bad_c[at, 1] = np.nan
+        bad_r = r.copy()
+        bad_r[at] = -1.0
+        inf_r = r.copy()
+        inf_r[at] = np.inf
+        bad_v = np.full(PARALLEL_MIN, 100.0)
+        bad_v[at] = np.nan
+        named = str(int(batch[at]))
+        cases += [
+            (f"NaN centre at {at}", lambda b=bad_c: idx.update(batch, b), named),
+            (f"negative radius at {at}", lambda b=bad_r: idx.update(batch, rows, b), named),
+            (f"infinite radius at {at}", lambda b=inf_r: idx.update(batch, rows, b), named),
+            (f"NaN view distance at {at}",
+             lambda b=bad_v: idx.update(batch, rows, r, b), named),
+        ]
+    assert_rejected(idx, cases, before, "big batch")
+    idx.update(batch, rows)  # and the good batch goes through
+    assert np.array_equal(idx.get(batch)[0], rows)
+
+
+@pytest.mark.parametrize(("label", "name", "kwargs"), VARIANTS, ids=IDS)
 def test_query_camera_is_checked_and_any_form_answers_alike(label, name, kwargs):
     """query_frustum's planes and eye: a bad camera (NaN or infinite numbers, wrong shapes,
     no eye where view distances need one) is refused and changes nothing; the forms a
