@@ -1,20 +1,30 @@
-"""The brute-force reference of the HUD (issue 25): what the `brute` index would cost on the
-frame the viewer just culled, measured every :data:`EVERY` frames beside the live index.
+"""The brute-force reference of the HUD (issue 25): what the `brute` index would cost on a
+frame of the viewer, measured every :data:`EVERY` frames beside the live index.
 
 A :class:`BruteReference` keeps a pipeline of its own over the scene's arrays with the
 ``brute`` index (the project's branch-free float32 scan, :mod:`app.spatial.brute`), built on
-its first measurement. On a measured frame, right after the live index's cull, it is brought
-up to date with the objects that moved since its last measurement (untimed: those writes
-belong to frames that were not measured), then timed doing exactly what the frame asked of
-the live index: ``update`` of this frame's moved ids (written once untimed before, so that
-the timed batch finds the same movers as its last one, as in a brute force updated every
-frame of the viewer's scenes, whose set of movers is fixed) and the frustum (and
-view-distance) query with the same culling camera, without occlusion. Its cost is
-``update + cull``, as the live index's.
+its first use. A measurement takes two frames, so that the brute force is timed in the cache
+state the live index is timed in:
 
-The reference is a measurement, not part of the frame: the frame subtracts its wall time
-from its own (:attr:`FrameStats.reference_ms`), so it is in no stage and not in fps, and the
-log records it apart (:data:`COLUMNS`).
+1. :meth:`BruteReference.prepare`, after the live index's cull of the frame before the
+   measured one (untimed): the reference is brought up to date with the objects that moved
+   since its last measurement, and this frame's moved ids are written once, so that the
+   timed batch finds the same movers as its last one, as in a brute force updated every
+   frame of the viewer's scenes, whose set of movers is fixed.
+2. :meth:`BruteReference.measure`, on the measured frame, right after the motion and before
+   the live index's update: timed, ``update`` of this frame's moved ids and the frustum (and
+   view-distance) query with the frame's culling camera, without occlusion. Its cost is
+   ``update + cull``, as the live index's.
+
+Both meet their rows as the live index does, after a frame's draw and overlays. Timed right
+after the live cull and an untimed write of the same rows (as it was until 2026-11-28), the
+brute force read 0.18-0.19 ms a frame on the 24,120-object demo where the `brute` index as
+the live index took 0.26-0.27 ms, and the HUD called kd 0.62x as fast as the brute force
+while it cost what the brute force costs (docs/viewer.md, "The HUD").
+
+The reference is a measurement, not part of the frame: the frame subtracts the wall time of
+both steps from its own (:attr:`FrameStats.reference_ms`), so it is in no stage and not in
+fps, and the log records it apart (:data:`COLUMNS`).
 
 Between measurements it costs one identity test a frame: the scenes hand back the same
 array of moved ids every frame, so the pending catch-up is a short list of distinct arrays,
@@ -55,7 +65,7 @@ class Measurement:
     update_ms: float
     cull_ms: float
     visible: int  # the brute force's answer: the live index's, when occlusion is off
-    outside_ms: float  # the reference's whole wall time that frame (catch-up and build too)
+    outside_ms: float  # the timed step's whole wall time (prepare's is the frame before's)
 
     @property
     def total_ms(self) -> float:
@@ -80,6 +90,7 @@ class BruteReference:
         self.last: Measurement | None = None
         self.recent: deque[Measurement] = deque(maxlen=RECENT)
         self._pending: list[np.ndarray] = []  # moved-id arrays since the last measurement
+        self._armed: int | None = None  # the frame prepare ran on: the next one is measured
         self.warming = False  # the last try compiled kernels: measured again next frame
 
     def due(self, frame: int) -> bool:
@@ -87,6 +98,11 @@ class BruteReference:
         since the last measurement (or since the start)."""
         last = -1 if self.last is None else self.last.frame
         return self.warming or frame - last >= self.every or frame < last
+
+    def armed(self, frame: int) -> bool:
+        """Whether frame number ``frame`` is measured: :meth:`prepare` ran on the frame
+        before it."""
+        return self._armed is not None and self._armed == frame - 1 and self.pipeline is not None
 
     def note_moved(self, moved: np.ndarray) -> None:
         """A frame's moved ids that the reference has not written yet (an identity test
@@ -99,31 +115,43 @@ class BruteReference:
             return
         self._pending.append(moved)
 
-    def measure(self, frame: int, moved: np.ndarray, planes: np.ndarray, eye: np.ndarray,
-                view_distance: bool) -> Measurement | None:
-        """Time the brute force on this frame (module docstring); returns the measurement
-        (None when numba compiled during it: then the next frame measures again)."""
-        t0 = time.perf_counter()
-        compiled = COMPILES.total_ms
+    def prepare(self, frame: int, moved: np.ndarray, planes: np.ndarray, eye: np.ndarray,
+                view_distance: bool) -> None:
+        """Step 1 of a measurement (module docstring), untimed, after the live cull of frame
+        ``frame``: the reference built if it has to be, brought up to date, this frame's
+        movers written; frame ``frame + 1`` is then measured."""
         o = self.scene.objects
         p = self.pipeline
         if p is None or len(p.index) != o.ids.shape[0]:
             p = self.pipeline = CullPipeline(IndexConfig("brute", False))
             p.build(o.ids, o.centers, o.radii, o.view_distances)
             self._pending.clear()
-            # a first call loads (or compiles) the kernels: not what a frame costs
-            p.update(moved)
+            # a first cull loads (or compiles) its kernels: not in a measured frame
             p.cull(planes, eye, frustum=True, view_distance=view_distance)
         self._catch_up(moved)
-        # Once untimed: the timed batch then finds the same movers as the brute's last batch,
-        # as a brute force updated every frame of a scene with a fixed set of movers would.
+        # The timed batch then finds the same movers as the brute's last batch, as a brute
+        # force updated every frame of a scene with a fixed set of movers would.
+        p.update(moved)
+        self._armed = frame
+
+    def measure(self, frame: int, moved: np.ndarray, planes: np.ndarray, eye: np.ndarray,
+                view_distance: bool) -> Measurement | None:
+        """Step 2 (module docstring): time the brute force's update of this frame's movers
+        and its cull, before the live index's update; returns the measurement (None when
+        the frame was not prepared for, or numba compiled during it: then the frame after
+        the next is measured)."""
+        t0 = time.perf_counter()
+        if not self.armed(frame) or len(self.pipeline.index) != self.scene.objects.ids.shape[0]:
+            self._armed = None
+            return None
+        self._armed = None
+        compiled = COMPILES.total_ms
+        p = self.pipeline
         p.update(moved)
         t1 = time.perf_counter()
-        p.update(moved)
-        t2 = time.perf_counter()
         res = p.cull(planes, eye, frustum=True, view_distance=view_distance)
-        t3 = time.perf_counter()
-        m = Measurement(frame, (t2 - t1) * 1e3, (t3 - t2) * 1e3, int(res.visible.shape[0]),
+        t2 = time.perf_counter()
+        m = Measurement(frame, (t1 - t0) * 1e3, (t2 - t1) * 1e3, int(res.visible.shape[0]),
                         (time.perf_counter() - t0) * 1e3)
         # A first use that compiled the brute's kernels timed the compiler: try again
         self.warming = COMPILES.total_ms > compiled
@@ -143,7 +171,7 @@ class BruteReference:
 
     def _catch_up(self, moved: np.ndarray) -> None:
         """Write the objects moved since the last measurement, other than this frame's
-        (the timed update writes those)."""
+        (:meth:`prepare` writes those next)."""
         pending = [m for m in self._pending if m is not moved]
         self._pending.clear()
         if not pending:
@@ -157,6 +185,7 @@ class BruteReference:
         self.recent.clear()
         self.pipeline = None
         self._pending.clear()
+        self._armed = None
 
 
 def log_values(m: Measurement | None) -> dict[str, object]:

@@ -3,6 +3,9 @@
 :meth:`Frame.run` reads as the frame (niagara's frame: early cull, draw, pyramid, late cull):
 
 1. motion         ``scene.step(dt)`` -> moved ids (skipped while paused)
+2a. reference     every 30 frames, the HUD's brute force timed here, where the live index
+                  meets its rows (prepared after the cull of the frame before, 3a); a
+                  measurement in no stage (:mod:`app.viewer.brute_reference`)
 2. index update   ``pipeline.update(moved)`` (the pipeline holds the objects)
 3. cull           ``pipeline.first_cull`` with the culling camera (the view camera unless
                   frozen): the query, against the last frame's pyramid with previous-frame
@@ -137,13 +140,21 @@ class Frame:
             self.sim_time += dt
         st.moved = int(moved.shape[0])
         t1 = time.perf_counter()
+        st.motion_ms = (t1 - t0) * 1e3
+
+        # 2a. the brute-force reference's measured frame: timed where the live index is, a
+        #     measurement in no stage (prepared at 3a of the frame before)
+        cmp = self.compare if self.compare is not None and self.compare.active else None
+        if self.reference is not None and self.reference.armed(st.frame):
+            self._time_reference(st, moved, cull_view, tg, cmp)
+            t1 = time.perf_counter()
+            st.reference_ms = (t1 - t0) * 1e3 - st.motion_ms
 
         # 2. index update (an A/B comparison's B goes first on every other frame: 2b)
         mode = "off" if occ is None else occ.mode
         pyramid = None if occ is None or mode == "two-pass" else occ.last_frame_pyramid()
         cull = {"frustum": tg.frustum, "view_distance": tg.view_distance, "occlusion": mode,
                 "pyramid": pyramid}
-        cmp = self.compare if self.compare is not None and self.compare.active else None
         b_first = cmp is not None and cmp.goes_first()
         if b_first:
             cmp.update_and_cull(moved, cull_view.planes, cull_view.eye, **cull)
@@ -155,12 +166,13 @@ class Frame:
         first = p.first_cull(cull_view.planes, cull_view.eye, **cull)
         t3 = time.perf_counter()
 
-        # 3a. the brute-force reference, every few frames: a measurement, in no stage
+        # 3a. the brute-force reference, every few frames: prepared for the next frame's
+        #     measurement (2a), untimed, in no stage
         t3r = t3
         if self.reference is not None:
-            self._measure_reference(st, moved, cull_view, tg, cmp)
+            self._prepare_reference(st, moved, cull_view, tg, cmp)
             t3r = time.perf_counter()
-            st.reference_ms = (t3r - t3) * 1e3
+            st.reference_ms += (t3r - t3) * 1e3
 
         # 3b. compare: B's update and the same cull, right after A's (or before: 2b)
         if cmp is not None and not b_first:
@@ -205,7 +217,6 @@ class Frame:
         st.visible = st.drawn if res is None else int(res.visible.shape[0])
         st.working_set = n if res is None else int(res.working_set)
         st.nodes_visited = 0 if res is None else int(res.nodes_visited)
-        st.motion_ms = (t1 - t0) * 1e3
         st.cull_ms = (t3 - t2) * 1e3
         st.draw_ms = (t_draw - t4) * 1e3
         st.occlusion_pass_ms = (t5 - t_draw) * 1e3
@@ -221,18 +232,28 @@ class Frame:
             st.stages_ms = (time.perf_counter() - t6) * 1e3
         return st
 
-    def _measure_reference(self, st: FrameStats, moved: np.ndarray, cull_view: CameraView,
+    def _time_reference(self, st: FrameStats, moved: np.ndarray, cull_view: CameraView,
+                        tg: Toggles, cmp: Comparison | None) -> None:
+        """Step 2a: the brute force's update + cull of this frame, timed before the live
+        index's update (:mod:`app.viewer.brute_reference`), when it still means something
+        (:func:`app.viewer.brute_reference.wanted`: the index may have been switched since
+        3a prepared it)."""
+        b = cmp.pipeline.config.name if cmp is not None else None
+        if wanted(self.pipeline.config.name, b, tg.frustum):
+            st.brute = self.reference.measure(st.frame, moved, cull_view.planes, cull_view.eye,
+                                              tg.view_distance)
+
+    def _prepare_reference(self, st: FrameStats, moved: np.ndarray, cull_view: CameraView,
                            tg: Toggles, cmp: Comparison | None) -> None:
-        """Step 3a: the brute force on this frame's moved ids and culling camera, when it is
-        due and means something (:func:`app.viewer.brute_reference.wanted`); its wall time
-        is the frame's ``reference_ms``, left out of the frame's time."""
+        """Step 3a: the brute force brought up to date and this frame's movers written, when
+        the next frame is measured and the measurement means something; its wall time is in
+        the frame's ``reference_ms``, left out of the frame's time."""
         ref = self.reference
         ref.note_moved(moved)
         b = cmp.pipeline.config.name if cmp is not None else None
-        if wanted(self.pipeline.config.name, b, tg.frustum) and ref.due(st.frame):
+        if wanted(self.pipeline.config.name, b, tg.frustum) and ref.due(st.frame + 1):
             built = ref.pipeline
-            st.brute = ref.measure(st.frame, moved, cull_view.planes, cull_view.eye,
-                                   tg.view_distance)
+            ref.prepare(st.frame, moved, cull_view.planes, cull_view.eye, tg.view_distance)
             if ref.pipeline is not built:  # a hitch the user sees: named, though not timed
                 ms = ref.pipeline.last_rebuild_ms
                 st.stall = f"brute reference built {ms:.0f} ms (outside the frame's time)"
