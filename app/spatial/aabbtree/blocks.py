@@ -183,6 +183,21 @@ def write_record(slot, rec, vd, pos, p: int, s: int, sp) -> None:
 
 
 @njit(cache=True, _nrt=False)
+def rewrite_sphere(rec, vd, p: int, cx: float, cy: float, cz: float, r: float, ov: float,
+                   v: float) -> None:
+    """Rewrite record row p's float32 sphere where it is, and its view distance only when it
+    changed (``ov`` -> ``v``): an object that stays at its position keeps its slot and id,
+    and :func:`write_record` would write those lines again and read the store's view
+    distance, three more cache lines a mover (a radius in the batch: 7 lines instead of 4)."""
+    rec[p, 0] = to32(cx)
+    rec[p, 1] = to32(cy)
+    rec[p, 2] = to32(cz)
+    rec[p, 3] = to32(r)
+    if ov != v:
+        vd[p] = to32(v)
+
+
+@njit(cache=True, _nrt=False)
 def write_centre(rec, p: int, s: int, centers) -> None:
     """Rewrite the float32 centre in record row p from slot s's (radius and view distance
     kept)."""
