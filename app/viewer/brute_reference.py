@@ -140,19 +140,20 @@ class BruteReference:
         and its cull, before the live index's update; returns the measurement (None when
         the frame was not prepared for, or numba compiled during it: then the frame after
         the next is measured)."""
-        t0 = time.perf_counter()
+        start = time.perf_counter()
         if not self.armed(frame) or len(self.pipeline.index) != self.scene.objects.ids.shape[0]:
             self._armed = None
             return None
         self._armed = None
         compiled = COMPILES.total_ms
         p = self.pipeline
+        t0 = time.perf_counter()
         p.update(moved)
         t1 = time.perf_counter()
         res = p.cull(planes, eye, frustum=True, view_distance=view_distance)
         t2 = time.perf_counter()
         m = Measurement(frame, (t1 - t0) * 1e3, (t2 - t1) * 1e3, int(res.visible.shape[0]),
-                        (time.perf_counter() - t0) * 1e3)
+                        (time.perf_counter() - start) * 1e3)
         # A first use that compiled the brute's kernels timed the compiler: try again
         self.warming = COMPILES.total_ms > compiled
         if self.warming:
