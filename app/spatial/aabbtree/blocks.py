@@ -198,15 +198,6 @@ def rewrite_sphere(rec, vd, p: int, cx: float, cy: float, cz: float, r: float, o
 
 
 @njit(cache=True, _nrt=False)
-def write_centre(rec, p: int, s: int, centers) -> None:
-    """Rewrite the float32 centre in record row p from slot s's (radius and view distance
-    kept)."""
-    rec[p, 0] = to32(centers[s, 0])
-    rec[p, 1] = to32(centers[s, 1])
-    rec[p, 2] = to32(centers[s, 2])
-
-
-@njit(cache=True, _nrt=False)
 def move_record(slot, ident, rec, vd, pos, dst: int, src: int) -> None:
     """Move the record at position src to dst (src becomes unused)."""
     s = slot[src]

@@ -50,7 +50,6 @@ from app.spatial.aabbtree.blocks import (
     room_for_leaf,
     swap_records,
     take_blocks,
-    write_centre,
 )
 from app.spatial.aabbtree.heuristics import (
     KEEP_NONE,
@@ -68,7 +67,7 @@ from app.spatial.aabbtree.heuristics import (
 )
 from app.spatial.pool import grown, grown_free_stack
 from app.spatial.prefetch import PREFETCH_AHEAD, STREAM_AHEAD, prefetch
-from app.spatial.scan import FAST, to32
+from app.spatial.scan import FAST
 
 ROOT = 0  # the root is the first node allocated and is never freed
 META_NFREE = 0  # meta[0]: number of entries on the free stack
@@ -1185,13 +1184,10 @@ def update_objects(nd, ob, sp, slots, new_c, new_r, new_v, keep: int) -> tuple[i
         if covers(lo, hi, maxvd, np.int64(x), lx, ly, lz, hx, hy, hz, vd) & (not is_split[x]):
             # Same node, nothing grows (grow_up would stop at x at once); invalidate_up
             # returns at once unless the old sphere was flush against x's box.
+            # Without radii in the batch r is the record's radius rounded up: the record
+            # keeps its own.
             p = pos[s]
-            if new_r is None or orad == r:  # (r is then the record's radius rounded up)
-                write_centre(rec, p, s, centers)  # (radius kept)
-                if ov != vd:
-                    vdp[p] = to32(vd)
-            else:  # (the view distance too when the batch changed it)
-                rewrite_sphere(rec, vdp, p, cx, cy, cz, r, ov, vd)
+            rewrite_sphere(rec, vdp, p, cx, cy, cz, rec[p, 3] if new_r is None else r, ov, vd)
             invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, ov,
                           BOX_SLACK)
             continue
