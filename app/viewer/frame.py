@@ -232,14 +232,19 @@ class Frame:
             st.stages_ms = (time.perf_counter() - t6) * 1e3
         return st
 
+    def _reference_wanted(self, tg: Toggles, cmp: Comparison | None) -> bool:
+        """Whether the brute-force reference means something this frame
+        (:func:`app.viewer.brute_reference.wanted`, with A/B's B index)."""
+        b = cmp.pipeline.config.name if cmp is not None else None
+        return wanted(self.pipeline.config.name, b, tg.frustum)
+
     def _time_reference(self, st: FrameStats, moved: np.ndarray, cull_view: CameraView,
                         tg: Toggles, cmp: Comparison | None) -> None:
         """Step 2a: the brute force's update + cull of this frame, timed before the live
         index's update (:mod:`app.viewer.brute_reference`), when it still means something
         (:func:`app.viewer.brute_reference.wanted`: the index may have been switched since
         3a prepared it)."""
-        b = cmp.pipeline.config.name if cmp is not None else None
-        if wanted(self.pipeline.config.name, b, tg.frustum):
+        if self._reference_wanted(tg, cmp):
             st.brute = self.reference.measure(st.frame, moved, cull_view.planes, cull_view.eye,
                                               tg.view_distance)
 
@@ -250,8 +255,7 @@ class Frame:
         the frame's ``reference_ms``, left out of the frame's time."""
         ref = self.reference
         ref.note_moved(moved)
-        b = cmp.pipeline.config.name if cmp is not None else None
-        if wanted(self.pipeline.config.name, b, tg.frustum) and ref.due(st.frame + 1):
+        if self._reference_wanted(tg, cmp) and ref.due(st.frame + 1):
             built = ref.pipeline
             ref.prepare(st.frame, moved, cull_view.planes, cull_view.eye, tg.view_distance)
             if ref.pipeline is not built:  # a hitch the user sees: named, though not timed
