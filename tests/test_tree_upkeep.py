@@ -378,3 +378,45 @@ def test_the_upkeep_drops_the_splits_of_leaves_the_view_has_left(name):
         got = idx.query_frustum(planes, eye).visible
         assert np.array_equal(np.sort(got), oracle.frustum(planes, eye))
     idx.validate()
+
+
+@pytest.mark.parametrize("name", HEURISTICS)
+@pytest.mark.parametrize("patience", [1, 3])
+def test_a_dirty_box_is_refitted_after_patience_notings(name, patience):
+    """The upkeep passes a noted dirty node over until queries have noted it ``patience``
+    times, then refits it; the answers are exact all along (a dirty box is conservative)."""
+    idx, oracle, rng, ids, c = _scene(name, 3000, 3, leafy=True)
+    idx.frame_queries = 10**9  # the test runs every upkeep itself
+    planes = camera_planes([0, 0, 0], [1, 0.3, 0.1], far=150)
+    idx.query_frustum(planes)
+    idx.maintain()
+    nd = idx._nodes
+    live = np.flatnonzero(nd.depth >= 0)
+    # Every box loosened by one unit and marked dirty: still conservative, so still exact.
+    nd.lo[live] -= 1.0
+    nd.hi[live] += 1.0
+    nd.dirty[live] = True
+    idx.validate()
+    # (Overfull leaves the looser boxes bring into reach are split at once: not these.)
+    leaves = live[~nd.is_split[live] & (nd.count[live] <= split_limit(idx._rules))]
+    noted_leaves = None
+    loose = None
+    for round_ in range(1, patience + 1):
+        res = idx.query_frustum(planes)
+        assert np.array_equal(np.sort(res.visible), oracle.frustum(planes))
+        pend = idx._pend.pending[: int(idx._pend.count[0])]
+        noted = np.intersect1d(pend, leaves)
+        if noted_leaves is None:
+            noted_leaves = noted
+            assert noted_leaves.size > 0
+            loose = nd.hi[noted_leaves] - nd.lo[noted_leaves]
+        assert np.array_equal(noted, noted_leaves)  # the same leaves, noted again
+        idx.maintain(None, patience=patience)
+        nd = idx._nodes  # (a pool that grew for a split is a new one)
+        refitted = ~nd.dirty[noted_leaves]
+        assert refitted.all() if round_ == patience else not refitted.any()
+        idx.validate()
+    # Refitted: each leaf's box is its objects' box again, the loosening gone.
+    assert np.allclose(nd.hi[noted_leaves] - nd.lo[noted_leaves], loose - 2.0)
+    res = idx.query_frustum(planes)
+    assert np.array_equal(np.sort(res.visible), oracle.frustum(planes))

@@ -38,7 +38,7 @@ def _tree(name: str, leafy: bool, seed: int, n: int = 3000):
 
 def _run(idx, kernel, planes, eye, use_vd, occ):
     pend = kn.Pending(idx._pend.noted.copy(), idx._pend.pending.copy(),
-                      idx._pend.count.copy())
+                      idx._pend.count.copy(), idx._pend.waited.copy())
     nd = idx._nodes
     out = kernel(nd, idx._objs, idx._spheres(), planes, eye, use_vd, occ, idx._rules, NEVER,
                  1.0, pend, idx._verdict_bytes())

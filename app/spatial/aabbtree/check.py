@@ -237,7 +237,8 @@ def check_pending(nd, pd):
     """
     m = nd.parent.shape[0]
     npend = pd.count[0]
-    if npend < 0 or npend > m or pd.noted.shape[0] != m or pd.pending.shape[0] != m:
+    if (npend < 0 or npend > m or pd.noted.shape[0] != m or pd.pending.shape[0] != m
+            or pd.waited.shape[0] != m):
         return 25, npend
     listed = np.zeros(m, np.bool_)
     for i in range(npend):

@@ -111,7 +111,9 @@ LazyRules = namedtuple("AABBLazyRules", Rules._fields)
 #: flag alone: a node freed while listed stays listed until the upkeep drops it. Apart from
 #: the pool: numba reference-counts every array of the pool at each call that passes it, and
 #: with these two fields in it the update of 10^5 moving objects took about a third longer.
-Pending = namedtuple("AABBPending", ["noted", "pending", "count"])
+#: ``waited`` counts, per node, the upkeeps that passed its refit over (see ``patience`` in
+#: :func:`maintain`); a freed node keeps its count, which only moves its next refit.
+Pending = namedtuple("AABBPending", ["noted", "pending", "count", "waited"])
 AABBNodes, AABBSpheres, AABBRules = Nodes, Spheres, Rules
 AABBPending = Pending
 AABBLazyRules = LazyRules
@@ -186,13 +188,13 @@ def grow_nodes(nd: Nodes, capacity: int) -> Nodes:
 def new_pending(capacity: int) -> Pending:
     """An empty pending list for a pool of ``capacity`` nodes."""
     return Pending(np.zeros(capacity, np.bool_), np.full(capacity, -1, np.int32),
-                   np.zeros(1, np.int64))
+                   np.zeros(1, np.int64), np.zeros(capacity, np.uint8))
 
 
 def grow_pending(pd: Pending, capacity: int) -> Pending:
     """A copy of the pending list for a pool grown to ``capacity`` nodes."""
     return Pending(grown(pd.noted, capacity, False), grown(pd.pending, capacity, -1),
-                   pd.count.copy())
+                   pd.count.copy(), grown(pd.waited, capacity, 0))
 
 
 # ---------------------------------------------------------------------- node pool
@@ -1249,8 +1251,10 @@ def note_node(noted, pending, npend, n: int) -> None:
 
 
 @njit(cache=True)
-def maintain(nd, ob, sp, rules, budget: int, planes, pd) -> int:
-    """The upkeep: refit and split the nodes queries noted, within ``budget`` objects.
+def maintain(nd, ob, sp, rules, budget: int, planes, pd, patience: int) -> int:
+    """The upkeep: refit and split the nodes queries noted, within ``budget`` objects; a
+    dirty node (not overfull, no split under way) is refitted only once queries have noted
+    it ``patience`` times (1: at once; at most 255), our mode only.
 
     Takes nodes off the pending list last-noted first (a traversal notes parents before
     children, so children are refitted before their parents read their boxes). A refit or a
@@ -1267,7 +1271,8 @@ def maintain(nd, ob, sp, rules, budget: int, planes, pd) -> int:
     """
     limit = split_limit(rules)
     k = nd.child.shape[1]
-    noted, pending, npend = pd
+    noted, pending, npend, waited = pd
+    lazy = (rules.flags & PAPER_LAZY) != 0
     spent = 0
     while npend[0] > 0 and spent < budget:
         n = pending[npend[0] - 1]
@@ -1292,11 +1297,21 @@ def maintain(nd, ob, sp, rules, budget: int, planes, pd) -> int:
             # again notes it again. A turn leaves hundreds of such nodes pending (315 after
             # `turn` at 10^6, octree), and the frames after it spent their budget on them.
             overfull = False
+        if (nd.dirty[n] and not splitting and not overfull and not lazy
+                and waited[n] + 1 < patience):
+            # Passed over: a dirty box is conservative, so it serves the queries as it is
+            # until a query has noted it ``patience`` times (one a frame at most); it is
+            # loose by what its objects moved since. Refitting every noted box each frame
+            # cost most of a static frame's upkeep (10^6 objects, octree/leafy: 30-70
+            # refits a frame, most of them parents kept dirty by their moving leaves).
+            waited[n] += 1
+            continue
         if nd.dirty[n] and not splitting and not (overfull and nd.count[n] > step):
             # (A node split over several calls is not refitted first: a refit costs all its
             # objects at once, and its stored box, loose but conservative, serves the split;
             # it is refitted when next noted, holding few objects of its own by then.)
-            if rules.flags & PAPER_LAZY:
+            waited[n] = 0
+            if lazy:
                 refit_node(nd, ob, sp, np.int64(n), rules.threshold)
             else:
                 refit_block(nd, ob, sp, np.int64(n), rules.threshold)

@@ -317,7 +317,7 @@ def _frustum_lazy(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: in
     far = 0
     lazy, limit = reach_rules(rules)
     noted_objects = 0  # objects in the overfull leaves noted for a split
-    noted, pending, npend = pd
+    noted, pending, npend = pd.noted, pd.pending, pd.count
     # The pool's arrays as locals: numba reference-counts a tuple's arrays at every use in a
     # loop (with them read through ``nd`` at each node the traversal cost ~2x as much).
     lo, hi, maxvd, outcome, count = nd.lo, nd.hi, nd.maxvd, nd.outcome, nd.count
@@ -445,7 +445,7 @@ def _frustum_wide(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: in
     far = 0
     limit = reach_rules(rules)[1]
     noted_objects = 0  # objects in the overfull leaves noted for a split
-    noted, pending, npend = pd
+    noted, pending, npend = pd.noted, pd.pending, pd.count
     # The pool's arrays as locals (see _frustum_lazy).
     lo, hi, maxvd, outcome, count = nd.lo, nd.hi, nd.maxvd, nd.outcome, nd.count
     child, nchild, dirty, is_split = nd.child, nd.nchild, nd.dirty, nd.is_split
@@ -582,7 +582,7 @@ def _region_query(nd, ob, sp, rules, kind: int, qa, qb, qr: float, total: int, p
     top = 1
     k = 0
     lazy, limit = reach_rules(rules)
-    noted, pending, npend = pd
+    noted, pending, npend = pd.noted, pd.pending, pd.count
     centers, radii, _ = sp
     slot = ob.slot  # a local: numba counts a tuple's references at each use in a loop
     # A node is pruned when its box is farther than qr; the slack covers rounding in the

@@ -87,6 +87,9 @@ class AABBTree(SpatialIndex):
     #: the worst static pattern at 8,192 and is no longer at 4,096, viewdist within noise
     #: (docs/trees-storage.md, 2026-11-28).
     upkeep_objects = 1 << 12
+    #: The frame's upkeep refits a dirty node once queries have noted it this many times
+    #: (in as many frames at most); until then its box, conservative, serves as it is.
+    refit_patience = 4
     #: A first query (of a tree never split) noting overfull leaves of more objects than
     #: this catches up. A split tree's queries no longer do: a catch-up of 65,536 objects
     #: inside a query took 2-3 ms against a 0.7 ms query, the stalls that put the frames'
@@ -309,7 +312,7 @@ class AABBTree(SpatialIndex):
         catch-up, or (paper mode) after growing the pool when it skipped splits for lack of
         nodes. Every run is exact: this only shapes the tree."""
         if self._queries_since_update >= self.frame_queries:
-            self.maintain(self.upkeep_objects)
+            self.maintain(self.upkeep_objects, self.refit_patience)
         self._queries_since_update += 1
         while True:
             self._reserve_for_queries()
@@ -329,9 +332,11 @@ class AABBTree(SpatialIndex):
                 meta[kn.META_CATCHUP] = 0
                 return out
 
-    def maintain(self, budget: int | None = None) -> int:
+    def maintain(self, budget: int | None = None, patience: int = 1) -> int:
         """Refit and split the nodes queries noted, up to ``budget`` objects (all if None);
-        returns the objects spent. Never changes an answer, only the tree's shape."""
+        returns the objects spent. Never changes an answer, only the tree's shape.
+        ``patience``: a dirty node is refitted once queries have noted it that many times
+        (1: at once; the frame's upkeep passes :attr:`refit_patience`)."""
         if self._flat is not None:
             return 0  # (the tree is empty while flat)
         limit = np.iinfo(np.int64).max if budget is None else int(budget)
@@ -344,7 +349,8 @@ class AABBTree(SpatialIndex):
             # stall of page faults in a frame.
             self._room_for(self._nodes.child.shape[1] + 1)
             spent += int(kn.maintain(self._nodes, self._objs, self._spheres(), self._rules,
-                                     limit - spent, self._seen, self._pend))
+                                     limit - spent, self._seen, self._pend,
+                                     min(max(int(patience), 1), 255)))
             if not self._nodes.meta[kn.META_WANT_GROW]:
                 break
         return spent
@@ -412,7 +418,7 @@ class AABBTree(SpatialIndex):
         self.last_moved = changed_node
         # After the moves, not before: the store already holds the new spheres, and a refit
         # on them before the tree has placed them could leave a parent's box short of them.
-        self.maintain(self.upkeep_objects)
+        self.maintain(self.upkeep_objects, self.refit_patience)
         self._queries_since_update = 0
 
     def _on_remove(self, slots: np.ndarray) -> None:
