@@ -45,12 +45,16 @@ def _shape(idx) -> tuple:
 @settings(max_examples=12, deadline=None)
 @given(name=st.sampled_from(HEURISTICS), leafy=st.booleans(), seed=st.integers(0, 2**31),
        budget=st.integers(1, 400), catchup=st.integers(0, 3000),
-       share=st.sampled_from([0.5, 1.0]), per_frame=st.integers(1, 3))
-def test_exact_with_splits_pending(name, leafy, seed, budget, catchup, share, per_frame):
-    """Small budgets leave splits and refits pending across frames; several queries a frame
-    (frustum with and without view distance, box, sphere) answer exactly every time."""
+       share=st.sampled_from([0.5, 1.0]), per_frame=st.integers(1, 3),
+       patience=st.integers(1, 5))
+def test_exact_with_splits_pending(name, leafy, seed, budget, catchup, share, per_frame,
+                                   patience):
+    """Small budgets leave splits and refits pending across frames, refits deferred by the
+    patience; several queries a frame (frustum with and without view distance, box,
+    sphere) answer exactly every time."""
     idx, oracle, rng, ids, c = _scene(name, 1500, seed, leafy)
     idx.upkeep_objects = budget
+    idx.refit_patience = patience
     idx.catchup_objects = catchup
     idx.catchup_share = share
     idx.catchup_budget = 2 * budget  # big splits spread over calls, catch-ups included
