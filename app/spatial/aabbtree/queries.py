@@ -493,6 +493,18 @@ def _frustum_wide(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: in
             nq += 1
         if nchild[n] == 0:
             continue
+        if mask == 0 and not use_vd and not has_occ:
+            # Inside every plane and no distance or occlusion test: so is every child, whose
+            # box is then not read (the lanes' gather and tests cost 10-20 ns a child; the
+            # inside nodes are a third of a static query's, 2,400 of ternary/non-leafy's).
+            for j in range(kids):
+                ch = child[n, j]
+                if ch >= 0:
+                    outcome[ch] = NODE_INSIDE
+                    stack[top] = ch << (2 * MASK_BITS)
+                    top += 1
+                    visited += 1
+            continue
         m = 0
         for j in range(kids):
             ch = child[n, j]
