@@ -141,10 +141,11 @@ class BruteReference:
         the frame was not prepared for, or numba compiled during it: then the frame after
         the next is measured)."""
         start = time.perf_counter()
-        if not self.armed(frame) or len(self.pipeline.index) != self.scene.objects.ids.shape[0]:
-            self._armed = None
+        ready = (self.armed(frame)
+                 and len(self.pipeline.index) == self.scene.objects.ids.shape[0])
+        self._armed = None  # one measurement a prepare, taken or missed
+        if not ready:
             return None
-        self._armed = None
         compiled = COMPILES.total_ms
         p = self.pipeline
         t0 = time.perf_counter()

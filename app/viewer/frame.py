@@ -146,9 +146,10 @@ class Frame:
         #     measurement in no stage (prepared at 3a of the frame before)
         cmp = self.compare if self.compare is not None and self.compare.active else None
         if self.reference is not None and self.reference.armed(st.frame):
+            t1a = t1
             self._time_reference(st, moved, cull_view, tg, cmp)
-            t1 = time.perf_counter()
-            st.reference_ms = (t1 - t0) * 1e3 - st.motion_ms
+            t1 = time.perf_counter()  # (the update's stage starts after it)
+            st.reference_ms = (t1 - t1a) * 1e3
 
         # 2. index update (an A/B comparison's B goes first on every other frame: 2b)
         mode = "off" if occ is None else occ.mode
