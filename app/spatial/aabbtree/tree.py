@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 
 from app.geom.zpyramid import ZPyramid
-from app.spatial import moves
 from app.spatial.aabbtree import blocks as bl
 from app.spatial.aabbtree import check as ck
 from app.spatial.aabbtree import kernels as kn
@@ -26,7 +25,7 @@ from app.spatial.aabbtree.heuristics import (
     parse_mode,
 )
 from app.spatial.base import QueryResult, SpatialIndex
-from app.spatial.flat import FlatCopy
+from app.spatial.flat_form import FlatWhileMoving
 from app.spatial.object_store import ids_at
 from app.spatial.pairs import selection, slot_pairs_to_ids
 from app.spatial.tree_pairs import SnapshotArena, TreePairSnapshot, snapshot_pairs
@@ -35,7 +34,7 @@ from app.spatial.tree_pairs import SnapshotArena, TreePairSnapshot, snapshot_pai
 NEVER = np.iinfo(np.int64).max
 
 
-class AABBTree(SpatialIndex):
+class AABBTree(FlatWhileMoving, SpatialIndex):
     """Dynamic AABB tree with a nesting heuristic (kd, ternary, octree, icoseptree).
 
     ``leafy=True`` stores objects only in leaves (except where a heuristic keeps straddlers);
@@ -117,19 +116,11 @@ class AABBTree(SpatialIndex):
     first_budget: int | None = None
     #: Queries a frame may make after its update before queries run the upkeep themselves.
     frame_queries = 2
-    #: Flat while everything moves (``flat=True``, our mode): after two update batches in a
-    #: row that move at least this fraction of the objects (or one that moves all of them),
-    #: the tree empties and the objects go to a float32 copy by slot that every query scans
-    #: (:class:`~app.spatial.flat.FlatCopy`, the ``brute`` index's): with every object
-    #: moving, every move walked the tree (20-30 ns an object at 10^5, plus the store's
-    #: swap and the upkeep: 3.5 ms a frame for kd against the brute force's 0.6), for a
-    #: query that then saves nothing. As ``chunks`` goes to slot order.
-    flat_fraction = 0.5
-    #: ... and a batch below this fraction while flat builds the tree again (as a build:
-    #: every object at the root, split by the queries' upkeep).
-    tree_fraction = 0.25
-    #: ... never below this many objects (a small scene's tree costs little either way).
-    flat_min_objects = 4096
+    #: Flat while everything moves (``flat=True``, our mode; :mod:`app.spatial.flat_form`,
+    #: its ``flat_fraction``, ``tree_fraction`` and ``flat_min_objects``): with every object
+    #: moving, every move walked the tree (20-30 ns an object at 10^5, plus the store's swap
+    #: and the upkeep: 3.5 ms a frame for kd against the brute force's 0.6), for a query that
+    #: then saves nothing. As ``chunks`` goes to slot order.
 
     def __init__(self, heuristic: str = "octree", leafy: bool = False,
                  split_threshold: int | None = None, capacity: int = 1024,
@@ -154,10 +145,7 @@ class AABBTree(SpatialIndex):
         self._rules = kn.make_rules(self.leafy, self.split_threshold, flags)
         self._keep = int(self._rules.keep)
         # Flat while everything moves: our mode only (the paper's keeps appendix A's tree).
-        self._may_go_flat = bool(flat) and not self._lazy
-        self._flat: FlatCopy | None = None  # the objects while flat (the tree is empty then)
-        self._big_batches = 0  # update batches in a row that moved at least flat_fraction
-        self._flat_queries = 0
+        self._init_flat(bool(flat) and not self._lazy)
         self._snapshots = SnapshotArena()  # the pairs query's arrays, kept between queries
         self._empty_tree()
 
@@ -182,68 +170,9 @@ class AABBTree(SpatialIndex):
 
     # ------------------------------------------------------------------ flat or a tree
 
-    @property
-    def is_flat(self) -> bool:
-        """Whether the objects are in the flat copy (everything moves) rather than the tree."""
-        return self._flat is not None
-
-    def update(self, ids: np.ndarray, centers: np.ndarray, radii: np.ndarray | None = None,
-               view_distances: np.ndarray | None = None) -> None:
-        """Move objects: through the tree (2.1.4), or, while flat, in the flat copy's one-pass
-        paths (``app.spatial.flat``); a bad batch the contract's general path, which names
-        what is wrong (the switch between the two forms changes no answer)."""
-        if self._may_go_flat:
-            self._choose_form(len(ids) if np.ndim(ids) == 1 else 0)
-        if self._flat is not None:
-            self._flat_queries = max(self._flat_queries, self._queries_since_update)
-            self._queries_since_update = 0
-            batch = moves.batch_of(ids, centers, radii, view_distances)
-            if batch is not None and self._flat.move(self, batch):
-                return
-        super().update(ids, centers, radii, view_distances)
-
-    def _still_flat(self) -> bool:
-        """Whether a query finds the objects flat. The scene may have stopped moving (the
-        viewer paused): no batch comes to say so, so a query after twice as many others
-        without an update as a frame makes (the most seen between two updates while flat,
-        at least ``frame_queries``) builds the tree again first; a frame of many queries
-        (occlusion's two, pairs, picking) stays flat while its updates keep coming."""
-        if self._flat is None:
-            return False
-        self._queries_since_update += 1
-        if self._queries_since_update > 2 * max(self._flat_queries, self.frame_queries):
-            self._go_tree()
-            return False
-        return True
-
-    def _choose_form(self, moved: int) -> None:
-        """Go flat after two big batches in a row (or one of every object), back to a tree
-        after a small one (see :attr:`flat_fraction`)."""
-        count = self._count
-        big = count > 0 and moved >= self.flat_fraction * count
-        self._big_batches = self._big_batches + 1 if big else 0
-        if self._flat is None:
-            if count >= self.flat_min_objects and (self._big_batches >= 2 or moved >= count):
-                self._go_flat()
-        elif moved < self.tree_fraction * count:
-            self._go_tree()
-
-    def _go_flat(self) -> None:
-        """Every object out of the tree into a flat copy."""
-        live = np.flatnonzero(self._alive).astype(np.int64)
+    def _empty_structure(self) -> None:
+        """(flat_form's hook: the objects go to the flat copy.)"""
         self._empty_tree()
-        self._flat = FlatCopy(self.capacity)
-        self._flat_queries = 0  # the most queries seen between two updates while flat
-        if live.shape[0]:
-            self._flat.inserted(self, live)
-
-    def _go_tree(self) -> None:
-        """Every object back into the tree, as a build puts them (at the root, split lazily
-        by the queries that follow)."""
-        self._flat = None
-        live = np.flatnonzero(self._alive).astype(np.int64)
-        if live.shape[0]:
-            self._on_insert(live)
 
     # ------------------------------------------------------------------ node pool
 

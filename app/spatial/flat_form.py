@@ -1,0 +1,119 @@
+"""``FlatWhileMoving``: an index that empties its structure into a flat copy while (nearly)
+every object moves every frame, and builds it again when the motion calms.
+
+With every object moving, every move walks the structure (a tree: 20-30 ns an object at
+10^5, plus its upkeep; Matthews' view distance tree: 12-35 ns) for a query that then saves
+little: the brute force writes a float32 row and scans. So after two update batches in a
+row that move at least :attr:`~FlatWhileMoving.flat_fraction` of the objects (or one that
+moves all of them), the structure empties and the objects go to a
+:class:`~app.spatial.flat.FlatCopy` (the ``brute`` index's copy by slot, its one-pass moves
+and its scan); a batch below :attr:`~FlatWhileMoving.tree_fraction` builds the structure
+again, as a build does. The switch changes no answer.
+
+The class using it keeps its structure's own hooks and queries, and in each one hands over
+to ``self._flat`` while that is set (see ``app.spatial.aabbtree.tree``); it provides
+:meth:`_empty_structure` (what a new index holds) and calls :meth:`_init_flat` once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.spatial import moves
+from app.spatial.flat import FlatCopy
+
+
+class FlatWhileMoving:
+    """The form switch, mixed into a :class:`~app.spatial.base.SpatialIndex`."""
+
+    #: A batch moving at least this share of the objects counts as big: two in a row (or one
+    #: of every object) empty the structure into the flat copy ...
+    flat_fraction = 0.5
+    #: ... and a batch below this share while flat builds the structure again.
+    tree_fraction = 0.25
+    #: ... never below this many objects (a small scene's structure costs little either way).
+    flat_min_objects = 4096
+    #: Queries a frame may make after its update (a paused scene's queries build the
+    #: structure again after twice as many; see :meth:`_still_flat`).
+    frame_queries = 2
+
+    def _init_flat(self, allowed: bool) -> None:
+        """The switch's state: flat form ``allowed`` or never."""
+        self._may_go_flat = bool(allowed)
+        self._flat: FlatCopy | None = None  # the objects while flat (the structure is empty)
+        self._big_batches = 0  # update batches in a row that moved at least flat_fraction
+        self._flat_queries = 0  # the most queries seen between two updates while flat
+        self._queries_since_update = self.frame_queries
+
+    def _empty_structure(self) -> None:
+        """Reset the index's own structure to what a new, empty index holds."""
+        raise NotImplementedError
+
+    def _structure_wanted(self) -> bool:
+        """Whether the structure is to stay whatever the motion (True: the index never goes
+        flat now); the default never insists."""
+        return False
+
+    @property
+    def is_flat(self) -> bool:
+        """Whether the objects are in the flat copy (everything moves) rather than the
+        index's structure."""
+        return self._flat is not None
+
+    def update(self, ids: np.ndarray, centers: np.ndarray, radii: np.ndarray | None = None,
+               view_distances: np.ndarray | None = None) -> None:
+        """Move objects: through the index's structure or, while flat, in the flat copy's
+        one-pass paths (``app.spatial.flat``); a bad batch the contract's general path, which
+        names what is wrong."""
+        if self._may_go_flat:
+            self._choose_form(len(ids) if np.ndim(ids) == 1 else 0)
+        if self._flat is not None:
+            self._flat_queries = max(self._flat_queries, self._queries_since_update)
+            self._queries_since_update = 0
+            batch = moves.batch_of(ids, centers, radii, view_distances)
+            if batch is not None and self._flat.move(self, batch):
+                return
+        super().update(ids, centers, radii, view_distances)  # type: ignore[misc]
+
+    def _still_flat(self) -> bool:
+        """Whether a query finds the objects flat. The scene may have stopped moving (the
+        viewer paused): no batch comes to say so, so a query after twice as many others
+        without an update as a frame makes (the most seen between two updates while flat,
+        at least ``frame_queries``) builds the structure again first; a frame of many
+        queries (occlusion's two, pairs, picking) stays flat while its updates keep coming."""
+        if self._flat is None:
+            return False
+        self._queries_since_update += 1
+        if self._queries_since_update > 2 * max(self._flat_queries, self.frame_queries):
+            self._go_structure()
+            return False
+        return True
+
+    def _choose_form(self, moved: int) -> None:
+        """Go flat after two big batches in a row (or one of every object), back to the
+        structure after a small one (see :attr:`flat_fraction`)."""
+        count = self._count
+        big = count > 0 and moved >= self.flat_fraction * count
+        self._big_batches = self._big_batches + 1 if big else 0
+        if self._flat is None:
+            if (count >= self.flat_min_objects and (self._big_batches >= 2 or moved >= count)
+                    and not self._structure_wanted()):
+                self._go_flat()
+        elif moved < self.tree_fraction * count:
+            self._go_structure()
+
+    def _go_flat(self) -> None:
+        """Every object out of the structure into a flat copy."""
+        live = np.flatnonzero(self._alive).astype(np.int64)
+        self._empty_structure()
+        self._flat = FlatCopy(self.capacity)
+        self._flat_queries = 0
+        if live.shape[0]:
+            self._flat.inserted(self, live)
+
+    def _go_structure(self) -> None:
+        """Every object back into the structure, as a build puts them."""
+        self._flat = None
+        live = np.flatnonzero(self._alive).astype(np.int64)
+        if live.shape[0]:
+            self._on_insert(live)
