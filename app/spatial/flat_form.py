@@ -50,8 +50,8 @@ class FlatWhileMoving:
         raise NotImplementedError
 
     def _structure_wanted(self) -> bool:
-        """Whether the structure is to stay whatever the motion (True: the index never goes
-        flat now); the default never insists."""
+        """Whether the structure is to stay whatever the motion (True: the index does not go
+        flat at this batch); asked once an update batch. The default never insists."""
         return False
 
     @property
@@ -95,9 +95,10 @@ class FlatWhileMoving:
         count = self._count
         big = count > 0 and moved >= self.flat_fraction * count
         self._big_batches = self._big_batches + 1 if big else 0
+        wanted = self._structure_wanted()
         if self._flat is None:
             if (count >= self.flat_min_objects and (self._big_batches >= 2 or moved >= count)
-                    and not self._structure_wanted()):
+                    and not wanted):
                 self._go_flat()
         elif moved < self.tree_fraction * count:
             self._go_structure()
