@@ -83,8 +83,9 @@ def test_moves_relink_and_empty_cells_leave_table():
 def test_moves_grow_no_item_pool_and_compactions_reuse_the_spare():
     """A build leaves the item pool full; a move frees its item before it takes one, so moves
     must not grow it (doubling 10^6 items stalled the first update 0.2 s), and compactions
-    (every batch here: each moves every object to another cell) alternate two pools."""
-    g, o = filled(5000, spread=200.0, cell_size=4.0)
+    (every batch here: each moves every object to another cell) alternate two pools. (The
+    grid kept: it would go flat under such batches.)"""
+    g, o = filled(5000, spread=200.0, cell_size=4.0, flat=False)
     assert int(g._grid.meta[ST_INFREE]) == 0
     cap = g._items.cen.shape[0]
     rng = np.random.default_rng(3)

@@ -73,6 +73,12 @@ def test_no_nodes_reason_by_index_and_toggle():
     assert "slot order" in hud_text.no_nodes_reason("chunks", True, {"order": "slot"}, 10)
     assert hud_text.no_nodes_reason("octree", True, {"nodes": 9}, 10) is None
     assert hud_text.no_nodes_reason("octree", True, None, 10) is None
+    assert "than keeping a tree); pause (P) and it builds it again" in \
+        hud_text.no_nodes_reason("octree", True, {"flat": True}, 10)
+    assert "went flat" in hud_text.no_nodes_reason("viewdist", True, {"infinite": 0,
+                                                                      "flat": True}, 10)
+    assert "than keeping its cells); pause (P) and it builds them again" in \
+        hud_text.no_nodes_reason("grid", True, {"flat": True}, 10)
 
 
 def test_render_bound_needs_slow_frames_mostly_drawing():

@@ -121,8 +121,9 @@ def no_nodes_reason(index: str, frustum: bool, stats: Mapping | None,
         return ("chunks went to slot order because most objects move every frame, and scans "
                 "them flat; pause (P) and it lays them out along its curve again")
     if stats.get("flat"):
+        what, it = ("its cells", "them") if index == "grid" else ("a tree", "it")
         return (f"{index} went flat because most objects move every frame (a scan of them "
-                "all is cheaper than keeping a tree); pause (P) and it builds the tree again")
+                f"all is cheaper than keeping {what}); pause (P) and it builds {it} again")
     return None
 
 

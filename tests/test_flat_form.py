@@ -1,7 +1,9 @@
-"""The view distance tree's flat form (``app.spatial.flat_form``): while (nearly) every object
-moves every frame, the tree empties into the float32 copy by slot that every query scans, and
-builds itself again once motion stops, or when pairs are asked (its pair descent beats the
-copy's sort-and-sweep). Exact in either form and across the switches, against the oracle."""
+"""The flat form (``app.spatial.flat_form``) of the view distance tree, the hashed grid and
+the fixed octree (the AABB trees': tests/test_tree_flat.py): while (nearly) every object moves
+every frame, the structure empties into the float32 copy by slot that every query scans, and
+is built again once motion stops; the view distance tree also when pairs are asked (its pair
+descent beats the copy's sort-and-sweep). Exact in either form and across the switches,
+against the oracle."""
 
 from __future__ import annotations
 
@@ -15,11 +17,12 @@ from app.spatial import create_index
 from tests.oracle import Oracle
 
 N = 600
+NAMES = ["viewdist", "grid", "fixed-octree"]
 
 
-def _scene(seed: int = 0, n: int = N, **kw):
-    """A view distance tree that may go flat at this small size, and its oracle."""
-    idx = create_index("viewdist", **kw)
+def _scene(name: str, seed: int = 0, n: int = N, **kw):
+    """An index that may go flat at this small size, and its oracle."""
+    idx = create_index(name, **kw)
     idx.flat_min_objects = 64
     rng = np.random.default_rng(seed)
     ids = np.arange(n, dtype=np.int64)
@@ -70,8 +73,9 @@ def _move(idx, oracle, rng, c, ids, shuffle: bool = False, sizes: bool = False) 
         oracle.update(batch, c[batch])
 
 
-def test_goes_flat_while_everything_moves_and_back_when_motion_stops():
-    idx, oracle, rng, c = _scene()
+@pytest.mark.parametrize("name", NAMES)
+def test_goes_flat_while_everything_moves_and_back_when_motion_stops(name):
+    idx, oracle, rng, c = _scene(name)
     ids = np.arange(N, dtype=np.int64)
     _same(idx, oracle, rng)
     assert not idx.is_flat and idx.stats()["nodes"] > 1
@@ -85,12 +89,13 @@ def test_goes_flat_while_everything_moves_and_back_when_motion_stops():
         _same(idx, oracle, rng)
     _move(idx, oracle, rng, c, ids[:10])  # a small batch: the tree again
     assert not idx.is_flat and not idx.stats()["flat"]
-    assert idx.stats()["nodes"] > 1
     _same(idx, oracle, rng, pairs=True)
+    assert idx.stats()["nodes"] > 1  # (the fixed octree places its queue at a query)
 
 
-def test_half_moving_goes_flat_on_the_second_batch_only():
-    idx, oracle, rng, c = _scene(seed=1)
+@pytest.mark.parametrize("name", NAMES)
+def test_half_moving_goes_flat_on_the_second_batch_only(name):
+    idx, oracle, rng, c = _scene(name, seed=1)
     half = np.arange(0, N, 2, dtype=np.int64)
     for k in range(2):
         _move(idx, oracle, rng, c, half)
@@ -102,7 +107,7 @@ def test_pairs_keep_the_tree_while_they_are_asked():
     """A pairs query while flat builds the tree again, and the tree stays through
     ``pairs_keep_batches`` batches of every object; with no pairs asked in them, the next
     such batch goes flat."""
-    idx, oracle, rng, c = _scene(seed=2)
+    idx, oracle, rng, c = _scene("viewdist", seed=2)
     ids = np.arange(N, dtype=np.int64)
     _move(idx, oracle, rng, c, ids)
     assert idx.is_flat
@@ -118,8 +123,25 @@ def test_pairs_keep_the_tree_while_they_are_asked():
     _same(idx, oracle, rng)
 
 
-def test_flat_false_keeps_the_tree():
-    idx, oracle, rng, c = _scene(seed=3, flat=False)
+@pytest.mark.parametrize("name", ["grid", "fixed-octree"])
+def test_pairs_while_flat_are_the_sort_and_sweep(name):
+    """Their pairs, cell against neighbours or ancestors' lists, cost more than the flat
+    copy's sort-and-sweep: pairs asked every step leave the index flat."""
+    idx, oracle, rng, c = _scene(name, seed=5)
+    ids = np.arange(N, dtype=np.int64)
+    for _ in range(3):
+        _move(idx, oracle, rng, c, ids, sizes=True)
+        assert idx.is_flat
+        got = idx.query_pairs(margin=0.5)
+        assert {tuple(p) for p in np.sort(got, axis=1)} == {tuple(p) for p in
+                                                           oracle.pairs(margin=0.5)}
+        assert idx.is_flat
+    idx.validate()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_flat_false_keeps_the_structure(name):
+    idx, oracle, rng, c = _scene(name, seed=3, flat=False)
     ids = np.arange(N, dtype=np.int64)
     for _ in range(3):
         _move(idx, oracle, rng, c, ids)
@@ -127,8 +149,9 @@ def test_flat_false_keeps_the_tree():
     _same(idx, oracle, rng)
 
 
-def test_flat_spawns_growth_and_a_bad_batch_are_exact():
-    idx, oracle, rng, c = _scene(seed=4)
+@pytest.mark.parametrize("name", NAMES)
+def test_flat_spawns_growth_and_a_bad_batch_are_exact(name):
+    idx, oracle, rng, c = _scene(name, seed=4)
     ids = np.arange(N, dtype=np.int64)
     _move(idx, oracle, rng, c, ids)
     assert idx.is_flat
@@ -180,13 +203,13 @@ def test_flat_spawns_growth_and_a_bad_batch_are_exact():
 
 
 @settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 10_000), steps=st.lists(
+@given(name=st.sampled_from(NAMES), seed=st.integers(0, 10_000), steps=st.lists(
     st.sampled_from(["all", "all-shuffled", "all-sizes", "half", "few", "query", "pairs",
                      "spawn"]), min_size=3, max_size=12))
-def test_any_sequence_of_motion_stays_exact(seed, steps):
+def test_any_sequence_of_motion_stays_exact(name, seed, steps):
     """Whatever the motion does (everything, half, a few, nothing, spawns) and whenever
     pairs are asked, every query answers as the oracle does, in whichever form."""
-    idx, oracle, rng, c = _scene(seed=seed, n=300)
+    idx, oracle, rng, c = _scene(name, seed=seed, n=300)
     live = np.arange(300, dtype=np.int64)
     c = np.concatenate([c, np.zeros((600, 3))])  # room for the spawns' rows
     top = 300
