@@ -133,3 +133,27 @@ def assert_rejected(idx, cases, before, what: str) -> None:
         except AssertionError as exc:
             raise AssertionError(f"{label}: a rejected {what} changed the index") from exc
         idx.validate()
+
+
+def every_query_agrees(idx, oracle, rng, pairs: bool = True) -> None:
+    """A random camera's frustum (with and without view distance), box, sphere and ray, and
+    with ``pairs`` the pairs query, answer as ``oracle`` does; ``validate()`` holds."""
+    eye = rng.uniform(-40, 40, 3)
+    planes = camera_planes(eye, eye + rng.normal(size=3), far=70.0)
+    for use_vd in (False, True):
+        got = np.sort(idx.query_frustum(planes, eye, use_vd).visible)
+        assert np.array_equal(got, oracle.frustum(planes, eye, use_vd)), use_vd
+    lo = rng.uniform(-50, 20, 3)
+    assert np.array_equal(np.sort(idx.query_box(lo, lo + 30)), oracle.box(lo, lo + 30))
+    q = rng.uniform(-40, 40, 3)
+    assert np.array_equal(np.sort(idx.query_sphere(q, 12.0)), oracle.sphere(q, 12.0))
+    d = rng.normal(size=3)
+    gi, gt = idx.query_ray(q, d)
+    wi, wt = oracle.ray(q, d)
+    assert np.array_equal(np.sort(gi), np.sort(wi))
+    np.testing.assert_allclose(np.sort(gt), np.sort(wt), rtol=1e-9, atol=1e-9)
+    if pairs:
+        got = idx.query_pairs(margin=0.5)
+        assert {tuple(p) for p in np.sort(got, axis=1)} == {tuple(p) for p in
+                                                           oracle.pairs(margin=0.5)}
+    idx.validate()

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from app.culling.frustum import camera_planes
 from app.spatial import create_index
+from tests.helpers_ops import every_query_agrees
 from tests.oracle import Oracle
 
 N = 600
@@ -36,27 +37,9 @@ def _scene(name: str, seed: int = 0, n: int = N, **kw):
 
 
 def _same(idx, oracle, rng, pairs: bool = False) -> None:
-    """Every query kind gives the oracle's answer (pairs only when asked: they build the
-    tree again); validate holds."""
-    eye = rng.uniform(-40, 40, 3)
-    planes = camera_planes(eye, eye + rng.normal(size=3), far=70.0)
-    for use_vd in (False, True):
-        got = np.sort(idx.query_frustum(planes, eye, use_vd).visible)
-        assert np.array_equal(got, oracle.frustum(planes, eye, use_vd)), use_vd
-    lo = rng.uniform(-50, 20, 3)
-    assert np.array_equal(np.sort(idx.query_box(lo, lo + 30)), oracle.box(lo, lo + 30))
-    q = rng.uniform(-40, 40, 3)
-    assert np.array_equal(np.sort(idx.query_sphere(q, 12.0)), oracle.sphere(q, 12.0))
-    d = rng.normal(size=3)
-    gi, gt = idx.query_ray(q, d)
-    wi, wt = oracle.ray(q, d)
-    assert np.array_equal(np.sort(gi), np.sort(wi))
-    np.testing.assert_allclose(np.sort(gt), np.sort(wt), rtol=1e-9, atol=1e-9)
-    if pairs:
-        got = idx.query_pairs(margin=0.5)
-        assert {tuple(p) for p in np.sort(got, axis=1)} == {tuple(p) for p in
-                                                           oracle.pairs(margin=0.5)}
-    idx.validate()
+    """Every query kind agrees with the oracle (pairs only when asked: they build the view
+    distance tree again); validate holds."""
+    every_query_agrees(idx, oracle, rng, pairs)
 
 
 def _move(idx, oracle, rng, c, ids, shuffle: bool = False, sizes: bool = False) -> None:

@@ -13,6 +13,7 @@ from app.culling.frustum import camera_planes, look_at, perspective
 from app.geom.zpyramid import ZPyramid
 from app.spatial import create_index
 from app.spatial.aabbtree import CHILDREN
+from tests.helpers_ops import every_query_agrees
 from tests.oracle import Oracle
 
 N = 600
@@ -33,26 +34,7 @@ def _scene(name: str, leafy: bool = False, seed: int = 0, n: int = N, **kw):
     return idx, oracle, rng, c
 
 
-def _same(idx, oracle, rng) -> None:
-    """Every query kind gives the oracle's answer; validate holds."""
-    eye = rng.uniform(-40, 40, 3)
-    planes = camera_planes(eye, eye + rng.normal(size=3), far=70.0)
-    for use_vd in (False, True):
-        got = np.sort(idx.query_frustum(planes, eye, use_vd).visible)
-        assert np.array_equal(got, oracle.frustum(planes, eye, use_vd)), use_vd
-    lo = rng.uniform(-50, 20, 3)
-    assert np.array_equal(np.sort(idx.query_box(lo, lo + 30)), oracle.box(lo, lo + 30))
-    q = rng.uniform(-40, 40, 3)
-    assert np.array_equal(np.sort(idx.query_sphere(q, 12.0)), oracle.sphere(q, 12.0))
-    d = rng.normal(size=3)
-    gi, gt = idx.query_ray(q, d)
-    wi, wt = oracle.ray(q, d)
-    assert np.array_equal(np.sort(gi), np.sort(wi))
-    np.testing.assert_allclose(np.sort(gt), np.sort(wt), rtol=1e-9, atol=1e-9)
-    pairs = idx.query_pairs(margin=0.5)
-    want = oracle.pairs(margin=0.5)
-    assert {tuple(p) for p in np.sort(pairs, axis=1)} == {tuple(p) for p in want}
-    idx.validate()
+_same = every_query_agrees
 
 
 def _move_all(idx, oracle, rng, c, order: bool = False) -> None:
