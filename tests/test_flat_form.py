@@ -77,6 +77,29 @@ def test_goes_flat_while_everything_moves_and_back_when_motion_stops(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_a_stopped_scene_builds_the_structure_again_from_its_queries(name):
+    """Paused, no batch comes: a query after twice as many without an update as a frame
+    makes finds the structure built again, however many queries it answered before."""
+    idx, oracle, rng, c = _scene(name, seed=6)
+    ids = np.arange(N, dtype=np.int64)
+    planes = camera_planes([0, 0, 0], [1, 0, 0], far=60.0)
+    for _ in range(50):  # a long look at a still scene first
+        idx.query_frustum(planes)
+    for _ in range(3):  # frames of one update and two queries
+        _move(idx, oracle, rng, c, ids)
+        for _ in range(2):
+            idx.query_frustum(planes)
+            assert idx.is_flat
+    for k in range(2):  # paused: up to twice two queries it stays flat
+        idx.query_frustum(planes)
+        assert idx.is_flat, k
+    res = idx.query_frustum(planes)
+    assert not idx.is_flat
+    assert np.array_equal(np.sort(res.visible), oracle.frustum(planes))
+    idx.validate()
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_half_moving_goes_flat_on_the_second_batch_only(name):
     idx, oracle, rng, c = _scene(name, seed=1)
     half = np.arange(0, N, 2, dtype=np.int64)
