@@ -78,7 +78,7 @@ class ViewDistanceTree(FlatWhileMoving, SpatialIndex):
     #: Flat while everything moves (:mod:`app.spatial.flat_form`): with every object moving
     #: each frame, the moves cost 12-15 ns an object at 10^5 (bench index, `moving`: the frame
     #: 0.18-0.35x the brute force's) and 35 ns in the demo (its update 0.85 ms against the
-    #: brute force's 0.14). But not while pairs are asked: the tree's pair descent is 1.4-4.7x
+    #: brute force's 0.14). But not while pairs are asked: the tree's pair descent is 1.2-4.7x
     #: faster than the flat copy's sort-and-sweep (bench pairs, every object moving), so a
     #: pairs query builds the tree again and keeps it for this many update batches.
     pairs_keep_batches = 4
