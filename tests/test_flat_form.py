@@ -76,21 +76,24 @@ def test_goes_flat_while_everything_moves_and_back_when_motion_stops(name):
     assert idx.stats()["nodes"] > 1  # (the fixed octree places its queue at a query)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_a_stopped_scene_builds_the_structure_again_from_its_queries(name):
-    """Paused, no batch comes: a query after twice as many without an update as a frame
-    makes finds the structure built again, however many queries it answered before."""
-    idx, oracle, rng, c = _scene(name, seed=6)
+@pytest.mark.parametrize(("name", "kw", "per_frame"), [(n, {}, 2) for n in NAMES] + [
+    ("kd", {"leafy": True, "split_threshold": 8}, 3)])
+def test_a_stopped_scene_builds_the_structure_again_from_its_queries(name, kw, per_frame):
+    """No batch comes when a scene stops (the viewer paused): a query after twice as many
+    without an update as a frame makes finds the structure built again, however many
+    queries it answered before going flat; frames of ``per_frame`` queries each (three:
+    more than ``frame_queries``) stay flat while their updates come. (The AABB trees' too.)"""
+    idx, oracle, rng, c = _scene(name, seed=6, **kw)
     ids = np.arange(N, dtype=np.int64)
     planes = camera_planes([0, 0, 0], [1, 0, 0], far=60.0)
     for _ in range(50):  # a long look at a still scene first
         idx.query_frustum(planes)
-    for _ in range(3):  # frames of one update and two queries
+    for f in range(4):  # frames of one update and per_frame queries
         _move(idx, oracle, rng, c, ids)
-        for _ in range(2):
+        for k in range(per_frame):
             idx.query_frustum(planes)
-            assert idx.is_flat
-    for k in range(2):  # paused: up to twice two queries it stays flat
+            assert idx.is_flat, (f, k)
+    for k in range(per_frame):  # paused: up to twice per_frame queries it stays flat
         idx.query_frustum(planes)
         assert idx.is_flat, k
     res = idx.query_frustum(planes)

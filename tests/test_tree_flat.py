@@ -84,29 +84,6 @@ def test_half_moving_goes_flat_on_the_second_batch_only():
     _same(idx, oracle, rng)
 
 
-def test_a_stopped_scene_builds_the_tree_again_from_its_queries():
-    """No batch comes when a scene stops (the viewer paused): a query after twice as many
-    without an update as a frame makes finds the tree built again; frames of three queries
-    each (more than ``frame_queries``) stay flat while their updates come."""
-    idx, oracle, rng, c = _scene("kd", leafy=True)
-    ids = np.arange(N, dtype=np.int64)
-    planes = camera_planes([0, 0, 0], [1, 0, 0], far=60.0)
-    for f in range(4):
-        c += 0.1
-        idx.update(ids, c)
-        oracle.update(ids, c)
-        for k in range(3):
-            idx.query_frustum(planes)
-            assert idx.is_flat, (f, k)
-    for k in range(3, 6):  # the scene stops: up to twice three queries it stays flat
-        idx.query_frustum(planes)
-        assert idx.is_flat, k
-    res = idx.query_frustum(planes)
-    assert not idx.is_flat
-    assert np.array_equal(np.sort(res.visible), oracle.frustum(planes))
-    idx.validate()
-
-
 @pytest.mark.parametrize("kw", [{"mode": "paper"}, {"flat": False}])
 def test_the_paper_mode_and_flat_false_keep_the_tree(kw):
     idx, oracle, rng, c = _scene("octree", **kw)
