@@ -34,7 +34,8 @@ class FlatWhileMoving:
     #: ... never below this many objects (a small scene's structure costs little either way).
     flat_min_objects = 4096
     #: Queries a frame may make after its update (a paused scene's queries build the
-    #: structure again after twice as many; see :meth:`_still_flat`).
+    #: structure again after twice as many, see :meth:`_still_flat`; past it, an AABB tree's
+    #: queries run the upkeep themselves).
     frame_queries = 2
 
     def _init_flat(self, allowed: bool) -> None:

@@ -114,8 +114,6 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
     #: steps, each frame scanning the big leaves left: kd/leafy's static frames went from
     #: 0.98x to 0.18x the brute force's (bench index, 10^6).
     first_budget: int | None = None
-    #: Queries a frame may make after its update before queries run the upkeep themselves.
-    frame_queries = 2
     #: Flat while everything moves (``flat=True``, our mode; :mod:`app.spatial.flat_form`,
     #: its ``flat_fraction``, ``tree_fraction`` and ``flat_min_objects``): with every object
     #: moving, every move walked the tree (20-30 ns an object at 10^5, plus the store's swap
@@ -147,10 +145,11 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
         # Flat while everything moves: our mode only (the paper's keeps appendix A's tree).
         self._init_flat(bool(flat) and not self._lazy)
         self._snapshots = SnapshotArena()  # the pairs query's arrays, kept between queries
-        self._empty_tree()
+        self._empty_structure()
 
-    def _empty_tree(self) -> None:
-        """A tree of one empty root, and an empty heap for the store's slots."""
+    def _empty_structure(self) -> None:
+        """A tree of one empty root, and an empty heap for the store's slots (also
+        flat_form's hook: the objects go to the flat copy)."""
         self._nodes = kn.new_nodes(64, CHILDREN[self.heuristic])
         root = kn.allocate_node(self._nodes, np.int64(-1))
         assert root == kn.ROOT
@@ -167,12 +166,6 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
         """E.g. ``icoseptree non-leafy t=50`` (``... mode=paper`` in the paper mode)."""
         out = f"{self.heuristic} {'leafy' if self.leafy else 'non-leafy'} t={self.split_threshold}"
         return out if self.mode == "ours" else f"{out} mode={self.mode}"
-
-    # ------------------------------------------------------------------ flat or a tree
-
-    def _empty_structure(self) -> None:
-        """(flat_form's hook: the objects go to the flat copy.)"""
-        self._empty_tree()
 
     # ------------------------------------------------------------------ node pool
 
