@@ -55,6 +55,15 @@ class FlatWhileMoving:
         flat at this batch); asked once an update batch. The default never insists."""
         return False
 
+    def _validate_flat(self, structure_empty: bool, what: str) -> None:
+        """``validate()`` while flat: the structure holds nothing (``structure_empty``;
+        ``what`` says otherwise in the message) and the flat copy matches the store."""
+        if not structure_empty:
+            raise AssertionError(f"{self.describe()}: flat, but {what}")
+        wrong = self._flat.check(self)
+        if wrong:
+            raise AssertionError(f"{self.describe()}: flat: {wrong}")
+
     @property
     def is_flat(self) -> bool:
         """Whether the objects are in the flat copy (everything moves) rather than the

@@ -482,11 +482,9 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
     def _validate(self) -> None:
         if self._flat is not None:
             nd = self._nodes
-            if int(nd.count[kn.ROOT]) or nd.is_split[kn.ROOT] or int(self._objs.meta[bl.META_TOP]):
-                raise AssertionError(f"{self.describe()}: flat, but its tree holds objects")
-            wrong = self._flat.check(self)
-            if wrong:
-                raise AssertionError(f"{self.describe()}: flat: {wrong}")
+            self._validate_flat(not (int(nd.count[kn.ROOT]) or nd.is_split[kn.ROOT]
+                                     or int(self._objs.meta[bl.META_TOP])),
+                                "its tree holds objects")
             return
         nd, ob, sp = self._nodes, self._objs, self._spheres()
         checks = (  # in order: each relies on the links and lists the previous ones vouched for

@@ -390,12 +390,9 @@ class FixedOctree(FlatWhileMoving, SpatialIndex):
 
     def _validate(self) -> None:
         if self._flat is not None:
-            if self._root >= 0 or self._pending or self._moved or \
-                    self._ent_nfree != self._ents.node.shape[0]:
-                raise AssertionError(f"{self.describe()}: flat, but its octree holds objects")
-            wrong = self._flat.check(self)
-            if wrong:
-                raise AssertionError(f"{self.describe()}: flat: {wrong}")
+            self._validate_flat(self._root < 0 and not self._pending and not self._moved
+                                and self._ent_nfree == self._ents.node.shape[0],
+                                "its octree holds objects")
             return
         self._check_queue()
         self._check_entry_pool()

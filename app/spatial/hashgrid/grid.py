@@ -185,12 +185,10 @@ class HashedGrid(FlatWhileMoving, SpatialIndex):
 
     def _validate(self) -> None:
         if self._flat is not None:
-            if int(self._grid.meta[ST_LIVE]) or int(self._grid.meta[ST_INFREE]) != \
-                    self._items.cen.shape[0]:
-                raise AssertionError(f"{self.describe()}: flat, but its cells hold items")
-            wrong = self._flat.check(self)
-            if wrong:
-                raise AssertionError(f"{self.describe()}: flat: {wrong}")
+            meta = self._grid.meta
+            self._validate_flat(not int(meta[ST_LIVE])
+                                and int(meta[ST_INFREE]) == self._items.cen.shape[0],
+                                "its cells hold items")
             return
         alive, g, items, objs = self._alive, self._grid, self._items, self._objs
         for code, where in (

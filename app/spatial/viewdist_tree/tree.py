@@ -406,11 +406,8 @@ class ViewDistanceTree(FlatWhileMoving, SpatialIndex):
 
     def _validate(self) -> None:
         if self._flat is not None:
-            if self._scalar("root") != -1 or self._scalar("inf_count"):
-                raise AssertionError(f"{self.describe()}: flat, but its tree holds objects")
-            wrong = self._flat.check(self)
-            if wrong:
-                raise AssertionError(f"{self.describe()}: flat: {wrong}")
+            self._validate_flat(self._scalar("root") == -1 and not self._scalar("inf_count"),
+                                "its tree holds objects")
             return
         nd, ob, pk, tree, sp = self._nodes, self._objs, self._packed, self._tree, self._spheres()
         checks = (lambda: ck.check_pool(nd, tree), lambda: ck.check_links(nd, tree),
