@@ -83,20 +83,29 @@ def test_insert_only_queues_and_any_query_builds(kind):
     idx.validate()
 
 
-def test_updates_are_queued_and_unchanged_tree_does_not_cycle():
+def test_moves_are_placed_at_once_and_unchanged_tree_does_not_cycle():
     idx = framed()
     idx.insert(np.array([1]), np.array([[1.5, 1.5, 1.5]]), np.array([0.1]))
     idx.flush()
-    cells_before = idx.node_boxes()[0].shape[0]
+    lo0, size0 = idx.object_cells(np.array([1]))
     idx.update(np.array([1]), np.array([[12.5, 12.5, 12.5]]))
+    assert idx.stats()["pending"] == 0  # a move is placed in its update, not queued
+    idx.validate()  # already in its new cell: validate exempts no moved object
+    lo1, size1 = idx.object_cells(np.array([1]))
+    assert size1[0] == size0[0] == 1.0 and (lo1 == [[12, 12, 12]]).all()
+    idx.insert(np.array([2]), np.array([[3.5, 3.5, 3.5]]), np.array([0.1]))
+    assert idx.stats()["pending"] == 1  # inserts wait for the next query (Nevala's queue)
+    idx.update(np.array([2]), np.array([[5.5, 5.5, 5.5]]))  # pending: its latest values
     assert idx.stats()["pending"] == 1
-    idx.validate()  # a moved object may sit outside its cell until the flush
-    assert idx.node_boxes()[0].shape[0] == cells_before  # nothing moved yet
+    idx.validate()
     cycles = idx.stats()["cycles"]
-    idx.query_box([12, 12, 12], [13, 13, 13])
+    idx.query_box([5, 5, 5], [6, 6, 6])
     idx.query_box([12, 12, 12], [13, 13, 13])
     idx.query_sphere([0, 0, 0], 1.0)
     assert idx.stats()["cycles"] == cycles + 1  # only the first query after a change flushes
+    lo2, _size = idx.object_cells(np.array([2]))
+    assert (lo2 == [[5, 5, 5]]).all()
+    idx.validate()
 
 
 # ---------------------------------------------------------------- placement

@@ -145,9 +145,9 @@ def check_lists(nd, en):
 
 
 @njit(cache=True)
-def check_placement(nd, en, s2e, alive, centers, radii, vdist, moved):
+def check_placement(nd, en, s2e, alive, centers, radii, vdist):
     """Each placed entry is its slot's, copies the store, and sits in the smallest node cube
-    that holds it (moved slots are exempt until the next flush)."""
+    that holds it (moves are placed in their update, so none is exempt)."""
     node = nd.node
     cap = node.shape[0]
     for s in range(en.node.shape[0]):
@@ -159,8 +159,6 @@ def check_placement(nd, en, s2e, alive, centers, radii, vdist, moved):
         slot = en.slot[s]
         if slot < 0 or slot >= s2e.shape[0] or s2e[slot] != s or not alive[slot]:
             return 23, s
-        if moved[slot]:
-            continue  # will be copied and relocated at the next flush
         cx = en.sphere[s].cx
         cy = en.sphere[s].cy
         cz = en.sphere[s].cz

@@ -25,7 +25,7 @@ from app.spatial.pool import grown, grown_free_stack
 
 
 class FixedOctree(FlatWhileMoving, SpatialIndex):
-    """Nevala's octree: power-of-two root cube, smallest-octant placement, lazy batches.
+    """Nevala's octree: power-of-two root cube, smallest-octant placement, queued inserts.
 
     Flat while everything moves (:mod:`app.spatial.flat_form`): with every object moving,
     the next query's flush placed every one again (bench index `moving` at 10^5: a 16-21 ms
@@ -33,6 +33,7 @@ class FixedOctree(FlatWhileMoving, SpatialIndex):
     sort-and-sweep's step (bench pairs at 10^5)."""
 
     name = "fixed-octree"
+    _reads_old_values = False  # a move reads the new sphere only (update.move_now)
     _pairs_structural = True  # Nevala's list of ancestors' objects, top down (pairs.py)
 
     def __init__(self, min_size: float = 1.0, leafy: bool | None = None,
@@ -58,7 +59,7 @@ class FixedOctree(FlatWhileMoving, SpatialIndex):
         """No nodes, no entries, nothing queued (also flat_form's hook)."""
         self._s2e = np.full(self.capacity, st.NO_NODE, dtype=np.int64)  # slot -> entry
         self._seen = np.zeros(self.capacity, dtype=np.bool_)  # per-slot scratch of _queued
-        self._emark = np.zeros(0, dtype=np.bool_)  # per-entry scratch of _queued
+        self._slow = np.zeros(0, dtype=np.int64)  # move_now's scratch: entries to place
         self._relinked = np.zeros(1, dtype=np.int64)  # entries displaced since the renumber
         self._spare: st.Entries | None = None  # the second set of entries (renumber)
         # Entries are the tree's packed copies of placed objects. They are numbered apart from
@@ -72,7 +73,6 @@ class FixedOctree(FlatWhileMoving, SpatialIndex):
         self._nodes = st.new_nodes(1024)
         self._root = -1
         self._pending: list[np.ndarray] = []  # inserted slots waiting for the next flush
-        self._moved: list[np.ndarray] = []  # placed slots whose sphere changed
         self._changed = False
         self._fill_pending = False  # node_outcomes() still has to mark bulk-copied subtrees
         self._outcome_cycle = -1
@@ -119,9 +119,17 @@ class FixedOctree(FlatWhileMoving, SpatialIndex):
         if self._flat is not None:
             self._flat.copied(self, slots)
             return
-        # Pending objects are copied with their latest values at the flush anyway.
-        self._moved.append(slots)  # pending or removed ones are sorted out at the flush
-        self._changed = True
+        # Moves are placed now, while the store rows just written are cached (Nevala's
+        # Update moves objects each frame too; only inserts wait for the next query).
+        if self._slow.shape[0] < slots.shape[0]:
+            self._slow = np.empty(max(slots.shape[0], 1024), dtype=np.int64)
+        bounds = np.empty((2, 3))
+        ns = up.move_now(slots, self._s2e, self._ents.sphere, self._ents.node, self._centers,
+                         self._radii, self._vdist, self._nodes.node,
+                         st.node_lines(self._nodes.node), self.min_size, self._slow, bounds)
+        if ns:
+            self._place(self._slow[:ns].copy(), bounds)
+        self._changed = True  # the next query ends the update cycle
 
     def _on_remove(self, slots: np.ndarray) -> None:
         if self._flat is not None:
@@ -141,29 +149,14 @@ class FixedOctree(FlatWhileMoving, SpatialIndex):
     # ------------------------------------------------------------ the update cycle
 
     def flush(self) -> None:
-        """Apply queued inserts and moves now; this is one update cycle (empty leaves age)."""
-        new, moved, mslots = self._queued(with_slots=True)
+        """Place queued inserts now and end the update cycle (empty leaves age)."""
+        new = self._queued()
         self._pending.clear()
-        self._moved.clear()
-        ents = np.zeros(0, dtype=np.int64)
-        bounds = np.empty((2, 3))
-        if moved.shape[0]:
-            # small moves are settled here; the rest are placed after the new objects
-            slow = np.empty(moved.shape[0], dtype=np.int64)
-            ns = up.refresh(moved, mslots, self._ents, self._centers, self._radii,
-                            self._vdist, self._nodes.node, self.min_size, slow, bounds)
-            ents = slow[:ns]
         if new.shape[0]:
             fresh = self._take_entries(new)
-            nb = np.empty((2, 3))
-            up.copy_in(fresh, self._ents, self._centers, self._radii, self._vdist, nb)
-            if ents.shape[0]:
-                nb[0] = np.minimum(nb[0], bounds[0])
-                nb[1] = np.maximum(nb[1], bounds[1])
-            bounds = nb
-            ents = np.concatenate((fresh, ents))
-        if ents.shape[0]:
-            self._place(ents, bounds)
+            bounds = np.empty((2, 3))
+            up.copy_in(fresh, self._ents, self._centers, self._radii, self._vdist, bounds)
+            self._place(fresh, bounds)
         if self._root >= 0:
             pruned, root = up.end_cycle(self._nodes, self._root)
             self.pruned += pruned
@@ -198,23 +191,13 @@ class FixedOctree(FlatWhileMoving, SpatialIndex):
         self._relinked[0] = 0
         self._displaced.fill(False)
 
-    def _queued(self, with_slots: bool = False) -> tuple[np.ndarray, ...]:
-        """(distinct slots still pending, distinct entries of moved objects still placed,
-        ascending) and with ``with_slots`` the moved entries' slots (empty: not gathered)."""
-        empty = np.zeros(0, dtype=np.int64)
-        if not self._pending and not self._moved:
-            return (empty, empty, empty) if with_slots else (empty, empty)
-        slots = np.concatenate(self._pending + self._moved)
+    def _queued(self) -> np.ndarray:
+        """The distinct slots still pending, in queue order (removed ones dropped)."""
+        if not self._pending:
+            return np.zeros(0, dtype=np.int64)
         if self._seen.shape[0] != self.capacity:
             self._seen = np.zeros(self.capacity, dtype=np.bool_)
-        nent = self._ents.node.shape[0]
-        if (with_slots and slots.shape[0] * 16 < nent < 2**31
-                and self.capacity < 2**32):  # keys pack (entry, slot) in one int64
-            return up.gather_sparse(slots, self._s2e, self._seen)
-        if self._emark.shape[0] != nent:
-            self._emark = np.zeros(nent, dtype=np.bool_)
-        new, moved = up.gather(slots, self._s2e, self._seen, self._emark)
-        return (new, moved, empty) if with_slots else (new, moved)
+        return up.pending(np.concatenate(self._pending), self._s2e, self._seen)
 
     def _take_entries(self, new: np.ndarray) -> np.ndarray:
         """Entries for newly inserted slots, allocated in Morton order of their centres."""
@@ -370,7 +353,7 @@ class FixedOctree(FlatWhileMoving, SpatialIndex):
             "nodes": int(live.shape[0]),
             "max_depth": int(node_depth.max()) if live.shape[0] else 0,
             "objects_per_level": np.bincount(depth_of).tolist() if placed.shape[0] else [],
-            "pending": int(sum(a.shape[0] for a in self._queued())),
+            "pending": int(self._queued().shape[0]),
             "dead_branches": int((nd.node["ttl"][live] >= 0).sum()),
             "root_lo": nd.node["lo"][self._root].tolist() if self._root >= 0 else None,
             "root_size": float(nd.node["size"][self._root]) if self._root >= 0 else 0.0,
@@ -390,22 +373,19 @@ class FixedOctree(FlatWhileMoving, SpatialIndex):
 
     def _validate(self) -> None:
         if self._flat is not None:
-            self._validate_flat(self._root < 0 and not self._pending and not self._moved
+            self._validate_flat(self._root < 0 and not self._pending
                                 and self._ent_nfree == self._ents.node.shape[0],
                                 "its octree holds objects")
             return
         self._check_queue()
         self._check_entry_pool()
         nd, en, root = self._nodes, self._ents, self._root
-        moved = np.zeros(self.capacity, dtype=np.bool_)
-        if self._moved:
-            moved[np.concatenate(self._moved)] = True
         checks = (  # in order: each relies on the links the previous ones vouched for
             lambda: ck.check_pool(nd, root, self.min_size),
             lambda: ck.check_links(nd, root),
             lambda: ck.check_lists(nd, en),
             lambda: ck.check_placement(nd, en, self._s2e, self._alive, self._centers,
-                                       self._radii, self._vdist, moved),
+                                       self._radii, self._vdist),
             lambda: ck.check_ages(nd, root),
             lambda: ck.check_ranges(nd, en),
             lambda: ck.check_bounds(nd, en),

@@ -26,7 +26,7 @@ Pairs of given objects (the article's "only moved objects")
     a pair of two given objects is kept from the lower slot's side. With a large share of
     the objects given, the all-pairs walk with the per-slot filter is cheaper.
 
-Pending inserts and moves are flushed first (the class's ``_sync``), as for every query.
+Pending inserts are flushed first (the class's ``_sync``), as for every query.
 The kernels that walk never grow a buffer: they write the rows that fit and return, and the
 driver grows the pair (or list) buffer and resumes with the node (or given object) that did
 not fit, from its start. A kernel that reassigns its arrays pays reference counting in its

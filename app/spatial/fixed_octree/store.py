@@ -21,7 +21,7 @@ Nodes (:class:`Nodes`)
 Entries (:class:`Entries`)
     The tree's packed copy of placed objects (a :data:`SPHERE` record: centre, radius, view
     distance, what a query tests), numbered apart from slots and taken in Morton order per
-    batch (:func:`morton`); a moved object's copy is refreshed at the flush. Entries of a
+    batch (:func:`morton`); a moved object's copy is refreshed in its update. Entries of a
     node form a doubly linked list through ``next`` / ``prev``; ``node[entry]`` is its node
     (``NO_NODE`` when free) and ``slot`` its slot.
 
@@ -101,6 +101,12 @@ class Entries(NamedTuple):
     next: np.ndarray  # int64
     prev: np.ndarray  # int64
     slot: np.ndarray  # int64, -1 when free
+
+
+def node_lines(node: np.ndarray) -> np.ndarray:
+    """The NODE records as a (nodes, 3) byte array whose element (n, k) starts line k of
+    node n: what a prefetch of a record's later line takes (``prefetch_at(lines, n, 2)``)."""
+    return node.view(np.uint8).reshape(-1, 3, 64)[:, :, 0]
 
 
 def _records(capacity: int) -> np.ndarray:

@@ -4,19 +4,23 @@ Placement
     An object lives in the smallest node that fully contains its sphere (or in a node of
     ``min_size`` if it fits there), so every node cube bounds all spheres of its subtree.
 
-Lazy updates and the update cycle
-    ``insert`` only queues slots, ``update`` only records moved slots and ``remove`` unlinks
-    at once (:func:`unlink_batch`). The next query of any kind (or an explicit ``flush``)
-    applies the queue in one compiled batch: the root grows first if anything left it, new
-    objects descend from the root, moved objects climb to the first ancestor that contains
-    them and descend again as far as they fit (:func:`place`). The common small move (the
-    sphere is still in its node's cube and fits none of its octants) is settled while the
-    moved objects' copies are refreshed (:func:`refresh`), with a few float tests
-    (branch-free) and no tree walk; only the others go through the climb and descent, in
-    entry (i.e. spatial) order.
-    **One flush is one update cycle**: it happens at the first query after any
-    insert/update/remove (a viewer frame "update batch then cull" is exactly one cycle) or
-    when ``flush()`` is called; queries of an unchanged tree do not age anything.
+Inserts wait, moves are placed at once
+    ``insert`` only queues slots (Nevala's pending queue: a level's thousands of objects
+    are placed in one batch); ``update`` places its moves in the same call and ``remove``
+    unlinks at once (:func:`unlink_batch`). The next query of any kind (or an explicit
+    ``flush``) places the queue in one compiled batch: the root grows first if anything left
+    it, new objects descend from the root (:func:`place`). A move is settled while its copy
+    is refreshed (:func:`move_now`), in the update, while the store rows the update has just
+    written are still cached: the common small move (the sphere is still in its node's cube
+    and fits none of its octants) with a few float tests (branch-free) and no tree walk;
+    only the others climb to the first ancestor that contains them and descend again as far
+    as they fit (:func:`place`), as Nevala's ``Update`` moves its moved objects each frame.
+    (Queued until the next query, the moves were first sorted and freed of repeats, and
+    their store rows had left the cache by then: docs/bench-index.md has the figures.)
+    **One flush is one update cycle** (empty leaves age at its end): it happens at the first
+    query after any insert/update/remove (a viewer frame "update batch then cull" is exactly
+    one cycle) or when ``flush()`` is called; queries of an unchanged tree do not age
+    anything.
 
 Entry layout (renumber)
     Once half of the placed entries were linked into a node since the last layout (after a
@@ -53,6 +57,7 @@ from app.spatial.fixed_octree.store import (
     shrink_root,
     start_ageing,
 )
+from app.spatial.prefetch import PREFETCH_AHEAD, prefetch, prefetch_at
 
 _PAD = 1e-12  # relative padding of subtree boxes: float rounding in node tests never cuts a sphere
 # Entries are laid out again in query order (O(n), ~2-3 ms per 100k objects) once this
@@ -62,7 +67,7 @@ _PAD = 1e-12  # relative padding of subtree boxes: float rounding in node tests 
 RENUMBER_AT = 0.5
 
 
-# ---------------------------------------------------------------- the queue (compiled)
+# ---------------------------------------------------------------- the insert queue (compiled)
 
 @njit(cache=True, inline="always")
 def _first_time(seen, new, nn: int, s: int) -> int:
@@ -83,70 +88,17 @@ def _unmark(seen, new, nn: int) -> None:
 
 
 @njit(cache=True)
-def gather(slots, s2e, seen, emark):
-    """Split queued slots into distinct pending slots (queue order) and distinct placed
-    entries (ascending entry order, i.e. memory order); removed slots are dropped.
-
-    ``seen`` (per slot) and ``emark`` (per entry) are all-False scratch, left all-False.
-    """
+def pending(slots, s2e, seen):
+    """The distinct queued slots still pending, in queue order: removed ones (and slots
+    reused since) are dropped. ``seen`` (per slot) is all-False scratch, left all-False."""
     new = np.empty(slots.shape[0], dtype=np.int64)
-    moved = np.empty(slots.shape[0], dtype=np.int64)
     nn = 0
-    nm = 0
     for i in range(slots.shape[0]):
         s = slots[i]
-        e = s2e[s]
-        if e == PENDING:
+        if s2e[s] == PENDING:
             nn = _first_time(seen, new, nn, s)
-        elif e >= 0 and not emark[e]:
-            emark[e] = True
-            moved[nm] = e
-            nm += 1
     _unmark(seen, new, nn)
-    if nm * 16 < emark.shape[0]:  # few: sort them
-        for i in range(nm):
-            emark[moved[i]] = False
-        out = np.sort(moved[:nm])
-    else:  # many: one scan of the marks yields them sorted
-        out = moved[:nm]
-        k = 0
-        for e in range(emark.shape[0]):
-            if emark[e]:
-                emark[e] = False
-                out[k] = e
-                k += 1
-    return new[:nn], out
-
-
-@njit(cache=True)
-def gather_sparse(slots, s2e, seen):
-    """``gather`` for batches much smaller than the entry pool: the placed ones come as
-    (entries, their slots), ascending and distinct, from one sort of packed keys, so that
-    neither a per-entry mark nor ``slot`` is touched (each would be one more cache miss)."""
-    new = np.empty(slots.shape[0], dtype=np.int64)
-    keys = np.empty(slots.shape[0], dtype=np.int64)
-    nn = 0
-    nk = 0
-    for i in range(slots.shape[0]):
-        s = slots[i]
-        e = s2e[s]
-        if e == PENDING:
-            nn = _first_time(seen, new, nn, s)
-        elif e >= 0:
-            keys[nk] = (e << 32) | s
-            nk += 1
-    _unmark(seen, new, nn)
-    keys = np.sort(keys[:nk])
-    ents = np.empty(nk, dtype=np.int64)
-    sl = np.empty(nk, dtype=np.int64)
-    k = 0
-    for i in range(nk):
-        if i > 0 and keys[i] == keys[i - 1]:
-            continue  # the same slot queued twice
-        ents[k] = keys[i] >> 32
-        sl[k] = keys[i] & 0xFFFFFFFF
-        k += 1
-    return new[:nn], ents[:k], sl[:k]
+    return new[:nn]
 
 
 # ---------------------------------------------------------------- entry copies (compiled)
@@ -200,27 +152,43 @@ def renumber(root, nd, en, out, s2e, stack):
 
 
 @njit(cache=True)
-def refresh(moved, mslots, en, centers, radii, vdist, node, min_size, slow, bounds):
-    """Refresh the packed copies of moved entries, and settle at once the common small move.
+def move_now(slots, s2e, sph, enode, centers, radii, vdist, node, node_lines, min_size, slow,
+             bounds):
+    """Refresh the packed copies of just-moved objects and settle at once the common small
+    move; returns how many others went to ``slow`` (their entries, for :func:`place`).
 
-    An object whose new sphere still lies in its node's cube and fits no octant of it (or
-    whose node has ``min_size``) stays where it is: only the bounds grow, a few float tests
-    and no tree walk. The others are written to ``slow`` (returns how many) for :func:`place`,
-    and ``bounds`` gets the AABB of their spheres (for root growth). ``mslots`` are the
-    entries' slots when known (else empty: looked up in ``en.slot``). Takes the node
-    records, not the node bundle: a bundle argument costs ~1.5 us per call to dispatch.
+    Runs in the caller's update, in the caller's order, while the store rows the update has
+    just written are still in the cache. An object whose
+    new sphere still lies in its node's cube and fits no octant of it (or whose node has
+    ``min_size``) stays where it is: only the bounds grow, a few float tests and no tree
+    walk. ``bounds`` gets the AABB of the others' spheres (for root growth). Pending slots
+    (inserted, not yet placed) are skipped: the flush copies their latest values.
+    Takes the node records, not the node bundle: a bundle argument costs ~1.5 us per call.
     """
     for a in range(3):
         bounds[0, a] = np.inf
         bounds[1, a] = -np.inf
-    sph = en.sphere
-    enode = en.node
-    eslot = en.slot
     ns = 0
-    known = mslots.shape[0] == moved.shape[0]
-    for i in range(moved.shape[0]):
-        e = moved[i]
-        s = mslots[i] if known else eslot[e]
+    n = slots.shape[0]
+    for i in range(n):
+        # A later mover's entry asked for now; nearer, its copy and its node's line.
+        if i + 2 * PREFETCH_AHEAD < n:
+            prefetch(s2e, slots[i + 2 * PREFETCH_AHEAD])
+        if i + PREFETCH_AHEAD < n:
+            t = s2e[slots[i + PREFETCH_AHEAD]]
+            if t >= 0:
+                prefetch(sph, t)
+                prefetch(enode, t)
+        if i + PREFETCH_AHEAD // 2 < n:
+            t = s2e[slots[i + PREFETCH_AHEAD // 2]]
+            if t >= 0:  # its node's bounds (line 0) and cube (line 2)
+                u = enode[t]
+                prefetch(node, u)
+                prefetch_at(node_lines, u, 2)
+        s = slots[i]
+        e = s2e[s]
+        if e < 0:
+            continue  # pending: placed at the flush with its latest values
         r = radii[s]
         vd = vdist[s]
         cx = centers[s, 0]
@@ -232,11 +200,11 @@ def refresh(moved, mslots, en, centers, radii, vdist, node, min_size, slow, boun
         rec.cz = cz
         rec.radius = r
         rec.vdist = vd
-        n = enode[e]
-        lx = node[n].lo[0]
-        ly = node[n].lo[1]
-        lz = node[n].lo[2]
-        sz = node[n].size
+        nd = enode[e]
+        lx = node[nd].lo[0]
+        ly = node[nd].lo[1]
+        lz = node[nd].lo[2]
+        sz = node[nd].size
         # Branch-free (the outcome is unpredictable, and mispredictions cost more than the
         # arithmetic): the sphere lies in the cube and, unless the node has min_size, it
         # crosses a mid-plane, i.e. no octant holds it. With the sphere in the cube, "the
@@ -252,7 +220,7 @@ def refresh(moved, mslots, en, centers, radii, vdist, node, min_size, slow, boun
                 & ((cz + r <= mz) | (cz - r >= mz)))
         stay = inside and (sz == min_size or not fits)
         if stay:
-            expand(node, n, cx, cy, cz, r, vd)
+            expand(node, nd, cx, cy, cz, r, vd)
             continue
         slow[ns] = e
         ns += 1
