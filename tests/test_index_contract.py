@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 from app.culling.frustum import camera_planes
 from app.spatial import create_index, index_variants
-from tests.helpers_ops import RandomOps, assert_rejected, hundred_objects, make, snapshot
+from tests.helpers_ops import (
+    RandomOps,
+    assert_rejected,
+    assert_same,
+    hundred_objects,
+    make,
+    snapshot,
+)
 from tests.oracle import Oracle
 
 VARIANTS = index_variants()
@@ -248,6 +255,67 @@ def test_bad_input_raises_and_changes_nothing(label, name, kwargs):
          "9223372036854775809"),
         ("remove uint64", lambda: idx.remove(np.array([2**63], np.uint64)), "9223372036854775808"),
         ("float ids", lambda: idx.remove(np.array([1.0, 2.0])), "integers"),
+    ]
+    assert_rejected(idx, cases, before, "batch")
+
+
+FORMS = ("int32 ids", "uint32 ids", "list ids", "strided ids", "float32 centres",
+         "strided centres", "Fortran centres")
+
+
+def _in_form(form: str, ids: np.ndarray, rows: np.ndarray) -> tuple:
+    """(ids, centres) as a caller may hold them (one of FORMS): the values of the int64 /
+    float64 batch (ids, rows) in another type or layout."""
+    wide = np.zeros((rows.shape[0], 5))
+    wide[:, 1:4] = rows
+    return {
+        "int32 ids": (ids.astype(np.int32), rows),
+        "uint32 ids": (ids.astype(np.uint32), rows),
+        "list ids": (ids.tolist(), rows),
+        "strided ids": (np.repeat(ids, 2)[::2], rows),
+        "float32 centres": (ids, rows.astype(np.float32)),
+        "strided centres": (ids, wide[:, 1:4]),
+        "Fortran centres": (ids, np.asfortranarray(rows)),
+    }[form]
+
+
+@pytest.mark.parametrize(("label", "name", "kwargs"), VARIANTS, ids=IDS)
+def test_batches_in_any_form_apply_alike_and_bad_rows_in_them_are_refused(label, name,
+                                                                           kwargs):
+    """A batch of int32 ids, float32 centres, a strided view or a list (copied losslessly
+    into the compiled paths' form) moves, inserts and removes exactly as the int64 / float64
+    batch of the same values does on a twin index; a bad row in such a batch (a NaN centre,
+    an unknown id) is refused, named, and changes nothing."""
+    idx, rng = hundred_objects(name, kwargs, 50.0)
+    twin, _ = hundred_objects(name, kwargs, 50.0)
+    for k, form in enumerate(FORMS):
+        ids = np.sort(rng.choice(100, 20, replace=False)).astype(np.int64)[::-1].copy()
+        rows = rng.uniform(-50, 50, (20, 3)).astype(np.float32).astype(np.float64)
+        idx.update(*_in_form(form, ids, rows))
+        twin.update(ids, rows)
+        assert_same(snapshot(twin), snapshot(idx))
+        new = np.arange(1000 + 10 * k, 1010 + 10 * k, dtype=np.int64)
+        idx.insert(*_in_form(form, new, rows[:10]), np.full(10, 0.5, np.float32))
+        twin.insert(new, rows[:10], np.full(10, 0.5))
+        assert_same(snapshot(twin), snapshot(idx))
+        idx.remove(_in_form(form, new[:3], rows[:3])[0])
+        twin.remove(new[:3])
+        assert_same(snapshot(twin), snapshot(idx))
+        idx.validate()
+    before = snapshot(idx)
+    rows = rng.uniform(-50, 50, (3, 3))
+    nan_rows = rows.astype(np.float32)
+    nan_rows[1, 0] = np.nan
+    cases = [
+        ("NaN in float32 centres", lambda: idx.update(np.array([1, 2, 3]), nan_rows), "2"),
+        ("unknown int32 id", lambda: idx.update(np.array([1, 999, 3], np.int32), rows), "999"),
+        ("unknown id in a list", lambda: idx.remove([4, 5, 12345]), "12345"),
+        ("known int32 id inserted", lambda: idx.insert(np.array([500, 7, 502], np.int32),
+                                                       rows.astype(np.float32),
+                                                       np.ones(3, np.float32)), "7"),
+        ("negative float32 radius", lambda: idx.update(np.array([1, 2, 3], np.int32), rows,
+                                                       np.array([1, -1, 1], np.float32)),
+         "2"),
     ]
     assert_rejected(idx, cases, before, "batch")
 

@@ -25,6 +25,8 @@ from app.spatial.checks import (
     check_batch,
     check_ids,
     check_point,
+    lossless_batch,
+    lossless_ids,
     name_ids,
     reject_repeats,
 )
@@ -96,6 +98,8 @@ class SpatialIndex(ObjectStore):
         view_distances: np.ndarray | None = None,
     ) -> None:
         """Add objects. ``ids`` must be new and unique; view distance defaults to infinity."""
+        ids, centers, radii, view_distances = lossless_batch(ids, centers, radii,
+                                                             view_distances)
         slots = self._store_new_fast(ids, centers, radii, view_distances)
         if slots is not None:
             self._insert_rows(slots, Columns(centers, radii,
@@ -120,6 +124,8 @@ class SpatialIndex(ObjectStore):
         view_distances: np.ndarray | None = None,
     ) -> None:
         """Move objects (and optionally change their radius or view distance)."""
+        ids, centers, radii, view_distances = lossless_batch(ids, centers, radii,
+                                                             view_distances)
         with threads_for(len(ids) if np.ndim(ids) == 1 else 0):
             if self._update_fast(ids, centers, radii, view_distances):
                 return
@@ -131,6 +137,7 @@ class SpatialIndex(ObjectStore):
 
     def remove(self, ids: np.ndarray) -> None:
         """Remove objects by id."""
+        ids = lossless_ids(ids)
         slots = self._known_slots_fast(ids)
         if slots is None:
             ids = self._check_ids(ids)

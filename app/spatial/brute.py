@@ -12,6 +12,7 @@ import numpy as np
 
 from app.spatial import moves
 from app.spatial.base import SpatialIndex
+from app.spatial.checks import lossless_batch
 from app.spatial.flat import FlatCopy
 
 
@@ -34,6 +35,8 @@ class BruteIndex(SpatialIndex):
         radii and view distances or not) one checking pass and one writing pass
         (``app.spatial.moves``); a bad one the contract's general path, which names what is
         wrong."""
+        ids, centers, radii, view_distances = lossless_batch(ids, centers, radii,
+                                                             view_distances)
         batch = moves.batch_of(ids, centers, radii, view_distances)
         if batch is not None and self._flat.move(self, batch):
             return

@@ -42,6 +42,48 @@ def is_f64(a: object, shape: tuple[int, ...]) -> bool:
             and a.flags.c_contiguous)
 
 
+# Integer and float types that widen to int64 and float64 without losing a value.
+_NARROW_INTS = (np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32)
+_NARROW_FLOATS = (np.float16, np.float32)
+
+
+def lossless_ids(ids: object) -> object:
+    """``ids`` in the form the compiled fast paths take (:func:`is_ids`) when that costs one
+    lossless copy: a narrower integer type, a strided view or a list of ints; otherwise as
+    given (the checked path then converts it or names what is wrong). A game's ids come as
+    int32 as often as not, and the checked path costs twice the fast one."""
+    if isinstance(ids, (list, tuple)):
+        arr = np.asarray(ids)
+        return arr if arr.dtype == np.int64 and is_ids(arr) else ids
+    if (isinstance(ids, np.ndarray) and ids.ndim == 1 and ids.shape[0] > 0
+            and (ids.dtype == np.int64 or ids.dtype.type in _NARROW_INTS) and not is_ids(ids)):
+        return np.ascontiguousarray(ids, dtype=np.int64)
+    return ids
+
+
+def lossless_rows(a: object, shape: tuple[int, ...]) -> object:
+    """Rows of a batch (centres, radii or view distances) in the form :func:`is_f64` wants
+    when that costs one lossless copy: float32 (a renderer's positions), a strided view (the
+    first three columns of a wider array) or Fortran order; otherwise as given."""
+    if (isinstance(a, np.ndarray) and a.shape == shape
+            and (a.dtype == np.float64 or a.dtype.type in _NARROW_FLOATS)
+            and not is_f64(a, shape)):
+        return np.ascontiguousarray(a, dtype=np.float64)
+    return a
+
+
+def lossless_batch(ids: object, centers: object, radii: object,
+                   view_distances: object) -> tuple[object, object, object, object]:
+    """A batch's arrays through :func:`lossless_ids` and :func:`lossless_rows`."""
+    ids = lossless_ids(ids)
+    if not is_ids(ids):
+        return ids, centers, radii, view_distances
+    n = ids.shape[0]  # type: ignore[union-attr]
+    return (ids, lossless_rows(centers, (n, 3)),
+            None if radii is None else lossless_rows(radii, (n,)),
+            None if view_distances is None else lossless_rows(view_distances, (n,)))
+
+
 def check_ids(ids: np.ndarray) -> np.ndarray:
     """The ids as a contiguous int64 1-D array; ValueError for another shape, non-integers or
     unsigned ids beyond int64 (casting would wrap them onto other objects' ids)."""

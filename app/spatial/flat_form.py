@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from app.spatial import moves
+from app.spatial.checks import lossless_batch
 from app.spatial.flat import FlatCopy
 
 
@@ -75,6 +76,8 @@ class FlatWhileMoving:
         """Move objects: through the index's structure or, while flat, in the flat copy's
         one-pass paths (``app.spatial.flat``); a bad batch the contract's general path, which
         names what is wrong."""
+        ids, centers, radii, view_distances = lossless_batch(ids, centers, radii,
+                                                             view_distances)
         if self._may_go_flat:
             self._choose_form(len(ids) if np.ndim(ids) == 1 else 0)
         if self._flat is not None:

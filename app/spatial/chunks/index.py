@@ -46,6 +46,7 @@ from app.geom.zpyramid import ZPyramid, occluder
 from app.parallelism import PARALLEL_MIN, threads_for
 from app.spatial import moves
 from app.spatial.base import _EMPTY_F, QueryResult, SpatialIndex
+from app.spatial.checks import lossless_batch
 from app.spatial.chunks import check, layout, pairs, queries, reserve, spawn, update
 from app.spatial.chunks.layout import CHUNK, NO_POS
 from app.spatial.idmap import IdMap
@@ -447,6 +448,8 @@ class ChunkedIndex(SpatialIndex):
         pass, plus a compiled wake of its still movers; last batch's movers again, centres
         only, skip the id look-up. A batch with anything wrong goes the contract's general
         way, which names what is wrong and changes nothing."""
+        ids, centers, radii, view_distances = lossless_batch(ids, centers, radii,
+                                                             view_distances)
         self._frame_queries = max(self._frame_queries, self._queries_since_update)
         self._queries_since_update = 0
         batch = moves.batch_of(ids, centers, radii, view_distances)
