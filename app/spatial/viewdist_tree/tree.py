@@ -113,6 +113,7 @@ class ViewDistanceTree(FlatWhileMoving, SpatialIndex):
         self._inf_abs = 0.0
         self._inf_r = 0.0
         self._inf_kept = False  # whether the copy follows the batches (see the share)
+        self._whole_spheres = True  # the update batch carried radii or view distances
         self._rows = 0  # slots ever used: the scan's length
 
     def _structure_wanted(self) -> bool:
@@ -207,10 +208,21 @@ class ViewDistanceTree(FlatWhileMoving, SpatialIndex):
         if self._flat is not None:
             self._flat.copied(self, slots)
             return
+        # The infinite list's float32 copy is written in the same pass (move_batch's copy).
+        copy = (2 if self._whole_spheres else 1) if self._inf_kept else 0
+        out = np.array([self._inf_abs, self._inf_r])
         self._run_batch(up.move_batch, slots,
-                        self._scalar("in_nodes") > self._scalar("inf_count"))
-        self._copy_infinite(slots)
+                        self._scalar("in_nodes") > self._scalar("inf_count"),
+                        self._inf32, copy, out)
+        self._inf_abs, self._inf_r = float(out[0]), float(out[1])
         self._refit(slots.shape[0])
+
+    def _apply_update(self, slots: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
+                      vd: np.ndarray | None) -> None:
+        """Notes whether the batch carried radii or view distances (the float32 copy's rows
+        then take the whole sphere, else only the centre), then the store's own."""
+        self._whole_spheres = radii is not None or vd is not None
+        super()._apply_update(slots, centers, radii, vd)
 
     def _on_remove(self, slots: np.ndarray) -> None:
         if self._flat is not None:
@@ -259,14 +271,14 @@ class ViewDistanceTree(FlatWhileMoving, SpatialIndex):
         """Indices of the allocated nodes, in pool order."""
         return np.flatnonzero(self._nodes.size > 0.0)
 
-    def _run_batch(self, kernel, slots: np.ndarray, flag: bool) -> None:
-        """Run a compiled batch (``flag``: the kernel's last argument), growing the packed
-        copy or the node pool whenever it stops for room."""
+    def _run_batch(self, kernel, slots: np.ndarray, flag: bool, *extra: Any) -> None:
+        """Run a compiled batch (``flag`` and ``extra``: the kernel's last arguments), growing
+        the packed copy or the node pool whenever it stops for room."""
         done = 0
         sp = self._spheres()
         while done < slots.shape[0]:
             done = kernel(self._nodes, self._objs, self._packed, self._tree, sp, slots, done,
-                          flag)
+                          flag, *extra)
             if done == slots.shape[0]:
                 break
             if not has_room(self._packed, self._tree):
@@ -417,3 +429,25 @@ class ViewDistanceTree(FlatWhileMoving, SpatialIndex):
         for check in checks:  # in order: each trusts what the previous ones checked
             code, where = check()
             self._raise_check(code, ck.MESSAGES, int(where))
+        self._check_infinite_copy()
+
+    def _check_infinite_copy(self) -> None:
+        """While kept, the infinite list's float32 copy holds the sphere of every object in
+        the list (as ``store32`` writes it) and a dead row for every other slot below the
+        scanned rows; its tolerances bound what it holds."""
+        if not self._inf_kept:
+            return
+        rows = np.arange(self._rows)
+        inf = (self._objs.node[: self._rows] == IN_INF) & self._alive[: self._rows]
+        want = spheres32(self._inf32.r.shape[0])
+        store32(want, rows[inf], self._centers, self._radii, self._vdist, rows[inf])
+        for name, have, exp in zip(("x", "y", "z", "r", "vd"), self._inf32, want, strict=True):
+            if not np.array_equal(have[rows[inf]], exp[rows[inf]]):
+                raise AssertionError(f"the infinite list's float32 {name} differs from the "
+                                     "store")
+        if not (np.all(self._inf32.r[rows[~inf]] == -np.inf)
+                and np.all(self._inf32.vd[rows[~inf]] == np.inf)):
+            raise AssertionError("a row outside the infinite list is not dead in its copy")
+        c, r = self._centers[rows[inf]], self._radii[rows[inf]]
+        if inf.any() and (np.abs(c).max() > self._inf_abs or r.max() > self._inf_r):
+            raise AssertionError("the infinite copy's tolerances miss what it holds")
