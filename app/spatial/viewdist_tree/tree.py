@@ -45,6 +45,9 @@ from app.spatial.viewdist_tree.store import (
     pow2_at_least,
 )
 
+#: The float32 copy a move batch writes while the infinite list's is not kept: none.
+_NO_COPY = spheres32(0)
+
 
 class ViewDistanceTree(FlatWhileMoving, SpatialIndex):
     """Matthews' variable-radius sphere octree over the objects' view spheres."""
@@ -113,7 +116,6 @@ class ViewDistanceTree(FlatWhileMoving, SpatialIndex):
         self._inf_abs = 0.0
         self._inf_r = 0.0
         self._inf_kept = False  # whether the copy follows the batches (see the share)
-        self._whole_spheres = True  # the update batch carried radii or view distances
         self._rows = 0  # slots ever used: the scan's length
 
     def _structure_wanted(self) -> bool:
@@ -205,24 +207,22 @@ class ViewDistanceTree(FlatWhileMoving, SpatialIndex):
 
     def _on_update(self, slots: np.ndarray, old_centers: np.ndarray, old_radii: np.ndarray,
                    old_vdist: np.ndarray) -> None:
-        if self._flat is not None:
-            self._flat.copied(self, slots)
-            return
-        # The infinite list's float32 copy is written in the same pass (move_batch's copy).
-        copy = (2 if self._whole_spheres else 1) if self._inf_kept else 0
-        out = np.array([self._inf_abs, self._inf_r])
-        self._run_batch(up.move_batch, slots,
-                        self._scalar("in_nodes") > self._scalar("inf_count"),
-                        self._inf32, copy, out)
-        self._inf_abs, self._inf_r = float(out[0]), float(out[1])
-        self._refit(slots.shape[0])
+        """While flat (see :meth:`_apply_update`): the flat copy's rows."""
+        self._flat.copied(self, slots)
 
     def _apply_update(self, slots: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
                       vd: np.ndarray | None) -> None:
-        """Notes whether the batch carried radii or view distances (the float32 copy's rows
-        then take the whole sphere, else only the centre), then the store's own."""
-        self._whole_spheres = radii is not None or vd is not None
-        super()._apply_update(slots, centers, radii, vd)
+        """A checked batch: the tree's moves write the store as they go (``move_batch``), and
+        the infinite list's float32 copy too, a centre only unless the batch carried radii
+        or view distances; while flat, the store's swap and then :meth:`_on_update`."""
+        if self._flat is not None:
+            super()._apply_update(slots, centers, radii, vd)
+            return
+        out = np.array([self._inf_abs, self._inf_r])
+        self._run_batch(up.move_batch, slots, np.ascontiguousarray(centers), radii, vd,
+                        self._inf32 if self._inf_kept else _NO_COPY, out)
+        self._inf_abs, self._inf_r = float(out[0]), float(out[1])
+        self._refit(slots.shape[0])
 
     def _on_remove(self, slots: np.ndarray) -> None:
         if self._flat is not None:
@@ -271,14 +271,14 @@ class ViewDistanceTree(FlatWhileMoving, SpatialIndex):
         """Indices of the allocated nodes, in pool order."""
         return np.flatnonzero(self._nodes.size > 0.0)
 
-    def _run_batch(self, kernel, slots: np.ndarray, flag: bool, *extra: Any) -> None:
-        """Run a compiled batch (``flag`` and ``extra``: the kernel's last arguments), growing
-        the packed copy or the node pool whenever it stops for room."""
+    def _run_batch(self, kernel, slots: np.ndarray, *args: Any) -> None:
+        """Run a compiled batch (``args``: the kernel's arguments after the first slot to
+        do), growing the packed copy or the node pool whenever it stops for room."""
         done = 0
         sp = self._spheres()
         while done < slots.shape[0]:
             done = kernel(self._nodes, self._objs, self._packed, self._tree, sp, slots, done,
-                          flag, *extra)
+                          *args)
             if done == slots.shape[0]:
                 break
             if not has_room(self._packed, self._tree):

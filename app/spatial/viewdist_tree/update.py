@@ -224,29 +224,39 @@ def insert_batch(nd, ob, pk, tree, sp, slots, first, pack):
 
 
 @njit(cache=True)
-def move_batch(nd, ob, pk, tree, sp, slots, first, in_nodes, s32, copy, out):
-    """Re-place moved objects (the store holds the new values); returns how far it got.
+def move_batch(nd, ob, pk, tree, sp, slots, first, new_c, new_r, new_v, s32, out):
+    """Re-place moved objects, writing the batch's new values (centres ``new_c``, radii
+    ``new_r`` and view distances ``new_v``, None where it leaves them: numba compiles each
+    combination apart) into the store as it goes; returns how far it got (the caller makes
+    room and calls again from there: the store rows of the movers not done yet are written
+    then).
 
     In-place mutation: an object whose view sphere still satisfies its node's rule stays in
     its list (the bounds grow, its packed row is rewritten, and the node is queued for a
     refit); otherwise it is relinked starting from its old node and the old node is cleaned
-    up last. ``in_nodes``: most of the tree's objects are in nodes, so a later mover's node
-    lines are worth asking for ahead (for movers in the infinite list those hints cost 20 ns
-    a mover: 10^4 of 10^6, 0.67 -> 0.87 ms; for movers in nodes they save up to 100 ns).
+    up last. When most of the tree's objects are in nodes, a later mover's node lines are
+    worth asking for ahead (for movers in the infinite list those hints cost 20 ns a mover:
+    10^4 of 10^6, 0.67 -> 0.87 ms; for movers in nodes they save up to 100 ns).
 
-    ``copy`` (0: none) keeps the infinite list's float32 copy ``s32`` (rows by slot) in the
-    same pass, while the mover's store rows are at hand: a mover in the list gets its centre
-    (1), or its whole sphere (2: the batch carried radii or view distances; and always one
-    that just entered the list, whose row was dead), one that left it a dead row; ``out``
-    [0] and [1] grow to the largest coordinate magnitude and radius written (the scan's
-    tolerances). A separate pass after the batch read the list's flags and wrote all five
-    lanes of every row: 56-100 ns a mover (static, 10^4 of 10^6), most of the update.
+    The infinite list's float32 copy ``s32`` (rows by slot; empty arrays when it is not
+    kept) is written in the same pass, while the mover's rows are at hand: a mover in the
+    list gets its centre, or its whole sphere when the batch carried radii or view distances
+    (and always one that just entered the list, whose row was dead), one that left it a
+    dead row; ``out`` [0] and [1] grow to the largest coordinate magnitude and radius
+    written (the scan's tolerances). A separate pass after the batch read the list's flags
+    and wrote all five lanes of every row: 56-100 ns a mover (static, 10^4 of 10^6), most
+    of the update. The store's write is this loop's too, not a pass of its own before it:
+    the loop reads the mover's store rows anyway (as the AABB trees' update does).
     """
     t = tree[0]
     emin = t.emin
+    in_nodes = t.in_nodes > t.inf_count
     n = slots.shape[0]
     onode, orow = ob.node, ob.row
+    centers, radii, vdist = sp
     x32, y32, z32, r32, vd32 = s32
+    copy = x32.shape[0] > 0
+    whole = new_r is not None or new_v is not None
     big = out[0]
     rad = out[1]
     ahead = 2 * PREFETCH_AHEAD
@@ -256,7 +266,11 @@ def move_batch(nd, ob, pk, tree, sp, slots, first, in_nodes, s32, copy, out):
         # infinite list), its row, its cube, its bounds and its refit flag; with the copy
         # kept, its float32 lanes.
         if i + ahead < n:
-            prefetch(onode, slots[i + ahead])
+            u = slots[i + ahead]
+            prefetch(onode, u)
+            prefetch(centers, u)
+            prefetch(radii, u)
+            prefetch(vdist, u)
         if copy and i + PREFETCH_AHEAD < n:
             u = slots[i + PREFETCH_AHEAD]
             prefetch(x32, u)
@@ -277,12 +291,23 @@ def move_batch(nd, ob, pk, tree, sp, slots, first, in_nodes, s32, copy, out):
                 prefetch(nd.vmax, v)
                 prefetch(nd.queued, v)
         s = slots[i]
-        cx = sp.centers[s, 0]
-        cy = sp.centers[s, 1]
-        cz = sp.centers[s, 2]
-        r = sp.radii[s]
-        vd = sp.vdist[s]
-        old = ob.node[s]
+        cx = new_c[i, 0]
+        cy = new_c[i, 1]
+        cz = new_c[i, 2]
+        centers[s, 0] = cx
+        centers[s, 1] = cy
+        centers[s, 2] = cz
+        if new_r is None:
+            r = radii[s]
+        else:
+            r = new_r[i]
+            radii[s] = r
+        if new_v is None:
+            vd = vdist[s]
+        else:
+            vd = new_v[i]
+            vdist[s] = vd
+        old = onode[s]
         if unbounded(cx, cy, cz, vd):
             entered = old != IN_INF
             if entered:
@@ -294,7 +319,7 @@ def move_batch(nd, ob, pk, tree, sp, slots, first, in_nodes, s32, copy, out):
                 y32[s] = to32(cy)
                 z32[s] = to32(cz)
                 big = max(big, abs(cx), abs(cy), abs(cz))
-                if entered or copy == 2:
+                if entered or whole:
                     r32[s] = to32(r)
                     vd32[s] = to32(vd)
                     rad = max(rad, r)
