@@ -58,6 +58,7 @@ class HashedGrid(FlatWhileMoving, SpatialIndex):
     neighbours, took 2-4x the sort-and-sweep's step (bench pairs at 10^5)."""
 
     name = "grid"
+    _reads_old_values = False  # the cells' moves read the store before writing it
     _frustum_gives_ids = True  # items hold ids: no gather through the store per query
     _pairs_structural = True  # cells against their neighbours (hashgrid/pairs.py)
 
@@ -160,17 +161,24 @@ class HashedGrid(FlatWhileMoving, SpatialIndex):
             self._reserve(slots.shape[0] - start)
             start = up.insert_batch(slots, start, *self._args())
 
-    def _on_update(self, slots, old_centers, old_radii, old_vdist) -> None:
+    def _apply_update(self, slots: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
+                      vd: np.ndarray | None) -> None:
+        """A checked batch: the cells' moves write the store as they go
+        (``update.update_batch``); while flat, the store's swap and then :meth:`_on_update`."""
         if self._flat is not None:
-            self._flat.copied(self, slots)
+            super()._apply_update(slots, centers, radii, vd)
             return
-        old_vd = np.ascontiguousarray(old_vdist, dtype=np.float64)
+        centers = np.ascontiguousarray(centers)
         start = 0
         while start < slots.shape[0]:
-            start = up.update_batch(slots, old_vd, start, *self._args())
+            start = up.update_batch(slots, centers, radii, vd, start, *self._args())
             if start < slots.shape[0]:
                 self._reserve(slots.shape[0] - start, items=False)
         self._maybe_compact()
+
+    def _on_update(self, slots, old_centers, old_radii, old_vdist) -> None:
+        """While flat (see :meth:`_apply_update`): the flat copy's rows."""
+        self._flat.copied(self, slots)
 
     def _on_remove(self, slots: np.ndarray) -> None:
         if self._flat is not None:

@@ -166,9 +166,15 @@ def insert_batch(slots, start, sph_t, objs_t, grid_t, items_t):
 
 
 @njit(cache=True)
-def update_batch(slots, old_vd, start, sph_t, objs_t, grid_t, items_t):
-    """Relink moved objects whose cell or level changed; others refresh their item only.
-    The bundles come as plain tuples (see store.grid_args)."""
+def update_batch(slots, new_c, new_r, new_v, start, sph_t, objs_t, grid_t, items_t):
+    """Move objects to the batch's new values (centres ``new_c``, radii ``new_r`` and view
+    distances ``new_v``, None where the batch leaves them: numba compiles each combination
+    apart), writing the store's rows as it goes: those whose cell and level stay refresh
+    their item only, the others are relinked. Returns how far it got; it stops before a
+    relink short of room, that mover's store rows not yet written (the caller makes room
+    and calls again from there). The store's write is this loop's, not a pass of its own
+    before it: the loop reads the mover's rows anyway (its old view distance, for the
+    cell's bounds). The bundles come as plain tuples (see store.grid_args)."""
     sph = Spheres(*sph_t)
     objs = Objects(*objs_t)
     g = as_grid(grid_t)
@@ -210,34 +216,42 @@ def update_batch(slots, old_vd, start, sph_t, objs_t, grid_t, items_t):
             prefetch(ckey, ocell[t])
             prefetch(icen, oitem[t])
         s = slots[i]
-        r = radii[s]
+        r = radii[s] if new_r is None else new_r[i]
+        ov = vdist[s]
+        v = ov if new_v is None else new_v[i]
         lvl = level_of(r, sizes)
         size = sizes[lvl]
-        x = centers[s, 0]
-        y = centers[s, 1]
-        z = centers[s, 2]
+        x = new_c[i, 0]
+        y = new_c[i, 1]
+        z = new_c[i, 2]
         ix = coord(x, size)
         iy = coord(y, size)
         iz = coord(z, size)
         c = ocell[s]
-        if ckey[c, 0] == lvl and ckey[c, 1] == ix and ckey[c, 2] == iy and ckey[c, 3] == iz:
+        stay = ckey[c, 0] == lvl and ckey[c, 1] == ix and ckey[c, 2] == iy and ckey[c, 3] == iz
+        if not stay and not has_room(meta, buckets, False):
+            return i
+        centers[s, 0] = x
+        centers[s, 1] = y
+        centers[s, 2] = z
+        if new_r is not None:
+            radii[s] = r
+        if new_v is not None:
+            vdist[s] = v
+        if stay:
             it = oitem[s]
             icen[it, 0] = x
             icen[it, 1] = y
             icen[it, 2] = z
             irad[it] = r
-            v = vdist[s]
             ivd[it] = v
-            ov = old_vd[i]
             if v != ov and (ov >= vdmax[c] or ov <= vdmin[c]):
                 mark_dirty(c, cells, meta)
             vdmax[c] = max(vdmax[c], v)
             vdmin[c] = min(vdmin[c], v)
             rmax[lvl] = max(rmax[lvl], r)
             continue
-        if not has_room(meta, buckets, False):
-            return i
-        unlink(s, old_vd[i], objs, g, items)
+        unlink(s, ov, objs, g, items)
         c = find_or_add(g, lvl, ix, iy, iz)
         link(s, c, sph, objs, g, items)
     return slots.shape[0]
