@@ -33,7 +33,7 @@ class FixedOctree(FlatWhileMoving, SpatialIndex):
     sort-and-sweep's step (bench pairs at 10^5)."""
 
     name = "fixed-octree"
-    _reads_old_values = False  # a move reads the new sphere only (update.move_now)
+    _reads_old_values = False  # (the flat copy's moves read the new spheres only)
     _pairs_structural = True  # Nevala's list of ancestors' objects, top down (pairs.py)
 
     def __init__(self, min_size: float = 1.0, leafy: bool | None = None,
@@ -115,21 +115,30 @@ class FixedOctree(FlatWhileMoving, SpatialIndex):
         self._pending.append(slots.copy())
         self._changed = True
 
-    def _on_update(self, slots, old_centers, old_radii, old_vdist) -> None:
+    def _apply_update(self, slots: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
+                      vd: np.ndarray | None) -> None:
+        """A checked batch, placed now: ``update.move_now`` writes the store and the packed
+        copies and settles the small moves in one pass, the others climb and descend at once
+        (Nevala's Update moves objects each frame too; only inserts wait for the next
+        query). While flat: the store's write and then :meth:`_on_update`."""
         if self._flat is not None:
-            self._flat.copied(self, slots)
+            super()._apply_update(slots, centers, radii, vd)
             return
-        # Moves are placed now, while the store rows just written are cached (Nevala's
-        # Update moves objects each frame too; only inserts wait for the next query).
         if self._slow.shape[0] < slots.shape[0]:
             self._slow = np.empty(max(slots.shape[0], 1024), dtype=np.int64)
         bounds = np.empty((2, 3))
-        ns = up.move_now(slots, self._s2e, self._ents.sphere, self._ents.node, self._centers,
-                         self._radii, self._vdist, self._nodes.node,
-                         st.node_lines(self._nodes.node), self.min_size, self._slow, bounds)
+        nodes = self._nodes.node
+        ns = up.move_now(slots, np.ascontiguousarray(centers), radii, vd, self._s2e,
+                         (self._ents.sphere, self._ents.node),
+                         (self._centers, self._radii, self._vdist),
+                         (nodes, st.node_lines(nodes)), self.min_size, self._slow, bounds)
         if ns:
             self._place(self._slow[:ns].copy(), bounds)
         self._changed = True  # the next query ends the update cycle
+
+    def _on_update(self, slots, old_centers, old_radii, old_vdist) -> None:
+        """While flat (see :meth:`_apply_update`): the flat copy's rows."""
+        self._flat.copied(self, slots)
 
     def _on_remove(self, slots: np.ndarray) -> None:
         if self._flat is not None:

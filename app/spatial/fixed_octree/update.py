@@ -152,28 +152,40 @@ def renumber(root, nd, en, out, s2e, stack):
 
 
 @njit(cache=True)
-def move_now(slots, s2e, sph, enode, centers, radii, vdist, node, node_lines, min_size, slow,
-             bounds):
-    """Refresh the packed copies of just-moved objects and settle at once the common small
-    move; returns how many others went to ``slow`` (their entries, for :func:`place`).
+def move_now(slots, new_c, new_r, new_v, s2e, ents, store, nodes, min_size, slow, bounds):
+    """Write just-moved objects' new values (centres ``new_c``, radii ``new_r`` and view
+    distances ``new_v``, None where the batch leaves them: numba compiles each combination
+    apart) into the store (``store``: centres, radii, view distances) and their packed
+    copies, and settle at once the common small move; returns how many others went to
+    ``slow`` (their entries, for :func:`place`).
 
-    Runs in the caller's update, in the caller's order, while the store rows the update has
-    just written are still in the cache. An object whose
-    new sphere still lies in its node's cube and fits no octant of it (or whose node has
-    ``min_size``) stays where it is: only the bounds grow, a few float tests and no tree
-    walk. ``bounds`` gets the AABB of the others' spheres (for root growth). Pending slots
-    (inserted, not yet placed) are skipped: the flush copies their latest values.
-    Takes the node records, not the node bundle: a bundle argument costs ~1.5 us per call.
+    Runs in the caller's update, in the caller's order, in one pass: the store's write is
+    this loop's (the packed copy needs the same values). An object whose new sphere still
+    lies in its node's cube and fits no octant of it (or whose node has ``min_size``) stays
+    where it is: only the bounds grow, a few float tests and no tree walk. ``bounds`` gets
+    the AABB of the others' spheres (for root growth). Pending slots (inserted, not yet
+    placed) only get their store rows: the flush copies their latest values. ``ents`` is
+    the entries' (sphere records, node ids), ``nodes`` the node records and their lines
+    (:func:`~.store.node_lines`): records, not bundles, since a bundle argument costs ~1.5
+    us per call.
     """
+    sph, enode = ents
+    centers, radii, vdist = store
+    node, node_lines = nodes
     for a in range(3):
         bounds[0, a] = np.inf
         bounds[1, a] = -np.inf
     ns = 0
     n = slots.shape[0]
     for i in range(n):
-        # A later mover's entry asked for now; nearer, its copy and its node's line.
+        # A later mover's entry and store rows asked for now; nearer, its copy and its
+        # node's lines.
         if i + 2 * PREFETCH_AHEAD < n:
-            prefetch(s2e, slots[i + 2 * PREFETCH_AHEAD])
+            t = slots[i + 2 * PREFETCH_AHEAD]
+            prefetch(s2e, t)
+            prefetch(centers, t)
+            prefetch(radii, t)
+            prefetch(vdist, t)
         if i + PREFETCH_AHEAD < n:
             t = s2e[slots[i + PREFETCH_AHEAD]]
             if t >= 0:
@@ -186,14 +198,25 @@ def move_now(slots, s2e, sph, enode, centers, radii, vdist, node, node_lines, mi
                 prefetch(node, u)
                 prefetch_at(node_lines, u, 2)
         s = slots[i]
+        cx = new_c[i, 0]
+        cy = new_c[i, 1]
+        cz = new_c[i, 2]
+        centers[s, 0] = cx
+        centers[s, 1] = cy
+        centers[s, 2] = cz
+        if new_r is None:
+            r = radii[s]
+        else:
+            r = new_r[i]
+            radii[s] = r
+        if new_v is None:
+            vd = vdist[s]
+        else:
+            vd = new_v[i]
+            vdist[s] = vd
         e = s2e[s]
         if e < 0:
             continue  # pending: placed at the flush with its latest values
-        r = radii[s]
-        vd = vdist[s]
-        cx = centers[s, 0]
-        cy = centers[s, 1]
-        cz = centers[s, 2]
         rec = sph[e]
         rec.cx = cx
         rec.cy = cy
