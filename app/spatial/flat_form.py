@@ -12,7 +12,9 @@ again, as a build does. The switch changes no answer.
 
 The class using it keeps its structure's own hooks and queries, and in each one hands over
 to ``self._flat`` while that is set (see ``app.spatial.aabbtree.tree``); it provides
-:meth:`_empty_structure` (what a new index holds) and calls :meth:`_init_flat` once.
+:meth:`_empty_structure` (what a new index holds) and :meth:`_move_in_structure` (a checked
+update batch's moves, writing the store's rows in the same pass: the mixin's
+``_apply_update`` chooses between it and the flat copy) and calls :meth:`_init_flat` once.
 """
 
 from __future__ import annotations
@@ -55,6 +57,27 @@ class FlatWhileMoving:
         """Whether the structure is to stay whatever the motion (True: the index does not go
         flat at this batch); asked once an update batch. The default never insists."""
         return False
+
+    def _apply_update(self, slots: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
+                      vd: np.ndarray | None) -> None:
+        """A checked batch: while flat, the store's write and then the flat copy's rows
+        (:meth:`_on_update`); else the structure's own pass, which writes the store's rows
+        as it goes (:meth:`_move_in_structure`: its kernel reads the mover's rows anyway)."""
+        if self._flat is not None:
+            super()._apply_update(slots, centers, radii, vd)  # type: ignore[misc]
+        else:
+            self._move_in_structure(slots, centers, radii, vd)
+
+    def _move_in_structure(self, slots: np.ndarray, centers: np.ndarray,
+                           radii: np.ndarray | None, vd: np.ndarray | None) -> None:
+        """The structure's moves of a checked batch (``radii``, ``vd``: None where the batch
+        leaves them), writing the store's rows as they go."""
+        raise NotImplementedError
+
+    def _on_update(self, slots: np.ndarray, old_centers: np.ndarray, old_radii: np.ndarray,
+                   old_vdist: np.ndarray) -> None:
+        """While flat (see :meth:`_apply_update`): the flat copy's rows."""
+        self._flat.copied(self, slots)
 
     def _validate_flat(self, structure_empty: bool, what: str) -> None:
         """``validate()`` while flat: the structure holds nothing (``structure_empty``;

@@ -26,7 +26,7 @@ from app.spatial.aabbtree.heuristics import (
 )
 from app.spatial.base import QueryResult, SpatialIndex
 from app.spatial.flat_form import FlatWhileMoving
-from app.spatial.object_store import ids_at
+from app.spatial.object_store import ObjectStore, ids_at
 from app.spatial.pairs import selection, slot_pairs_to_ids
 from app.spatial.tree_pairs import SnapshotArena, TreePairSnapshot, snapshot_pairs
 
@@ -299,13 +299,13 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
                                                   slots[done:], self._ids, self._keep)), 0),
                          slots.shape[0])
 
-    def _apply_update(self, slots: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
-                      vd: np.ndarray | None) -> None:
+    def _move_in_structure(self, slots: np.ndarray, centers: np.ndarray,
+                           radii: np.ndarray | None, vd: np.ndarray | None) -> None:
         """Our mode's tree moves a checked batch and writes the store in one pass
-        (``kernels.update_objects``); flat or in the paper mode, the store's swap first and
-        then :meth:`_on_update`."""
-        if self._flat is not None or self._lazy:
-            super()._apply_update(slots, centers, radii, vd)
+        (``kernels.update_objects``); the paper mode swaps the store's rows first and then
+        moves from the old spheres (:meth:`_on_update`), as appendix A's ``UpdateNode``."""
+        if self._lazy:
+            ObjectStore._apply_update(self, slots, centers, radii, vd)
             return
         centers = np.ascontiguousarray(centers)
 

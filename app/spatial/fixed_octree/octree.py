@@ -115,15 +115,12 @@ class FixedOctree(FlatWhileMoving, SpatialIndex):
         self._pending.append(slots.copy())
         self._changed = True
 
-    def _apply_update(self, slots: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
-                      vd: np.ndarray | None) -> None:
+    def _move_in_structure(self, slots: np.ndarray, centers: np.ndarray,
+                           radii: np.ndarray | None, vd: np.ndarray | None) -> None:
         """A checked batch, placed now: ``update.move_now`` writes the store and the packed
         copies and settles the small moves in one pass, the others climb and descend at once
         (Nevala's Update moves objects each frame too; only inserts wait for the next
-        query). While flat: the store's write and then :meth:`_on_update`."""
-        if self._flat is not None:
-            super()._apply_update(slots, centers, radii, vd)
-            return
+        query)."""
         if self._slow.shape[0] < slots.shape[0]:
             self._slow = np.empty(max(slots.shape[0], 1024), dtype=np.int64)
         bounds = np.empty((2, 3))
@@ -135,10 +132,6 @@ class FixedOctree(FlatWhileMoving, SpatialIndex):
         if ns:
             self._place(self._slow[:ns].copy(), bounds)
         self._changed = True  # the next query ends the update cycle
-
-    def _on_update(self, slots, old_centers, old_radii, old_vdist) -> None:
-        """While flat (see :meth:`_apply_update`): the flat copy's rows."""
-        self._flat.copied(self, slots)
 
     def _on_remove(self, slots: np.ndarray) -> None:
         if self._flat is not None:

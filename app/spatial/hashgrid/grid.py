@@ -161,13 +161,9 @@ class HashedGrid(FlatWhileMoving, SpatialIndex):
             self._reserve(slots.shape[0] - start)
             start = up.insert_batch(slots, start, *self._args())
 
-    def _apply_update(self, slots: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
-                      vd: np.ndarray | None) -> None:
-        """A checked batch: the cells' moves write the store as they go
-        (``update.update_batch``); while flat, the store's swap and then :meth:`_on_update`."""
-        if self._flat is not None:
-            super()._apply_update(slots, centers, radii, vd)
-            return
+    def _move_in_structure(self, slots: np.ndarray, centers: np.ndarray,
+                           radii: np.ndarray | None, vd: np.ndarray | None) -> None:
+        """The cells' moves, writing the store as they go (``update.update_batch``)."""
         centers = np.ascontiguousarray(centers)
         start = 0
         while start < slots.shape[0]:
@@ -175,10 +171,6 @@ class HashedGrid(FlatWhileMoving, SpatialIndex):
             if start < slots.shape[0]:
                 self._reserve(slots.shape[0] - start, items=False)
         self._maybe_compact()
-
-    def _on_update(self, slots, old_centers, old_radii, old_vdist) -> None:
-        """While flat (see :meth:`_apply_update`): the flat copy's rows."""
-        self._flat.copied(self, slots)
 
     def _on_remove(self, slots: np.ndarray) -> None:
         if self._flat is not None:

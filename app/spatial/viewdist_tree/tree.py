@@ -205,19 +205,11 @@ class ViewDistanceTree(FlatWhileMoving, SpatialIndex):
         else:
             self._refit(slots.shape[0])
 
-    def _on_update(self, slots: np.ndarray, old_centers: np.ndarray, old_radii: np.ndarray,
-                   old_vdist: np.ndarray) -> None:
-        """While flat (see :meth:`_apply_update`): the flat copy's rows."""
-        self._flat.copied(self, slots)
-
-    def _apply_update(self, slots: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
-                      vd: np.ndarray | None) -> None:
-        """A checked batch: the tree's moves write the store as they go (``move_batch``), and
-        the infinite list's float32 copy too, a centre only unless the batch carried radii
-        or view distances; while flat, the store's swap and then :meth:`_on_update`."""
-        if self._flat is not None:
-            super()._apply_update(slots, centers, radii, vd)
-            return
+    def _move_in_structure(self, slots: np.ndarray, centers: np.ndarray,
+                           radii: np.ndarray | None, vd: np.ndarray | None) -> None:
+        """The tree's moves, writing the store as they go (``update.move_batch``), and the
+        infinite list's float32 copy too, a centre only unless the batch carried radii or
+        view distances."""
         out = np.array([self._inf_abs, self._inf_r])
         self._run_batch(up.move_batch, slots, np.ascontiguousarray(centers), radii, vd,
                         self._inf32 if self._inf_kept else _NO_COPY, out)
