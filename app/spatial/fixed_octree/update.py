@@ -57,6 +57,7 @@ from app.spatial.fixed_octree.store import (
     shrink_root,
     start_ageing,
 )
+from app.spatial.object_store import moved_sphere
 from app.spatial.prefetch import PREFETCH_AHEAD, prefetch, prefetch_at
 
 _PAD = 1e-12  # relative padding of subtree boxes: float rounding in node tests never cuts a sphere
@@ -198,22 +199,7 @@ def move_now(slots, new_c, new_r, new_v, s2e, ents, store, nodes, min_size, slow
                 prefetch(node, u)
                 prefetch_at(node_lines, u, 2)
         s = slots[i]
-        cx = new_c[i, 0]
-        cy = new_c[i, 1]
-        cz = new_c[i, 2]
-        centers[s, 0] = cx
-        centers[s, 1] = cy
-        centers[s, 2] = cz
-        if new_r is None:
-            r = radii[s]
-        else:
-            r = new_r[i]
-            radii[s] = r
-        if new_v is None:
-            vd = vdist[s]
-        else:
-            vd = new_v[i]
-            vdist[s] = vd
+        cx, cy, cz, r, vd = moved_sphere(i, s, new_c, new_r, new_v, centers, radii, vdist)
         e = s2e[s]
         if e < 0:
             continue  # pending: placed at the flush with its latest values

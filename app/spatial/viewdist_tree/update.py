@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from app.spatial.object_store import moved_sphere
 from app.spatial.prefetch import PREFETCH_AHEAD, prefetch
 from app.spatial.scan import to32
 from app.spatial.viewdist_tree.heap import (
@@ -291,22 +292,7 @@ def move_batch(nd, ob, pk, tree, sp, slots, first, new_c, new_r, new_v, s32, out
                 prefetch(nd.vmax, v)
                 prefetch(nd.queued, v)
         s = slots[i]
-        cx = new_c[i, 0]
-        cy = new_c[i, 1]
-        cz = new_c[i, 2]
-        centers[s, 0] = cx
-        centers[s, 1] = cy
-        centers[s, 2] = cz
-        if new_r is None:
-            r = radii[s]
-        else:
-            r = new_r[i]
-            radii[s] = r
-        if new_v is None:
-            vd = vdist[s]
-        else:
-            vd = new_v[i]
-            vdist[s] = vd
+        cx, cy, cz, r, vd = moved_sphere(i, s, new_c, new_r, new_v, centers, radii, vdist)
         old = onode[s]
         if unbounded(cx, cy, cz, vd):
             entered = old != IN_INF
