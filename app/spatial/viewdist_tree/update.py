@@ -229,8 +229,8 @@ def move_batch(nd, ob, pk, tree, sp, slots, first, new_c, new_r, new_v, s32, out
     """Re-place moved objects, writing the batch's new values (centres ``new_c``, radii
     ``new_r`` and view distances ``new_v``, None where it leaves them: numba compiles each
     combination apart) into the store as it goes; returns how far it got (the caller makes
-    room and calls again from there: the store rows of the movers not done yet are written
-    then).
+    room and calls again from there, and the mover it stopped at, whose store rows were
+    written already, is written again with the same values: its move reads no old value).
 
     In-place mutation: an object whose view sphere still satisfies its node's rule stays in
     its list (the bounds grow, its packed row is rewritten, and the node is queued for a
@@ -262,10 +262,9 @@ def move_batch(nd, ob, pk, tree, sp, slots, first, new_c, new_r, new_v, s32, out
     rad = out[1]
     ahead = 2 * PREFETCH_AHEAD
     for i in range(first, n):
-        # A later mover's lines asked for now (its store rows are in the cache: the batch
-        # was just written there): its node; once that is in, if the node is one (not the
-        # infinite list), its row, its cube, its bounds and its refit flag; with the copy
-        # kept, its float32 lanes.
+        # A later mover's lines asked for now: its node and its store rows; once the node
+        # is in, if it is one (not the infinite list), its row, its cube, its bounds and its
+        # refit flag; with the copy kept, its float32 lanes.
         if i + ahead < n:
             u = slots[i + ahead]
             prefetch(onode, u)
