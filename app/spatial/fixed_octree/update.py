@@ -9,10 +9,10 @@ Inserts wait, moves are placed at once
     are placed in one batch); ``update`` places its moves in the same call and ``remove``
     unlinks at once (:func:`unlink_batch`). The next query of any kind (or an explicit
     ``flush``) places the queue in one compiled batch: the root grows first if anything left
-    it, new objects descend from the root (:func:`place`). A move is settled while its copy
-    is refreshed (:func:`move_now`), in the update, while the store rows the update has just
-    written are still cached: the common small move (the sphere is still in its node's cube
-    and fits none of its octants) with a few float tests (branch-free) and no tree walk;
+    it, new objects descend from the root (:func:`place`). A move is settled in the update,
+    in the pass that writes its store rows and its copy (:func:`move_now`): the common small
+    move (the sphere is still in its node's cube and fits none of its octants) with a few
+    float tests (branch-free) and no tree walk;
     only the others climb to the first ancestor that contains them and descend again as far
     as they fit (:func:`place`), as Nevala's ``Update`` moves its moved objects each frame.
     (Queued until the next query, the moves were first sorted and freed of repeats, and
