@@ -870,8 +870,9 @@ def test_fast_frames_match_the_oracle_and_a_full_refresh():
 @pytest.mark.parametrize("form", ["read-only", "strided", "float32", "lists"])
 def test_per_frame_calls_take_any_array_form(form):
     """The per-frame calls are compiled for float64 C-contiguous writable arrays; any other
-    form of the same numbers (read-only, strided, float32, lists) takes the checked path and
-    gives the same answer, frame after frame, with every invariant kept."""
+    form of the same numbers (read-only, strided, float32, lists) gives the same answer,
+    frame after frame, with every invariant kept: copied into the compiled form first where
+    that is lossless (an update's strided or float32 rows, a list), else the checked path."""
     rng = np.random.default_rng(33)
     h = NestedIndex("brute")
     o = FlatOracle()

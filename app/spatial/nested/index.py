@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from app.spatial.base import QueryResult
-from app.spatial.checks import check_batch, check_ids, check_point, name_ids
+from app.spatial.checks import check_batch, check_ids, check_point, lossless_batch, name_ids
 from app.spatial.nested.arena import ObjectArena, check_limits
 from app.spatial.nested.bounds import refresh_bounds, refresh_bounds_some, tighten
 from app.spatial.nested.boxes import NodeBoxCache, group_box_corners
@@ -188,7 +188,11 @@ class NestedIndex:
                view_distances: Any = None) -> None:
         """Move objects within their group (new local centres; optionally radii and view
         distances). ``gid`` None: each object in its own group (one call for a whole frame);
-        else every id must be in ``gid``."""
+        else every id must be in ``gid``. A batch in other types (int32 ids, float32 rows, a
+        strided view, a list) is copied losslessly into the compiled paths' form first
+        (``checks.lossless_batch``)."""
+        ids, local_centers, radii, view_distances = lossless_batch(ids, local_centers, radii,
+                                                                   view_distances)
         arena = self._arena
         last = arena.movers
         tried = (gid is None and radii is None and view_distances is None and last is not None
