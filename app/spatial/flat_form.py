@@ -10,11 +10,14 @@ moves all of them), the structure empties and the objects go to a
 and its scan); a batch below :attr:`~FlatWhileMoving.tree_fraction` builds the structure
 again, as a build does. The switch changes no answer.
 
-The class using it keeps its structure's own hooks and queries, and in each one hands over
-to ``self._flat`` while that is set (see ``app.spatial.aabbtree.tree``); it provides
-:meth:`_empty_structure` (what a new index holds) and :meth:`_move_in_structure` (a checked
-update batch's moves, writing the store's rows in the same pass: the mixin's
-``_apply_update`` chooses between it and the flat copy) and calls :meth:`_init_flat` once.
+The mixin takes the store's hooks (``_on_insert``, ``_on_remove``, ``_grow``,
+``_apply_update`` / ``_on_update``) and hands them to ``self._flat`` while that is set, else
+to the structure's own: the class using it provides :meth:`_insert_in_structure`,
+:meth:`_remove_from_structure`, :meth:`_grow_structure`, :meth:`_move_in_structure` (a
+checked update batch's moves, writing the store's rows in the same pass) and
+:meth:`_empty_structure` (what a new index holds), calls :meth:`_init_flat` once, and in
+each of its queries hands over to ``self._flat`` while :meth:`_still_flat` says so (see
+``app.spatial.aabbtree.tree``).
 """
 
 from __future__ import annotations
@@ -57,6 +60,38 @@ class FlatWhileMoving:
         """Whether the structure is to stay whatever the motion (True: the index does not go
         flat at this batch); asked once an update batch. The default never insists."""
         return False
+
+    # The store's hooks (ObjectStore): the flat copy while it is set, else the structure's.
+
+    def _on_insert(self, slots: np.ndarray) -> None:
+        if self._flat is not None:
+            self._flat.inserted(self, slots)
+        else:
+            self._insert_in_structure(slots)
+
+    def _on_remove(self, slots: np.ndarray) -> None:
+        if self._flat is not None:
+            self._flat.removed(slots)
+        else:
+            self._remove_from_structure(slots)
+
+    def _grow(self, new_capacity: int) -> None:
+        self._grow_structure(new_capacity)
+        if self._flat is not None:
+            self._flat.grow(new_capacity)
+
+    def _insert_in_structure(self, slots: np.ndarray) -> None:
+        """New objects at ``slots`` (the store holds them) into the structure."""
+        raise NotImplementedError
+
+    def _remove_from_structure(self, slots: np.ndarray) -> None:
+        """Objects at ``slots`` (the store still holds them) out of the structure."""
+        raise NotImplementedError
+
+    def _grow_structure(self, new_capacity: int) -> None:
+        """The structure's per-slot arrays grown to ``new_capacity`` slots (also while flat:
+        the structure's slot arrays are kept for when it is built again)."""
+        raise NotImplementedError
 
     def _apply_update(self, slots: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
                       vd: np.ndarray | None) -> None:

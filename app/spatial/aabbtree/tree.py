@@ -279,15 +279,10 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
 
     # ------------------------------------------------------------------ hooks
 
-    def _grow(self, new_capacity: int) -> None:
+    def _grow_structure(self, new_capacity: int) -> None:
         self._objs = bl.grow_slots(self._objs, new_capacity)
-        if self._flat is not None:
-            self._flat.grow(new_capacity)
 
-    def _on_insert(self, slots: np.ndarray) -> None:
-        if self._flat is not None:
-            self._flat.inserted(self, slots)
-            return
+    def _insert_in_structure(self, slots: np.ndarray) -> None:
         nd = self._nodes
         if not nd.is_split[kn.ROOT] and slots.shape[0] > 1:
             # Every object lands at the root (a build): its block takes them all at once.
@@ -343,10 +338,7 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
         self.maintain(self.upkeep_objects, self.refit_patience)
         self._queries_since_update = 0
 
-    def _on_remove(self, slots: np.ndarray) -> None:
-        if self._flat is not None:
-            self._flat.removed(slots)
-            return
+    def _remove_from_structure(self, slots: np.ndarray) -> None:
         kn.remove_objects(self._nodes, self._objs, self._spheres(), slots, self._rules)
 
     # ------------------------------------------------------------------ queries

@@ -102,15 +102,10 @@ class FixedOctree(FlatWhileMoving, SpatialIndex):
 
     # ------------------------------------------------------------ hooks of the base class
 
-    def _grow(self, new_capacity: int) -> None:
+    def _grow_structure(self, new_capacity: int) -> None:
         self._s2e = grown(self._s2e, new_capacity, st.NO_NODE)
-        if self._flat is not None:
-            self._flat.grow(new_capacity)
 
-    def _on_insert(self, slots: np.ndarray) -> None:
-        if self._flat is not None:
-            self._flat.inserted(self, slots)
-            return
+    def _insert_in_structure(self, slots: np.ndarray) -> None:
         self._s2e[slots] = st.PENDING
         self._pending.append(slots.copy())
         self._changed = True
@@ -133,10 +128,7 @@ class FixedOctree(FlatWhileMoving, SpatialIndex):
             self._place(self._slow[:ns].copy(), bounds)
         self._changed = True  # the next query ends the update cycle
 
-    def _on_remove(self, slots: np.ndarray) -> None:
-        if self._flat is not None:
-            self._flat.removed(slots)
-            return
+    def _remove_from_structure(self, slots: np.ndarray) -> None:
         ents = self._s2e[slots]
         ents = np.ascontiguousarray(ents[ents >= 0])
         up.unlink_batch(ents, self._ents, self._nodes, self._root)

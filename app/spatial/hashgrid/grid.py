@@ -135,10 +135,7 @@ class HashedGrid(FlatWhileMoving, SpatialIndex):
 
     # ------------------------------------------------------------------ hooks
 
-    def _on_insert(self, slots: np.ndarray) -> None:
-        if self._flat is not None:
-            self._flat.inserted(self, slots)
-            return
+    def _insert_in_structure(self, slots: np.ndarray) -> None:
         if self._cell_size is None:
             self._cell_size = choose_cell_size(self._centers[slots], self._radii[slots])
             self._grid.levels.size[:] = level_sizes(self._cell_size)
@@ -172,16 +169,11 @@ class HashedGrid(FlatWhileMoving, SpatialIndex):
                 self._reserve(slots.shape[0] - start, items=False)
         self._maybe_compact()
 
-    def _on_remove(self, slots: np.ndarray) -> None:
-        if self._flat is not None:
-            self._flat.removed(slots)
-            return
+    def _remove_from_structure(self, slots: np.ndarray) -> None:
         up.remove_batch(slots, self._vdist, *self._args()[1:])
 
-    def _grow(self, new_capacity: int) -> None:
+    def _grow_structure(self, new_capacity: int) -> None:
         self._objs = grow_objects(self._objs, new_capacity)
-        if self._flat is not None:
-            self._flat.grow(new_capacity)
 
     def _validate(self) -> None:
         if self._flat is not None:

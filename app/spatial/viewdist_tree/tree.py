@@ -189,10 +189,7 @@ class ViewDistanceTree(FlatWhileMoving, SpatialIndex):
 
     # ------------------------------------------------------------ mutation hooks
 
-    def _on_insert(self, slots: np.ndarray) -> None:
-        if self._flat is not None:
-            self._flat.inserted(self, slots)
-            return
+    def _insert_in_structure(self, slots: np.ndarray) -> None:
         if self._scalar("root") == -1:
             self._choose_root(slots)
         before = self._scalar("in_nodes")
@@ -216,21 +213,16 @@ class ViewDistanceTree(FlatWhileMoving, SpatialIndex):
         self._inf_abs, self._inf_r = float(out[0]), float(out[1])
         self._refit(slots.shape[0])
 
-    def _on_remove(self, slots: np.ndarray) -> None:
-        if self._flat is not None:
-            self._flat.removed(slots)
-            return
+    def _remove_from_structure(self, slots: np.ndarray) -> None:
         up.remove_batch(self._nodes, self._objs, self._packed, self._tree, slots)
         if self._inf_kept:
             kill32(self._inf32, slots)
         self._refit(slots.shape[0])
 
-    def _grow(self, new_capacity: int) -> None:
+    def _grow_structure(self, new_capacity: int) -> None:
         self._objs = grown_objects(self._objs, new_capacity)
         self._inf32 = grown32(self._inf32, new_capacity)
         self._inf_codes = np.empty(new_capacity, np.uint8)
-        if self._flat is not None:
-            self._flat.grow(new_capacity)
 
     def _copy_infinite(self, slots: np.ndarray) -> None:
         """The float32 rows of a batch's slots: their spheres for those in the infinite list,
