@@ -36,6 +36,7 @@ from app.spatial.scan import (
     SCAN_PARALLEL_MIN,
     grown32,
     kill32,
+    mismatch32,
     scan_frustum,
     spheres32,
     store32,
@@ -227,12 +228,6 @@ class FlatCopy:
         live = np.flatnonzero(owner._alive)
         if live.shape[0] and int(live.max()) >= self._rows:
             return "a live slot lies beyond the scanned rows"
-        want = spheres32(owner.capacity)
-        store32(want, live, owner._centers, owner._radii, owner._vdist, live)
-        for name, have, exp in zip(("x", "y", "z", "r", "vd"), self.s32, want, strict=True):
-            if not np.array_equal(have[live], exp[live]):
-                return f"the float32 copy's {name} differs from the store"
-        dead = np.flatnonzero(~owner._alive[: self._rows])
-        if dead.shape[0] and not np.all(self.s32.r[dead] == -np.inf):
-            return "a dead row of the float32 copy is not marked dead"
-        return ""
+        wrong = mismatch32(self.s32, live, np.flatnonzero(~owner._alive[: self._rows]),
+                           owner._centers, owner._radii, owner._vdist)
+        return f"the float32 copy: {wrong}" if wrong else ""

@@ -396,6 +396,21 @@ def spheres32(capacity: int) -> Spheres32:
     return Spheres32(*(np.full(capacity, v, np.float32) for v in DEAD32))
 
 
+def mismatch32(s: Spheres32, held: np.ndarray, dead: np.ndarray, centers: np.ndarray,
+               radii: np.ndarray, vdist: np.ndarray) -> str:
+    """'' when the rows ``held`` of the float32 copy ``s`` hold their slots' spheres (as
+    :func:`store32` writes them) and the rows ``dead`` are marked dead (:func:`kill32`); else
+    what is wrong (for a ``validate()``)."""
+    want = spheres32(s.r.shape[0])
+    store32(want, held, centers, radii, vdist, held)
+    for name, have, exp in zip(Spheres32._fields, s, want, strict=True):
+        if not np.array_equal(have[held], exp[held]):
+            return f"its {name} differs from the store"
+    if not (np.all(s.r[dead] == -np.inf) and np.all(s.vd[dead] == np.inf)):
+        return "a dead row is not marked dead"
+    return ""
+
+
 def grown32(s: Spheres32, capacity: int) -> Spheres32:
     """``s`` with room for ``capacity`` rows, the new ones dead."""
     out = spheres32(capacity)

@@ -20,6 +20,7 @@ from app.spatial.scan import (
     SCAN_PARALLEL_MIN,
     grown32,
     kill32,
+    mismatch32,
     scan_frustum,
     spheres32,
     store32,
@@ -423,15 +424,11 @@ class ViewDistanceTree(FlatWhileMoving, SpatialIndex):
             return
         rows = np.arange(self._rows)
         inf = (self._objs.node[: self._rows] == IN_INF) & self._alive[: self._rows]
-        want = spheres32(self._inf32.r.shape[0])
-        store32(want, rows[inf], self._centers, self._radii, self._vdist, rows[inf])
-        for name, have, exp in zip(("x", "y", "z", "r", "vd"), self._inf32, want, strict=True):
-            if not np.array_equal(have[rows[inf]], exp[rows[inf]]):
-                raise AssertionError(f"the infinite list's float32 {name} differs from the "
-                                     "store")
-        if not (np.all(self._inf32.r[rows[~inf]] == -np.inf)
-                and np.all(self._inf32.vd[rows[~inf]] == np.inf)):
-            raise AssertionError("a row outside the infinite list is not dead in its copy")
+        wrong = mismatch32(self._inf32, rows[inf], rows[~inf], self._centers, self._radii,
+                           self._vdist)
+        if wrong:
+            raise AssertionError(f"the infinite list's float32 copy (rows outside the list "
+                                 f"dead): {wrong}")
         c, r = self._centers[rows[inf]], self._radii[rows[inf]]
         if inf.any() and (np.abs(c).max() > self._inf_abs or r.max() > self._inf_r):
             raise AssertionError("the infinite copy's tolerances miss what it holds")
