@@ -406,3 +406,44 @@ def test_moving_crowd_stays_exact(name):
     st = idx.stats()
     assert sum(st["objects_per_level"]) == len(ids)
     assert st["max_depth"] == len(st["objects_per_level"]) - 1
+
+
+@pytest.mark.parametrize("name", HEURISTICS)
+@pytest.mark.parametrize("leafy", [True, False])
+def test_batch_insert_places_as_one_descent_each(name, leafy):
+    """find_places (the batch's descents level by level) answers what find_place answers for
+    each object alone; a batch whose objects share a child nobody has made yet makes that
+    leaf once and puts them all in it."""
+    idx, ids, c, r = filled(name, n=3000, leafy=leafy, t=8, seed=3)
+    settle(idx, lambda: idx.query_box([-100, -100, -100], [100, 100, 100]))
+    # An emptied corner: its leaves are collected, and children there are to be made again.
+    gone = ids[(c >= 40).all(axis=1)]
+    idx.remove(gone)
+    ids = np.setdiff1d(ids, gone)
+    rng = np.random.default_rng(4)
+    # Across the tree and in the corner, big and small.
+    c_new = np.concatenate([rng.uniform(-100, 100, (300, 3)), rng.uniform(45, 95, (60, 3))])
+    r_new = np.concatenate([rng.uniform(0.05, 1.0, 330), rng.uniform(20.0, 60.0, 30)])
+    new = np.arange(10_000, 10_000 + c_new.shape[0], dtype=np.int64)
+    nd, sp = idx._nodes, idx._spheres()
+    # The store's rows for the batch, as insert writes them before the tree's kernel runs.
+    slots = np.arange(c_new.shape[0], dtype=np.int64)
+    fake = sp._replace(centers=c_new, radii=r_new, vdist=np.full(c_new.shape[0], np.inf))
+    keep = idx._rules.keep
+    at, c_of = kn.find_places(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, keep,
+                              fake, slots)
+    for i in range(c_new.shape[0]):
+        one = kn.find_place(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, keep,
+                            kn.ROOT, *c_new[i], r_new[i])
+        assert (at[i], c_of[i]) == one, i
+    fresh = {(int(a), int(b)) for a, b in zip(at, c_of, strict=True) if b >= 0}
+    assert fresh, "the batch should reach children not made yet"
+    live = int((nd.depth >= 0).sum())
+    idx.insert(new, c_new, r_new)
+    idx.validate()
+    assert int((idx._nodes.depth >= 0).sum()) == live + len(fresh)
+    for i in np.flatnonzero(c_of >= 0):
+        placed = idx._objs.node[slot_of(idx, int(new[i]))]
+        assert idx._nodes.parent[placed] == at[i] and idx._nodes.child[at[i], c_of[i]] == placed
+    got = idx.query_box([-200, -200, -200], [200, 200, 200])
+    assert set(got.tolist()) == set(ids.tolist()) | set(new.tolist())
