@@ -211,6 +211,18 @@ def move_record(slot, ident, rec, vd, pos, dst: int, src: int) -> None:
 
 
 @njit(cache=True, _nrt=False)
+def copy_record(slot, ident, rec, vd, dst: int, src: int) -> None:
+    """:func:`move_record` without the slot's position: for a caller that writes every
+    moved slot's place once at the end (a split's back-pointers, see kernels.place_later)."""
+    slot[dst] = slot[src]
+    ident[dst] = ident[src]
+    for a in range(4):
+        rec[dst, a] = rec[src, a]
+    vd[dst] = vd[src]
+    slot[src] = -1
+
+
+@njit(cache=True, _nrt=False)
 def swap_records(slot, ident, rec, vd, pos, a: int, b: int) -> None:
     """Exchange the records at positions a and b."""
     if a == b:

@@ -40,6 +40,7 @@ from app.spatial.aabbtree.blocks import (
     NO_ROOM,
     append_record,
     block_class,
+    copy_record,
     cut_record,
     fit_block,
     give_block,
@@ -700,8 +701,14 @@ def collect_garbage(nd, n: int, dirty: bool = True) -> None:
 
 
 @njit(cache=True)
-def split_node(nd, ob, sp, n: int, rules) -> int:
+def split_node(nd, ob, sp, n: int, rules, later=None) -> int:
     """Split leaf n around the mean of its centers (2.1.1); 1 split, 2 pathological, 0 no room.
+
+    ``later`` (:func:`new_later`; the upkeep's) defers the moved slots' places (``node``,
+    ``pos``): n and its children go on it and :func:`place_later` writes their blocks' places
+    once the upkeep call ends. A slot's place is a line anywhere in the store, so writing it
+    at every level of a catch-up cost a cache miss per object and level; once at the end, it
+    is one per object. Nothing between reads a place (only moves, removals and validate do).
 
     The caller has refitted n (the non-leafy rule and the K-D axis read its box). When every
     object would go to the same child, nothing moves and n stays marked split, so it is not
@@ -802,21 +809,33 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
                 if (i & 15) == 0:
                     prefetch(slot, ahead)
                     prefetch(vdp, ahead)
-        if i + PREFETCH_AHEAD < m:
+        if later is None and i + PREFETCH_AHEAD < m:
             # A later object's place (node and position share a line, by slot: anywhere in
             # the store), which its move rewrites: a cache miss an object, most of a split.
             prefetch(node, slot[b + i + PREFETCH_AHEAD])
         c = which[i]
         if c >= 0:
             ch = child[n, c]
-            move_record(slot, ident, rec, vdp, pos, nd.start[ch] + nd.count[ch], b + i)
-            node[slot[nd.start[ch] + nd.count[ch]]] = ch
+            q = nd.start[ch] + nd.count[ch]
+            if later is None:
+                move_record(slot, ident, rec, vdp, pos, q, b + i)
+                node[slot[q]] = ch
+            else:
+                copy_record(slot, ident, rec, vdp, q, b + i)
             nd.count[ch] += 1
         else:
             if kept != i:
-                move_record(slot, ident, rec, vdp, pos, b + kept, b + i)
+                if later is None:
+                    move_record(slot, ident, rec, vdp, pos, b + kept, b + i)
+                else:
+                    copy_record(slot, ident, rec, vdp, b + kept, b + i)
             kept += 1
     nd.count[n] = kept
+    if later is not None:
+        place_later_note(later, n)
+        for j in range(k):
+            if child[n, j] >= 0:
+                place_later_note(later, child[n, j])
     if kept == 0:
         give_block(ob, b, nd.cap[n])
         nd.start[n] = -1
@@ -833,7 +852,7 @@ def split_node(nd, ob, sp, n: int, rules) -> int:
 
 
 @njit(cache=True)
-def split_step(nd, ob, sp, n: int, rules, budget: int) -> tuple[int, int]:
+def split_step(nd, ob, sp, n: int, rules, budget: int, later) -> tuple[int, int]:
     """Split node n within about ``budget`` objects of work: (code, objects spent), code as
     :func:`split_node`'s (0 no room, 1 split, 2 pathological) or 3: under way, call again.
 
@@ -853,7 +872,7 @@ def split_step(nd, ob, sp, n: int, rules, budget: int) -> tuple[int, int]:
     if nd.kept[n] < 0:
         m = nd.count[n]
         if m <= budget:
-            return split_node(nd, ob, sp, n, rules), m + 1
+            return split_node(nd, ob, sp, n, rules, later), m + 1
         _start_split(nd, ob, n, rules)
     return _hand_down(nd, ob, sp, n, rules, budget)
 
@@ -1328,6 +1347,58 @@ def note_node(noted, pending, npend, n: int) -> None:
 
 @njit(cache=True)
 def maintain(nd, ob, sp, rules, budget: int, planes, pd, patience: int) -> int:
+    """The upkeep (:func:`upkeep`), the places of the slots its splits moved written once at
+    the end (:func:`place_later`). Returns the objects spent."""
+    later = new_later(nd.depth.shape[0])
+    spent = upkeep(nd, ob, sp, rules, budget, planes, pd, patience, later)
+    place_later(nd, ob, later)
+    return spent
+
+
+@njit(cache=True)
+def new_later(capacity: int):
+    """The nodes whose blocks' places a split deferred (:func:`split_node`): a stack, its
+    height, a mark per node of a pool of ``capacity`` (the pool does not grow during an
+    upkeep call: a split that lacks nodes stops it)."""
+    return np.empty(capacity, np.int64), np.zeros(1, np.int64), np.zeros(capacity, np.bool_)
+
+
+@njit(cache=True, inline="always")
+def place_later_note(later, n: int) -> None:
+    """Put node n on ``later`` (once)."""
+    stack, height, mark = later
+    if not mark[n]:
+        mark[n] = True
+        stack[height[0]] = n
+        height[0] += 1
+
+
+@njit(cache=True, _nrt=False)
+def place_later(nd, ob, later) -> None:
+    """Write the place (node, position) of every slot in the blocks of the nodes on
+    ``later``, as they are now: where each moved slot ended after all the upkeep's splits
+    (a node freed since is skipped; one reused since holds its new objects)."""
+    stack, height, mark = later
+    node, pos, slot = ob.node, ob.pos, ob.slot
+    depth, start, count = nd.depth, nd.start, nd.count
+    for j in range(height[0]):
+        t = stack[j]
+        mark[t] = False
+        if depth[t] < 0:
+            continue
+        b = start[t]
+        m = count[t]
+        for p in range(b, b + m):
+            if p + PREFETCH_AHEAD < b + m:
+                prefetch(node, slot[p + PREFETCH_AHEAD])
+            s = slot[p]
+            node[s] = t
+            pos[s] = p
+    height[0] = 0
+
+
+@njit(cache=True)
+def upkeep(nd, ob, sp, rules, budget: int, planes, pd, patience: int, later) -> int:
     """The upkeep: refit and split the nodes queries noted, within ``budget`` objects; a
     dirty node (not overfull, no split under way) is refitted only once queries have noted
     it ``patience`` times (1: at once; at most 255), our mode only.
@@ -1395,7 +1466,7 @@ def maintain(nd, ob, sp, rules, budget: int, planes, pd, patience: int) -> int:
             spent += nd.count[n] + 1
             step = max(budget - spent, MIN_STEP)
         if splitting or overfull:
-            code, used = split_step(nd, ob, sp, n, rules, step)
+            code, used = split_step(nd, ob, sp, n, rules, step, later)
             spent += used
             if code == 1:
                 _note_seen_children(nd, n, limit, planes, noted, pending, npend)
