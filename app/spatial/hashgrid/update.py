@@ -31,6 +31,7 @@ from app.spatial.hashgrid.store import (
     Spheres,
     allocate,
     as_grid,
+    cell_hash,
     coord,
     find_or_add,
     level_of,
@@ -153,7 +154,30 @@ def insert_batch(slots, start, sph_t, objs_t, grid_t, items_t):
     radii = sph.radii
     meta = g.meta
     buckets = g.table.val.shape[0]
-    for i in range(start, slots.shape[0]):
+    n = slots.shape[0]
+    ahead = PREFETCH_AHEAD
+    for i in range(start, n):
+        # A later object's lines asked for in two steps: its slot's store rows and places
+        # (a new slot lies anywhere in the store), then, once they are in, its key's bucket.
+        # 10^3 spawned of 10^6: 144-268 -> 132-217 ns an object. (A third step, the cell's
+        # row and its head item's link found by a probe ahead, made it slower: 167-271 ->
+        # 184-283.)
+        if i + ahead < n:
+            t = slots[i + ahead]
+            prefetch(centers, t)
+            prefetch(radii, t)
+            prefetch(sph.vdist, t)
+            prefetch(sph.ids, t)
+            prefetch(objs.item, t)
+            prefetch(objs.cell, t)
+        if i + ahead // 2 < n:
+            t = slots[i + ahead // 2]
+            lvl = level_of(radii[t], sizes)
+            size = sizes[lvl]
+            h = cell_hash(lvl, coord(centers[t, 0], size), coord(centers[t, 1], size),
+                          coord(centers[t, 2], size), buckets - 1)
+            prefetch(g.table.val, h)
+            prefetch(g.table.key, h)
         if not has_room(meta, buckets, True):
             return i
         s = slots[i]
@@ -162,7 +186,7 @@ def insert_batch(slots, start, sph_t, objs_t, grid_t, items_t):
         c = find_or_add(g, lvl, coord(centers[s, 0], size), coord(centers[s, 1], size),
                         coord(centers[s, 2], size))
         link(s, c, sph, objs, g, items)
-    return slots.shape[0]
+    return n
 
 
 @njit(cache=True)
@@ -264,7 +288,41 @@ def remove_batch(slots, vdist, objs_t, grid_t, items_t):
     objs = Objects(*objs_t)
     g = as_grid(grid_t)
     items = Items(*items_t)
-    for i in range(slots.shape[0]):
+    oitem = objs.item
+    ocell = objs.cell
+    inext = items.next
+    iprev = items.prev
+    cells = g.cells
+    n = slots.shape[0]
+    ahead = PREFETCH_AHEAD
+    for i in range(n):
+        # A later object's lines in three steps, each once the lines it needs are in: its
+        # places and view distance; its item's links and its cell's row; its neighbours'
+        # links. 10^3 of 10^6 removed: 158-214 -> 77-122 ns an object.
+        if i + ahead < n:
+            t = slots[i + ahead]
+            prefetch(oitem, t)
+            prefetch(ocell, t)
+            prefetch(vdist, t)
+        if i + ahead // 2 < n:
+            t = slots[i + ahead // 2]
+            it = oitem[t]
+            c = ocell[t]
+            prefetch(inext, it)
+            prefetch(iprev, it)
+            prefetch(items.slot, it)
+            prefetch(cells.head, c)
+            prefetch(cells.count, c)
+            prefetch(cells.key, c)
+            prefetch(cells.vdmax, c)
+            prefetch(cells.vdmin, c)
+            prefetch(cells.pos, c)
+        if i + ahead // 4 < n:
+            it = oitem[slots[i + ahead // 4]]
+            if it >= 0 and iprev[it] >= 0:
+                prefetch(inext, iprev[it])
+            if it >= 0 and inext[it] >= 0:
+                prefetch(iprev, inext[it])
         s = slots[i]
         unlink(s, vdist[s], objs, g, items)
 
