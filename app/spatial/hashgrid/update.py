@@ -154,6 +154,9 @@ def insert_batch(slots, start, sph_t, objs_t, grid_t, items_t):
     radii = sph.radii
     meta = g.meta
     buckets = g.table.val.shape[0]
+    # The arrays the hints read, out of their bundles once (see update_batch).
+    vdist, ids, oitem, ocell = sph.vdist, sph.ids, objs.item, objs.cell
+    hval, hkey = g.table.val, g.table.key
     n = slots.shape[0]
     ahead = PREFETCH_AHEAD
     for i in range(start, n):
@@ -166,18 +169,18 @@ def insert_batch(slots, start, sph_t, objs_t, grid_t, items_t):
             t = slots[i + ahead]
             prefetch(centers, t)
             prefetch(radii, t)
-            prefetch(sph.vdist, t)
-            prefetch(sph.ids, t)
-            prefetch(objs.item, t)
-            prefetch(objs.cell, t)
+            prefetch(vdist, t)
+            prefetch(ids, t)
+            prefetch(oitem, t)
+            prefetch(ocell, t)
         if i + ahead // 2 < n:
             t = slots[i + ahead // 2]
             lvl = level_of(radii[t], sizes)
             size = sizes[lvl]
             h = cell_hash(lvl, coord(centers[t, 0], size), coord(centers[t, 1], size),
                           coord(centers[t, 2], size), buckets - 1)
-            prefetch(g.table.val, h)
-            prefetch(g.table.key, h)
+            prefetch(hval, h)
+            prefetch(hkey, h)
         if not has_room(meta, buckets, True):
             return i
         s = slots[i]
@@ -288,11 +291,14 @@ def remove_batch(slots, vdist, objs_t, grid_t, items_t):
     objs = Objects(*objs_t)
     g = as_grid(grid_t)
     items = Items(*items_t)
+    # The arrays the hints read, out of their bundles once (see update_batch).
     oitem = objs.item
     ocell = objs.cell
     inext = items.next
     iprev = items.prev
-    cells = g.cells
+    islot = items.slot
+    chead, ccount, ckey, cvdmax, cvdmin, cpos = (g.cells.head, g.cells.count, g.cells.key,
+                                                g.cells.vdmax, g.cells.vdmin, g.cells.pos)
     n = slots.shape[0]
     ahead = PREFETCH_AHEAD
     for i in range(n):
@@ -310,13 +316,13 @@ def remove_batch(slots, vdist, objs_t, grid_t, items_t):
             c = ocell[t]
             prefetch(inext, it)
             prefetch(iprev, it)
-            prefetch(items.slot, it)
-            prefetch(cells.head, c)
-            prefetch(cells.count, c)
-            prefetch(cells.key, c)
-            prefetch(cells.vdmax, c)
-            prefetch(cells.vdmin, c)
-            prefetch(cells.pos, c)
+            prefetch(islot, it)
+            prefetch(chead, c)
+            prefetch(ccount, c)
+            prefetch(ckey, c)
+            prefetch(cvdmax, c)
+            prefetch(cvdmin, c)
+            prefetch(cpos, c)
         if i + ahead // 4 < n:
             it = oitem[slots[i + ahead // 4]]
             if it >= 0 and iprev[it] >= 0:
