@@ -509,3 +509,35 @@ def test_infinite_list_walked_or_scanned_gives_the_exact_answer():
             for t in trees:
                 got = t.query_frustum(planes, eye=eye, use_view_distance=use_vd).visible
                 assert np.array_equal(np.sort(got), want)
+
+
+def test_centres_only_moves_in_and_out_of_the_unbounded_list():
+    """A move that carries centres only takes the radius and view distance from the store:
+    an object at absurd coordinates (in the unbounded list) brought back gets its own radius
+    in its node, and one sent out keeps it in the list's float32 row (the move reads an
+    unbounded object's radius only when it leaves the list)."""
+    idx = ViewDistanceTree()
+    oracle = Oracle()
+    ids, c, r, vd = scattered(400, seed=21)
+    far = np.arange(0, 400, 7)
+    c[far, 0] = 1e19 + far  # beyond UNBOUNDED's reach: kept in the list
+    idx.insert(ids, c, r, vd)
+    oracle.insert(ids, c, r, vd)
+    assert idx.stats()["infinite"] == far.shape[0]
+    rng = np.random.default_rng(22)
+    for step in range(4):
+        back = far if step % 2 == 0 else np.arange(3, 400, 11)
+        c2 = c[back].copy()
+        c2[:, 0] = rng.uniform(-200.0, 200.0, back.shape[0]) if step % 2 == 0 else 1e19 + back
+        idx.update(ids[back], c2)
+        oracle.update(ids[back], c2)
+        c[back] = c2
+        idx.validate()
+        for use_vd in (True, False):
+            got = idx.query_frustum(ALL_PLANES, eye=np.zeros(3), use_view_distance=use_vd)
+            with np.errstate(over="ignore"):
+                want = oracle.frustum(ALL_PLANES, np.zeros(3), use_vd)
+            assert np.array_equal(np.sort(got.visible), want), (step, use_vd)
+        box = idx.query_box(np.full(3, -300.0), np.full(3, 300.0))
+        inside = (np.abs(c) <= 300.0 + r[:, None]).all(axis=1)
+        assert set(box.tolist()) == set(ids[inside].tolist()), step
