@@ -268,13 +268,22 @@ def move_batch(nd, ob, pk, tree, sp, slots, first, new_c, new_r, new_v, s32, out
             u = slots[i + ahead]
             prefetch(onode, u)
             prefetch(centers, u)
-            prefetch(vdist, u)
             if new_r is not None:
                 prefetch(radii, u)
-        if new_r is None and i + PREFETCH_AHEAD < n:
+            if new_v is not None:
+                prefetch(vdist, u)
+        if new_v is None and i + PREFETCH_AHEAD < n:
             u = slots[i + PREFETCH_AHEAD]
-            if onode[u] >= 0:  # (an infinite-list mover's radius is seldom read: below)
-                prefetch(radii, u)
+            if onode[u] < 0:
+                prefetch(vdist, u)
+        if in_nodes and i + PREFETCH_AHEAD // 2 < n:
+            # Then, its row known, the packed row it reads and rewrites.
+            u = slots[i + PREFETCH_AHEAD // 2]
+            if onode[u] >= 0 and orow[u] >= 0:
+                q = orow[u]
+                prefetch(pk.center, q)
+                prefetch(pk.radius, q)
+                prefetch(pk.vdist, q)
         if copy and i + PREFETCH_AHEAD < n:
             u = slots[i + PREFETCH_AHEAD]
             prefetch(x32, u)
@@ -296,21 +305,26 @@ def move_batch(nd, ob, pk, tree, sp, slots, first, new_c, new_r, new_v, s32, out
                 prefetch(nd.queued, v)
         s = slots[i]
         old = onode[s]
-        # The batch's row into the store (as moved_sphere), except that an infinite-list
-        # mover's radius, when the batch leaves it alone, is read only where it is used (it
-        # leaves the list, or its float32 row is rewritten whole): on the static workload
-        # every mover is in the list, and its radius row was a cache miss a mover (10^4 of
-        # 10^6, frames alternated on one index: `churn100` 53.5-55.3 -> 46.9-47.8 ns a
-        # mover, `fixed` 25.7-32.4 -> 19.8-28.5; the viewdist workload's the same).
+        # The batch's row into the store (as moved_sphere); what it leaves alone is read
+        # where it costs no store row of its own: a mover in a node takes its radius and view
+        # distance from its packed row (asked for ahead; its move writes that row anyway),
+        # and an infinite-list mover's radius is read only where it is used (it leaves the
+        # list, or its float32 row is rewritten whole). Each was a cache miss a mover: 10^4
+        # of 10^6, frames alternated on one index, static `churn100` 53.5-55.3 -> 46.9-47.8
+        # ns a mover, `fixed` 25.7-32.4 -> 19.8-28.5; viewdist workload `churn100` 100.7-130.5
+        # -> 94.2-121.3, `spawn` 65.2 -> 57.3.
         cx = new_c[i, 0]
         cy = new_c[i, 1]
         cz = new_c[i, 2]
         centers[s, 0] = cx
         centers[s, 1] = cy
         centers[s, 2] = cz
+        row = orow[s] if old >= 0 else -1
         if new_r is not None:
             r = new_r[i]
             radii[s] = r
+        elif row >= 0:
+            r = pk.radius[row]
         elif old != IN_INF or whole:
             r = radii[s]
         else:
@@ -318,6 +332,8 @@ def move_batch(nd, ob, pk, tree, sp, slots, first, new_c, new_r, new_v, s32, out
         if new_v is not None:
             vd = new_v[i]
             vdist[s] = vd
+        elif row >= 0:
+            vd = pk.vdist[row]
         else:
             vd = vdist[s]
         if unbounded(cx, cy, cz, vd):
