@@ -133,18 +133,26 @@ def write_row(i: int, s: int, centers, radii, vdist, store_c, store_r, store_v) 
 
 
 @njit(cache=True, inline="always")
-def moved_sphere(i: int, s: int, new_c, new_r, new_v, centers, radii, vdist):
-    """Row ``i`` of a checked batch into store slot ``s`` (radius and view distance only where
-    the batch has them: ``new_r`` / ``new_v`` None otherwise, each combination compiled
-    apart); returns the slot's new sphere (cx, cy, cz, r, vd). For a structure's move kernel
-    that writes the store in its own pass; inlined, it costs what the lines written out do
-    (10^5 scattered rows: 327-333 against 326-335 us)."""
+def moved_centre(i: int, s: int, new_c, centers):
+    """Row ``i``'s centre of a checked batch into store slot ``s``; returns it (cx, cy, cz).
+    For a move kernel that reads the radius and view distance from elsewhere."""
     cx = new_c[i, 0]
     cy = new_c[i, 1]
     cz = new_c[i, 2]
     centers[s, 0] = cx
     centers[s, 1] = cy
     centers[s, 2] = cz
+    return cx, cy, cz
+
+
+@njit(cache=True, inline="always")
+def moved_sphere(i: int, s: int, new_c, new_r, new_v, centers, radii, vdist):
+    """Row ``i`` of a checked batch into store slot ``s`` (radius and view distance only where
+    the batch has them: ``new_r`` / ``new_v`` None otherwise, each combination compiled
+    apart); returns the slot's new sphere (cx, cy, cz, r, vd). For a structure's move kernel
+    that writes the store in its own pass; inlined, it costs what the lines written out do
+    (10^5 scattered rows: 327-333 against 326-335 us)."""
+    cx, cy, cz = moved_centre(i, s, new_c, centers)
     if new_r is None:
         r = radii[s]
     else:

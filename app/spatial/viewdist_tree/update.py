@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from app.spatial.object_store import moved_centre
 from app.spatial.prefetch import PREFETCH_AHEAD, prefetch
 from app.spatial.scan import to32
 from app.spatial.viewdist_tree.heap import (
@@ -305,7 +306,7 @@ def move_batch(nd, ob, pk, tree, sp, slots, first, new_c, new_r, new_v, s32, out
                 prefetch(nd.queued, v)
         s = slots[i]
         old = onode[s]
-        # The batch's row into the store (as moved_sphere); what it leaves alone is read
+        # The batch's centre into the store (moved_centre); what it leaves alone is read
         # where it costs no store row of its own: a mover in a node takes its radius and view
         # distance from its packed row (asked for ahead; its move writes that row anyway),
         # and an infinite-list mover's radius is read only where it is used (it leaves the
@@ -313,12 +314,7 @@ def move_batch(nd, ob, pk, tree, sp, slots, first, new_c, new_r, new_v, s32, out
         # of 10^6, frames alternated on one index, static `churn100` 53.5-55.3 -> 46.9-47.8
         # ns a mover, `fixed` 25.7-32.4 -> 19.8-28.5; viewdist workload `churn100` 100.7-130.5
         # -> 94.2-121.3, `spawn` 65.2 -> 57.3.
-        cx = new_c[i, 0]
-        cy = new_c[i, 1]
-        cz = new_c[i, 2]
-        centers[s, 0] = cx
-        centers[s, 1] = cy
-        centers[s, 2] = cz
+        cx, cy, cz = moved_centre(i, s, new_c, centers)
         row = orow[s] if old >= 0 else -1
         if new_r is not None:
             r = new_r[i]
