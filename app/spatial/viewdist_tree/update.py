@@ -262,9 +262,10 @@ def move_batch(nd, ob, pk, tree, sp, slots, first, new_c, new_r, new_v, s32, out
     rad = out[1]
     ahead = 2 * PREFETCH_AHEAD
     for i in range(first, n):
-        # A later mover's lines asked for now: its node and its store rows; once the node
-        # is in, if it is one (not the infinite list), its row, its cube, its bounds and its
-        # refit flag; with the copy kept, its float32 lanes.
+        # A later mover's lines asked for now: its node and the store rows the batch writes;
+        # once the node is in, an infinite-list mover's view distance, or a node's mover's
+        # row, then its packed row, its cube, its bounds and its refit flag; with the copy
+        # kept, its float32 lanes.
         if i + ahead < n:
             u = slots[i + ahead]
             prefetch(onode, u)
@@ -353,7 +354,6 @@ def move_batch(nd, ob, pk, tree, sp, slots, first, new_c, new_r, new_v, s32, out
             # to tell cost more (10^4 of 10^6 moving, 0.83 -> 0.90 ms) than the refits
             # the test saves.
             queue_refit(nd, tree, old)
-            row = ob.row[s]
             expand_up(nd, old, cx, cy, cz, r, vd)
             write_row(pk, row, cx, cy, cz, r, vd)
             continue
