@@ -4,6 +4,11 @@ Two layers: ids in ``[0, len(dense))`` live in a direct-address table (one load 
 is what scenes with ids 0..N-1 use every frame), every other id lives in an open-addressing
 hash table in flat arrays. ``update`` of 100,000 ids therefore costs one Python call and about
 a nanosecond per id, not 100,000 dict look-ups.
+
+A map may also keep a *home* bitset (``IdMap(home=True)``, the object store's): bit k is set
+when id k maps to k, which is where a store built from ids 0..N-1 in order puts every object.
+A batch of scattered ids then resolves from a bit each (the bitset of 10^6 ids is 128 KB and
+stays in the core's cache) instead of a line of the 8 MB direct table each, a cache miss.
 """
 
 from __future__ import annotations
@@ -48,6 +53,27 @@ def hash_lookup(keys: np.ndarray, vals: np.ndarray, k: np.int64) -> np.int64:
 
 
 @njit(cache=True, inline="always")
+def at_home(home: np.ndarray, k: np.int64) -> bool:
+    """Whether id ``k`` maps to the slot of its own number (its bit in ``home``; False for a
+    negative id or one past the bitset's end)."""
+    w = k >> 6
+    return (k >= 0) and (w < home.shape[0]) and (
+        (home[w] >> np.uint64(k & 63)) & np.uint64(1)) != np.uint64(0)
+
+
+@njit(cache=True, inline="always")
+def _mark(home: np.ndarray, k: np.int64, v: np.int64) -> None:
+    """Direct entry ``k`` was just set to ``v`` (-1: deleted): its home bit follows (a map
+    without the bitset has an empty one)."""
+    if home.shape[0]:
+        b = np.uint64(1) << np.uint64(k & 63)
+        if v == k:
+            home[k >> 6] |= b
+        else:
+            home[k >> 6] &= ~b
+
+
+@njit(cache=True, inline="always")
 def assign(keys: np.ndarray, vals: np.ndarray, dense: np.ndarray, k: np.int64,
            v: np.int64) -> None:
     """Give a present id a new value (compiled callers that move what ids point at)."""
@@ -64,7 +90,7 @@ def assign(keys: np.ndarray, vals: np.ndarray, dense: np.ndarray, k: np.int64,
 
 
 @njit(cache=True)
-def _assign_all(keys, vals, dense, ids, values) -> None:
+def _assign_all(keys, vals, dense, home, ids, values) -> None:
     n = ids.shape[0]
     nd = dense.shape[0]
     for i in range(n):
@@ -75,6 +101,8 @@ def _assign_all(keys, vals, dense, ids, values) -> None:
             if k >= 0 and k < nd:
                 prefetch(dense, k)
         assign(keys, vals, dense, ids[i], values[i])
+        if 0 <= ids[i] < nd:
+            _mark(home, ids[i], values[i])
 
 
 @njit(cache=True)
@@ -87,7 +115,7 @@ def _lookup(keys, vals, dense, query, out) -> None:
 
 
 @njit(cache=True)
-def _insert(keys, vals, dense, new_keys, new_vals) -> int:
+def _insert(keys, vals, dense, home, new_keys, new_vals) -> int:
     # Callers guarantee the keys are absent, so the first free or deleted bucket is taken.
     mask = keys.shape[0] - 1
     hashed = 0
@@ -95,6 +123,7 @@ def _insert(keys, vals, dense, new_keys, new_vals) -> int:
         k = new_keys[i]
         if 0 <= k < dense.shape[0]:
             dense[k] = new_vals[i]
+            _mark(home, k, new_vals[i])
             continue
         h = _hash(k, mask)
         while vals[h] >= 0:
@@ -106,7 +135,7 @@ def _insert(keys, vals, dense, new_keys, new_vals) -> int:
 
 
 @njit(cache=True)
-def _insert_absent(keys, vals, dense, new_keys, new_vals):
+def _insert_absent(keys, vals, dense, home, new_keys, new_vals):
     """Add ``new_keys`` -> ``new_vals`` if no key is present and none is given twice:
     (-1, empty buckets taken). Else (i, buckets taken) where key i was present or repeated,
     and the keys before it are taken back out (their buckets left as tombstones)."""
@@ -117,9 +146,10 @@ def _insert_absent(keys, vals, dense, new_keys, new_vals):
         k = new_keys[i]
         if 0 <= k < nd:
             if dense[k] >= 0:
-                _delete(keys, vals, dense, new_keys[:i])
+                _delete(keys, vals, dense, home, new_keys[:i])
                 return i, taken
             dense[k] = new_vals[i]
+            _mark(home, k, new_vals[i])
             continue
         h = _hash(k, mask)
         free = np.int64(-1)  # the first tombstone on the way: where the key goes
@@ -128,7 +158,7 @@ def _insert_absent(keys, vals, dense, new_keys, new_vals):
             if v == _EMPTY:
                 break
             if v >= 0 and keys[h] == k:
-                _delete(keys, vals, dense, new_keys[:i])
+                _delete(keys, vals, dense, home, new_keys[:i])
                 return i, taken
             if v == _TOMB and free < 0:
                 free = h
@@ -155,7 +185,7 @@ def _top_and_outside(ids, nd: int) -> tuple[int, int]:
 
 
 @njit(cache=True)
-def _delete(keys, vals, dense, del_keys) -> int:
+def _delete(keys, vals, dense, home, del_keys) -> int:
     mask = keys.shape[0] - 1
     n = 0
     m = del_keys.shape[0]
@@ -168,6 +198,7 @@ def _delete(keys, vals, dense, del_keys) -> int:
         if 0 <= k < dense.shape[0]:
             if dense[k] >= 0:
                 dense[k] = -1
+                _mark(home, k, _EMPTY)
                 n += 1
             continue
         h = _hash(k, mask)
@@ -186,8 +217,14 @@ def _delete(keys, vals, dense, del_keys) -> int:
 class IdMap:
     """Map from int64 ids to int64 slots; all operations take whole batches."""
 
-    def __init__(self, capacity: int = 64) -> None:
+    def __init__(self, capacity: int = 64, home: bool = False) -> None:
         self._dense = np.full(0, _EMPTY, dtype=np.int64)
+        # The home bitset (see the module's docstring): a word per 64 direct entries when
+        # kept, empty otherwise (the kernels then skip it). Only a map whose direct table
+        # changes through this class may keep it: ``assign`` (chunks', nested's moves of
+        # their rows) writes the table alone.
+        self._keeps_home = home
+        self._home = np.zeros(0, dtype=np.uint64)
         self._new_hash(max(capacity, 16))
         self._count = 0
 
@@ -197,6 +234,23 @@ class IdMap:
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(keys, vals, dense) for compiled callers (see :func:`hash_lookup`)."""
         return self._keys, self._vals, self._dense
+
+    def home(self) -> np.ndarray:
+        """The home bitset for compiled callers (:func:`at_home`); empty unless kept."""
+        return self._home
+
+    def check_home(self) -> None:
+        """AssertionError unless bit k of the home bitset is set exactly where id k maps to
+        k (a map that keeps none: unless it is empty)."""
+        d = self._dense
+        if not self._keeps_home:
+            assert self._home.shape[0] == 0, "a map without a home bitset has one"
+            return
+        assert self._home.shape[0] == (d.shape[0] + 63) // 64, "home bitset sized wrong"
+        bits = np.unpackbits(self._home.view(np.uint8), bitorder="little")[:d.shape[0]]
+        want = d == np.arange(d.shape[0])
+        bad = np.flatnonzero(bits.astype(bool) != want)
+        assert bad.shape[0] == 0, f"home bits wrong for ids {bad[:8].tolist()}"
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
         """Slots of ``ids``; -1 where an id is unknown."""
@@ -212,7 +266,7 @@ class IdMap:
         if ids.shape[0] == 0:
             return
         self._room_for(ids)
-        self._used += _insert(self._keys, self._vals, self._dense, ids, slots)
+        self._used += _insert(self._keys, self._vals, self._dense, self._home, ids, slots)
         self._count += ids.shape[0]
 
     def insert_absent(self, ids: np.ndarray, slots: np.ndarray) -> int:
@@ -222,7 +276,8 @@ class IdMap:
         if ids.shape[0] == 0:
             return -1
         self._room_for(ids)
-        at, taken = _insert_absent(self._keys, self._vals, self._dense, ids, slots)
+        at, taken = _insert_absent(self._keys, self._vals, self._dense, self._home, ids,
+                                   slots)
         self._used += taken
         if at < 0:
             self._count += ids.shape[0]
@@ -239,13 +294,13 @@ class IdMap:
 
     def assign(self, ids: np.ndarray, values: np.ndarray) -> None:
         """New values for ids known to be present."""
-        _assign_all(self._keys, self._vals, self._dense, np.ascontiguousarray(ids, np.int64),
-                    np.ascontiguousarray(values, np.int64))
+        _assign_all(self._keys, self._vals, self._dense, self._home,
+                    np.ascontiguousarray(ids, np.int64), np.ascontiguousarray(values, np.int64))
 
     def delete(self, ids: np.ndarray) -> None:
         """Remove ids known to be present."""
         ids = np.ascontiguousarray(ids, dtype=np.int64)
-        self._count -= _delete(self._keys, self._vals, self._dense, ids)
+        self._count -= _delete(self._keys, self._vals, self._dense, self._home, ids)
 
     def items(self) -> tuple[np.ndarray, np.ndarray]:
         """All (ids, slots) currently stored."""
@@ -272,9 +327,16 @@ class IdMap:
         keys, vals = self._hashed()
         inside = (keys >= 0) & (keys < size)
         self._dense = dense
+        if self._keeps_home:  # (the old words as they were; the new ones clear)
+            home = np.zeros((size + 63) // 64, dtype=np.uint64)
+            home[:self._home.shape[0]] = self._home
+            self._home = home
         if inside.any():
-            dense[keys[inside]] = vals[inside]
+            # Moved in by _insert, which marks their home bits (a 1-based scene's ids
+            # crossing the table's end may land at home).
+            moved_k, moved_v = keys[inside], vals[inside]
             self._rebuild_hash(keys[~inside], vals[~inside], 0)
+            _insert(self._keys, self._vals, dense, self._home, moved_k, moved_v)
         return True
 
     def _hashed(self) -> tuple[np.ndarray, np.ndarray]:
@@ -286,7 +348,7 @@ class IdMap:
         """A fresh hash table (no tombstones) holding ``keys`` -> ``vals``, sized for
         ``more`` besides."""
         self._new_hash(keys.shape[0] + more)
-        self._used = _insert(self._keys, self._vals, self._dense, keys, vals)
+        self._used = _insert(self._keys, self._vals, self._dense, self._home, keys, vals)
 
     def _new_hash(self, need: int) -> None:
         cap = 64

@@ -20,7 +20,7 @@ from numba import njit, prange
 
 from app.parallelism import PARALLEL_MIN
 from app.spatial.checks import is_f64, is_ids, name_ids, reject_repeats, values_ok
-from app.spatial.idmap import IdMap, hash_lookup
+from app.spatial.idmap import IdMap, at_home, hash_lookup
 from app.spatial.pool import grown, grown_free_stack
 from app.spatial.prefetch import PREFETCH_AHEAD, prefetch, spread_out
 from app.spatial.seen import fit_bits, has_repeat, seen_bits, shares_any
@@ -52,7 +52,7 @@ def _swap_in(slots, centers, radii, vdist, store_c, store_r, store_v, old_c, old
 
 
 @njit(cache=True, parallel=True)
-def _resolve_batch(ids, centers, radii, vdist, keys, vals, dense, seen, slots) -> bool:
+def _resolve_batch(ids, centers, radii, vdist, keys, vals, dense, home, seen, slots) -> bool:
     """Resolve an update batch's ids into ``slots`` and check its values; changes nothing.
 
     Look-ups and value checks run on both cores, the repeat check runs serially. False means
@@ -65,12 +65,13 @@ def _resolve_batch(ids, centers, radii, vdist, keys, vals, dense, seen, slots) -
     bad = np.zeros(n, dtype=np.bool_)
     ahead = PREFETCH_AHEAD if spread_out(ids) else n  # (a dense batch streams anyway)
     for i in prange(n):
-        if i + ahead < n:  # a later id's entry
+        if i + ahead < n:  # a later id's entry, unless its home bit answers for it
             ka = ids[i + ahead]
-            if ka >= 0 and ka < nd:
+            if ka >= 0 and ka < nd and not at_home(home, ka):
                 prefetch(dense, ka)
         k = ids[i]
-        s = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
+        # (a bit in the cache where it answers, not a line of the direct table)
+        s = k if at_home(home, k) else dense[k] if 0 <= k < nd else hash_lookup(keys, vals, k)
         slots[i] = s
         bad[i] = not ((s >= 0) & values_ok(centers[i, 0], centers[i, 1], centers[i, 2],
                                            radii[i] if has_r else 0.0,
@@ -87,7 +88,7 @@ def _resolve_batch(ids, centers, radii, vdist, keys, vals, dense, seen, slots) -
 
 
 @njit(cache=True)
-def _resolve_serial(ids, centers, radii, vdist, keys, vals, dense, seen, slots) -> bool:
+def _resolve_serial(ids, centers, radii, vdist, keys, vals, dense, home, seen, slots) -> bool:
     """:func:`_resolve_batch` on the calling thread, for a batch below ``PARALLEL_MIN``: one
     loop that looks up, checks and notes whether the ids increase, with no per-row flags to
     read back. The parallel kernel held to one thread took 224-227 us for 10^4 sorted ids of
@@ -102,12 +103,13 @@ def _resolve_serial(ids, centers, radii, vdist, keys, vals, dense, seen, slots) 
     increasing = True
     ahead = PREFETCH_AHEAD if spread_out(ids) else n  # (a dense batch streams anyway)
     for i in range(n):
-        if i + ahead < n:  # a later id's entry
+        if i + ahead < n:  # a later id's entry, unless its home bit answers for it
             ka = ids[i + ahead]
-            if ka >= 0 and ka < nd:
+            if ka >= 0 and ka < nd and not at_home(home, ka):
                 prefetch(dense, ka)
         k = ids[i]
-        s = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
+        # (a bit in the cache where it answers, not a line of the direct table)
+        s = k if at_home(home, k) else dense[k] if 0 <= k < nd else hash_lookup(keys, vals, k)
         slots[i] = s
         ok &= (s >= 0) & values_ok(centers[i, 0], centers[i, 1], centers[i, 2],
                                    radii[i] if has_r else 0.0, vdist[i] if has_v else 0.0)
@@ -253,19 +255,19 @@ def _write_new(slots, ids, centers, radii, vdist, store_ids, store_c, store_r, s
 
 
 @njit(cache=True)
-def _resolve_ids(ids, keys, vals, dense, seen, slots) -> bool:
+def _resolve_ids(ids, keys, vals, dense, home, seen, slots) -> bool:
     """The slots of ``ids`` into ``slots``; False (nothing changed) when one is unknown or
     given twice (the repeat bits only when the ids do not strictly increase)."""
     nd = dense.shape[0]
     increasing = True
     n = ids.shape[0]
     for i in range(n):
-        if i + PREFETCH_AHEAD < n:  # a later id's entry
+        if i + PREFETCH_AHEAD < n:  # a later id's entry, unless its home bit answers for it
             ka = ids[i + PREFETCH_AHEAD]
-            if ka >= 0 and ka < nd:
+            if ka >= 0 and ka < nd and not at_home(home, ka):
                 prefetch(dense, ka)
         k = ids[i]
-        s = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
+        s = k if at_home(home, k) else dense[k] if 0 <= k < nd else hash_lookup(keys, vals, k)
         if s < 0:
             return False
         slots[i] = s
@@ -319,7 +321,7 @@ class ObjectStore:
         # Free slots as a stack; the top is at the end so popping a batch is a slice.
         self._free = np.arange(capacity - 1, -1, -1, dtype=np.int64)
         self._nfree = capacity
-        self._idmap = IdMap(capacity)
+        self._idmap = IdMap(capacity, home=True)  # (ids 0..N-1 in order resolve by a bit)
         self._count = 0
         self._repeats = seen_bits(capacity)  # a batch's repeat check (app.spatial.seen)
         self._scratch_n = 0  # size of the reused old-value buffers of _apply_update
@@ -394,7 +396,8 @@ class ObjectStore:
             return None
         slots = np.empty(ids.shape[0], np.int64)
         keys, vals, dense = self._idmap.arrays()
-        return slots if _resolve_ids(ids, keys, vals, dense, self._seen_bits(), slots) else None
+        return slots if _resolve_ids(ids, keys, vals, dense, self._idmap.home(), self._seen_bits(),
+                                     slots) else None
 
     def _drop(self, ids: np.ndarray, slots: np.ndarray) -> None:
         """Free the slots of removed objects (the structure has forgotten them). The last
@@ -456,7 +459,8 @@ class ObjectStore:
         slots = np.empty(n, dtype=np.int64)
         keys, vals, dense = self._idmap.arrays()
         resolve = _resolve_serial if n < PARALLEL_MIN else _resolve_batch
-        if not resolve(ids, centers, r, v, keys, vals, dense, self._seen_bits(), slots):
+        if not resolve(ids, centers, r, v, keys, vals, dense, self._idmap.home(), self._seen_bits(),
+                       slots):
             return False
         self._last_ids = ids.copy()
         self._last_slots = slots
@@ -509,6 +513,7 @@ class ObjectStore:
             raise AssertionError(f"{self._count} objects counted but {alive.shape[0]} slots alive")
         if len(self._idmap) != self._count:
             raise AssertionError("id map size differs from object count")
+        self._idmap.check_home()
         if self._count:
             found = self._idmap.lookup(self._ids[alive])
             if not np.array_equal(found, alive):
