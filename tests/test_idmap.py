@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.parallelism import PARALLEL_MIN
 from app.spatial import create_index
 from app.spatial.idmap import IdMap
 
@@ -170,4 +171,26 @@ def test_a_home_slot_taken_by_another_id_moves_and_removes_the_right_objects(nam
     idx.remove(np.array([5, 17], np.int64))
     assert idx.contains(np.array([5, 17, 10_000, 200], np.int64)).tolist() == [
         False, False, True, True]
+    idx.validate()
+
+
+@pytest.mark.parametrize("name", ["brute", "grid"])
+def test_a_batch_past_parallel_min_resolves_by_the_same_bits(name):
+    """The parallel resolve (batches of ``PARALLEL_MIN`` ids or more) takes the home bits as
+    the serial one does: the gone id 5 refused while another id holds its slot; back
+    elsewhere, a shuffled batch of every id moves each object to its own row."""
+    rng = np.random.default_rng(6)
+    n = PARALLEL_MIN + 500
+    idx = create_index(name)
+    idx.insert(np.arange(n, dtype=np.int64), rng.uniform(-50, 50, (n, 3)), np.ones(n))
+    idx.remove(np.array([5], np.int64))
+    idx.insert(np.array([10 * n], np.int64), np.zeros((1, 3)), np.ones(1))  # takes slot 5
+    with pytest.raises(ValueError, match="unknown ids"):
+        idx.update(np.arange(n, dtype=np.int64), np.zeros((n, 3)))
+    idx.insert(np.array([5], np.int64), np.zeros((1, 3)), np.ones(1))
+    ids = rng.permutation(np.append(np.arange(n), 10 * n)).astype(np.int64)
+    to = rng.uniform(-50, 50, (ids.shape[0], 3))
+    idx.update(ids, to)
+    got, _, _ = idx.get(ids)
+    assert np.array_equal(got, to)
     idx.validate()
