@@ -64,9 +64,14 @@ def _resolve_batch(ids, centers, radii, vdist, keys, vals, dense, home, seen, sl
     nd = dense.shape[0]
     bad = np.zeros(n, dtype=np.bool_)
     ahead = PREFETCH_AHEAD if spread_out(ids) else n  # (a dense batch streams anyway)
+    half = ahead // 2 if ahead < n else n
     for i in prange(n):
-        if i + ahead < n:  # a later id's entry, unless its home bit answers for it
+        if i + ahead < n:  # a later id's home bit (10^7 ids: 1.25 MB, beyond the cache),
             ka = ids[i + ahead]
+            if ka >= 0 and ka < nd:
+                prefetch(home, ka >> 6)
+        if i + half < n:  # then its direct entry, unless the bit answers for it
+            ka = ids[i + half]
             if ka >= 0 and ka < nd and not at_home(home, ka):
                 prefetch(dense, ka)
         k = ids[i]
@@ -102,9 +107,14 @@ def _resolve_serial(ids, centers, radii, vdist, keys, vals, dense, home, seen, s
     ok = True
     increasing = True
     ahead = PREFETCH_AHEAD if spread_out(ids) else n  # (a dense batch streams anyway)
+    half = ahead // 2 if ahead < n else n
     for i in range(n):
-        if i + ahead < n:  # a later id's entry, unless its home bit answers for it
+        if i + ahead < n:  # a later id's home bit (10^7 ids: 1.25 MB, beyond the cache),
             ka = ids[i + ahead]
+            if ka >= 0 and ka < nd:
+                prefetch(home, ka >> 6)
+        if i + half < n:  # then its direct entry, unless the bit answers for it
+            ka = ids[i + half]
             if ka >= 0 and ka < nd and not at_home(home, ka):
                 prefetch(dense, ka)
         k = ids[i]
@@ -262,8 +272,12 @@ def _resolve_ids(ids, keys, vals, dense, home, seen, slots) -> bool:
     increasing = True
     n = ids.shape[0]
     for i in range(n):
-        if i + PREFETCH_AHEAD < n:  # a later id's entry, unless its home bit answers for it
+        if i + PREFETCH_AHEAD < n:  # a later id's home bit, then its entry (as above)
             ka = ids[i + PREFETCH_AHEAD]
+            if ka >= 0 and ka < nd:
+                prefetch(home, ka >> 6)
+        if i + PREFETCH_AHEAD // 2 < n:
+            ka = ids[i + PREFETCH_AHEAD // 2]
             if ka >= 0 and ka < nd and not at_home(home, ka):
                 prefetch(dense, ka)
         k = ids[i]
