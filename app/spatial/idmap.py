@@ -67,10 +67,10 @@ def _mark(home: np.ndarray, k: np.int64, v: np.int64) -> None:
     without the bitset has an empty one)."""
     if home.shape[0]:
         b = np.uint64(1) << np.uint64(k & 63)
-        if v == k:
-            home[k >> 6] |= b
-        else:
-            home[k >> 6] &= ~b
+        w = home[k >> 6]
+        to = (w | b) if v == k else (w & ~b)
+        if to != w:  # (a line written only when its bit changes: most new ids are not home)
+            home[k >> 6] = to
 
 
 @njit(cache=True, inline="always")
@@ -190,10 +190,11 @@ def _delete(keys, vals, dense, home, del_keys) -> int:
     n = 0
     m = del_keys.shape[0]
     for i in range(m):
-        if i + PREFETCH_AHEAD < m:  # a later id's direct entry
+        if i + PREFETCH_AHEAD < m:  # a later id's direct entry and home bit
             ka = del_keys[i + PREFETCH_AHEAD]
             if 0 <= ka < dense.shape[0]:
                 prefetch(dense, ka)
+                prefetch(home, ka >> 6)  # (unasked, its clearing took 5 -> 17 us for 10^3)
         k = del_keys[i]
         if 0 <= k < dense.shape[0]:
             if dense[k] >= 0:

@@ -265,23 +265,19 @@ def _write_new(slots, ids, centers, radii, vdist, store_ids, store_c, store_r, s
 
 
 @njit(cache=True)
-def _resolve_ids(ids, keys, vals, dense, home, seen, slots) -> bool:
+def _resolve_ids(ids, keys, vals, dense, seen, slots) -> bool:
     """The slots of ``ids`` into ``slots``; False (nothing changed) when one is unknown or
     given twice (the repeat bits only when the ids do not strictly increase)."""
     nd = dense.shape[0]
     increasing = True
     n = ids.shape[0]
     for i in range(n):
-        if i + PREFETCH_AHEAD < n:  # a later id's home bit, then its entry (as above)
-            ka = ids[i + PREFETCH_AHEAD]
+        if i + PREFETCH_AHEAD < n:  # a later id's entry (not its home bit: the removal's
+            ka = ids[i + PREFETCH_AHEAD]  # delete reads and writes the entry anyway)
             if ka >= 0 and ka < nd:
-                prefetch(home, ka >> 6)
-        if i + PREFETCH_AHEAD // 2 < n:
-            ka = ids[i + PREFETCH_AHEAD // 2]
-            if ka >= 0 and ka < nd and not at_home(home, ka):
                 prefetch(dense, ka)
         k = ids[i]
-        s = k if at_home(home, k) else dense[k] if 0 <= k < nd else hash_lookup(keys, vals, k)
+        s = dense[k] if k >= 0 and k < nd else hash_lookup(keys, vals, k)
         if s < 0:
             return False
         slots[i] = s
@@ -410,8 +406,7 @@ class ObjectStore:
             return None
         slots = np.empty(ids.shape[0], np.int64)
         keys, vals, dense = self._idmap.arrays()
-        return slots if _resolve_ids(ids, keys, vals, dense, self._idmap.home(), self._seen_bits(),
-                                     slots) else None
+        return slots if _resolve_ids(ids, keys, vals, dense, self._seen_bits(), slots) else None
 
     def _drop(self, ids: np.ndarray, slots: np.ndarray) -> None:
         """Free the slots of removed objects (the structure has forgotten them). The last
