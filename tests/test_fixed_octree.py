@@ -14,6 +14,7 @@ from app.geom.predicates import NODE_INSIDE, NODE_REJECT_VIEWDIST
 from app.geom.zpyramid import ZPyramid
 from app.spatial import create_index
 from app.spatial import fixed_octree as fo
+from app.spatial.fixed_octree import store as st
 
 
 def octree(**kw) -> fo.FixedOctree:
@@ -422,3 +423,28 @@ def test_clean_subtrees_are_copied_in_bulk_with_the_same_answer_and_outcomes():
     idx._nodes.node["clean"][:] = 1  # a node said clean although its entries moved
     with pytest.raises(AssertionError):
         idx.validate()
+
+
+@pytest.mark.parametrize("n", [0, 1, 9, 2000])
+def test_the_flush_orders_new_entries_as_a_stable_sort_by_morton_code(n):
+    """``store.sort_by_code`` (a radix sort) against numpy's stable argsort, with runs of
+    equal codes (their given order kept) and codes that use all 63 bits; ``store.morton``
+    against the formula written with numpy."""
+    rng = np.random.default_rng(n)
+    pts = rng.uniform(-1e4, 1e4, (n, 3))
+    if n:
+        pts[: n // 2] = pts[0]  # a run of equal codes
+    rows = rng.permutation(n).astype(np.int64)
+    code = st.morton(pts, rows)
+    if n:
+        lo = pts[rows].min(axis=0)
+        ext = max(float((pts[rows].max(axis=0) - lo).max()), 1e-300)
+        q = np.clip((pts[rows] - lo) * ((2**21 - 1) / ext), 0, 2**21 - 1).astype(np.uint64)
+        want = np.zeros(n, np.uint64)
+        for a in range(3):
+            for b in range(21):
+                want |= ((q[:, a] >> np.uint64(b)) & np.uint64(1)) << np.uint64(3 * b + a)
+        assert np.array_equal(code, want)
+    assert np.array_equal(st.sort_by_code(rows, code), rows[np.argsort(code, kind="stable")])
+    big = rng.integers(0, 2**63, n, dtype=np.uint64)
+    assert np.array_equal(st.sort_by_code(rows, big), rows[np.argsort(big, kind="stable")])

@@ -205,7 +205,7 @@ class FixedOctree(FlatWhileMoving, SpatialIndex):
 
     def _take_entries(self, new: np.ndarray) -> np.ndarray:
         """Entries for newly inserted slots, allocated in Morton order of their centres."""
-        new = new[np.argsort(st.morton(self._centers[new]), kind="stable")]
+        new = st.sort_by_code(new, st.morton(self._centers, new))
         fresh = self._alloc_entries(new.shape[0])
         self._s2e[new] = fresh
         self._ents.slot[fresh] = new

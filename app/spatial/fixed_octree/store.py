@@ -152,21 +152,73 @@ def grow_entries(en: Entries, capacity: int) -> Entries:
                       for name in Entries._fields})
 
 
-def morton(points: np.ndarray) -> np.ndarray:
-    """Morton (Z-order) codes of points, 21 bits per axis over their bounding box."""
-    lo = points.min(axis=0)
-    ext = max(float((points.max(axis=0) - lo).max()), 1e-300)
-    q = np.clip((points - lo) * ((2**21 - 1) / ext), 0, 2**21 - 1).astype(np.uint64)
-    code = np.zeros(points.shape[0], dtype=np.uint64)
-    for a in range(3):
-        v = q[:, a]
-        v = (v | (v << np.uint64(32))) & np.uint64(0x1F00000000FFFF)
-        v = (v | (v << np.uint64(16))) & np.uint64(0x1F0000FF0000FF)
-        v = (v | (v << np.uint64(8))) & np.uint64(0x100F00F00F00F00F)
-        v = (v | (v << np.uint64(4))) & np.uint64(0x10C30C30C30C30C3)
-        v = (v | (v << np.uint64(2))) & np.uint64(0x1249249249249249)
-        code |= v << np.uint64(a)
+@njit(cache=True, inline="always")
+def _spread3(v):
+    """The 21 low bits of ``v`` spread two bits apart (bit k to bit 3k)."""
+    v = (v | (v << np.uint64(32))) & np.uint64(0x1F00000000FFFF)
+    v = (v | (v << np.uint64(16))) & np.uint64(0x1F0000FF0000FF)
+    v = (v | (v << np.uint64(8))) & np.uint64(0x100F00F00F00F00F)
+    v = (v | (v << np.uint64(4))) & np.uint64(0x10C30C30C30C30C3)
+    return (v | (v << np.uint64(2))) & np.uint64(0x1249249249249249)
+
+
+@njit(cache=True)
+def morton(points, rows):
+    """Morton (Z-order) codes of ``points[rows]``, 21 bits per axis over their bounding box.
+    Compiled, two passes over the rows (the bounds, the codes): numpy's version, a gather of
+    the rows, reductions along the first axis and a pass a step, took 140 ms of a first query
+    at 10^6 (the fixed octree's flush of every object)."""
+    n = rows.shape[0]
+    lo = np.full(3, np.inf)
+    hi = np.full(3, -np.inf)
+    for i in range(n):
+        for a in range(3):
+            v = points[rows[i], a]
+            lo[a] = min(lo[a], v)
+            hi[a] = max(hi[a], v)
+    ext = max(max(hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]), 1e-300)
+    scale = (2**21 - 1) / ext
+    top = float(2**21 - 1)
+    code = np.zeros(n, dtype=np.uint64)
+    for i in range(n):
+        c = np.uint64(0)
+        for a in range(3):
+            q = min(max((points[rows[i], a] - lo[a]) * scale, 0.0), top)
+            c |= _spread3(np.uint64(q)) << np.uint64(a)
+        code[i] = c
     return code
+
+
+@njit(cache=True)
+def sort_by_code(rows, code):
+    """``rows`` in increasing ``code``, equal codes in their given order: a least
+    significant digit radix sort, six passes of 11 bits over the 63 bits of a Morton code
+    (numpy's stable argsort of 10^6 codes took 86-108 ms of a first query)."""
+    n = rows.shape[0]
+    src_r = rows.copy()
+    src_c = code.copy()
+    dst_r = np.empty_like(src_r)
+    dst_c = np.empty_like(src_c)
+    counts = np.empty(2048, np.int64)
+    for shift in range(0, 66, 11):
+        counts[:] = 0
+        sh = np.uint64(shift)
+        for i in range(n):
+            counts[(src_c[i] >> sh) & np.uint64(2047)] += 1
+        total = 0
+        for d in range(2048):
+            c = counts[d]
+            counts[d] = total
+            total += c
+        for i in range(n):
+            d = (src_c[i] >> sh) & np.uint64(2047)
+            j = counts[d]
+            counts[d] = j + 1
+            dst_r[j] = src_r[i]
+            dst_c[j] = src_c[i]
+        src_r, dst_r = dst_r, src_r
+        src_c, dst_c = dst_c, src_c
+    return src_r
 
 
 # ---------------------------------------------------------------- node pool (compiled)
