@@ -15,6 +15,7 @@ from app.geom.zpyramid import ZPyramid
 from app.spatial import create_index
 from app.spatial import fixed_octree as fo
 from app.spatial.fixed_octree import store as st
+from app.spatial.pairs import radix_argsort
 
 
 def octree(**kw) -> fo.FixedOctree:
@@ -427,9 +428,9 @@ def test_clean_subtrees_are_copied_in_bulk_with_the_same_answer_and_outcomes():
 
 @pytest.mark.parametrize("n", [0, 1, 9, 2000])
 def test_the_flush_orders_new_entries_as_a_stable_sort_by_morton_code(n):
-    """``store.sort_by_code`` (a radix sort) against numpy's stable argsort, with runs of
-    equal codes (their given order kept) and codes that use all 63 bits; ``store.morton``
-    against the formula written with numpy."""
+    """The flush's order, ``pairs.radix_argsort`` of the codes in six passes, against numpy's
+    stable argsort, with runs of equal codes (their given order kept) and codes that use all
+    63 bits; ``store.morton`` against the formula written with numpy."""
     rng = np.random.default_rng(n)
     pts = rng.uniform(-1e4, 1e4, (n, 3))
     if n:
@@ -445,6 +446,6 @@ def test_the_flush_orders_new_entries_as_a_stable_sort_by_morton_code(n):
             for b in range(21):
                 want |= ((q[:, a] >> np.uint64(b)) & np.uint64(1)) << np.uint64(3 * b + a)
         assert np.array_equal(code, want)
-    assert np.array_equal(st.sort_by_code(rows, code), rows[np.argsort(code, kind="stable")])
+    assert np.array_equal(rows[radix_argsort(code, 6)], rows[np.argsort(code, kind="stable")])
     big = rng.integers(0, 2**63, n, dtype=np.uint64)
-    assert np.array_equal(st.sort_by_code(rows, big), rows[np.argsort(big, kind="stable")])
+    assert np.array_equal(radix_argsort(big, 6), np.argsort(big, kind="stable"))

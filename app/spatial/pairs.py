@@ -229,19 +229,21 @@ def sweep_layout(centers: np.ndarray, radii: np.ndarray, slots: np.ndarray, marg
 
 
 @njit(cache=True)
-def radix_argsort(keys: np.ndarray) -> np.ndarray:
-    """Stable LSD radix argsort of uint32 keys: three passes of 11 bits, int32 order."""
+def radix_argsort(keys: np.ndarray, passes: int = 3) -> np.ndarray:
+    """Stable LSD radix argsort of unsigned keys (uint32; uint64 too): ``passes`` passes of
+    11 bits (three cover 32-bit keys, six 64-bit ones), int32 order."""
     n = keys.shape[0]
     order = np.arange(n).astype(np.int32)
     tmp_o = np.empty(n, np.int32)
     k = keys.copy()
-    tmp_k = np.empty(n, np.uint32)
+    tmp_k = np.empty_like(k)
     count = np.zeros(_RADIX_MASK + 1, np.int64)
-    for p in range(3):
-        shift = np.uint32(p * _RADIX_BITS)
+    mask = k.dtype.type(_RADIX_MASK)
+    for p in range(passes):
+        shift = k.dtype.type(p * _RADIX_BITS)
         count[:] = 0
         for i in range(n):
-            count[(k[i] >> shift) & np.uint32(_RADIX_MASK)] += 1
+            count[(k[i] >> shift) & mask] += 1
         if count.max() == n:  # every key has the same digit: this pass keeps the order
             continue
         total = 0
@@ -250,7 +252,7 @@ def radix_argsort(keys: np.ndarray) -> np.ndarray:
             count[d] = total
             total += c
         for i in range(n):
-            d = (k[i] >> shift) & np.uint32(_RADIX_MASK)
+            d = (k[i] >> shift) & mask
             j = count[d]
             count[d] = j + 1
             tmp_k[j] = k[i]

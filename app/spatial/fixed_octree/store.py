@@ -189,38 +189,6 @@ def morton(points, rows):
     return code
 
 
-@njit(cache=True)
-def sort_by_code(rows, code):
-    """``rows`` in increasing ``code``, equal codes in their given order: a least
-    significant digit radix sort, six passes of 11 bits over the 63 bits of a Morton code
-    (numpy's stable argsort of 10^6 codes took 86-108 ms of a first query)."""
-    n = rows.shape[0]
-    src_r = rows.copy()
-    src_c = code.copy()
-    dst_r = np.empty_like(src_r)
-    dst_c = np.empty_like(src_c)
-    counts = np.empty(2048, np.int64)
-    for shift in range(0, 66, 11):
-        counts[:] = 0
-        sh = np.uint64(shift)
-        for i in range(n):
-            counts[(src_c[i] >> sh) & np.uint64(2047)] += 1
-        total = 0
-        for d in range(2048):
-            c = counts[d]
-            counts[d] = total
-            total += c
-        for i in range(n):
-            d = (src_c[i] >> sh) & np.uint64(2047)
-            j = counts[d]
-            counts[d] = j + 1
-            dst_r[j] = src_r[i]
-            dst_c[j] = src_c[i]
-        src_r, dst_r = dst_r, src_r
-        src_c, dst_c = dst_c, src_c
-    return src_r
-
-
 # ---------------------------------------------------------------- node pool (compiled)
 # These take the record array, not the bundle, where they run per object (start_ageing).
 
