@@ -136,8 +136,7 @@ def _resolve_serial(ids, centers, radii, vdist, keys, vals, dense, home, seen, s
 def write_row(i: int, s: int, centers, radii, vdist, store_c, store_r, store_v) -> None:
     """Row ``i`` of a checked batch into store slot ``s``: the centre, and the radius and view
     distance when the batch has them (empty arrays: unchanged)."""
-    for a in range(3):
-        store_c[s, a] = centers[i, a]
+    moved_centre(i, s, centers, store_c)
     if radii.shape[0]:
         store_r[s] = radii[i]
     if vdist.shape[0]:
