@@ -18,13 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit
 
-from app.geom.predicates import (
-    ray_sphere_entry,
-    sphere_overlaps_box,
-    spheres_touch,
-)
+from app.geom.decide import REGION_BOX, REGION_RAY, REGION_SPHERE
 from app.geom.zpyramid import ZPyramid, occluder
 from app.parallelism import threads_for
 from app.spatial import moves
@@ -41,50 +36,7 @@ from app.spatial.scan import (
     spheres32,
     store32,
 )
-
-
-@njit(cache=True)
-def _box(alive, centers, radii, lo, hi):
-    n = alive.shape[0]
-    out = np.empty(n, dtype=np.int64)
-    k = 0
-    for s in range(n):
-        if alive[s] and sphere_overlaps_box(centers[s, 0], centers[s, 1], centers[s, 2],
-                                            radii[s], lo, hi):
-            out[k] = s
-            k += 1
-    return out[:k]
-
-
-@njit(cache=True)
-def _sphere(alive, centers, radii, q, qr):
-    n = alive.shape[0]
-    out = np.empty(n, dtype=np.int64)
-    k = 0
-    for s in range(n):
-        if alive[s] and spheres_touch(centers[s, 0], centers[s, 1], centers[s, 2], radii[s],
-                                      q[0], q[1], q[2], qr):
-            out[k] = s
-            k += 1
-    return out[:k]
-
-
-@njit(cache=True)
-def _ray(alive, centers, radii, o, d):
-    n = alive.shape[0]
-    out = np.empty(n, dtype=np.int64)
-    ts = np.empty(n, dtype=np.float64)
-    k = 0
-    for s in range(n):
-        if not alive[s]:
-            continue
-        t = ray_sphere_entry(o[0], o[1], o[2], d[0], d[1], d[2],
-                             centers[s, 0], centers[s, 1], centers[s, 2], radii[s])
-        if t >= 0.0:
-            out[k] = s
-            ts[k] = t
-            k += 1
-    return out[:k], ts[:k]
+from app.spatial.sieve import region_rows
 
 
 class FlatCopy:
@@ -198,18 +150,23 @@ class FlatCopy:
         return QueryResult(visible=slots, working_set=owner._count, nodes_visited=0,
                            occluded_objects=int(occluded), culled_frustum=outside)
 
-    @staticmethod
-    def query_box(owner: Any, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        return _box(owner._alive, owner._centers, owner._radii, lo, hi)
+    def query_box(self, owner: Any, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Slots whose sphere's bounding box overlaps [lo, hi] (``sieve.region_rows``)."""
+        return self._region(owner, REGION_BOX, lo, hi, 0.0)[0]
 
-    @staticmethod
-    def query_sphere(owner: Any, center: np.ndarray, radius: float) -> np.ndarray:
-        return _sphere(owner._alive, owner._centers, owner._radii, center, radius)
+    def query_sphere(self, owner: Any, center: np.ndarray, radius: float) -> np.ndarray:
+        """Slots whose sphere touches the query sphere (``sieve.region_rows``)."""
+        return self._region(owner, REGION_SPHERE, center, center, float(radius))[0]
 
-    @staticmethod
-    def query_ray(owner: Any, origin: np.ndarray,
+    def query_ray(self, owner: Any, origin: np.ndarray,
                   direction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return _ray(owner._alive, owner._centers, owner._radii, origin, direction)
+        """(slots, entry distances) of the spheres the ray hits (``sieve.region_rows``)."""
+        return self._region(owner, REGION_RAY, origin, direction, 0.0)
+
+    def _region(self, owner: Any, kind: int, qa: np.ndarray, qb: np.ndarray,
+                qr: float) -> tuple[np.ndarray, np.ndarray]:
+        return region_rows(self.s32, self._rows, self._codes, owner._centers, owner._radii,
+                           kind, qa, qb, qr)
 
     def pairs(self, owner: Any, slots: np.ndarray | None, margin: float) -> np.ndarray:
         """The project's sort-and-sweep (``app.spatial.pairs.SweepSpace``: float32 boxes,

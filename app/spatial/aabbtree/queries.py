@@ -49,12 +49,10 @@ from app.geom.predicates import (
 )
 from app.geom.zpyramid import OCCLUSION_OFF, box_hidden6
 from app.spatial.aabbtree.kernels import (
-    BOX_SLACK,
     CATCHUP_ASKED,
     GUARD_OBJECTS,
     META_CATCHUP,
     META_WANT_GROW,
-    RECORD_BIG,
     ROOT,
     LazyRules,
     near_view,
@@ -76,6 +74,13 @@ from app.spatial.scan import (
     six_plane_code,
     tolerances32,
     verdict_words,
+)
+from app.spatial.sieve import (
+    query_term,
+    ray_may_hit,
+    settle_region,
+    sieve_box,
+    sieve_sphere,
 )
 
 MASK_BITS = 9  # stack entries are node << MASK_BITS | plane mask
@@ -581,14 +586,6 @@ def _node_hit(kind: int, lo, hi, qa, qb, reach: float, idx: float, idy: float,
     return ray_box_hits(qa[0], qa[1], qa[2], idx, idy, idz, lo, hi)
 
 
-#: The records' margin in a region query: twice the widening that holds the exact sphere
-#: (:func:`~.kernels.record_bounds`: a record is within 2^-24 of it in each coordinate and
-#: the radius) and 1e-12 of every magnitude in play, for the float64 roundings of the test
-#: and of the exact one. The margin is ``REC_MARGIN * m + 1e-12 * (1 + qmag)``, m the
-#: record's largest coordinate plus its radius.
-REC_MARGIN = 2.0 * BOX_SLACK + 1e-12
-
-
 @njit(cache=True, inline="always")
 def _node_within(kind: int, lo, hi, qa, qb, qr: float, qmag: float) -> bool:
     """Every sphere the box [lo, hi] holds is in the region query's answer: the box lies
@@ -606,75 +603,6 @@ def _node_within(kind: int, lo, hi, qa, qb, qr: float, qmag: float) -> bool:
         far = math.sqrt(d2)
         return far + 1e-9 * (1.0 + qmag + far) <= qr
     return False
-
-
-@njit(cache=True, inline="always")
-def _record_margin(rec, p: int, fixed: float):
-    """The record at heap position p as (x, y, z, r, margin, clamped): ``clamped`` 1 for a
-    record ``to32`` clamped (only the store's sphere decides it), else 0."""
-    x, y, z, r = record_sphere(rec, p)
-    m = max(abs(x), abs(y), abs(z)) + r
-    return x, y, z, r, REC_MARGIN * m + fixed, np.int64(not m < RECORD_BIG)
-
-
-@njit(cache=True, inline="always")
-def _sieve_box(rec, p: int, fixed: float, ax: float, ay: float, az: float, bx: float,
-               by: float, bz: float):
-    """A box query's sieve for the object at heap position p from its float32 record:
-    (miss, sure) as integers, miss 1 where the record rules it out, sure 1 where it is in
-    the answer whatever the exact sphere; neither within the margin of the boundary. Sums
-    of comparisons, not branches: the compiler keeps them branch-free (as branches, an
-    unpredictable one a face, the scan took 13 ns an object against 4.5)."""
-    x, y, z, r, w, big = _record_margin(rec, p, fixed)
-    miss = (np.int64(x - r - w > bx) + np.int64(x + r + w < ax) + np.int64(y - r - w > by)
-            + np.int64(y + r + w < ay) + np.int64(z - r - w > bz) + np.int64(z + r + w < az))
-    sure = (np.int64(x - r + w <= bx) + np.int64(x + r - w >= ax) + np.int64(y - r + w <= by)
-            + np.int64(y + r - w >= ay) + np.int64(z - r + w <= bz) + np.int64(z + r - w >= az))
-    return np.int64(miss > 0) * (1 - big), np.int64(sure == 6) * (1 - big)
-
-
-@njit(cache=True, inline="always")
-def _sieve_sphere(rec, p: int, fixed: float, qx: float, qy: float, qz: float, qr: float):
-    """A sphere query's sieve (as :func:`_sieve_box`'s): the centre's offset is at most
-    sqrt(3) of a coordinate's, hence three margins."""
-    x, y, z, r, w, big = _record_margin(rec, p, fixed)
-    dx = x - qx
-    dy = y - qy
-    dz = z - qz
-    d = math.sqrt(dx * dx + dy * dy + dz * dz)
-    return (np.int64(d - 3.0 * w > r + qr) * (1 - big),
-            np.int64(d + 3.0 * w <= r + qr) * (1 - big))
-
-
-@njit(cache=True, inline="always")
-def _settle(kind: int, k0: int, k: int, centers, radii, qa, qb, qr: float, out, ts) -> int:
-    """The sieve's candidates out[k0:k] (ts 1 where sure) settled: the unsure ones by the
-    store's float64 sphere, the answer compacted in place; returns the new count."""
-    j = k0
-    for i in range(k0, k):
-        s = out[i]
-        if ts[i] == 0.0 and region_hit(kind, centers[s, 0], centers[s, 1], centers[s, 2],
-                                       radii[s], qa, qb, qr) < 0.0:
-            continue
-        out[j] = s
-        ts[j] = 0.0
-        j += 1
-    return j
-
-
-@njit(cache=True, inline="always")
-def _ray_may_hit(rec, p: int, fixed: float, o, idx: float, idy: float, idz: float,
-                 box) -> bool:
-    """A ray query's sieve for the object at heap position p: False when the ray misses
-    the record's box widened by the margin (then it misses the exact sphere)."""
-    x, y, z, r, w, big = _record_margin(rec, p, fixed)
-    box[0, 0] = x - r - w
-    box[0, 1] = y - r - w
-    box[0, 2] = z - r - w
-    box[1, 0] = x + r + w
-    box[1, 1] = y + r + w
-    box[1, 2] = z + r + w
-    return big or ray_box_hits(o[0], o[1], o[2], idx, idy, idz, box[0], box[1])
 
 
 @njit(cache=True)
@@ -697,7 +625,7 @@ def _region_query(nd, ob, sp, rules, kind: int, qa, qb, qr: float, total: int, p
     centers, radii, _ = sp
     slot, rec = ob.slot, ob.rec  # locals: numba counts a tuple's references at each use
     qmag = max(abs(qa[0]), abs(qa[1]), abs(qa[2]), abs(qb[0]), abs(qb[1]), abs(qb[2]), qr)
-    fixed = 1e-12 * (1.0 + qmag)  # (REC_MARGIN)
+    term = query_term(qa, qb, qr)  # (the sieve's margin)
     ax, ay, az, bx, by, bz = qa[0], qa[1], qa[2], qb[0], qb[1], qb[2]
     box = np.empty((2, 3))  # a record's widened box, for the ray's slab test
     # A node is pruned when its box is farther than qr; the slack covers rounding in the
@@ -736,25 +664,29 @@ def _region_query(nd, ob, sp, rules, kind: int, qa, qb, qr: float, total: int, p
                 k += 1
         elif kind != REGION_RAY:
             # The block's float32 records in order settle all but the objects within a few
-            # roundings of the region's boundary; only those read the store (a cache miss
-            # each at 10^6 objects). A compaction without branches, then the candidates.
+            # roundings of the region's boundary (app.spatial.sieve); only those read the
+            # store (a cache miss each at 10^6 objects). A compaction without branches, then
+            # the candidates.
             k0 = k
             if kind == REGION_BOX:
                 for p in range(b, e):
-                    miss, sure = _sieve_box(rec, p, fixed, ax, ay, az, bx, by, bz)
+                    x, y, z, r = record_sphere(rec, p)
+                    miss, sure = sieve_box(x, y, z, r, term, ax, ay, az, bx, by, bz)
                     out[k] = slot[p]
                     ts[k] = sure
                     k += 1 - miss
             else:
                 for p in range(b, e):
-                    miss, sure = _sieve_sphere(rec, p, fixed, ax, ay, az, qr)
+                    x, y, z, r = record_sphere(rec, p)
+                    miss, sure = sieve_sphere(x, y, z, r, term, ax, ay, az, qr)
                     out[k] = slot[p]
                     ts[k] = sure
                     k += 1 - miss
-            k = _settle(kind, k0, k, centers, radii, qa, qb, qr, out, ts)
+            k = settle_region(kind, k0, k, centers, radii, qa, qb, qr, out, ts)
         else:  # a ray: the sieve's few candidates need their distances from the store
             for p in range(b, e):
-                if _ray_may_hit(rec, p, fixed, qa, idx, idy, idz, box):
+                x, y, z, r = record_sphere(rec, p)
+                if ray_may_hit(x, y, z, r, term, qa, idx, idy, idz, box):
                     s = slot[p]
                     t = region_hit(kind, centers[s, 0], centers[s, 1], centers[s, 2],
                                    radii[s], qa, qb, qr)

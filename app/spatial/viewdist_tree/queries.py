@@ -323,11 +323,13 @@ def query_planes(nd, ob, pk, tree, sp, planes, eye, occ, walk_infinite):
 
 
 @njit(cache=True)
-def query_region(nd, ob, pk, tree, sp, kind, q, qr):
+def query_region(nd, ob, pk, tree, sp, kind, q, qr, walk_infinite):
     """Box (kind BOX), sphere (SPHERE) or ray (RAY) query over the subtree sphere bounds.
 
     ``q`` is a (3, 3) array: rows (lo, hi, -) for a box, (centre, -, -) for a sphere and
     (origin, unit direction, inverse direction) for a ray. Returns (slots, entry distances).
+    The unbounded list is walked only if ``walk_infinite`` (else the caller sieves its
+    float32 copy).
     """
     t = tree[0]
     n = t.in_nodes + t.inf_count
@@ -345,7 +347,7 @@ def query_region(nd, ob, pk, tree, sp, kind, q, qr):
     qb = q[1]
     stack = np.empty(_stack_cap(nd, tree), dtype=np.int64)
     top = start_walk(stack, t.root)
-    s = t.inf_head  # the infinite list first, then each node's block
+    s = t.inf_head if walk_infinite else -1  # the infinite list first, then the blocks
     while s != -1:
         hit = region_hit(kind, sp.centers[s, 0], sp.centers[s, 1], sp.centers[s, 2],
                          sp.radii[s], qa, qb, qr)

@@ -25,6 +25,7 @@ from app.spatial.scan import (
     spheres32,
     store32,
 )
+from app.spatial.sieve import region_rows
 from app.spatial.tree_pairs import SnapshotArena, TreePairSnapshot, snapshot_pairs
 from app.spatial.viewdist_tree import check as ck
 from app.spatial.viewdist_tree import pairs as pr
@@ -350,8 +351,16 @@ class ViewDistanceTree(FlatWhileMoving, SpatialIndex):
             if kind == qu.SPHERE:
                 return self._flat.query_sphere(self, q[0], qr), np.zeros(0)
             return self._flat.query_ray(self, q[0], q[1])
-        return qu.query_region(self._nodes, self._objs, self._packed, self._tree,
-                               self._spheres(), kind, q, qr)
+        slots, ts = qu.query_region(self._nodes, self._objs, self._packed, self._tree,
+                                    self._spheres(), kind, q, qr, not self._inf_kept)
+        if not self._inf_kept:
+            return slots, ts
+        # The unbounded list's float32 copy (kept while it is a large share, as the frustum
+        # query's scan): sieved row by row instead of its linked list walked object by object.
+        qa, qb = (q[0], q[1]) if kind != qu.SPHERE else (q[0], q[0])
+        inf_slots, inf_ts = region_rows(self._inf32, self._rows, self._inf_codes,
+                                        self._centers, self._radii, kind, qa, qb, qr)
+        return np.concatenate([inf_slots, slots]), np.concatenate([inf_ts, ts])
 
     def _query_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         q = np.zeros((3, 3))
