@@ -541,3 +541,26 @@ def test_centres_only_moves_in_and_out_of_the_unbounded_list():
         box = idx.query_box(np.full(3, -300.0), np.full(3, 300.0))
         inside = (np.abs(c) <= 300.0 + r[:, None]).all(axis=1)
         assert set(box.tolist()) == set(ids[inside].tolist()), step
+
+
+def test_batch_bounds_is_numpys_over_the_bounded_objects():
+    """A new root is sized by one compiled pass (``update.batch_bounds``): the same count,
+    corners and largest view distance as numpy's over the objects whose centre and view
+    distance are bounded; none when no object is."""
+    from app.spatial.viewdist_tree.store import UNBOUNDED
+    from app.spatial.viewdist_tree.update import batch_bounds
+
+    rng = np.random.default_rng(31)
+    c = rng.uniform(-1e3, 1e3, (500, 3))
+    vd = rng.uniform(0, 50, 500)
+    vd[::7] = np.inf
+    c[3::11, 1] = 2 * UNBOUNDED
+    c[5::13, 2] = -2 * UNBOUNDED
+    slots = rng.permutation(500)[:400].astype(np.int64)
+    count, lo, hi, vmax = batch_bounds(slots, c, vd, UNBOUNDED)
+    ok = (vd[slots] <= UNBOUNDED) & (np.abs(c[slots]) <= UNBOUNDED).all(axis=1)
+    assert count == ok.sum() > 0
+    assert np.array_equal(lo, c[slots[ok]].min(axis=0))
+    assert np.array_equal(hi, c[slots[ok]].max(axis=0))
+    assert vmax == vd[slots[ok]].max()
+    assert batch_bounds(slots[~ok], c, vd, UNBOUNDED)[0] == 0

@@ -290,16 +290,15 @@ class ViewDistanceTree(FlatWhileMoving, SpatialIndex):
 
     def _choose_root(self, slots: np.ndarray) -> None:
         """Root cube for an empty tree, sized from the batch so it need not grow at once."""
-        vd = self._vdist[slots]
-        finite = (vd <= UNBOUNDED) & (np.abs(self._centers[slots]) <= UNBOUNDED).all(axis=1)
-        if not finite.any():
+        count, cmin, cmax, vmax = up.batch_bounds(slots, self._centers, self._vdist,
+                                                  UNBOUNDED)
+        if count == 0:
             return
-        c = self._centers[slots[finite]]
         m = self.min_node_size
-        lo = np.floor(c.min(axis=0) / m) * m
-        need = max(float((c.max(axis=0) - lo).max()), 2.0 * float(vd[finite].max()), m)
+        lo = np.floor(cmin / m) * m
+        need = max(float((cmax - lo).max()), 2.0 * float(vmax), m)
         level = pow2_at_least(need)
-        while (lo + math.ldexp(1.0, level) < c.max(axis=0)).any():
+        while (lo + math.ldexp(1.0, level) < cmax).any():
             level += 1
         if self._scalar("nfree") < 1:
             self._grow_nodes(self._nodes.size.shape[0] + 1)

@@ -413,6 +413,37 @@ def remove_batch(nd, ob, pk, tree, slots):
 
 
 @njit(cache=True)
+def batch_bounds(slots, centers, vdist, unbounded: float):
+    """(count, lo, hi, largest view distance) over the batch's objects whose centre and view
+    distance are bounded (every coordinate's magnitude and the view distance at most
+    ``unbounded``), in one pass: a new root is sized from them. numpy's masks, gathers and
+    reductions along the first axis of (n, 3) took 0.12 s of a 10^6-object build (a third)
+    and their temporaries' page faults more at 10^7."""
+    lo = np.full(3, np.inf)
+    hi = np.full(3, -np.inf)
+    vmax = -np.inf
+    count = 0
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        x = centers[s, 0]
+        y = centers[s, 1]
+        z = centers[s, 2]
+        v = vdist[s]
+        if not (v <= unbounded and abs(x) <= unbounded and abs(y) <= unbounded
+                and abs(z) <= unbounded):
+            continue
+        count += 1
+        lo[0] = min(lo[0], x)
+        lo[1] = min(lo[1], y)
+        lo[2] = min(lo[2], z)
+        hi[0] = max(hi[0], x)
+        hi[1] = max(hi[1], y)
+        hi[2] = max(hi[2], z)
+        vmax = max(vmax, v)
+    return count, lo, hi, vmax
+
+
+@njit(cache=True)
 def new_root(nd, tree, x, y, z, level):
     """Allocate the root of an empty tree (its cube chosen from the first batch)."""
     tree[0].root = alloc_node(nd, tree, x, y, z, level, -1)
