@@ -33,11 +33,17 @@ SIEVE_BIG = 1e37
 
 
 @njit(cache=True, inline="always")
-def query_term(qa, qb, qr: float) -> float:
-    """The margin's part from the query's own magnitudes (its corners, centre, origin and
-    direction, radius): 1e-12 of them."""
-    m = max(abs(qa[0]), abs(qa[1]), abs(qa[2]), abs(qb[0]), abs(qb[1]), abs(qb[2]), qr)
-    return 1e-12 * (1.0 + m)
+def query_magnitude(qa, qb, qr: float) -> float:
+    """The largest magnitude of a region query's numbers (its corners, centre, origin and
+    direction, radius)."""
+    return max(abs(qa[0]), abs(qa[1]), abs(qa[2]), abs(qb[0]), abs(qb[1]), abs(qb[2]), qr)
+
+
+@njit(cache=True, inline="always")
+def query_term(qmag: float) -> float:
+    """The margin's part from the query's own magnitude ``qmag``
+    (:func:`query_magnitude`): 1e-12 of it."""
+    return 1e-12 * (1.0 + qmag)
 
 
 @njit(cache=True, inline="always")
@@ -121,7 +127,7 @@ def region_rows(s32, n: int, codes, centers, radii, kind: int, qa, qb, qr: float
     the NEAR rows, within a few roundings of the boundary, are settled in float64.
     ``codes``: n bytes of scratch."""
     x32, y32, z32, r32 = s32.x, s32.y, s32.z, s32.r
-    term = query_term(qa, qb, qr)
+    term = query_term(query_magnitude(qa, qb, qr))
     ax, ay, az, bx, by, bz = qa[0], qa[1], qa[2], qb[0], qb[1], qb[2]
     if kind == REGION_RAY:
         # Each row's exact test, early exits and all: a sieve by the record's widened box

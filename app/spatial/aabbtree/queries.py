@@ -76,6 +76,7 @@ from app.spatial.scan import (
     verdict_words,
 )
 from app.spatial.sieve import (
+    query_magnitude,
     query_term,
     ray_may_hit,
     settle_region,
@@ -624,8 +625,8 @@ def _region_query(nd, ob, sp, rules, kind: int, qa, qb, qr: float, total: int, p
     noted, pending, npend = pd.noted, pd.pending, pd.count
     centers, radii, _ = sp
     slot, rec = ob.slot, ob.rec  # locals: numba counts a tuple's references at each use
-    qmag = max(abs(qa[0]), abs(qa[1]), abs(qa[2]), abs(qb[0]), abs(qb[1]), abs(qb[2]), qr)
-    term = query_term(qa, qb, qr)  # (the sieve's margin)
+    qmag = query_magnitude(qa, qb, qr)
+    term = query_term(qmag)  # (the sieve's margin)
     ax, ay, az, bx, by, bz = qa[0], qa[1], qa[2], qb[0], qb[1], qb[2]
     box = np.empty((2, 3))  # a record's widened box, for the ray's slab test
     # A node is pruned when its box is farther than qr; the slack covers rounding in the
