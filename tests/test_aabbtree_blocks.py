@@ -92,8 +92,10 @@ def test_full_heap_stops_and_resumes_every_batch(name, leafy):
 @pytest.mark.parametrize("radii", [False, True])
 def test_update_writes_the_store_up_to_where_it_stops(radii):
     """The update kernel writes each mover's store rows as it moves it: when the heap runs
-    out of room it stops before a mover with the rest of the batch unwritten (the resumed
-    call reads their old spheres from the store), and the index then finishes the batch."""
+    out of room it stops before a mover. Every mover before it is done; after it, a mover
+    that stayed in its leaf may be done (the first pass moves those), every other one has
+    its store rows unwritten (the resumed call reads their old spheres from the store), and
+    the index then finishes the batch."""
     rng = np.random.default_rng(5)
     n = 2000
     ids = np.arange(n, dtype=np.int64)
@@ -108,18 +110,27 @@ def test_update_writes_the_store_up_to_where_it_stops(radii):
     moving = rng.choice(ids, 400, replace=False)
     slots = idx._idmap.lookup(moving)
     before_c, before_r = idx._centers[slots].copy(), idx._radii[slots].copy()
-    # A hundred small moves (no room needed), then the rest into one corner: a block there
-    # fills up and the heap has no room for it.
-    new_c = np.concatenate([before_c[:100] + 1e-3, rng.normal(90.0, 1.0, (300, 3))])
-    new_r = rng.uniform(0.1, 2.0, 400) if radii else None
+    # A hundred small moves (no room needed), then moves into one corner, every other one
+    # small: a block there fills up and the heap has no room for it.
+    small = np.zeros(400, bool)
+    small[:100] = True
+    small[101::2] = True
+    new_c = np.where(small[:, None], before_c + 1e-3, rng.normal(90.0, 1.0, (400, 3)))
+    new_r = np.where(small, before_r, rng.uniform(0.1, 2.0, 400)) if radii else None
     did, _ = kn.update_objects(idx._nodes, idx._objs, idx._spheres(), slots, new_c, new_r,
                                None, idx._keep)
-    assert 0 < did < 400
+    assert 100 <= did < 400
     assert np.array_equal(idx._centers[slots[:did]], new_c[:did])
-    assert np.array_equal(idx._centers[slots[did:]], before_c[did:])
-    assert np.array_equal(idx._radii[slots[did:]], before_r[did:])
+    after = idx._centers[slots[did:]]
+    done = np.all(after == new_c[did:], axis=1)
+    assert np.array_equal(after[~done], before_c[did:][~done])
+    assert not done[~small[did:]].any()  # no escape moved past the stop
+    assert done[small[did:]].any()  # and the first pass did move small ones after it
     if radii:
         assert np.array_equal(idx._radii[slots[:did]], new_r[:did])
+        assert np.array_equal(idx._radii[slots[did:]][~done], before_r[did:][~done])
+    else:
+        assert np.array_equal(idx._radii[slots], before_r)
     idx._make_room()
     rest, _ = kn.update_objects(idx._nodes, idx._objs, idx._spheres(), slots[did:],
                                 new_c[did:], None if new_r is None else new_r[did:], None,
@@ -317,4 +328,66 @@ def test_records_beyond_float32_read_the_store():
         oracle.update(m, cm, rm)
         idx.validate()
         assert np.array_equal(np.sort(split_fully(idx, -big, big)), oracle.box(-big, big))
+        idx.validate()
+
+
+def _escapes(rng, c: np.ndarray, kind: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A batch where many movers leave their leaf's box: (ids in a shuffled order, centres)."""
+    if kind == "teleport":  # anywhere
+        ids = rng.choice(n, int(rng.integers(n // 3, n)), replace=False)
+        return ids, rng.uniform(0.0, 100.0, (ids.size, 3))
+    if kind == "swarm":  # half the way to one point
+        ids = rng.choice(n, n // 2, replace=False)
+        return ids, c[ids] + 0.5 * (rng.uniform(0.0, 100.0, 3) - c[ids])
+    if kind == "swap":  # two halves of the scene change places: leaves emptied and refilled
+        ids = rng.permutation(n)
+        new = c[ids].copy()
+        new[:, 0] = np.where(new[:, 0] < 50.0, new[:, 0] + 50.0, new[:, 0] - 50.0)
+        return ids, new
+    if kind == "clear":  # a half of the scene emptied into the other: whole subtrees
+        ids = rng.permutation(np.flatnonzero(c[:, 0] < 50.0))
+        new = c[ids].copy()
+        new[:, 0] += 50.0
+        return ids, new
+    ids = rng.permutation(n)  # "mixed": small moves and jumps in any order
+    jump = rng.random(n) < 0.3
+    return ids, np.where(jump[:, None], rng.uniform(0.0, 100.0, (n, 3)),
+                         c[ids] + rng.normal(0.0, 0.05, (n, 3)))
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10**6), leafy=st.booleans(),
+       name=st.sampled_from(["kd", "ternary", "octree", "icoseptree"]),
+       kinds=st.lists(st.sampled_from(["teleport", "swarm", "swap", "clear", "mixed"]),
+                      min_size=2,
+                      max_size=5),
+       radii=st.booleans())
+def test_a_batch_of_escapes_is_exact_and_valid(seed, leafy, name, kinds, radii):
+    """Batches whose movers mostly leave their node (moved after the update's first pass,
+    their places found ahead, emptied nodes collected at the end): every node they empty,
+    refill or create, in every heuristic, leaves a valid tree and the oracle's answers."""
+    rng = np.random.default_rng(seed)
+    n = 600
+    ids = np.arange(n, dtype=np.int64)
+    c = rng.uniform(0.0, 100.0, (n, 3))
+    r = rng.uniform(0.1, 2.0, n)
+    idx = create_index(name, leafy=leafy, split_threshold=4, flat=False)
+    idx.insert(ids, c, r)
+    oracle = Oracle()
+    oracle.insert(ids, c, r)
+    lo, hi = np.full(3, -10.0), np.full(3, 110.0)
+    split_fully(idx, lo, hi)
+    planes = camera_planes([50, 50, -60], [50, 50, 50], far=300)
+    for kind in kinds:
+        moved, new_c = _escapes(rng, c, kind, n)
+        new_r = rng.uniform(0.1, 2.0, moved.size) if radii else None
+        idx.update(moved, new_c, new_r)
+        oracle.update(moved, new_c, new_r)
+        c[moved] = new_c
+        idx.validate()
+        assert np.array_equal(np.sort(idx.query_frustum(planes).visible),
+                              oracle.frustum(planes))
+        assert np.array_equal(np.sort(idx.query_box(lo + 40.0, hi - 40.0)),
+                              oracle.box(lo + 40.0, hi - 40.0))
+        split_fully(idx, lo, hi)  # (splits the leaves the batch filled)
         idx.validate()

@@ -1019,30 +1019,38 @@ def needs_split(is_split, count, n: int, threshold: int) -> bool:
 
 @njit(cache=True)
 def find_places(child, is_split, axis, split, lo, hi, keep: int, sp, slots):
-    """:func:`find_place` from the root for every slot of a batch, the descents interleaved:
-    a pass over the batch takes every unfinished object one level down. Returns (node, c)
-    arrays as find_place's pair.
-
-    One descent is a chain of dependent loads (a node's split, then its child) and an
-    unpredictable branch a level: an insert's walk took 115-150 ns at 10^6 (kd/leafy's
-    leaves 11-16 levels deep), nodes that the cache holds. Level by level, the objects' loads
-    are independent and overlap. The boxes read by the non-leafy rules are the batch's
-    starting ones (an insert only grows boxes; any placement the rule allows is valid).
-    """
+    """:func:`find_place` from the root for every slot of a batch (:func:`descend`). Returns
+    (node, c) arrays as find_place's pair."""
     centers, radii, _ = sp
     m = slots.shape[0]
     # The batch's spheres in order first: each level's pass reads them again.
     sph = np.empty((m, 4))
-    at = np.full(m, ROOT, np.int64)
-    c_of = np.full(m, -1, np.int64)
-    todo = np.empty(m, np.int64)
     for i in range(m):
         s = slots[i]
         sph[i, 0] = centers[s, 0]
         sph[i, 1] = centers[s, 1]
         sph[i, 2] = centers[s, 2]
         sph[i, 3] = radii[s]
-        todo[i] = i
+    at = np.full(m, ROOT, np.int64)
+    return at, descend(child, is_split, axis, split, lo, hi, keep, sph, at)
+
+
+@njit(cache=True)
+def descend(child, is_split, axis, split, lo, hi, keep: int, sph, at):
+    """:func:`find_place` for the spheres ``sph`` (rows cx, cy, cz, r), each from its node in
+    ``at``, the descents interleaved: a pass over the batch takes every unfinished object one
+    level down. Leaves in ``at`` where each stops and returns its c (find_place's pair).
+
+    One descent is a chain of dependent loads (a node's split, then its child) and an
+    unpredictable branch a level: an insert's walk took 115-150 ns at 10^6 (kd/leafy's
+    leaves 11-16 levels deep), nodes that the cache holds. Level by level, the objects' loads
+    are independent and overlap. The boxes read by the non-leafy rules are the batch's
+    starting ones (an insert or a move only grows boxes; any placement the rule allows is
+    valid).
+    """
+    m = sph.shape[0]
+    c_of = np.full(m, -1, np.int64)
+    todo = np.arange(m)
     left = m
     k = child.shape[1]
     kd = k == 2 and keep == KEEP_NONE
@@ -1073,7 +1081,7 @@ def find_places(child, is_split, axis, split, lo, hi, keep: int, sp, slots):
             todo[kept] = i
             kept += 1
         left = kept
-    return at, c_of
+    return c_of
 
 
 @njit(cache=True)
@@ -1204,8 +1212,11 @@ def update_objects(nd, ob, sp, slots, new_c, new_r, new_v, keep: int) -> tuple[i
     """Move slots (2.1.4) to the checked values ``new_c``, ``new_r``, ``new_v`` (row i for
     slots[i]; the radii and view distances None where the batch leaves them alone: numba
     compiles each combination apart, the dead branches removed), writing the store as it goes;
-    returns (how many were done, how many changed node): fewer done than given when the heap
-    ran out of room (as :func:`insert_objects`), the store unwritten from there on.
+    returns (how many were done, how many changed node). Fewer are done than given when the
+    heap ran out of room (as :func:`insert_objects`): every mover before the count is done;
+    from there on, a mover that stayed in its leaf may be done too (given again, it is moved
+    to where it is, which changes nothing but, at worst, marks a box for a refit) and every
+    other one has its store unwritten.
 
     The store's write is this loop's, not a pass of its own before it: a mover's store rows
     are among the lines its move reads anyway (its old sphere for the flush test), and a
@@ -1213,21 +1224,21 @@ def update_objects(nd, ob, sp, slots, new_c, new_r, new_v, keep: int) -> tuple[i
     of 10^6 touch about 3 MB of lines).
 
     Fast path (most small moves): the new bounds and view distance still fit the box of the
-    object's node and that node is a leaf, so the object stays and no box grows: its float32
-    record is rewritten where it is, and only the old sphere's flush test remains. Otherwise
-    walk up from the object's node to the first box that still contains its new bounds (the
-    root at worst), then down with the heuristic. Only when that lands on another node does
-    the object move to that node's block; otherwise its node's box just grows and, if the
-    old sphere was flush, is marked for recomputation.
+    object's node, and that node is a leaf or the heuristic keeps the object there, so the
+    object stays and no box grows: its float32 record is rewritten where it is, and only the
+    old sphere's flush test remains. The others (escapes) are moved after that pass, in
+    :func:`move_escapes`.
     """
     # The arrays out of their tuples once: numba counts references at every use in the loop.
     centers, radii, vdist = sp
     lo, hi, maxvd, parent, dirty = nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty
     is_split = nd.is_split
-    start, cap, count = nd.start, nd.cap, nd.count
-    node, pos, slot, ident, rec, vdp = ob.node, ob.pos, ob.slot, ob.ident, ob.rec, ob.vd
-    moved = 0
+    node, pos, rec, vdp = ob.node, ob.pos, ob.rec, ob.vd
     n = slots.shape[0]
+    # The escapes by batch row, and for each the node its new bounds climbed to (2.1.4).
+    esc = np.empty(n, np.int64)
+    esc_at = np.empty(n, np.int64)
+    ne = 0
     ahead = 2 * PREFETCH_AHEAD  # (the lines of a fresh mover come from memory: a longer lead)
     for i in range(n):
         # A later mover's lines asked for now: its slot's (node and position share a line),
@@ -1250,65 +1261,154 @@ def update_objects(nd, ob, sp, slots, new_c, new_r, new_v, keep: int) -> tuple[i
             prefetch(maxvd, u)
         s = slots[i]
         x = node[s]
-        # The old sphere, then the new one written. A column the batch leaves alone is not
-        # read from the store (a cache miss a mover: 10^4 fresh movers of 10^6 took 0.82 ms
-        # reading both, 0.47 without): the radius is the record's, rounded up (the box test
-        # and the flush test only grow more cautious), and an unchanged view distance
-        # neither fails its node's bound nor leaves it. The slow path reads both exactly.
-        # (The centre's write is object_store.moved_centre, inlined: the same time as the
-        # lines written out, 51.8-59.9 against 52.3-57.7 ns a fresh mover, alternated.)
+        cx = new_c[i, 0]
+        cy = new_c[i, 1]
+        cz = new_c[i, 2]
+        # A column the batch leaves alone is not read from the store here (a cache miss a
+        # mover: 10^4 fresh movers of 10^6 took 0.82 ms reading both, 0.47 without): the
+        # radius is the record's, rounded up (the box test and the flush test only grow more
+        # cautious), and an unchanged view distance neither fails its node's bound nor leaves
+        # it. An escape reads both exactly.
+        r = record_radius_up(rec, pos[s]) if new_r is None else new_r[i]
+        vd = -np.inf if new_v is None else new_v[i]
+        lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
+        stays = covers(lo, hi, maxvd, np.int64(x), lx, ly, lz, hx, hy, hz, vd)
+        if stays and is_split[x]:
+            # A non-leafy node's own object: it stays if the heuristic keeps it there.
+            d, c = find_place(nd.child, is_split, nd.axis, nd.split, lo, hi, keep,
+                              np.int64(x), cx, cy, cz, r)
+            stays = (d == x) & (c < 0)
+        if not stays:
+            # Moved later, its store unwritten till then; the climb reads the boxes as they
+            # stand now (they only grow in this call: a start a little high is still valid).
+            esc[ne] = i
+            esc_at[ne] = climb_to_cover(lo, hi, parent, x, lx, ly, lz, hx, hy, hz)
+            ne += 1
+            continue
+        # Same node, nothing grows (grow_up would stop at x at once); invalidate_up returns
+        # at once unless the old sphere was flush against x's box. Without radii in the batch
+        # the record keeps its own radius.
         ox = centers[s, 0]
         oy = centers[s, 1]
         oz = centers[s, 2]
-        cx, cy, cz = moved_centre(i, s, new_c, centers)
+        # (object_store.moved_centre written out: the escapes must not write it here)
+        centers[s, 0] = cx
+        centers[s, 1] = cy
+        centers[s, 2] = cz
         if new_r is None:
-            orad = record_radius_up(rec, pos[s])
-            r = orad
+            orad = r
         else:
             orad = radii[s]
-            r = new_r[i]
             radii[s] = r
         if new_v is None:
-            ov = vd = -np.inf
+            ov = vd
         else:
             ov = vdist[s]
-            vd = new_v[i]
             vdist[s] = vd
-        lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
-        if covers(lo, hi, maxvd, np.int64(x), lx, ly, lz, hx, hy, hz, vd) & (not is_split[x]):
-            # Same node, nothing grows (grow_up would stop at x at once); invalidate_up
-            # returns at once unless the old sphere was flush against x's box.
-            # Without radii in the batch r is the record's radius rounded up: the record
-            # keeps its own.
-            p = pos[s]
-            rewrite_sphere(rec, vdp, p, cx, cy, cz, rec[p, 3] if new_r is None else r, ov, vd)
-            invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, ov,
-                          BOX_SLACK)
-            continue
-        if new_r is None:
-            orad = r = radii[s]
-            lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
-        if new_v is None:
-            ov = vd = vdist[s]
-        d = climb_to_cover(lo, hi, parent, x, lx, ly, lz, hx, hy, hz)
-        c = -1
-        # find_place only below a split node, called from here: an inlined helper holding
-        # this call (shared with the paper mode) made the moving bench's update 10-20 %
-        # slower (kd and icoseptree, 10^4 objects all moving).
-        if is_split[d]:
-            d, c = find_place(nd.child, is_split, nd.axis, nd.split, lo, hi, keep, np.int64(d),
-                              cx, cy, cz, r)
+        p = pos[s]
+        rewrite_sphere(rec, vdp, p, cx, cy, cz, rec[p, 3] if new_r is None else r, ov, vd)
+        invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, ov,
+                      BOX_SLACK)
+    if ne == 0:
+        return n, 0
+    return move_escapes(nd, ob, sp, slots, new_c, new_r, new_v, keep, esc[:ne], esc_at[:ne])
+
+
+@njit(cache=True)
+def move_escapes(nd, ob, sp, slots, new_c, new_r, new_v, keep: int, esc, at):
+    """The second pass of :func:`update_objects`: the movers (batch rows ``esc``) whose new
+    bounds left their node's box, each from the node its bounds climbed to (``at``), down
+    with the heuristic, into the block of the node it lands on (or its own node's box grown,
+    when it lands where it was). Returns update_objects' pair.
+
+    As a batch, not one by one in the first pass: an escape reads lines that no earlier step
+    asked for (its hole and its block's last record, the block end it goes to, its exact
+    radius and view distance: a dozen cache misses, 250-320 ns a teleport at 10^6), and here
+    they are known ahead and asked for a few escapes early, as the inserts' and removals'
+    are. Nodes emptied by the escapes are collected at the end (until then no node is freed,
+    so every place found ahead stays a live node).
+    """
+    centers, radii, vdist = sp
+    lo, hi, maxvd, parent, dirty = nd.lo, nd.hi, nd.maxvd, nd.parent, nd.dirty
+    child = nd.child
+    start, cap, count = nd.start, nd.cap, nd.count
+    node, pos, slot, ident, rec, vdp = ob.node, ob.pos, ob.slot, ob.ident, ob.rec, ob.vd
+    ne = esc.shape[0]
+    ahead = PREFETCH_AHEAD
+    # The escapes' new spheres (their exact radii: the descent's rules read them), then
+    # their places, level by level.
+    sph = np.empty((ne, 4))
+    for j in range(ne):
+        if new_r is None and j + ahead < ne:
+            prefetch(radii, slots[esc[j + ahead]])
+        i = esc[j]
+        sph[j, 0] = new_c[i, 0]
+        sph[j, 1] = new_c[i, 1]
+        sph[j, 2] = new_c[i, 2]
+        sph[j, 3] = radii[slots[i]] if new_r is None else new_r[i]
+    c_of = descend(child, nd.is_split, nd.axis, nd.split, lo, hi, keep, sph, at)
+    emptied = np.empty(ne, np.int64)
+    ng = 0
+    moved = 0
+    done = slots.shape[0]
+    for j in range(ne):
+        # A later escape's lines: its slot's and store rows; then its record (the hole) and
+        # the last record of its block (which fills the hole), and the block end it goes to;
+        # then the position of the slot whose record fills the hole.
+        if j + ahead < ne:
+            t = slots[esc[j + ahead]]
+            prefetch(node, t)
+            prefetch(centers, t)
+            prefetch(radii, t)
+            prefetch(vdist, t)
+        if j + ahead // 2 < ne:
+            t = slots[esc[j + ahead // 2]]
+            u = node[t]
+            p = pos[t]
+            prefetch(rec, p)
+            prefetch(slot, p)
+            prefetch(ident, p)
+            prefetch(vdp, p)
+            q = start[u] + count[u] - 1
+            prefetch(rec, q)
+            prefetch(slot, q)
+            prefetch(ident, q)
+            prefetch(vdp, q)
+            w = at[j + ahead // 2]
+            if c_of[j + ahead // 2] < 0 and start[w] >= 0:
+                q = start[w] + count[w]
+                prefetch(rec, q)
+                prefetch(slot, q)
+                prefetch(ident, q)
+                prefetch(vdp, q)
+        if j + ahead // 4 < ne:
+            t = slots[esc[j + ahead // 4]]
+            u = node[t]
+            prefetch(pos, slot[start[u] + count[u] - 1])
+        i = esc[j]
+        s = slots[i]
+        x = node[s]
+        ox = centers[s, 0]
+        oy = centers[s, 1]
+        oz = centers[s, 2]
+        orad = radii[s]
+        ov = vdist[s]
+        r = orad if new_r is None else new_r[i]
+        vd = ov if new_v is None else new_v[i]
+        d = at[j]
+        c = c_of[j]
+        if c >= 0 and child[d, c] >= 0:
+            d = child[d, c]  # (a leaf an earlier escape made: its own descent would stop there)
+            c = -1
         if (c >= 0 or (d != x and count[d] == cap[d])) and not room_to_place(nd, ob, d,
                                                                                   c >= 0):
-            # Stopped before this mover: its store rows back as they were.
-            centers[s, 0] = ox
-            centers[s, 1] = oy
-            centers[s, 2] = oz
-            if new_r is not None:
-                radii[s] = orad
-            if new_v is not None:
-                vdist[s] = ov
-            return i, moved
+            done = i  # stopped before this escape: its store rows as they were
+            break
+        cx, cy, cz = moved_centre(i, s, new_c, centers)
+        if new_r is not None:
+            radii[s] = r
+        if new_v is not None:
+            vdist[s] = vd
         if c >= 0:
             d = new_leaf(nd, np.int64(d), c, cx, cy, cz)
             grow_block(nd, ob, d)
@@ -1321,13 +1421,19 @@ def update_objects(nd, ob, sp, slots, new_c, new_r, new_v, keep: int) -> tuple[i
             if cut_record(start, cap, count, slot, ident, rec, vdp, pos, x, p):
                 fit_block(nd, ob, x)
             moved += 1
+            if is_empty_node(count, nd.nchild, x):
+                emptied[ng] = x
+                ng += 1
         else:
             rewrite_sphere(rec, vdp, pos[s], cx, cy, cz, r, ov, vd)
         grow_up(lo, hi, maxvd, parent, d, cx, cy, cz, r, vd)
-        if (d != x) & is_empty_node(nd.count, nd.nchild, x):
-            # Only then is there garbage: the call (with the whole pool) is not free.
+    for k in range(ng):
+        x = emptied[k]
+        # (refilled when a later escape landed there; a node is listed once, and only as a
+        # leaf, so no earlier collection can have freed it: the depth check is a guard)
+        if nd.depth[x] >= 0 and is_empty_node(count, nd.nchild, x):
             collect_garbage(nd, x)
-    return slots.shape[0], moved
+    return done, moved
 
 
 # ---------------------------------------------------------------------- upkeep
