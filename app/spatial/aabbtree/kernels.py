@@ -1223,11 +1223,11 @@ def update_objects(nd, ob, sp, slots, new_c, new_r, new_v, keep: int) -> tuple[i
     separate pass fetched them once to write them and again here once evicted (10^4 movers
     of 10^6 touch about 3 MB of lines).
 
-    Fast path (most small moves): the new bounds and view distance still fit the box of the
-    object's node, and that node is a leaf or the heuristic keeps the object there, so the
-    object stays and no box grows: its float32 record is rewritten where it is, and only the
-    old sphere's flush test remains. The others (escapes) are moved after that pass, in
-    :func:`move_escapes`.
+    Fast path (most small moves): the new bounds still fit the box of the object's node, and
+    that node is a leaf or the heuristic keeps the object there, so the object stays and no
+    box grows (a view distance past the node's bound grows the bounds up the tree): its
+    float32 record is rewritten where it is, and only the old sphere's flush test remains.
+    The others (escapes) are moved after that pass, in :func:`move_escapes`.
     """
     # The arrays out of their tuples once: numba counts references at every use in the loop.
     centers, radii, vdist = sp
@@ -1272,7 +1272,7 @@ def update_objects(nd, ob, sp, slots, new_c, new_r, new_v, keep: int) -> tuple[i
         r = record_radius_up(rec, pos[s]) if new_r is None else new_r[i]
         vd = -np.inf if new_v is None else new_v[i]
         lx, ly, lz, hx, hy, hz = sphere_box(cx, cy, cz, r)
-        stays = covers(lo, hi, maxvd, np.int64(x), lx, ly, lz, hx, hy, hz, vd)
+        stays = box_contains(lo, hi, np.int64(x), lx, ly, lz, hx, hy, hz)
         if stays and is_split[x]:
             # A non-leafy node's own object: it stays if the heuristic keeps it there.
             d, c = find_place(nd.child, is_split, nd.axis, nd.split, lo, hi, keep,
@@ -1285,8 +1285,8 @@ def update_objects(nd, ob, sp, slots, new_c, new_r, new_v, keep: int) -> tuple[i
             esc_at[ne] = climb_to_cover(lo, hi, parent, x, lx, ly, lz, hx, hy, hz)
             ne += 1
             continue
-        # Same node, nothing grows (grow_up would stop at x at once); invalidate_up returns
-        # at once unless the old sphere was flush against x's box. Without radii in the batch
+        # Same node, its box does not grow; invalidate_up returns at once unless the old
+        # sphere was flush against x's box. Without radii in the batch
         # the record keeps its own radius.
         ox = centers[s, 0]
         oy = centers[s, 1]
@@ -1309,6 +1309,10 @@ def update_objects(nd, ob, sp, slots, new_c, new_r, new_v, keep: int) -> tuple[i
         rewrite_sphere(rec, vdp, p, cx, cy, cz, rec[p, 3] if new_r is None else r, ov, vd)
         invalidate_up(lo, hi, maxvd, parent, dirty, np.int64(x), ox, oy, oz, orad, ov,
                       BOX_SLACK)
+        if vd > maxvd[x]:
+            # A view distance past its node's bound: the bounds grow up the tree, the box
+            # stays (as an escape's would when it lands where it was, without its pass).
+            grow_up(lo, hi, maxvd, parent, np.int64(x), cx, cy, cz, r, vd)
     if ne == 0:
         return n, 0
     return move_escapes(nd, ob, sp, slots, new_c, new_r, new_v, keep, esc[:ne], esc_at[:ne])
