@@ -359,8 +359,7 @@ def _escapes(rng, c: np.ndarray, kind: str, n: int) -> tuple[np.ndarray, np.ndar
 @given(seed=st.integers(0, 10**6), leafy=st.booleans(),
        name=st.sampled_from(["kd", "ternary", "octree", "icoseptree"]),
        kinds=st.lists(st.sampled_from(["teleport", "swarm", "swap", "clear", "mixed"]),
-                      min_size=2,
-                      max_size=5),
+                      min_size=2, max_size=5),
        radii=st.booleans())
 def test_a_batch_of_escapes_is_exact_and_valid(seed, leafy, name, kinds, radii):
     """Batches whose movers mostly leave their node (moved after the update's first pass,

@@ -1329,7 +1329,7 @@ def move_escapes(nd, ob, sp, slots, new_c, new_r, new_v, keep: int, esc, at):
 
     As a batch, not one by one in the first pass: an escape reads lines that no earlier step
     asked for (its hole and its block's last record, the block end it goes to, its exact
-    radius and view distance: a dozen cache misses, 250-320 ns a teleport at 10^6), and here
+    radius and view distance: a dozen cache misses, 250-490 ns a teleport at 10^6), and here
     they are known ahead and asked for a few escapes early, as the inserts' and removals'
     are. Nodes emptied by the escapes are collected at the end (until then no node is freed,
     so every place found ahead stays a live node).
