@@ -369,3 +369,36 @@ def test_automatic_cell_size_is_rechosen_as_data_grows():
     fixed.insert(ids[:100], c[:100], r[:100])
     fixed.insert(ids[100:], c[100:], r[100:])
     assert fixed.cell_size == 2.0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cells_whole_in_view_are_emitted_side_by_side_exactly(seed):
+    """Cells inside the frustum whose every object passes are emitted after the walk, four
+    lists at a time (``queries.emit_lists``): with their items scattered by spawns and moves,
+    with one to many such cells (lanes that refill and lanes left idle), beside partly
+    visible cells, the answer and its working set are the oracle's."""
+    rng = np.random.default_rng(seed)
+    g, o = filled(3000, spread=60.0, seed=seed, cell_size=4.0, flat=False)
+    ids = g.all_ids()
+    gone = rng.choice(ids, 900, replace=False)
+    g.remove(gone)
+    o.remove(gone)
+    new = np.arange(900, dtype=np.int64) * 5 + 100_000
+    c = rng.uniform(-60.0, 60.0, (900, 3))
+    r = rng.uniform(0.0, 3.0, 900)
+    g.insert(new, c, r)
+    o.insert(new, c, r)
+    movers = rng.choice(g.all_ids(), 800, replace=False)
+    mc = rng.uniform(-60.0, 60.0, (800, 3))
+    g.update(movers, mc)
+    o.update(movers, mc)
+    g.validate()
+    for eye, at, far in (([-300.0, 0, 0], [0.0, 0, 0], 2000.0),   # every cell inside
+                         ([0.0, 0, 0], [1.0, 0.2, 0.1], 2000.0),  # half the world
+                         ([-90.0, 0, 0], [0.0, 0, 0], 70.0),      # a few cells whole
+                         ([-61.0, 30, 30], [0.0, 30, 30], 10.0)):  # one cell or none
+        planes = camera_planes(eye, at, far=far)
+        got = g.query_frustum(planes, np.array(eye))
+        want = o.frustum(planes)
+        assert np.array_equal(np.sort(got.visible), want)
+        assert got.visible.size == np.unique(got.visible).size

@@ -264,8 +264,10 @@ def cells_in_ranges(ranges, active, g):
 
 
 @njit(cache=True, _nrt=False)
-def cull_cell(c, res, size, grow, view, g, items, out, k, cnt, scr):
-    """Frustum-test one live cell (``res``: its class if known, else -1); emit its objects' ids.
+def cull_cell(c, res, size, grow, view, g, items, out, k, cnt, scr, whole):
+    """Frustum-test one live cell (``res``: its class if known, else -1); emit its objects' ids,
+    or, when every one of them passes, queue its list on ``whole`` (its count at [0], the
+    lists' first items after it) for :func:`emit_lists`.
 
     ``cnt`` accumulates [working set, cells visited, occluded cells, objects culled by
     occlusion, objects culled by view distance] (a rejected cell counts all its objects under
@@ -334,6 +336,11 @@ def cull_cell(c, res, size, grow, view, g, items, out, k, cnt, scr):
     ident = items.ident
     nxt = items.next
     it = cells.head[c]
+    if res == INSIDE and vd_all and not occlusion:
+        whole[0] += 1
+        whole[whole[0]] = it
+        cnt[0] += cells.count[c]
+        return k
     while it >= 0:
         cnt[0] += 1
         cx = cen[it, 0]
@@ -352,6 +359,52 @@ def cull_cell(c, res, size, grow, view, g, items, out, k, cnt, scr):
             k += 1
         it = nxt[it]
     return k
+
+
+@njit(cache=True, _nrt=False)
+def emit_lists(whole, ident, nxt, out, k):
+    """The ids of every object in the lists queued on ``whole`` (see :func:`cull_cell`), into
+    ``out`` from ``k``; returns the new ``k``.
+
+    Four lists are followed side by side, an item of each in turn: one list is a chain of
+    dependent loads, and once relinks have scattered its items each is a cache miss (a view
+    of the whole world at 10^6 objects took 19 ms after a tenth of them had spawned again,
+    against 1.7 for the brute force); the four chains overlap.
+    """
+    n = whole[0]
+    q = 1
+    a = b = c = d = -1
+    while True:
+        if a < 0 and q <= n:
+            a = whole[q]
+            q += 1
+        if b < 0 and q <= n:
+            b = whole[q]
+            q += 1
+        if c < 0 and q <= n:
+            c = whole[q]
+            q += 1
+        if d < 0 and q <= n:
+            d = whole[q]
+            q += 1
+        if (a < 0) & (b < 0) & (c < 0) & (d < 0):
+            return k
+        if a >= 0:
+            out[k] = ident[a]
+            k += 1
+            a = nxt[a]
+        if b >= 0:
+            out[k] = ident[b]
+            k += 1
+            b = nxt[b]
+        if c >= 0:
+            out[k] = ident[c]
+            k += 1
+            c = nxt[c]
+        if d >= 0:
+            out[k] = ident[d]
+            k += 1
+            d = nxt[d]
 
 
 @njit(cache=True, inline="always")
@@ -408,6 +461,9 @@ def frustum(view_t, n_objects, grid_t, items_t):
     ranges = np.zeros((nlev, 6), dtype=np.int64)
     scan = np.zeros(nlev, dtype=np.bool_)
     any_scan = False
+    # The lists of cells whose every object passes (emit_lists): their count, then them.
+    whole = np.empty(hw + 1, dtype=np.int64)
+    whole[0] = 0
     # Explicit stack of coordinate blocks: [i0, j0, k0, i1, j1, k1, known class or -1].
     stack = np.empty((512, 7), dtype=np.int64)
     scr = np.empty((4, 3))
@@ -457,7 +513,7 @@ def frustum(view_t, n_objects, grid_t, items_t):
                             c = probe(table, lvl, ix, iy, iz)
                             if c >= 0:
                                 k = cull_cell(c, hint, size, grow, view, g, items, out, k, cnt,
-                                              scr)
+                                              scr, whole)
                 continue
             sp = split_block(stack, sp, res)
     if any_scan:
@@ -465,7 +521,9 @@ def frustum(view_t, n_objects, grid_t, items_t):
         for j in range(scan_pool(cells, scan, ranges, hw, found, 0)):
             c = found[j]
             lvl = cells.key[c, 0]
-            k = cull_cell(c, -1, lv.size[lvl], lv.rmax[lvl], view, g, items, out, k, cnt, scr)
+            k = cull_cell(c, -1, lv.size[lvl], lv.rmax[lvl], view, g, items, out, k, cnt, scr,
+                          whole)
+    k = emit_lists(whole, items.ident, items.next, out, k)
     return out[:k], cnt
 
 
