@@ -1026,6 +1026,9 @@ def find_places(child, is_split, axis, split, lo, hi, keep: int, sp, slots):
     # The batch's spheres in order first: each level's pass reads them again.
     sph = np.empty((m, 4))
     for i in range(m):
+        if i + PREFETCH_AHEAD < m:  # (a batch's new rows lie anywhere in the store)
+            prefetch(centers, slots[i + PREFETCH_AHEAD])
+            prefetch(radii, slots[i + PREFETCH_AHEAD])
         s = slots[i]
         sph[i, 0] = centers[s, 0]
         sph[i, 1] = centers[s, 1]
@@ -1111,6 +1114,7 @@ def insert_objects(nd, ob, sp, slots, ids, keep: int) -> int:
             prefetch(radii, t)
             prefetch(vdist, t)
             prefetch(node, t)
+            prefetch(ids, t)
             u = at[i + PREFETCH_AHEAD]
             if c_of[i + PREFETCH_AHEAD] < 0 and start[u] >= 0:
                 q = start[u] + count[u]
