@@ -557,10 +557,10 @@ def test_batch_bounds_is_numpys_over_the_bounded_objects():
     c[3::11, 1] = 2 * UNBOUNDED
     c[5::13, 2] = -2 * UNBOUNDED
     slots = rng.permutation(500)[:400].astype(np.int64)
-    count, lo, hi, vmax = batch_bounds(slots, c, vd, UNBOUNDED)
+    count, lo, hi, vmax = batch_bounds(slots, c, vd)
     ok = (vd[slots] <= UNBOUNDED) & (np.abs(c[slots]) <= UNBOUNDED).all(axis=1)
     assert count == ok.sum() > 0
     assert np.array_equal(lo, c[slots[ok]].min(axis=0))
     assert np.array_equal(hi, c[slots[ok]].max(axis=0))
     assert vmax == vd[slots[ok]].max()
-    assert batch_bounds(slots[~ok], c, vd, UNBOUNDED)[0] == 0
+    assert batch_bounds(slots[~ok], c, vd)[0] == 0

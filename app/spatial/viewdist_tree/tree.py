@@ -35,7 +35,6 @@ from app.spatial.viewdist_tree.heap import growth_rows, has_room
 from app.spatial.viewdist_tree.refit import refit_step
 from app.spatial.viewdist_tree.store import (
     IN_INF,
-    UNBOUNDED,
     Spheres,
     grown_nodes,
     grown_objects,
@@ -290,8 +289,7 @@ class ViewDistanceTree(FlatWhileMoving, SpatialIndex):
 
     def _choose_root(self, slots: np.ndarray) -> None:
         """Root cube for an empty tree, sized from the batch so it need not grow at once."""
-        count, cmin, cmax, vmax = up.batch_bounds(slots, self._centers, self._vdist,
-                                                  UNBOUNDED)
+        count, cmin, cmax, vmax = up.batch_bounds(slots, self._centers, self._vdist)
         if count == 0:
             return
         m = self.min_node_size

@@ -413,12 +413,11 @@ def remove_batch(nd, ob, pk, tree, slots):
 
 
 @njit(cache=True)
-def batch_bounds(slots, centers, vdist, unbounded: float):
-    """(count, lo, hi, largest view distance) over the batch's objects whose centre and view
-    distance are bounded (every coordinate's magnitude and the view distance at most
-    ``unbounded``), in one pass: a new root is sized from them. numpy's masks, gathers and
-    reductions along the first axis of (n, 3) took 0.12 s of a 10^6-object build (a third)
-    and their temporaries' page faults more at 10^7."""
+def batch_bounds(slots, centers, vdist):
+    """(count, lo, hi, largest view distance) over the batch's objects that the tree's nodes
+    hold (not :func:`~.store.unbounded`), in one pass: a new root is sized from them.
+    numpy's masks, gathers and reductions along the first axis of (n, 3) took 0.12 s of a
+    10^6-object build (a third) and their temporaries' page faults more at 10^7."""
     lo = np.full(3, np.inf)
     hi = np.full(3, -np.inf)
     vmax = -np.inf
@@ -429,8 +428,7 @@ def batch_bounds(slots, centers, vdist, unbounded: float):
         y = centers[s, 1]
         z = centers[s, 2]
         v = vdist[s]
-        if not (v <= unbounded and abs(x) <= unbounded and abs(y) <= unbounded
-                and abs(z) <= unbounded):
+        if unbounded(x, y, z, v):
             continue
         count += 1
         lo[0] = min(lo[0], x)
