@@ -48,6 +48,17 @@ def grown_free_stack(free: np.ndarray, nfree: int, old: int,
     return out, nfree + extra.shape[0]
 
 
+def aligned(shape: tuple[int, ...], dtype: np.dtype | type, to: int = 64) -> np.ndarray:
+    """An uninitialised C array whose first byte lies on a ``to``-byte boundary (its
+    ``base`` the padded buffer it views). A large array from numpy starts 16 bytes past a
+    page (malloc's header): 32-byte rows of it straddle two cache lines every other row."""
+    count = int(np.prod(shape, dtype=np.int64))
+    size = np.dtype(dtype).itemsize
+    buf = np.empty(count * size + to, np.uint8)
+    skip = -buf.ctypes.data % to
+    return buf[skip: skip + count * size].view(dtype).reshape(shape)
+
+
 def reserved(shape: tuple[int, ...], dtype: np.dtype | type, head: int) -> np.ndarray:
     """An uninitialised array over anonymous memory, mapped only as it is written: its first
     ``head`` rows in huge pages where the system gives them (the part in use at once), the
