@@ -22,7 +22,7 @@ from app.parallelism import PARALLEL_MIN
 from app.spatial.checks import is_f64, is_ids, name_ids, reject_repeats, values_ok
 from app.spatial.idmap import IdMap, at_home, hash_lookup
 from app.spatial.pool import grown, grown_free_stack
-from app.spatial.prefetch import PREFETCH_AHEAD, prefetch, spread_out
+from app.spatial.prefetch import PREFETCH_AHEAD, PREFETCH_FAR, prefetch, spread_out
 from app.spatial.seen import fit_bits, has_repeat, seen_bits, shares_any
 
 
@@ -63,7 +63,7 @@ def _resolve_batch(ids, centers, radii, vdist, keys, vals, dense, home, seen, sl
     has_v = vdist.shape[0] == n
     nd = dense.shape[0]
     bad = np.zeros(n, dtype=np.bool_)
-    ahead = PREFETCH_AHEAD if spread_out(ids) else n  # (a dense batch streams anyway)
+    ahead = PREFETCH_FAR if spread_out(ids) else n  # (a dense batch streams anyway)
     half = ahead // 2 if ahead < n else n
     for i in prange(n):
         if i + ahead < n:  # a later id's home bit (10^7 ids: 1.25 MB, beyond the cache),
@@ -106,7 +106,7 @@ def _resolve_serial(ids, centers, radii, vdist, keys, vals, dense, home, seen, s
     nd = dense.shape[0]
     ok = True
     increasing = True
-    ahead = PREFETCH_AHEAD if spread_out(ids) else n  # (a dense batch streams anyway)
+    ahead = PREFETCH_FAR if spread_out(ids) else n  # (a dense batch streams anyway)
     half = ahead // 2 if ahead < n else n
     for i in range(n):
         if i + ahead < n:  # a later id's home bit (10^7 ids: 1.25 MB, beyond the cache),

@@ -25,6 +25,12 @@ from numba.extending import intrinsic
 #: How many moves ahead a batch loop asks for a move's lines: enough to cover a miss at a
 #: few tens of nanoseconds a move, few enough that the lines are still there when used.
 PREFETCH_AHEAD = 16
+#: How far ahead an update's id resolve asks for an id's home bit (its direct entry half as
+#: far): a resolve takes a few nanoseconds an id, so 16 ids ahead start each miss too late.
+#: From a cold cache (64 MB streamed between calls, /tmp/s/resolve10m.py), 10^4 fresh ids:
+#: of 10^7 at home 131-135 -> 107-116 us, of 10^7 by the table 181 -> 137, of 10^6 by the
+#: table 162 -> 126; warm the same. The removal's and insert's short loops showed no change.
+PREFETCH_FAR = 2 * PREFETCH_AHEAD
 #: How many rows ahead a loop that reads arrays *in order* asks for them (1 KiB of 16-byte
 #: records), a line at a time. The hardware's stream prefetch does not cover such loops on
 #: this machine once their body is long or they read and write several streams: the
