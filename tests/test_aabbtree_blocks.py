@@ -216,51 +216,6 @@ def test_a_move_in_place_rewrites_its_record():
     assert kn.ROOT == 0
 
 
-def _row_of(idx, s: int) -> tuple[int, int, int]:
-    """The 32-byte row (by address) of slot s's centre, node and position."""
-    row = lambda a, i: (a.ctypes.data + i * a.strides[0]) // 32  # noqa: E731
-    return row(idx._centers, s), row(idx._objs.node, s), row(idx._objs.pos, s)
-
-
-def test_a_slots_centre_and_place_share_one_row():
-    """A move reads one line for a mover's centre and its node and position: they stay one
-    32-byte row through the store's growth and new objects, and are bound again after
-    everything moved (flat, where the centres are a plain array)."""
-    idx = create_index("kd", leafy=True, capacity=16)
-    rng = np.random.default_rng(3)
-    n = 5000  # past flat_min_objects
-    c = rng.uniform(-50, 50, (n, 3))
-    idx.insert(np.arange(n), c, np.full(n, 0.5))  # grows the store from 16 slots
-    planes = camera_planes([0, 0, 0], [1, 0, 0], far=100)
-    oracle = Oracle()
-    oracle.insert(np.arange(n), c, np.full(n, 0.5))
-    was_flat = False
-    for step in range(8):
-        ids = np.arange(n) if step in (2, 3) else rng.choice(n, 300, replace=False)
-        c[ids] += rng.normal(0, 2, (ids.shape[0], 3))
-        idx.update(ids, c[ids])
-        oracle.update(ids, c[ids])
-        if step == 5:  # new objects past the store's capacity: it grows again
-            new = np.arange(n, 3 * n)
-            cn = rng.uniform(-50, 50, (2 * n, 3))
-            idx.insert(new, cn, np.full(2 * n, 0.5))
-            oracle.insert(new, cn, np.full(2 * n, 0.5))
-            c = np.concatenate([c, cn])
-            n = 3 * n
-        got = idx.query_frustum(planes).visible
-        assert np.array_equal(np.sort(got), oracle.frustum(planes, None, False))
-        if idx.is_flat:  # streamed whole while flat: plain centres, no rows
-            assert idx._centers.flags.c_contiguous
-            was_flat = True
-        else:
-            idx.validate()
-            for s in rng.choice(np.flatnonzero(idx._alive), 50):
-                centre, node, pos = _row_of(idx, int(s))
-                assert centre == node == pos
-                assert idx._objs.node[s] >= 0
-    assert was_flat and not idx.is_flat
-
-
 @pytest.mark.parametrize("offset,scale", [(1e6, 1e-4), (-3e7, 1e-3), (1e12, 1.0), (0.0, 1e-9)])
 @pytest.mark.parametrize("name,leafy", [("kd", True), ("ternary", False), ("octree", True)])
 def test_boxes_from_float32_records_hold_the_exact_spheres(name, leafy, offset, scale):

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from app.geom.zpyramid import ZPyramid
+from app.spatial import rows
 from app.spatial.aabbtree import blocks as bl
 from app.spatial.aabbtree import check as ck
 from app.spatial.aabbtree import kernels as kn
@@ -28,7 +29,6 @@ from app.spatial.base import QueryResult, SpatialIndex
 from app.spatial.flat_form import FlatWhileMoving
 from app.spatial.object_store import ObjectStore, ids_at
 from app.spatial.pairs import selection, slot_pairs_to_ids
-from app.spatial.pool import aligned
 from app.spatial.tree_pairs import SnapshotArena, TreePairSnapshot, snapshot_pairs
 
 #: A catch-up bound no query reaches.
@@ -134,7 +134,7 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
             raise ValueError(f"split_threshold must be an int >= 1, got {split_threshold!r}")
         flags = parse_mode(mode)
         super().__init__(capacity)
-        self._rows = aligned((0, 4), np.float64)  # (see _bind_rows)
+        self._rows = rows.no_rows()  # (see _bind_rows)
         self.heuristic = heuristic
         self.name = heuristic
         self.leafy = bool(leafy)
@@ -283,47 +283,22 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
     # ------------------------------------------------------------------ hooks
 
     def _bind_rows(self) -> None:
-        """Make the store's centres the first three columns of 32-byte rows whose last word
-        holds the slot's node and position (two int32), unless they are already.
-
-        A move reads a mover's centre and its place: in one row on a 32-byte boundary they
-        are one cache line. Apart (24-byte rows, a quarter of them across two lines, beside
-        an 8-byte place), 10^4 fresh movers of 10^6 read three or four lines each:
-        ``churn100``'s update took 0.65 ms, in one row 0.49 (static, octree/leafy; viewdist
-        0.61 -> 0.36). The memory is the same. The store replaces its centres when it grows
-        and while flat (whole-scene moves swap in a twin), so every way back into the tree
-        binds them again; going flat unbinds them (:meth:`_go_flat`)."""
-        owner = self._rows.base  # (numpy's views all name the buffer that owns the memory)
-        if (self._rows.shape[0] == self._centers.shape[0] and self._centers.base is owner
-                and self._objs.node.base is owner):
+        """The store's centres and the slots' node and position in one row
+        (:mod:`app.spatial.rows`), unless they are already. 10^4 fresh movers of 10^6
+        (`churn100`): the update 0.61-0.64 -> 0.36-0.39 ms, static and viewdist, octree/leafy
+        and kd/leafy (docs/trees-storage.md)."""
+        if rows.is_bound(self._rows, self._centers, self._objs.node):
             return
-        rows = aligned((self._centers.shape[0], 4), np.float64)
-        rows[:, :3] = self._centers
-        words = rows.view(np.int32)  # (n, 8): a row's last eight bytes are words 6 and 7
-        words[:, 6] = self._objs.node
-        words[:, 7] = self._objs.pos
-        self._rows = rows
-        self._centers = rows[:, :3]
-        self._objs = self._objs._replace(node=words[:, 6], pos=words[:, 7])
+        self._rows, self._centers, node, pos = rows.bind(self._centers, self._objs.node,
+                                                         self._objs.pos)
+        self._objs = self._objs._replace(node=node, pos=pos)
 
     def _grow_structure(self, new_capacity: int) -> None:
         self._objs = bl.grow_slots(self._objs, new_capacity)
         if self._flat is None:
             self._bind_rows()
 
-    def _go_flat(self) -> None:
-        """Flat (every object moving): the store's centres a plain array again. The flat
-        copy streams them whole, and 32-byte rows are a third more to stream (moving `spawn`,
-        kd/leafy at 10^5: 0.41 ms a frame with plain centres, 0.45 with the rows)."""
-        super()._go_flat()
-        self._centers = np.ascontiguousarray(self._centers)
-
-    def _go_structure(self) -> None:
-        super()._go_structure()
-        self._bind_rows()  # (an insert binds them too, but there may be no object to insert)
-
     def _insert_in_structure(self, slots: np.ndarray) -> None:
-        self._bind_rows()  # (back from flat, the store's centres are the flat copy's twin)
         nd = self._nodes
         if not nd.is_split[kn.ROOT] and slots.shape[0] > 1:
             # Every object lands at the root (a build): its block takes them all at once.
@@ -519,8 +494,7 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
                                      or int(self._objs.meta[bl.META_TOP])),
                                 "its tree holds objects")
             return
-        owner = self._rows.base
-        if self._centers.base is not owner or self._objs.node.base is not owner:
+        if not rows.is_bound(self._rows, self._centers, self._objs.node):
             raise AssertionError(f"{self.describe()}: the store's centres and the slots' "
                                  "places are not one row")
         nd, ob, sp = self._nodes, self._objs, self._spheres()

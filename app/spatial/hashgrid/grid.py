@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from app.geom.zpyramid import ZPyramid
+from app.spatial import rows
 from app.spatial.base import QueryResult, SpatialIndex
 from app.spatial.flat_form import FlatWhileMoving
 from app.spatial.hashgrid import check as ck
@@ -29,6 +30,7 @@ from app.spatial.hashgrid.store import (
     ST_RELINKS,
     ST_USED,
     Items,
+    Objects,
     Spheres,
     choose_cell_size,
     fill_table,
@@ -80,7 +82,9 @@ class HashedGrid(FlatWhileMoving, SpatialIndex):
         self._stamp = 0
         self._pscratch: tuple[np.ndarray, ...] | None = None  # query_pairs' packed items
         self._init_flat(flat)
+        self._rows = rows.no_rows()  # (see _bind_rows)
         self._empty_structure(cell_size or 1.0)
+        self._bind_rows()
 
     # ------------------------------------------------------------------ public extras
 
@@ -174,6 +178,17 @@ class HashedGrid(FlatWhileMoving, SpatialIndex):
 
     def _grow_structure(self, new_capacity: int) -> None:
         self._objs = grow_objects(self._objs, new_capacity)
+        if self._flat is None:
+            self._bind_rows()
+
+    def _bind_rows(self) -> None:
+        """The store's centres and the slots' item and cell in one row
+        (:mod:`app.spatial.rows`), unless they are already."""
+        if rows.is_bound(self._rows, self._centers, self._objs.item):
+            return
+        self._rows, self._centers, item, cell = rows.bind(self._centers, self._objs.item,
+                                                         self._objs.cell)
+        self._objs = Objects(item=item, cell=cell)
 
     def _validate(self) -> None:
         if self._flat is not None:
@@ -182,6 +197,9 @@ class HashedGrid(FlatWhileMoving, SpatialIndex):
                                 and int(meta[ST_INFREE]) == self._items.cen.shape[0],
                                 "its cells hold items")
             return
+        if not rows.is_bound(self._rows, self._centers, self._objs.item):
+            raise AssertionError(f"{self.describe()}: the store's centres and the slots' "
+                                 "items and cells are not one row")
         alive, g, items, objs = self._alive, self._grid, self._items, self._objs
         for code, where in (
             ck.check_free_stacks(alive, g, items),
@@ -277,6 +295,7 @@ class HashedGrid(FlatWhileMoving, SpatialIndex):
         """Relink every live object under a new finest cell size (one compiled pass)."""
         self._cell_size = cell_size
         self._empty_structure(cell_size)
+        self._bind_rows()
         self._link_new(np.flatnonzero(self._alive))
         self._compact()
 

@@ -1,0 +1,78 @@
+"""A slot's centre and the structure's two words about it share one 32-byte row
+(``app.spatial.rows``): the trees' node and position, the grid's item and cell."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.culling.frustum import camera_planes
+from app.spatial import create_index
+from tests.oracle import Oracle
+
+
+def _rows_of(idx, words: tuple[str, str], s: int) -> set[int]:
+    """The 32-byte rows (by address) of slot s's centre and its two words."""
+    arrays = (idx._centers, getattr(idx._objs, words[0]), getattr(idx._objs, words[1]))
+    return {(a.ctypes.data + s * a.strides[0]) // 32 for a in arrays}
+
+
+@pytest.mark.parametrize("name,kwargs,words", [
+    ("kd", {"leafy": True, "capacity": 16}, ("node", "pos")),
+    ("ternary", {"leafy": False}, ("node", "pos")),
+    ("grid", {}, ("item", "cell")),
+])
+def test_a_slots_centre_and_words_share_one_row(name, kwargs, words):
+    """One row through the store's growth and new objects, bound again after everything
+    moved (flat, where the centres are a plain array); every answer exact."""
+    idx = create_index(name, **kwargs)
+    rng = np.random.default_rng(3)
+    n = 5000  # past flat_min_objects
+    c = rng.uniform(-50, 50, (n, 3))
+    idx.insert(np.arange(n), c, np.full(n, 0.5))  # grows the store past its first capacity
+    planes = camera_planes([0, 0, 0], [1, 0, 0], far=100)
+    oracle = Oracle()
+    oracle.insert(np.arange(n), c, np.full(n, 0.5))
+    was_flat = False
+    for step in range(8):
+        ids = np.arange(n) if step in (2, 3) else rng.choice(n, 300, replace=False)
+        c[ids] += rng.normal(0, 2, (ids.shape[0], 3))
+        idx.update(ids, c[ids])
+        oracle.update(ids, c[ids])
+        if step == 5:  # new objects past the store's capacity: it grows again
+            new = np.arange(n, 3 * n)
+            cn = rng.uniform(-50, 50, (2 * n, 3))
+            idx.insert(new, cn, np.full(2 * n, 0.5))
+            oracle.insert(new, cn, np.full(2 * n, 0.5))
+            c = np.concatenate([c, cn])
+            n = 3 * n
+        got = idx.query_frustum(planes).visible
+        assert np.array_equal(np.sort(got), oracle.frustum(planes, None, False))
+        if idx.is_flat:  # streamed whole while flat: plain centres, no rows
+            assert idx._centers.flags.c_contiguous
+            was_flat = True
+        else:
+            idx.validate()
+            for s in rng.choice(np.flatnonzero(idx._alive), 50):
+                assert len(_rows_of(idx, words, int(s))) == 1
+                assert getattr(idx._objs, words[0])[s] >= 0
+    assert was_flat and not idx.is_flat
+
+
+@pytest.mark.parametrize("name,words", [("octree", ("node", "pos")), ("grid", ("item", "cell"))])
+def test_a_refused_insert_that_grew_the_store_leaves_the_rows_bound(name, words):
+    """The store grows before it finds an id already present; the refused batch changes no
+    answer, and the rows are bound all the same (validate checks them)."""
+    idx = create_index(name)
+    rng = np.random.default_rng(4)
+    c = rng.uniform(-50, 50, (1000, 3))
+    idx.insert(np.arange(1000), c, np.full(1000, 0.5))
+    cap = idx.capacity
+    bad = np.arange(999, 999 + cap)  # id 999 is present; the batch needs a bigger store
+    with pytest.raises(ValueError, match="already"):
+        idx.insert(bad, rng.uniform(-50, 50, (cap, 3)), np.full(cap, 0.5))
+    assert idx.capacity > cap
+    idx.validate()
+    assert len(idx) == 1000
+    for s in range(0, 1000, 37):
+        assert len(_rows_of(idx, words, s)) == 1
