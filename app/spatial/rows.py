@@ -37,7 +37,8 @@ def is_bound(rows: np.ndarray, centers: np.ndarray, word: np.ndarray) -> bool:
 def bind(centers: np.ndarray, first: np.ndarray,
          second: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """New aligned rows holding ``centers`` and the two per-slot words ``first`` and
-    ``second`` (as int32): (rows, the centres' view, the first word's, the second's)."""
+    ``second`` (as int32: a node, position, item or cell number stays below 2^31): (rows,
+    the centres' view, the first word's, the second's)."""
     rows = aligned((centers.shape[0], 4), np.float64)
     rows[:, :3] = centers
     words = rows.view(np.int32)  # (n, 8): a row's last eight bytes are words 6 and 7

@@ -285,7 +285,7 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
     def _bind_rows(self) -> None:
         """The store's centres and the slots' node and position in one row
         (:mod:`app.spatial.rows`), unless they are already. 10^4 fresh movers of 10^6
-        (`churn100`): the update 0.61-0.64 -> 0.36-0.39 ms, static and viewdist, octree/leafy
+        (`churn100`): the update 0.56-0.64 -> 0.33-0.39 ms, static and viewdist, octree/leafy
         and kd/leafy (docs/trees-storage.md)."""
         if rows.is_bound(self._rows, self._centers, self._objs.node):
             return
