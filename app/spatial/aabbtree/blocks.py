@@ -31,6 +31,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from app.spatial.prefetch import prefetch
 from app.spatial.scan import to32
 
 MIN_CLASS = 2  # the smallest block: 4 positions
@@ -255,6 +256,16 @@ def append_record(start, count, node, slot, ident, rec, vd, pos, n: int, s: int,
     ident[p] = who
     count[n] += 1
     node[s] = n
+
+
+@njit(cache=True, inline="always")
+def prefetch_position(slot, ident, rec, vd, p: int) -> None:
+    """Ask for heap position p's four lines (its slot, id, record and view distance) ahead
+    of a move that reads or writes them: a hole, a block's last record, a block's end."""
+    prefetch(slot, p)
+    prefetch(ident, p)
+    prefetch(rec, p)
+    prefetch(vd, p)
 
 
 @njit(cache=True, _nrt=False)

@@ -47,6 +47,7 @@ from app.spatial.aabbtree.blocks import (
     grow_block,
     make_room,
     move_record,
+    prefetch_position,
     rewrite_sphere,
     room_for_leaf,
     swap_records,
@@ -1117,11 +1118,7 @@ def insert_objects(nd, ob, sp, slots, ids, keep: int) -> int:
             prefetch(ids, t)
             u = at[i + PREFETCH_AHEAD]
             if c_of[i + PREFETCH_AHEAD] < 0 and start[u] >= 0:
-                q = start[u] + count[u]
-                prefetch(rec, q)
-                prefetch(slot, q)
-                prefetch(ident, q)
-                prefetch(vd, q)
+                prefetch_position(slot, ident, rec, vd, start[u] + count[u])
         s = slots[i]
         cx, cy, cz, r = slot_sphere(centers, radii, s)
         n = at[i]
@@ -1173,15 +1170,8 @@ def remove_objects(nd, ob, sp, slots, rules) -> None:
         if i + ahead // 2 < m:
             t = slots[i + ahead // 2]
             u = node[t]
-            prefetch(rec, pos[t])
-            prefetch(vd, pos[t])
-            q = start[u] + count[u] - 1
-            prefetch(slot, pos[t])
-            prefetch(ident, pos[t])
-            prefetch(rec, q)
-            prefetch(slot, q)
-            prefetch(ident, q)
-            prefetch(vd, q)
+            prefetch_position(slot, ident, rec, vd, pos[t])
+            prefetch_position(slot, ident, rec, vd, start[u] + count[u] - 1)
             prefetch(lo, u)
             prefetch(hi, u)
         if i + ahead // 4 < m:
@@ -1374,23 +1364,11 @@ def move_escapes(nd, ob, sp, slots, new_c, new_r, new_v, keep: int, esc, at):
         if j + ahead // 2 < ne:
             t = slots[esc[j + ahead // 2]]
             u = node[t]
-            p = pos[t]
-            prefetch(rec, p)
-            prefetch(slot, p)
-            prefetch(ident, p)
-            prefetch(vdp, p)
-            q = start[u] + count[u] - 1
-            prefetch(rec, q)
-            prefetch(slot, q)
-            prefetch(ident, q)
-            prefetch(vdp, q)
+            prefetch_position(slot, ident, rec, vdp, pos[t])
+            prefetch_position(slot, ident, rec, vdp, start[u] + count[u] - 1)
             w = at[j + ahead // 2]
             if c_of[j + ahead // 2] < 0 and start[w] >= 0:
-                q = start[w] + count[w]
-                prefetch(rec, q)
-                prefetch(slot, q)
-                prefetch(ident, q)
-                prefetch(vdp, q)
+                prefetch_position(slot, ident, rec, vdp, start[w] + count[w])
         if j + ahead // 4 < ne:
             t = slots[esc[j + ahead // 4]]
             u = node[t]
