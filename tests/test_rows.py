@@ -1,5 +1,6 @@
-"""A slot's centre and the structure's two words about it share one 32-byte row
-(``app.spatial.rows``): the trees' node and position, the grid's item and cell."""
+"""A slot's store row (centre, radius, view distance, id, live flag) and the structure's two
+words about it share one 64-byte line (``app.spatial.rows``): the trees' node and position,
+the grid's item and cell."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from tests.oracle import Oracle
 
 
 def _rows_of(idx, words: tuple[str, str], s: int) -> set[int]:
-    """The 32-byte rows (by address) of slot s's centre and its two words."""
-    arrays = (idx._centers, getattr(idx._objs, words[0]), getattr(idx._objs, words[1]))
-    return {(a.ctypes.data + s * a.strides[0]) // 32 for a in arrays}
+    """The 64-byte lines (by address) of slot s's store columns and its two words."""
+    arrays = idx._slot_columns() + (getattr(idx._objs, words[0]), getattr(idx._objs, words[1]))
+    return {(a.ctypes.data + s * a.strides[0]) // 64 for a in arrays}
 
 
 @pytest.mark.parametrize("name,kwargs,words", [
@@ -48,8 +49,8 @@ def test_a_slots_centre_and_words_share_one_row(name, kwargs, words):
             n = 3 * n
         got = idx.query_frustum(planes).visible
         assert np.array_equal(np.sort(got), oracle.frustum(planes, None, False))
-        if idx.is_flat:  # streamed whole while flat: plain centres, no rows
-            assert idx._centers.flags.c_contiguous
+        if idx.is_flat:  # streamed whole while flat: plain columns, no rows
+            assert all(a.flags.c_contiguous for a in idx._slot_columns())
             was_flat = True
         else:
             idx.validate()

@@ -475,6 +475,15 @@ class ObjectStore:
         self._apply_update(slots, centers, radii, vd)
         return True
 
+    def _slot_columns(self) -> tuple[np.ndarray, ...]:
+        """Every per-slot array of the store: centres, radii, view distances, ids, live flags
+        (what :mod:`app.spatial.rows` binds into one line a slot)."""
+        return self._centers, self._radii, self._vdist, self._ids, self._alive
+
+    def _set_slot_columns(self, columns: tuple[np.ndarray, ...]) -> None:
+        """Replace every per-slot array (the order of :meth:`_slot_columns`), same values."""
+        self._centers, self._radii, self._vdist, self._ids, self._alive = columns
+
     def _columns(self) -> Columns:
         """The store's float64 columns as they are now (the arrays, not copies)."""
         return Columns(self._centers, self._radii, self._vdist)

@@ -51,7 +51,7 @@ def grown_free_stack(free: np.ndarray, nfree: int, old: int,
 def aligned(shape: tuple[int, ...], dtype: np.dtype | type, to: int = 64) -> np.ndarray:
     """An uninitialised C array whose first byte lies on a ``to``-byte boundary (its
     ``base`` the padded buffer it views). A large array from numpy starts 16 bytes past a
-    page (malloc's header): 32-byte rows of it straddle two cache lines every other row."""
+    page (malloc's header): 64-byte rows of it would straddle two cache lines each."""
     count = int(np.prod(shape, dtype=np.int64))
     size = np.dtype(dtype).itemsize
     buf = np.empty(count * size + to, np.uint8)

@@ -283,14 +283,16 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
     # ------------------------------------------------------------------ hooks
 
     def _bind_rows(self) -> None:
-        """The store's centres and the slots' node and position in one row
+        """The store's row of a slot and the slot's node and position in one line
         (:mod:`app.spatial.rows`), unless they are already. 10^4 fresh movers of 10^6
-        (`churn100`): the update 0.56-0.64 -> 0.33-0.39 ms, static and viewdist, octree/leafy
-        and kd/leafy (docs/trees-storage.md)."""
-        if rows.is_bound(self._rows, self._centers, self._objs.node):
+        (`churn100`): the update 0.56-0.64 -> 0.33-0.39 ms with the centres alone in the row,
+        static and viewdist, octree/leafy and kd/leafy; 10^3 spawns and removals a frame
+        with the whole store row: 0.55 -> 0.51-0.52 (docs/trees-storage.md)."""
+        if rows.is_bound(self._rows, self._slot_columns(), self._objs.node):
             return
-        self._rows, self._centers, node, pos = rows.bind(self._centers, self._objs.node,
-                                                         self._objs.pos)
+        self._rows, columns, node, pos = rows.bind(self._slot_columns(), self._objs.node,
+                                                   self._objs.pos)
+        self._set_slot_columns(columns)
         self._objs = self._objs._replace(node=node, pos=pos)
 
     def _grow_structure(self, new_capacity: int) -> None:
@@ -494,8 +496,8 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
                                      or int(self._objs.meta[bl.META_TOP])),
                                 "its tree holds objects")
             return
-        if not rows.is_bound(self._rows, self._centers, self._objs.node):
-            raise AssertionError(f"{self.describe()}: the store's centres and the slots' "
+        if not rows.is_bound(self._rows, self._slot_columns(), self._objs.node):
+            raise AssertionError(f"{self.describe()}: the store's columns and the slots' "
                                  "places are not one row")
         nd, ob, sp = self._nodes, self._objs, self._spheres()
         checks = (  # in order: each relies on the links and lists the previous ones vouched for

@@ -182,12 +182,13 @@ class HashedGrid(FlatWhileMoving, SpatialIndex):
             self._bind_rows()
 
     def _bind_rows(self) -> None:
-        """The store's centres and the slots' item and cell in one row
+        """The store's row of a slot and the slot's item and cell in one line
         (:mod:`app.spatial.rows`), unless they are already."""
-        if rows.is_bound(self._rows, self._centers, self._objs.item):
+        if rows.is_bound(self._rows, self._slot_columns(), self._objs.item):
             return
-        self._rows, self._centers, item, cell = rows.bind(self._centers, self._objs.item,
-                                                         self._objs.cell)
+        self._rows, columns, item, cell = rows.bind(self._slot_columns(), self._objs.item,
+                                                    self._objs.cell)
+        self._set_slot_columns(columns)
         self._objs = Objects(item=item, cell=cell)
 
     def _validate(self) -> None:
@@ -197,8 +198,8 @@ class HashedGrid(FlatWhileMoving, SpatialIndex):
                                 and int(meta[ST_INFREE]) == self._items.cen.shape[0],
                                 "its cells hold items")
             return
-        if not rows.is_bound(self._rows, self._centers, self._objs.item):
-            raise AssertionError(f"{self.describe()}: the store's centres and the slots' "
+        if not rows.is_bound(self._rows, self._slot_columns(), self._objs.item):
+            raise AssertionError(f"{self.describe()}: the store's columns and the slots' "
                                  "items and cells are not one row")
         alive, g, items, objs = self._alive, self._grid, self._items, self._objs
         for code, where in (
