@@ -11,10 +11,10 @@ the same (57 + 8 bytes a slot against 64).
 
 The store stays the owner: its columns become views of the rows (a strided view, which every
 kernel takes as it is): the centres columns 0-2, the radius 3, the view distance 4, the id
-(int64) 5, the two words (int32) the first half of 6 and the live flag its next byte. The
-store replaces its arrays when it grows and while flat (``flat_form``: the flat copy streams
-plain columns), so a structure binds again on each way back (:func:`is_bound` says whether
-it must).
+(int64) 5, the two words (int32) the two halves of 6 and the live flag the first byte of 7
+(its other seven bytes spare). The store replaces its arrays when it grows and while flat
+(``flat_form``: the flat copy streams plain columns), so a structure binds again on each
+way back (:func:`is_bound` says whether it must).
 """
 
 from __future__ import annotations
