@@ -7,7 +7,7 @@ the slot's id and live flag; an insert writes the slot's centre, radius, view di
 and flag, and the structure reads them back. Kept in arrays of their own (24-byte centre
 rows, float64 radii and view distances, int64 ids, a byte of liveness, and the structure's
 words), a slot is six lines; in one row on a 64-byte boundary it is one. The memory is about
-the same (57 + 8 bytes a slot against 64).
+the same (64 bytes a slot against 24 + 8 + 8 + 8 + 1 + 8).
 
 The store stays the owner: its columns become views of the rows (a strided view, which every
 kernel takes as it is): the centres columns 0-2, the radius 3, the view distance 4, the id
