@@ -77,3 +77,42 @@ def test_a_refused_insert_that_grew_the_store_leaves_the_rows_bound(name, words)
     assert len(idx) == 1000
     for s in range(0, 1000, 37):
         assert len(_rows_of(idx, words, s)) == 1
+
+
+@pytest.mark.parametrize("name", ["kd", "grid"])
+def test_refused_batches_leave_every_row_as_it_was(name):
+    """A removal naming an unknown id, an update with a NaN centre in its middle, a
+    negative radius or a view distance of NaN, and an insert with a bad row: each is refused
+    and no byte of the rows changes (the id, flag, radius and view distance columns
+    included)."""
+    idx = create_index(name)
+    rng = np.random.default_rng(5)
+    n = 2000
+    c = rng.uniform(-50, 50, (n, 3))
+    r = rng.uniform(0.2, 1.0, n)
+    idx.insert(np.arange(n), c, r, 40 * r)
+    idx.update(np.arange(0, n, 7), c[::7] + 0.5)  # a batch through the structure's moves
+    before = idx._rows.copy()
+    ids = rng.choice(n, 300, replace=False)
+    bad_c = c[ids] + 1.0
+    bad_c[150, 1] = np.nan
+    neg_r = r[ids].copy()
+    neg_r[7] = -1.0
+    nan_v = 40 * r[ids]
+    nan_v[299] = np.nan
+    new_c = rng.uniform(-50, 50, (50, 3))
+    new_c[25, 2] = np.inf
+    refused = (
+        lambda: idx.remove(np.array([3, n + 5, 9])),
+        lambda: idx.update(ids, bad_c),
+        lambda: idx.update(ids, c[ids] + 1.0, neg_r),
+        lambda: idx.update(ids, c[ids] + 1.0, r[ids], nan_v),
+        lambda: idx.insert(np.arange(n, n + 50), new_c, np.full(50, 0.5)),
+    )
+    for call in refused:
+        with pytest.raises(ValueError):
+            call()
+        now = idx._rows[: before.shape[0]]  # (a store that grew keeps its rows in front)
+        assert np.array_equal(now.view(np.uint8), before.view(np.uint8))
+    idx.validate()
+    assert len(idx) == n
