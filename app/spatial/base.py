@@ -124,8 +124,12 @@ class SpatialIndex(ObjectStore):
         view_distances: np.ndarray | None = None,
     ) -> None:
         """Move objects (and optionally change their radius or view distance)."""
-        ids, centers, radii, view_distances = lossless_batch(ids, centers, radii,
-                                                             view_distances)
+        self._update_lossless(*lossless_batch(ids, centers, radii, view_distances))
+
+    def _update_lossless(self, ids: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
+                         view_distances: np.ndarray | None) -> None:
+        """:meth:`update` for a batch already through ``checks.lossless_batch`` (a subclass
+        that converted it for its own paths does not convert it again)."""
         with threads_for(len(ids) if np.ndim(ids) == 1 else 0):
             if self._update_fast(ids, centers, radii, view_distances):
                 return

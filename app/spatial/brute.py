@@ -40,7 +40,7 @@ class BruteIndex(SpatialIndex):
         batch = moves.batch_of(ids, centers, radii, view_distances)
         if batch is not None and self._flat.move(self, batch):
             return
-        super().update(ids, centers, radii, view_distances)
+        self._update_lossless(ids, centers, radii, view_distances)
 
     def _query_frustum(self, planes, eye, use_vd, occlusion):
         return self._flat.query_frustum(self, planes, eye, use_vd, occlusion)

@@ -144,7 +144,7 @@ class FlatWhileMoving:
             batch = moves.batch_of(ids, centers, radii, view_distances)
             if batch is not None and self._flat.move(self, batch):
                 return
-        super().update(ids, centers, radii, view_distances)  # type: ignore[misc]
+        self._update_lossless(ids, centers, radii, view_distances)  # type: ignore[attr-defined]
 
     def _still_flat(self) -> bool:
         """Whether a query finds the objects flat. The scene may have stopped moving (the

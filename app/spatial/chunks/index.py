@@ -472,7 +472,7 @@ class ChunkedIndex(SpatialIndex):
             if asleep >= 0:
                 self._move(batch, pos, asleep)
                 return
-        super().update(ids, centers, radii, view_distances)
+        self._update_lossless(ids, centers, radii, view_distances)
 
     def _fresh_mark(self) -> int:
         """A new stamp for the per-position and per-chunk marks (one per pass that uses them)."""
