@@ -14,6 +14,7 @@ from app.geom.zpyramid import ZPyramid
 from app.spatial import rows
 from app.spatial.aabbtree import blocks as bl
 from app.spatial.aabbtree import check as ck
+from app.spatial.aabbtree import entry as en
 from app.spatial.aabbtree import kernels as kn
 from app.spatial.aabbtree import pairs as pr
 from app.spatial.aabbtree import paper as pp
@@ -225,6 +226,11 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
         """The store's arrays as the kernels take them (rebuilt per call: growth replaces them)."""
         return kn.Spheres(self._centers, self._radii, self._vdist)
 
+    def _plain(self) -> tuple[tuple, tuple, tuple]:
+        """The pool, the objects and the store's arrays as plain tuples, as the entries of
+        :mod:`.entry` take them (rebuilt per call: growth and repacks replace them)."""
+        return tuple(self._nodes), tuple(self._objs), (self._centers, self._radii, self._vdist)
+
     def _verdict_bytes(self) -> np.ndarray:
         """The frustum scan's verdict buffer, a byte for every heap position (reused)."""
         size = self._objs.slot.shape[0]
@@ -232,19 +238,23 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
             self._codes = np.zeros(size, np.uint8)
         return self._codes
 
-    def _run_query(self, kernel, *args, notes: bool = False, scan: bool = False):
+    def _run_query(self, kernel, *args, notes: bool = False, scan: bool = False,
+                   plain: bool = False):
         """Run a query kernel after the frame's upkeep if it is due; run it again after a
         catch-up, or (paper mode) after growing the pool when it skipped splits for lack of
-        nodes. Every run is exact: this only shapes the tree."""
+        nodes. Every run is exact: this only shapes the tree. ``plain``: the kernel is an
+        entry of :mod:`.entry`, which takes the pools as plain tuples."""
         if self._queries_since_update >= self.frame_queries:
             self.maintain(self.upkeep_objects, self.refit_patience)
         self._queries_since_update += 1
         while True:
             self._reserve_for_queries()
-            extra = (self._pend,) if notes else ()  # (the pairs kernels still split themselves)
+            pend = tuple(self._pend) if plain else self._pend
+            extra = (pend,) if notes else ()  # (the pairs kernels still split themselves)
             if scan:  # after the upkeep and any repack: the heap is final now
                 extra += (self._verdict_bytes(),)
-            out = kernel(self._nodes, self._objs, self._spheres(), *args, *extra)
+            pools = self._plain() if plain else (self._nodes, self._objs, self._spheres())
+            out = kernel(*pools, *args, *extra)
             meta = self._nodes.meta
             if meta[kn.META_CATCHUP] == kn.CATCHUP_ASKED:
                 # One bigger upkeep step, then the query again, which asks no more this time;
@@ -273,9 +283,8 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
             # after a turn: 469 pending x 27 nodes against 15,000 live of 27,664), a 4 ms
             # stall of page faults in a frame.
             self._room_for(self._nodes.child.shape[1] + 1)
-            spent += int(kn.maintain(self._nodes, self._objs, self._spheres(), self._rules,
-                                     limit - spent, self._seen, self._pend,
-                                     min(max(int(patience), 1), 255)))
+            spent += int(en.maintain(*self._plain(), self._rules, limit - spent, self._seen,
+                                     tuple(self._pend), min(max(int(patience), 1), 255)))
             if not self._nodes.meta[kn.META_WANT_GROW]:
                 break
         return spent
@@ -307,10 +316,15 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
             total = int(nd.count[kn.ROOT]) + slots.shape[0]
             while not bl.reserve_block(nd, self._objs, kn.ROOT, total):
                 self._make_room()
-        insert = pp.paper_insert_objects if self._lazy else kn.insert_objects
-        self._until_done(lambda done: (int(insert(self._nodes, self._objs, self._spheres(),
-                                                  slots[done:], self._ids, self._keep)), 0),
-                         slots.shape[0])
+        if self._lazy:
+            def insert(done: int) -> tuple[int, int]:
+                return int(pp.paper_insert_objects(self._nodes, self._objs, self._spheres(),
+                                                   slots[done:], self._ids, self._keep)), 0
+        else:
+            def insert(done: int) -> tuple[int, int]:
+                return int(en.insert_objects(*self._plain(), slots[done:], self._ids,
+                                             self._keep)), 0
+        self._until_done(insert, slots.shape[0])
 
     def _move_in_structure(self, slots: np.ndarray, centers: np.ndarray,
                            radii: np.ndarray | None, vd: np.ndarray | None) -> None:
@@ -323,8 +337,7 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
         centers = np.ascontiguousarray(centers)
 
         def run(done: int) -> tuple[int, int]:
-            did, moved = kn.update_objects(self._nodes, self._objs, self._spheres(),
-                                           slots[done:], centers[done:],
+            did, moved = en.update_objects(*self._plain(), slots[done:], centers[done:],
                                            None if radii is None else radii[done:],
                                            None if vd is None else vd[done:], self._keep)
             return int(did), int(moved)
@@ -357,7 +370,7 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
         self._queries_since_update = 0
 
     def _remove_from_structure(self, slots: np.ndarray) -> None:
-        kn.remove_objects(self._nodes, self._objs, self._spheres(), slots, self._rules)
+        en.remove_objects(*self._plain(), slots, self._rules)
 
     # ------------------------------------------------------------------ queries
 
@@ -376,12 +389,12 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
         share = self.catchup_share if fresh else 1.0
         catch = self.catchup_objects if fresh else NEVER
         if occlusion is None:
-            out = self._run_query(qu.query_frustum, planes, eye, use_vd, self._rules,
-                                  catch, share, notes=True, scan=True)
+            out = self._run_query(en.query_frustum, planes, eye, use_vd, self._rules,
+                                  catch, share, notes=True, scan=True, plain=True)
         else:
-            out = self._run_query(qu.query_frustum_occluded, planes, eye, use_vd,
+            out = self._run_query(en.query_frustum_occluded, planes, eye, use_vd,
                                   occlusion.occluder(), self._rules, catch, share,
-                                  notes=True, scan=True)
+                                  notes=True, scan=True, plain=True)
         ids, working, visited, occ_nodes, occ_objects, far = out
         return QueryResult(visible=ids, working_set=int(working), nodes_visited=int(visited),
                            occluded_nodes=int(occ_nodes), occluded_objects=int(occ_objects),
