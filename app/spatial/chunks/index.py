@@ -726,12 +726,13 @@ class ChunkedIndex(SpatialIndex):
                                nodes_visited=0, occluded_objects=int(occluded),
                                culled_frustum=outside)
         p32, tol, tol_d = tolerances(planes, eye, self._max_abs, self._max_r)
-        k, occluded, far, working, visited = queries.query_frustum(
-            queries.ChunkLayout(self._tree, self._s32, self._pos_slot, self._pos_id, self._npos),
-            queries.ChunkView(planes, six_planes(planes), eye, use_vd, p32, eye.astype(np.float32),
-                         tol, tol_d),
-            occluder(occlusion), self._records(),
-            queries.ChunkAnswer(self._codes, self._sure, self._near, self._out))
+        s32 = tuple(self._s32)
+        k, occluded, far, working, visited = queries.query_frustum_plain(
+            (tuple(self._tree), s32, self._pos_slot, self._pos_id, self._npos),
+            (planes, six_planes(planes), eye, bool(use_vd), p32, eye.astype(np.float32),
+             float(tol), float(tol_d)),
+            occluder(occlusion), (self._pos_slot, self._centers, self._radii, self._vdist, s32),
+            (self._codes, self._sure, self._near, self._out))
         return QueryResult(visible=self._out[:k].copy(), working_set=int(working),
                            nodes_visited=int(visited), occluded_objects=int(occluded),
                            culled_distance=int(far))
