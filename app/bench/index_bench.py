@@ -104,25 +104,20 @@ def _warm(factory: Callable[[], Any], use_vd: bool, n: int = WARM_SIZES[0]) -> N
         idx.query_frustum(planes, np.full(3, 25.0), use_vd)
         idx.update(ids[perm], c[perm] + step)
         idx.query_frustum(planes, np.full(3, 25.0), use_vd)
-    # Every object as last frame, twice each: centres alone, then with radii. The flat copy
-    # has a path for the same whole-scene batch again; unwarmed, kd/leafy's moving `fixed`
-    # and `sizes` loaded it in a timed frame (p99 3.4-4.0 ms against a 0.47-0.64 median).
+    # Every object as last frame, twice: the flat copy has a path for the same whole-scene
+    # batch again (with radii too, below); unwarmed, kd/leafy's moving `fixed` and `sizes`
+    # loaded it in a timed frame (p99 3.4-4.0 ms against a 0.47-0.64 median).
     for step in (0.15, 0.25):
         idx.update(ids, c + step)
-        idx.query_frustum(planes, np.full(3, 25.0), use_vd)
-    for step in (0.15, 0.25):
-        try:
-            idx.update(ids, c + step, r * (1.0 + step), 40 * r if use_vd else None)
-        except Exception:  # noqa: BLE001 - an index that takes no radii in its moves
-            break
         idx.query_frustum(planes, np.full(3, 25.0), use_vd)
     idx.query_box(np.zeros(3), np.full(3, 20.0))
     for far in (500.0, 0.0):  # one object far out and back: a root that grows and shrinks
         idx.update(ids[:1], c[:1] + far)
         idx.query_frustum(planes, np.full(3, 25.0), use_vd)
     try:
-        idx.update(ids, c + 0.3, r, 40 * r if use_vd else None)
-        idx.query_frustum(planes, np.full(3, 25.0), use_vd)
+        for grow in (1.0, 1.01, 1.02):  # every object with radii, then as last frame twice
+            idx.update(ids, c + 0.3, r * grow, 40 * r if use_vd else None)
+            idx.query_frustum(planes, np.full(3, 25.0), use_vd)
         idx.update(ids[50:0:-1], c[50:0:-1] + 0.25, r[50:0:-1] * 1.01,
                    40 * r[50:0:-1] if use_vd else None)
         idx.remove(ids[200:210])
