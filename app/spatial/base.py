@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 
 from app.geom.zpyramid import ZPyramid
-from app.parallelism import threads_for
 from app.spatial.checks import (
     camera_ok,
     check_batch,
@@ -130,9 +129,8 @@ class SpatialIndex(ObjectStore):
                          view_distances: np.ndarray | None) -> None:
         """:meth:`update` for a batch already through ``checks.lossless_batch`` (a subclass
         that converted it for its own paths does not convert it again)."""
-        with threads_for(len(ids) if np.ndim(ids) == 1 else 0):
-            if self._update_fast(ids, centers, radii, view_distances):
-                return
+        if self._update_fast(ids, centers, radii, view_distances):
+            return
         ids, centers, radii, vd = self._check_batch(ids, centers, radii, view_distances,
                                                     radii_optional=True)
         if ids.shape[0] == 0:

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from app.parallelism import PARALLEL_MIN
+from app.parallelism import PARALLEL_MIN, threads_for
 from app.spatial.checks import is_f64, is_ids, name_ids, reject_repeats, values_ok
 from app.spatial.idmap import IdMap, at_home, hash_lookup
 from app.spatial.pool import grown, grown_free_stack
@@ -418,31 +418,38 @@ class ObjectStore:
         self._idmap.delete(ids)
         _free_rows(slots, self._ids, self._alive, self._free, self._nfree)
         self._nfree += slots.shape[0]
-        self._count -= ids.shape[0]
-
-    def _apply_update(self, slots: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
+        self._count -= i    def _apply_update(self, slots: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
                       vd: np.ndarray | None) -> None:
         """Swap a checked batch's values into the store, then tell the subclass.
 
         The old values go to reused buffers (fresh multi-megabyte arrays every frame cost page
         faults), so hooks get views of them and must copy what they keep; ``slots`` itself is
         the caller's and may be kept (fixed-octree queues it).
+
+        The thread count is set here, around the parallel kernels, and not around every
+        update: an index whose structure moves its batches itself (a tree, the grid) runs
+        no parallel kernel below ``PARALLEL_MIN`` and skips the three calls into numba's
+        threading layer, about 7 us a frame once a frame's kernels have evicted them.
         """
         n = slots.shape[0]
-        if not self._reads_old_values:
-            _write_in(slots, centers, EMPTY_F if radii is None else radii,
-                      EMPTY_F if vd is None else vd, self._centers, self._radii, self._vdist)
-            self._on_update(slots, _NO_OLD_C, EMPTY_F, EMPTY_F)
-            return
-        if self._scratch_n < n:
-            cap = max(n, 1024)
-            self._scratch = (np.empty((cap, 3)), np.empty(cap), np.empty(cap))
-            self._scratch_n = cap
-        old_c, old_r, old_v = (a[:n] for a in self._scratch)
-        _swap_in(slots, centers, EMPTY_F if radii is None else radii,
-                 EMPTY_F if vd is None else vd,
-                 self._centers, self._radii, self._vdist, old_c, old_r, old_v)
-        self._on_update(slots, old_c, old_r, old_v)
+        with threads_for(n):
+            if not self._reads_old_values:
+                _write_in(slots, centers, EMPTY_F if radii is None else radii,
+                          EMPTY_F if vd is None else vd, self._centers, self._radii,
+                          self._vdist)
+                self._on_update(slots, _NO_OLD_C, EMPTY_F, EMPTY_F)
+                return
+            if self._scratch_n < n:
+                cap = max(n, 1024)
+                self._scratch = (np.empty((cap, 3)), np.empty(cap), np.empty(cap))
+                self._scratch_n = cap
+            old_c, old_r, old_v = (a[:n] for a in self._scratch)
+            _swap_in(slots, centers, EMPTY_F if radii is None else radii,
+                     EMPTY_F if vd is None else vd,
+                     self._centers, self._radii, self._vdist, old_c, old_r, old_v)
+            self._on_update(slots, old_c, old_r, old_v)
+
+d_r, old_v)
 
     def _update_fast(self, ids, centers, radii, vd) -> bool:
         """The per-frame path: well-typed arrays, compiled checks. False -> use the slow path."""
