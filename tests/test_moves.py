@@ -181,6 +181,29 @@ def test_seen_bits_find_exactly_the_repeats_and_stay_clear(slots):
     assert not bits.any()
 
 
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches=st.lists(st.lists(st.integers(0, 700), max_size=60, unique=True), min_size=1,
+                        max_size=4),
+       removed=st.lists(st.integers(0, 700), max_size=30, unique=True))
+def test_the_last_batchs_bits_answer_for_the_batch_they_were_set_for(batches, removed):
+    """A store's marks of its last batch's slots (set once, kept across removals): after
+    batches in turn, a removal finds exactly the slots of the last one, never a stale mark
+    of an earlier batch, and clearing leaves no bit set."""
+    from app.spatial.seen import any_marked, forget, mark_all, seen_bits
+
+    bits = seen_bits(701)
+    marked = None
+    for batch in batches:
+        if marked is not None:
+            forget(bits, marked, marked.shape[0])
+        marked = np.array(batch, dtype=np.int64)
+        mark_all(bits, marked)
+        for probe in (np.array(removed, dtype=np.int64), marked[:1]):
+            assert any_marked(bits, probe) == bool(set(probe.tolist()) & set(batch))
+    forget(bits, marked, marked.shape[0])
+    assert not bits.any()
 def _scene(kind: str, n: int, rng: np.random.Generator):
     """``n`` unit spheres in a 100-unit cube, in a new index of ``kind`` and in the oracle:
     (ids, centres, index, oracle)."""

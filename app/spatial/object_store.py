@@ -23,7 +23,7 @@ from app.spatial.checks import is_f64, is_ids, name_ids, reject_repeats, values_
 from app.spatial.idmap import IdMap, at_home, hash_lookup
 from app.spatial.pool import grown, grown_free_stack
 from app.spatial.prefetch import PREFETCH_AHEAD, PREFETCH_FAR, prefetch, spread_out
-from app.spatial.seen import fit_bits, has_repeat, seen_bits, shares_any
+from app.spatial.seen import any_marked, fit_bits, forget, has_repeat, mark_all, seen_bits
 
 
 @njit(cache=True, parallel=True)
@@ -339,6 +339,10 @@ class ObjectStore:
         # again (a scene's moving objects, frame after frame) needs no id look-up.
         self._last_ids: np.ndarray | None = None
         self._last_slots = np.zeros(0, dtype=np.int64)
+        # The bits of the last batch's slots, set when a removal first asks after the batch
+        # (``_marked``: the slots they hold; :meth:`_last_batch_bits`).
+        self._last_bits = seen_bits(0)
+        self._marked: np.ndarray | None = None
         # An insert's checked rows, row i for its slots[i] (view distances empty: none given,
         # infinite), while the subclass's insert hook runs; None otherwise.
         self._new_rows: Columns | None = None
@@ -412,13 +416,28 @@ class ObjectStore:
         batch's slots stay valid unless one of them is freed (a later insert may take it):
         a game that spawns and despawns while the same objects keep moving keeps its
         batches' look-up-free path."""
-        if self._last_ids is not None and shares_any(self._seen_bits(), slots,
-                                                     self._last_slots):
+        if self._last_ids is not None and any_marked(self._last_batch_bits(), slots):
             self._last_ids = None
         self._idmap.delete(ids)
         _free_rows(slots, self._ids, self._alive, self._free, self._nfree)
         self._nfree += slots.shape[0]
-        self._count -= i    def _apply_update(self, slots: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
+        self._count -= ids.shape[0]
+
+    def _last_batch_bits(self) -> np.ndarray:
+        """The bits of the last batch's slots, set once a batch: a game that keeps moving the
+        same objects while others spawn and despawn asks at every removal (10^4 movers, 10^3
+        removed a frame: the removed slots looked up in 1 us, where setting and clearing the
+        movers' bits each time took 9-10 us)."""
+        bits = self._last_bits
+        if self._marked is not self._last_slots or bits.shape[0] * 64 < self.capacity:
+            if self._marked is not None:
+                forget(bits, self._marked, self._marked.shape[0])
+            bits = self._last_bits = fit_bits(bits, self.capacity)
+            mark_all(bits, self._last_slots)
+            self._marked = self._last_slots
+        return bits
+
+    def _apply_update(self, slots: np.ndarray, centers: np.ndarray, radii: np.ndarray | None,
                       vd: np.ndarray | None) -> None:
         """Swap a checked batch's values into the store, then tell the subclass.
 
@@ -448,8 +467,6 @@ class ObjectStore:
                      EMPTY_F if vd is None else vd,
                      self._centers, self._radii, self._vdist, old_c, old_r, old_v)
             self._on_update(slots, old_c, old_r, old_v)
-
-d_r, old_v)
 
     def _update_fast(self, ids, centers, radii, vd) -> bool:
         """The per-frame path: well-typed arrays, compiled checks. False -> use the slow path."""

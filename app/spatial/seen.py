@@ -55,13 +55,17 @@ def has_repeat(bits, slots) -> bool:
 
 
 @njit(cache=True)
-def shares_any(bits, a, b) -> bool:
-    """Whether the distinct slots ``a`` and ``b`` have one in common (the bits are left
-    clear): ``a``'s bits set, ``b``'s looked up, ``a``'s words cleared."""
-    for i in range(a.shape[0]):
-        first_sight(bits, a[i])
-    common = False
-    for i in range(b.shape[0]):
-        common |= (bits[b[i] >> 6] >> np.uint64(b[i] & 63)) & np.uint64(1) != 0
-    forget(bits, a, a.shape[0])
-    return common
+def mark_all(bits, slots) -> None:
+    """Set the bits of ``slots`` (a set that stays marked across batches: the caller clears
+    it with :func:`forget`)."""
+    for i in range(slots.shape[0]):
+        first_sight(bits, slots[i])
+
+
+@njit(cache=True)
+def any_marked(bits, slots) -> bool:
+    """Whether a bit of ``slots`` is set: one load a slot, no branch."""
+    hit = False
+    for i in range(slots.shape[0]):
+        hit |= (bits[slots[i] >> 6] >> np.uint64(slots[i] & 63)) & np.uint64(1) != 0
+    return hit
