@@ -376,3 +376,45 @@ def test_rounds_flag_refuses_out_of_range():
     p = subprocess.run([sys.executable, "-m", "app", "bench", "index", "--rounds", "0"],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "--rounds must be 1..20" in p.stderr
+
+
+def test_remote_growth_is_timed_against_a_twin_frame_by_frame():
+    """The remote workload's growth compares the fixed pattern's queries with those of a
+    second instance without the far cluster, given each frame just before or after it in
+    turn: the two are timed side by side, so a run's drift does not enter the ratio."""
+    from app.bench.index_bench import run_subject
+
+    calls = []
+
+    class Logged:
+        """An index that logs which instance each frame's query reached."""
+
+        made = 0
+
+        def __init__(self):
+            Logged.made += 1  # (the warm-ups' instances first, then the measured one's)
+            self.name = Logged.made
+            self.idx = create_index("octree", leafy=True)
+
+        def __getattr__(self, attr):
+            return getattr(self.idx, attr)
+
+        def query_frustum(self, *args):
+            calls.append(self.name)
+            return self.idx.query_frustum(*args)
+
+    wl = make_workload("remote", scale=0.01, frames=6, patterns=["fixed", "spawn"])
+    rows = run_subject(wl, "octree/leafy", Logged, "wall")
+    fixed = next(r for r in rows if r.pattern == "fixed")
+    assert fixed.exact == "yes" and fixed.extra.get("growth_paired")
+    assert np.isfinite(fixed.growth) and fixed.base_query_ms > 0
+    assert all(r.base_query_ms == fixed.base_query_ms for r in rows)
+    # The measured instance (made last but one) and the twin (last): after the twin's own
+    # frames before the cluster, both at every frame of the fixed pattern (warm-up
+    # included), the twin first on even frames and second on odd ones, then the measured
+    # one alone for the next pattern.
+    a, b = Logged.made - 1, Logged.made
+    seg = len(wl.segments[0].frames)
+    paired = calls[-(2 * seg + len(wl.segments[1].frames)):]
+    assert paired[: 2 * seg] == [b, a, a, b] * (seg // 2) + [b, a] * (seg % 2)
+    assert set(paired[2 * seg:]) == {a}

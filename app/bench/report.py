@@ -165,7 +165,8 @@ def index_summary(rows, workload: str) -> str:
         judged = [r for r in wr if r.pattern == "fixed" and r.verdict.startswith(("PASS", "MISS"))]
         g = wr[0].extra.get("growth_target")
         lines.append(f"target: query-time growth < {g:.2f}x for viewdist and the best tree "
-                     "(fixed pattern): "
+                     "(fixed pattern; without the cluster: a twin instance given each frame "
+                     "beside it): "
                      + ", ".join(f"{r.subject} {r.growth:.2f}x {r.verdict}" for r in judged))
     if target is None:
         return "\n".join(lines)
