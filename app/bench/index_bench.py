@@ -385,6 +385,14 @@ def _twin(factory: Callable[[], Any], wl: Workload, ph: Any, clock: Callable[[],
     return None if pre.error or pre.broken or pre.bad else twin
 
 
+def _base_figures(rows: list[Row], seg: _Seg) -> None:
+    """The remote workload's figures without the cluster, from ``seg``'s frames, on every
+    row (the growth's denominator)."""
+    for row in rows:
+        row.base_query_ms = float(np.median(seg.qs)) * 1e3
+        row.base_frame_ms = float(np.median(np.add(seg.ups, seg.qs))) * 1e3
+
+
 def _fill(row: Row, seg: _Seg) -> None:
     """Medians and p99 of a pattern's measured frames, and its exactness."""
     if seg.ups:
@@ -445,7 +453,8 @@ def run_subject(wl: Workload, label: str, factory: Callable[[], Any], clock_kind
                 raise RuntimeError(f"before the cluster: {base.error or base.broken}")
             pre_bad += base.bad
             pre_err = pre_err or (f"before the cluster: {base.first_err}" if base.bad else "")
-            twin = _twin(factory, wl, ph, clock, budget_s)
+            if any(s.pattern == "fixed" for s in segs):  # (the growth's pattern)
+                twin = _twin(factory, wl, ph, clock, budget_s)
             for p2 in wl.phases[1:]:
                 t0 = clock()
                 idx.insert(p2.ids, p2.centers, p2.radii, p2.vdist if wl.use_vd else None)
@@ -466,9 +475,8 @@ def run_subject(wl: Workload, label: str, factory: Callable[[], Any], clock_kind
         row.build_s = build
         row.first_query_ms = fq * 1e3
         row.extra.update(extra)
-        if base is not None and base.ups:
-            row.base_query_ms = float(np.median(base.qs)) * 1e3
-            row.base_frame_ms = float(np.median(np.add(base.ups, base.qs))) * 1e3
+    if base is not None and base.ups:
+        _base_figures(rows, base)
     for k, (seg, row) in enumerate(zip(segs, rows, strict=True)):
         if broken:
             row.error = f"not run: {broken}"
@@ -489,9 +497,7 @@ def run_subject(wl: Workload, label: str, factory: Callable[[], Any], clock_kind
             twin = None  # (its figures taken: the memory back)
             if paired.qs and not paired.error and not paired.bad:
                 # The growth against the twin's queries timed frame by frame beside these.
-                for r in rows:
-                    r.base_query_ms = float(np.median(paired.qs)) * 1e3
-                    r.base_frame_ms = float(np.median(np.add(paired.ups, paired.qs))) * 1e3
+                _base_figures(rows, paired)
                 row.extra["growth_paired"] = True
         _fill(row, out)
         if k == 0 and pre_bad:

@@ -426,8 +426,8 @@ class ObjectStore:
     def _last_batch_bits(self) -> np.ndarray:
         """The bits of the last batch's slots, set once a batch: a game that keeps moving the
         same objects while others spawn and despawn asks at every removal (10^4 movers, 10^3
-        removed a frame: the removed slots looked up in 1 us, where setting and clearing the
-        movers' bits each time took 9-10 us)."""
+        removed a frame: the removed slots looked up in 4.8 us a call, dispatch included,
+        where setting and clearing the movers' bits each time took 9-10 us)."""
         bits = self._last_bits
         if self._marked is not self._last_slots or bits.shape[0] * 64 < self.capacity:
             if self._marked is not None:

@@ -4,7 +4,9 @@ found, so an id given twice finds its bit set.
 A bit rather than an int64 stamp per slot: a shuffled batch looks its slots up in random
 order, and the stamps of 10^5 slots (800 KB) missed the cache at every id, where their bits
 (12.5 KB) stay in the first-level cache. The bits are all clear between batches: the pass that
-sets them clears the words it touched before it returns (:func:`forget`).
+sets them clears the words it touched before it returns (:func:`forget`). :func:`mark_all` and
+:func:`any_marked` keep a set marked across batches instead, in a bitset of its own (the store's
+last batch, asked about at each removal).
 """
 
 from __future__ import annotations
