@@ -60,3 +60,38 @@ def test_a_small_update_runs_the_stores_parallel_kernels_on_one_thread(monkeypat
     idx.update(ids[:10], np.ones((10, 3)))
     assert seen == [1]
     assert numba.get_num_threads() == before
+
+
+def test_a_trees_own_moves_leave_the_thread_count_alone(monkeypatch):
+    """A tree in its structure moves a small batch with serial kernels only: the update
+    makes no call into numba's threading layer (three of them cost about 7 us a frame)."""
+    import numpy as np
+
+    import app.parallelism as par
+    from app.culling.frustum import camera_planes
+    from app.spatial import create_index
+
+    rng = np.random.default_rng(3)
+    idx = create_index("octree", leafy=True)
+    ids = np.arange(3000, dtype=np.int64)
+    c = rng.uniform(-100, 100, (3000, 3))
+    idx.insert(ids, c, np.ones(3000))
+    idx.query_frustum(camera_planes([0, 0, 0], [1, 0, 0], far=80))
+    get, put = par._thread_calls()
+    calls = []
+
+    def counted_get():
+        calls.append("get")
+        return get()
+
+    def counted_put(n):
+        calls.append("put")
+        put(n)
+
+    monkeypatch.setattr(par, "_calls", (counted_get, counted_put))
+    idx.update(ids[:10], c[:10] + 0.5)
+    assert not idx.is_flat
+    assert calls == []
+    with par.threads_for(10):  # (the stubs are the ones threads_for calls)
+        pass
+    assert calls == ["get", "put", "put"]
