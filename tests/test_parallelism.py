@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import numba
+import numpy as np
 import pytest
 
+import app.parallelism as par
+from app.culling.frustum import camera_planes
 from app.parallelism import PARALLEL_MIN, threads_for
+from app.spatial import create_index
 
 
 def test_small_batches_use_one_thread_and_restore_the_count():
@@ -27,8 +31,6 @@ def test_the_layers_own_calls_are_used_where_numba_has_them():
 
     from numba.np.ufunc import parallel
 
-    import app.parallelism as par
-
     assert par.layer_calls(types.SimpleNamespace()) is None
     assert par.layer_calls(types.SimpleNamespace(_get_num_threads=1, _set_num_threads=2)) is None
     with threads_for(10):
@@ -41,10 +43,6 @@ def test_a_small_update_runs_the_stores_parallel_kernels_on_one_thread(monkeypat
     not around every update: a small batch through it (the paper mode's tree swaps the
     store's rows there, then moves from the old ones) sees one thread, and the count is
     restored after."""
-    import numpy as np
-
-    from app.spatial import create_index
-
     idx = create_index("kd", mode="paper")
     ids = np.arange(100, dtype=np.int64)
     idx.insert(ids, np.zeros((100, 3)), np.ones(100))
@@ -65,12 +63,6 @@ def test_a_small_update_runs_the_stores_parallel_kernels_on_one_thread(monkeypat
 def test_a_trees_own_moves_leave_the_thread_count_alone(monkeypatch):
     """A tree in its structure moves a small batch with serial kernels only: the update
     makes no call into numba's threading layer (three of them cost about 7 us a frame)."""
-    import numpy as np
-
-    import app.parallelism as par
-    from app.culling.frustum import camera_planes
-    from app.spatial import create_index
-
     rng = np.random.default_rng(3)
     idx = create_index("octree", leafy=True)
     ids = np.arange(3000, dtype=np.int64)
