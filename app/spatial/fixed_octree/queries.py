@@ -44,6 +44,7 @@ from app.geom.predicates import (
     within_view_distance,
 )
 from app.geom.zpyramid import box_hidden6, sphere_hidden
+from app.spatial.prefetch import prefetch
 
 # Relative slack of the "every sphere below is within its view distance" test: rounding can
 # only make the wholesale acceptance rarer, never accept an object that fails the test.
@@ -211,6 +212,10 @@ def frustum(root, nd, en, planes, eye, use_vd, occ, out, stack, inside_stack, st
         for c in range(7, -1, -1):  # popped in octant order: memory order
             ch = rec.child[c]
             if ch >= 0 and node[ch].subcount > 0:
+                # Its bounds asked for now, with its siblings': the records lie all over a
+                # pool of 120 MB at 10^6 (627,590 nodes), and one node at a time each pop
+                # waited for its own miss (the walk from a cold cache 1.65 -> 1.5 ms).
+                prefetch(node, ch)
                 stack[sp] = ch
                 inside_stack[sp] = 1 if inside else 0
                 sp += 1
