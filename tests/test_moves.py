@@ -181,8 +181,6 @@ def test_seen_bits_find_exactly_the_repeats_and_stay_clear(slots):
     assert not bits.any()
 
 
-
-
 @settings(max_examples=60, deadline=None)
 @given(batches=st.lists(st.lists(st.integers(0, 700), max_size=60, unique=True), min_size=1,
                         max_size=4),
@@ -204,6 +202,8 @@ def test_the_last_batchs_bits_answer_for_the_batch_they_were_set_for(batches, re
             assert any_marked(bits, probe) == bool(set(probe.tolist()) & set(batch))
     forget(bits, marked, marked.shape[0])
     assert not bits.any()
+
+
 def _scene(kind: str, n: int, rng: np.random.Generator):
     """``n`` unit spheres in a 100-unit cube, in a new index of ``kind`` and in the oracle:
     (ids, centres, index, oracle)."""
