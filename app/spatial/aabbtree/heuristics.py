@@ -29,7 +29,7 @@ DEFAULT_THRESHOLDS: dict[str, tuple[int, int]] = {
 #: with ``bench index`` at 10^6 (static and viewdist; fixed, churn100, turn, fly and spawn),
 #: every tree at 40-ish (the paper's), 130, 300, 600 and 1,200: the worst pattern gained
 #: 0.1-0.4x from the paper's value to 300 and stayed flat within noise from 300 to 1,200;
-#: the first query after a build fell from 134-343 ms to 97-187 ms (docs/bench-index.md,
+#: the first query after a build fell from 134-343 ms to 97-187 ms (docs/bench-index-log.md,
 #: "Split thresholds on contiguous storage"). Not the default: the contract's None is the
 #: paper's value; ask for it by name (:func:`named_threshold`).
 STORAGE_THRESHOLD = 600

@@ -83,7 +83,7 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
     #: unsplit leaves keeps the upkeep at its budget every frame (a split costs 30-75 ns an
     #: object, the scan of an unsplit leaf 0.3-0.8), so the budget sets what a turning frame
     #: costs: 16,384 gave the static million's `turn` 1.6-1.9 ms frames against 1.3-1.6 at
-    #: 8,192, with every other pattern and workload within noise (docs/bench-index.md).
+    #: 8,192, with every other pattern and workload within noise (docs/bench-index-log.md).
     #: 4,096 since the update stopped reading the store's untouched columns: `turn` was then
     #: the worst static pattern at 8,192 and is no longer at 4,096, viewdist within noise
     #: (docs/trees-storage.md, 2026-11-28).

@@ -16,7 +16,7 @@ Inserts wait, moves are placed at once
     only the others climb to the first ancestor that contains them and descend again as far
     as they fit (:func:`place`), as Nevala's ``Update`` moves its moved objects each frame.
     (Queued until the next query, the moves were first sorted and freed of repeats, and
-    their store rows had left the cache by then: docs/bench-index.md has the figures.)
+    their store rows had left the cache by then: docs/bench-index-log.md has the figures.)
     **One flush is one update cycle** (empty leaves age at its end): it happens at the first
     query after any insert/update/remove (a viewer frame "update batch then cull" is exactly
     one cycle) or when ``flush()`` is called; queries of an unchanged tree do not age
