@@ -319,6 +319,29 @@ def test_between_streams_before_every_frame_untimed():
     assert none.passes == 0  # 0 MiB: frames back to back, nothing runs
 
 
+def test_ns_per_object_counts_moves_removals_and_inserts():
+    """The `ns/object` column (issue 24, item 3): a frame's update side over the objects it
+    moved, removed or inserted, the median over the measured frames; on `spawn` the removed
+    and inserted objects count beside the movers."""
+    from app.bench.index_bench import Row, _fill, frame_objects
+
+    wl = make_workload("static", scale=SCALE, frames=3, patterns=["spawn"])
+    idx = create_index("brute")
+    for ph in wl.phases:
+        idx.insert(ph.ids, ph.centers, ph.radii, None)
+    frames = _seg(wl, "spawn").frames
+    out = _run_frames(idx, wl, frames, time.perf_counter, 60.0)
+    counts = [frame_objects(fr) for fr in frames[1:]]
+    spawned = frames[1].remove.shape[0]
+    assert spawned > 0 and counts[0] == frames[1].ids.shape[0] + 2 * spawned
+    assert out.objs == counts
+    row = Row("static", "brute", "spawn")
+    _fill(row, out)
+    want = np.median([u / k for u, k in zip(out.ups, counts, strict=True)]) * 1e9
+    assert row.ns_per_object == pytest.approx(want)
+    assert row.ns_per_object < row.update_ms * 1e6  # per object, not per frame
+
+
 @pytest.mark.parametrize("mb", ["-1", "5000"])
 def test_between_refuses_sizes_out_of_range(mb):
     p = subprocess.run([sys.executable, "-m", "app", "bench", "index", "--between", mb],

@@ -48,6 +48,8 @@ class Row:
     query_ms: float = float("nan")
     frame_ms: float = float("nan")  # median of the frames' totals
     p99_ms: float = float("nan")  # 99th percentile of the frames' totals
+    # the update side over the objects it moved, removed or inserted, median over the frames
+    ns_per_object: float = float("nan")
     visible: int = 0
     working_set: int = 0
     nodes_visited: int = 0
@@ -243,6 +245,7 @@ def _rebuild(factory: Callable[[], Any], wl: Workload, upto: int) -> Any:
 class _Seg:
     ups: list[float] = field(default_factory=list)
     qs: list[float] = field(default_factory=list)
+    objs: list[int] = field(default_factory=list)  # objects moved, removed or inserted
     res: Any = None
     bad: int = 0
     checked: int = 0
@@ -364,7 +367,14 @@ def _frame(idx: Any, wl: Workload, frames: list[Frame], f: int, clock: Callable[
     if f > 0:
         out.ups.append(t1 - t0)
         out.qs.append(t2 - t1)
+        out.objs.append(frame_objects(fr))
     return True
+
+
+def frame_objects(fr: Frame) -> int:
+    """The objects a frame's update side handles: moved, removed and inserted."""
+    return (fr.ids.shape[0] + (0 if fr.remove is None else fr.remove.shape[0])
+            + (0 if fr.insert is None else fr.insert[0].shape[0]))
 
 
 def _twin(factory: Callable[[], Any], wl: Workload, ph: Any, clock: Callable[[], float],
@@ -401,6 +411,7 @@ def _fill(row: Row, seg: _Seg) -> None:
         row.query_ms = float(np.median(seg.qs)) * 1e3
         row.frame_ms = float(np.median(tot)) * 1e3
         row.p99_ms = float(np.percentile(tot, 99)) * 1e3
+        row.ns_per_object = float(np.median(np.divide(seg.ups, np.maximum(seg.objs, 1)))) * 1e9
     if seg.res is not None:
         row.visible = int(seg.res.visible.shape[0])
         row.working_set = int(seg.res.working_set)
@@ -625,7 +636,7 @@ def _subject_round(wl: Workload, label: str, factory: Callable[[], Any], clock_k
 
 #: The timings a merged cell takes as the median of its rounds.
 _TIMED = ("build_s", "first_query_ms", "update_ms", "query_ms", "frame_ms", "p99_ms",
-          "base_query_ms", "base_frame_ms")
+          "ns_per_object", "base_query_ms", "base_frame_ms")
 
 
 def merge_rounds(runs: list[list[Row]]) -> list[Row]:

@@ -76,8 +76,9 @@ def write_csv(path: str | Path, headers: Sequence[str], rows: Sequence[Sequence]
 
 # ----------------------------------------------------------------- index bench
 
-INDEX_HEADERS = ["pattern", "index", "update ms", "query ms", "frame ms", "p99 ms", "x numpy",
-                 "x best brute", "floor x", "visible", "working set", "nodes", "exact", "target"]
+INDEX_HEADERS = ["pattern", "index", "update ms", "ns/object", "query ms", "frame ms", "p99 ms",
+                 "x numpy", "x best brute", "floor x", "visible", "working set", "nodes",
+                 "exact", "target"]
 SUMMARY_HEADERS = ["index", "build s", "1st query ms", "worst pattern", "x best brute there",
                    "frame ms there", "p99 ms there", "median x (patterns)", "max p99/median",
                    "target", "note"]
@@ -99,17 +100,16 @@ def index_rows(rows, workload: str) -> list[list]:
     for pat in dict.fromkeys(r.pattern for r in wr):
         for r in (r for r in wr if r.pattern == pat):
             if r.error and r.exact in ("skipped", "n/a"):
-                out.append([r.pattern, r.subject, "-", "-", "-", "-", "-", "-", "-", "-", "-",
-                            "-", _short(r.error, 72), r.exact])
+                out.append([r.pattern, r.subject, *["-"] * 11, _short(r.error, 72), r.exact])
                 continue
             if r.error and not np.isfinite(r.frame_ms):
-                out.append([r.pattern, r.subject, "-", "-", "-", "-", "-", "-", "-", "-", "-",
-                            "-", "FAILED: " + _short(r.error), "failed"])
+                out.append([r.pattern, r.subject, *["-"] * 11, "FAILED: " + _short(r.error),
+                            "failed"])
                 continue
             exact = r.exact if not r.error else f"{r.exact}: {_short(r.error)}"
-            out.append([r.pattern, r.subject, r.update_ms, r.query_ms, r.frame_ms, r.p99_ms,
-                        r.x_numpy, r.x_numba, r.floor_x, r.visible, r.working_set,
-                        r.nodes_visited, exact, _verdict(r)])
+            out.append([r.pattern, r.subject, r.update_ms, r.ns_per_object, r.query_ms,
+                        r.frame_ms, r.p99_ms, r.x_numpy, r.x_numba, r.floor_x, r.visible,
+                        r.working_set, r.nodes_visited, exact, _verdict(r)])
     return out
 
 
@@ -203,7 +203,7 @@ def index_summary(rows, workload: str) -> str:
 CSV_HEADERS = ["workload", "pattern", "index", "n", "build_s", "first_query_ms", "update_ms",
                "query_ms", "frame_ms", "p99_ms", "x_numpy", "x_numba", "visible",
                "working_set", "nodes_visited", "exact", "verdict", "base_query_ms", "growth",
-               "error", "floor_x", "target_x"]
+               "error", "floor_x", "target_x", "ns_per_object"]
 
 
 def index_csv_rows(rows) -> tuple[list[str], list[list]]:
@@ -211,6 +211,6 @@ def index_csv_rows(rows) -> tuple[list[str], list[list]]:
     out = [[r.workload, r.pattern, r.subject, r.n, r.build_s, r.first_query_ms, r.update_ms,
             r.query_ms, r.frame_ms, r.p99_ms, r.x_numpy, r.x_numba, r.visible, r.working_set,
             r.nodes_visited, r.exact, r.verdict, r.base_query_ms, r.growth, r.error, r.floor_x,
-            r.target_x]
+            r.target_x, r.ns_per_object]
            for r in rows]
     return list(CSV_HEADERS), out
