@@ -37,6 +37,16 @@ def _seg(wl, pattern):
     return next(s for s in wl.segments if s.pattern == pattern)
 
 
+def _brute_on(pattern):
+    """A small static workload of one pattern, its objects in a `brute` index: (workload,
+    index, that pattern's frames)."""
+    wl = make_workload("static", scale=SCALE, frames=3, patterns=[pattern])
+    idx = create_index("brute")
+    for ph in wl.phases:
+        idx.insert(ph.ids, ph.centers, ph.radii, None)
+    return wl, idx, _seg(wl, pattern).frames
+
+
 def test_segments_run_in_order_on_one_workload(static):
     assert [s.pattern for s in static.segments] == list(PATTERNS)
     for s in static.segments:
@@ -306,11 +316,7 @@ def test_between_streams_before_every_frame_untimed():
     outside the timed calls, and the answers stay exact."""
     from app.bench.index_bench import Between
 
-    wl = make_workload("static", scale=SCALE, frames=3, patterns=["fixed"])
-    idx = create_index("brute")
-    for ph in wl.phases:
-        idx.insert(ph.ids, ph.centers, ph.radii, None)
-    frames = _seg(wl, "fixed").frames
+    wl, idx, frames = _brute_on("fixed")
     between = Between(1)
     out = _run_frames(idx, wl, frames, time.perf_counter, 60.0, between)
     assert between.passes == len(frames) and out.bad == 0 and len(out.ups) == len(frames) - 1
@@ -325,11 +331,7 @@ def test_ns_per_object_counts_moves_removals_and_inserts():
     and inserted objects count beside the movers."""
     from app.bench.index_bench import Row, _fill, frame_objects
 
-    wl = make_workload("static", scale=SCALE, frames=3, patterns=["spawn"])
-    idx = create_index("brute")
-    for ph in wl.phases:
-        idx.insert(ph.ids, ph.centers, ph.radii, None)
-    frames = _seg(wl, "spawn").frames
+    wl, idx, frames = _brute_on("spawn")
     out = _run_frames(idx, wl, frames, time.perf_counter, 60.0)
     counts = [frame_objects(fr) for fr in frames[1:]]
     spawned = frames[1].remove.shape[0]
