@@ -6,6 +6,7 @@ split as the project grows; a reader who follows a link to nothing is lost."""
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -31,8 +32,10 @@ def _prose_lines(path: Path) -> list[str]:
     return out
 
 
-def anchors(path: Path) -> set[str]:
-    """The anchors GitHub gives the headings of a markdown file."""
+@cache
+def anchors(path: Path) -> frozenset[str]:
+    """The anchors GitHub gives the headings of a markdown file (read once a file: the
+    log's contents link into it some fifty times)."""
     seen: dict[str, int] = {}
     out = set()
     for line in _prose_lines(path):
@@ -43,7 +46,7 @@ def anchors(path: Path) -> set[str]:
         n = seen.get(slug, 0)
         seen[slug] = n + 1
         out.add(slug if n == 0 else f"{slug}-{n}")
-    return out
+    return frozenset(out)
 
 
 def test_anchor_rule(tmp_path: Path) -> None:
