@@ -15,11 +15,12 @@ import time
 from numba.core import config
 from numba.core.caching import _CacheLocator
 
-from app import kernel_cache, kernel_cache_lock, kernel_cache_threads
+from app import kernel_cache, kernel_cache_lock, kernel_cache_moved, kernel_cache_threads
 
 # numba imports this module before it saves or loads any kernel
 kernel_cache_lock.install()
 kernel_cache_threads.install()
+kernel_cache_moved.install()
 
 #: Cache files of another version of a module's closure are deleted after this many seconds
 #: untouched: switching between branches keeps each one's kernels, the folder stays bounded.

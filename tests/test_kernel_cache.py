@@ -256,6 +256,64 @@ def test_switching_versions_never_reads_the_other_versions_index(tmp_path: Path)
     assert _typed_run(tmp_path, pkg, with_pair=False) == (5, 0)
 
 
+MOVED_MAIN = textwrap.dedent("""\
+    from numba import njit
+
+
+    @njit(cache=True)
+    def total(p):
+        return p[0] + p[1]
+    """)
+
+
+def _moved_run(tmp: Path, pkg: Path, home: str) -> tuple[int, int, str]:
+    """(the kernel's answer, kernels compiled, stderr's tail) for the version whose named
+    tuple lives in ``kpkg/<home>.py``: a module the kernel's own does not import, so the
+    kernel's stamp is the same in both versions."""
+    for name in ("shapes", "forms"):
+        (pkg / f"{name}.py").unlink(missing_ok=True)
+    _rewrite(pkg / "main.py", MOVED_MAIN)
+    (pkg / f"{home}.py").write_text(TYPED_LIB)
+    call = f"from kpkg.{home} import Pair; r = total(Pair(2, 3))"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CACHE")}
+    env["NUMBA_CACHE_DIR"] = str(tmp / "closure-cache")
+    code = TYPED_RUN.format(root=str(ROOT), tmp=str(tmp), pkg=str(pkg), call=call)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=300)
+    if out.returncode != 0:
+        return -1, -1, out.stderr[-300:]
+    value, compiled = out.stdout.split()
+    return int(value), int(compiled), ""
+
+
+def test_an_argument_class_that_moved_module_is_compiled_again_not_an_error(
+        tmp_path: Path) -> None:
+    """A kernel's index pickles its argument types; when such a class moves to another
+    module that the kernel's module never imported (the AABB tree's node pool, taken by
+    ``blocks``' kernels, moved out of ``kernels.py``), the stamp stays and numba alone
+    fails to unpickle the old index (ModuleNotFoundError at the first call). With the
+    mend the kernel compiles again, and the next run loads the new entry."""
+    pkg = _package(tmp_path)
+    assert _moved_run(tmp_path, pkg, "shapes") == (5, 1, "")
+    assert _moved_run(tmp_path, pkg, "shapes") == (5, 0, "")
+    assert _moved_run(tmp_path, pkg, "forms") == (5, 1, "")
+    assert _moved_run(tmp_path, pkg, "forms") == (5, 0, "")
+
+
+def test_numba_alone_fails_on_the_moved_class(tmp_path: Path, monkeypatch) -> None:
+    """The case above without the mend: numba's own index load raises (so the test above
+    can fail)."""
+    pkg = _package(tmp_path)
+    assert _moved_run(tmp_path, pkg, "shapes") == (5, 1, "")
+    monkeypatch.setattr(sys.modules[__name__], "TYPED_RUN", TYPED_RUN.replace(
+        "from app.kernel_cache import configure\n",
+        "from app.kernel_cache import configure\n"
+        "import app.kernel_locator, numba.core.caching as c, app.kernel_cache_moved as m\n"
+        "c.IndexDataCacheFile._load_index = m.ORIGINAL['_load_index']\n"))
+    value, compiled, err = _moved_run(tmp_path, pkg, "forms")
+    assert value == -1 and "No module named 'kpkg.shapes'" in err, err
+
+
 def test_stale_versions_cache_files_are_pruned_after_a_week(tmp_path: Path,
                                                            monkeypatch) -> None:
     """Files of another stamp untouched for STALE_AFTER_S go; this stamp's files and recent
@@ -289,13 +347,13 @@ def test_a_tree_removal_compiles_once_not_in_every_process() -> None:
         import numpy as np
         from app.spatial import create_index
         from app.spatial.aabbtree import entry as en
-        from app.spatial.aabbtree import kernels as kn
+        from app.spatial.aabbtree.batches import remove_objects
         for mode in ("ours", "paper"):
             idx = create_index("octree", leafy=True, mode=mode)
             idx.insert(np.arange(50), np.random.default_rng(0).uniform(0, 9, (50, 3)),
                        np.ones(50))
             idx.remove(np.arange(20))
-        print(sum(kn.remove_objects.stats.cache_misses.values())
+        print(sum(remove_objects.stats.cache_misses.values())
               + sum(en.remove_objects.stats.cache_misses.values()))
         """)
     runs = [subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,

@@ -20,6 +20,7 @@ LAYERS: dict[str, int] = {
     "kernel_locator": 0,
     "kernel_cache_lock": 0,
     "kernel_cache_threads": 0,
+    "kernel_cache_moved": 0,
     "suggest": 0,
     "spatial": 1,
     "culling": 2,
