@@ -11,7 +11,10 @@ from app.geom import predicates as geo
 from app.geom.zpyramid import ZPyramid
 from app.spatial import create_index
 from app.spatial.aabbtree import CHILDREN, DEFAULT_THRESHOLDS, AABBTree
-from app.spatial.aabbtree import kernels as kn
+from app.spatial.aabbtree.batches import find_places
+from app.spatial.aabbtree.bounds import BOX_SLACK, refit_node
+from app.spatial.aabbtree.pool import ROOT
+from app.spatial.aabbtree.split import find_place
 from tests.oracle import Oracle
 
 HEURISTICS = list(CHILDREN)
@@ -173,11 +176,11 @@ def test_big_object_leafy_vs_non_leafy(name):
         node = idx._objs.node[slot_of(idx, big)]
         if leafy:
             if CHILDREN[name] in (2, 8):  # by center: it goes down like any other object
-                assert node != kn.ROOT
+                assert node != ROOT
             assert idx._nodes.nchild[node] == 0 or CHILDREN[name] in (3, 27)
         else:
             # (2r)^3 >= 1/8 of the root's box: kept at the root
-            assert node == kn.ROOT and idx._nodes.is_split[kn.ROOT]
+            assert node == ROOT and idx._nodes.is_split[ROOT]
 
 
 @pytest.mark.parametrize("name", HEURISTICS)
@@ -278,29 +281,29 @@ def test_refit_recentres_split_point():
     settle(idx, lambda: idx.query_frustum(EVERYTHING[:1] * [[1, 0, 0, 0]]
                                           + [[0, 0, 0, 0]]))  # half space x >= 0
     nd = idx._nodes
-    assert nd.is_split[kn.ROOT]
+    assert nd.is_split[ROOT]
     # remove the objects that touch the root box: the root gets dirty, the next query refits it
-    lo, hi = nd.lo[kn.ROOT].copy(), nd.hi[kn.ROOT].copy()
-    tol = 2 * kn.BOX_SLACK * max(np.abs(lo).max(), np.abs(hi).max())  # (kn.slack_of)
+    lo, hi = nd.lo[ROOT].copy(), nd.hi[ROOT].copy()
+    tol = 2 * BOX_SLACK * max(np.abs(lo).max(), np.abs(hi).max())  # (slack_of)
     flush = ((c - r[:, None] <= lo + tol) | (c + r[:, None] >= hi - tol)).any(axis=1)
     idx.remove(ids[flush])
-    assert nd.dirty[kn.ROOT]
+    assert nd.dirty[ROOT]
     # the weighted mean of 2.1.6, from the state the refit sees
     t = idx.split_threshold
-    kids = nd.child[kn.ROOT][nd.child[kn.ROOT] >= 0]
-    b = nd.start[kn.ROOT]
-    own = list(idx._objs.slot[b:b + nd.count[kn.ROOT]]) if b >= 0 else []
+    kids = nd.child[ROOT][nd.child[ROOT] >= 0]
+    b = nd.start[ROOT]
+    own = list(idx._objs.slot[b:b + nd.count[ROOT]]) if b >= 0 else []
     want = ((idx._centers[own].sum(axis=0) + t * nd.split[kids].sum(axis=0))
             / (len(own) + t * len(kids)))
-    kn.refit_node(nd, idx._objs, idx._spheres(), kn.ROOT, t)
-    np.testing.assert_allclose(nd.split[kn.ROOT], want, rtol=1e-12, atol=1e-9)
+    refit_node(nd, idx._objs, idx._spheres(), ROOT, t)
+    np.testing.assert_allclose(nd.split[ROOT], want, rtol=1e-12, atol=1e-9)
     # full queries and their upkeep refit the children, then the root again
     settle(idx, lambda: idx.query_box([-200, -200, -200], [200, 200, 200]))
     keep_ = ~flush
-    got_lo, got_hi = idx._nodes.lo[kn.ROOT], idx._nodes.hi[kn.ROOT]
+    got_lo, got_hi = idx._nodes.lo[ROOT], idx._nodes.hi[ROOT]
     want_lo, want_hi = (c - r[:, None])[keep_].min(axis=0), (c + r[:, None])[keep_].max(axis=0)
     # the union, within the records' slack (built from float32 records, see kernels)
-    slack = 2 * kn.BOX_SLACK * max(np.abs(got_lo).max(), np.abs(got_hi).max())
+    slack = 2 * BOX_SLACK * max(np.abs(got_lo).max(), np.abs(got_hi).max())
     assert (got_lo <= want_lo).all() and (got_lo >= want_lo - slack).all()
     assert (got_hi >= want_hi).all() and (got_hi <= want_hi + slack).all()
     assert (want_lo - got_lo).max() > 0  # (the slack is there: a clean box is not exact)
@@ -343,10 +346,10 @@ def _corruptions():
 
     def parent(idx):
         n = int(np.flatnonzero(idx._nodes.depth >= 2)[0])
-        idx._nodes.parent[n] = kn.ROOT
+        idx._nodes.parent[n] = ROOT
 
     def free(idx):
-        idx._nodes.free[0] = kn.ROOT
+        idx._nodes.free[0] = ROOT
 
     def empty_leaf(idx):
         leaf = int(np.flatnonzero((idx._nodes.depth >= 1) & (idx._nodes.nchild == 0))[0])
@@ -361,7 +364,7 @@ def _corruptions():
         n = int(np.flatnonzero(idx._nodes.depth >= 1)[0])
         idx._nodes.dirty[n] = False
         idx._nodes.lo[n] -= 1.0
-        idx._nodes.lo[kn.ROOT] = np.minimum(idx._nodes.lo[kn.ROOT], idx._nodes.lo[n])
+        idx._nodes.lo[ROOT] = np.minimum(idx._nodes.lo[ROOT], idx._nodes.lo[n])
         p = idx._nodes.parent[n]
         while p >= 0:
             idx._nodes.lo[p] = np.minimum(idx._nodes.lo[p], idx._nodes.lo[n])
@@ -430,11 +433,11 @@ def test_batch_insert_places_as_one_descent_each(name, leafy):
     slots = np.arange(c_new.shape[0], dtype=np.int64)
     fake = sp._replace(centers=c_new, radii=r_new, vdist=np.full(c_new.shape[0], np.inf))
     keep = idx._rules.keep
-    at, c_of = kn.find_places(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, keep,
+    at, c_of = find_places(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, keep,
                               fake, slots)
     for i in range(c_new.shape[0]):
-        one = kn.find_place(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, keep,
-                            kn.ROOT, *c_new[i], r_new[i])
+        one = find_place(nd.child, nd.is_split, nd.axis, nd.split, nd.lo, nd.hi, keep,
+                            ROOT, *c_new[i], r_new[i])
         assert (at[i], c_of[i]) == one, i
     fresh = {(int(a), int(b)) for a, b in zip(at, c_of, strict=True) if b >= 0}
     assert fresh, "the batch should reach children not made yet"

@@ -13,7 +13,8 @@ from app.bench.paper import split_fully
 from app.culling.frustum import camera_planes
 from app.spatial import create_index
 from app.spatial.aabbtree import blocks as bl
-from app.spatial.aabbtree import kernels as kn
+from app.spatial.aabbtree.batches import update_objects
+from app.spatial.aabbtree.pool import ROOT
 from tests.oracle import Oracle
 
 
@@ -117,7 +118,7 @@ def test_update_writes_the_store_up_to_where_it_stops(radii):
     small[101::2] = True
     new_c = np.where(small[:, None], before_c + 1e-3, rng.normal(90.0, 1.0, (400, 3)))
     new_r = np.where(small, before_r, rng.uniform(0.1, 2.0, 400)) if radii else None
-    did, _ = kn.update_objects(idx._nodes, idx._objs, idx._spheres(), slots, new_c, new_r,
+    did, _ = update_objects(idx._nodes, idx._objs, idx._spheres(), slots, new_c, new_r,
                                None, idx._keep)
     assert 100 <= did < 400
     assert np.array_equal(idx._centers[slots[:did]], new_c[:did])
@@ -132,7 +133,7 @@ def test_update_writes_the_store_up_to_where_it_stops(radii):
     else:
         assert np.array_equal(idx._radii[slots], before_r)
     idx._make_room()
-    rest, _ = kn.update_objects(idx._nodes, idx._objs, idx._spheres(), slots[did:],
+    rest, _ = update_objects(idx._nodes, idx._objs, idx._spheres(), slots[did:],
                                 new_c[did:], None if new_r is None else new_r[did:], None,
                                 idx._keep)
     assert rest == 400 - did
@@ -213,7 +214,7 @@ def test_a_move_in_place_rewrites_its_record():
     idx.update(np.array([7]), c[7:8] + 1e-3, np.array([0.75]))  # the radius too
     assert idx._objs.rec[p, 3] == np.float32(0.75)
     idx.validate()
-    assert kn.ROOT == 0
+    assert ROOT == 0
 
 
 @pytest.mark.parametrize("offset,scale", [(1e6, 1e-4), (-3e7, 1e-3), (1e12, 1.0), (0.0, 1e-9)])
@@ -260,7 +261,7 @@ def test_a_move_rounds_the_record_radius_up():
     idx.insert(np.array([7]), np.zeros((1, 3)), r)
     idx.update(np.array([7]), np.array([[5e-10, 0.0, 0.0]]))  # inside by the float32 radius
     idx.validate()
-    assert idx._nodes.hi[kn.ROOT, 0] >= 5e-10 + r[0]
+    assert idx._nodes.hi[ROOT, 0] >= 5e-10 + r[0]
 
 
 @pytest.mark.parametrize("with_vd", [False, True])

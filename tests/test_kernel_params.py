@@ -3,7 +3,7 @@ function takes more than MAX_PARAMS parameters unless a comment right above it (
 decorators) starts with ``# many parameters:`` and gives the measured cost that keeps it so.
 
 A record (a NamedTuple of arrays) is the parameter and its arrays are taken into locals once
-at the top (``aabbtree/kernels.py:split_node``, docs/architecture.md on reference counting).
+at the top (``aabbtree/split.py:split_node``, docs/architecture.md on reference counting).
 """
 
 from __future__ import annotations

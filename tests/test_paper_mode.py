@@ -15,7 +15,6 @@ import tests.test_index_contract as contract
 import tests.test_pairs as pairs_contract
 from app.spatial import create_index, index_variants
 from app.spatial.aabbtree import AABBTree
-from app.spatial.aabbtree import kernels as kn
 from app.spatial.aabbtree.heuristics import (
     PAPER_ALL,
     PAPER_FEATURES,
@@ -24,10 +23,11 @@ from app.spatial.aabbtree.heuristics import (
     paper_keeps_object,
     parse_mode,
 )
+from app.spatial.aabbtree.pool import ROOT
 
 PAPER = index_variants(("paper",))
 PAPER_IDS = [label for label, _, _ in PAPER]
-ROOT = kn.ROOT
+ROOT = ROOT
 
 
 def test_variants_and_create_index():

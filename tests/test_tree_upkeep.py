@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from app.culling.frustum import camera_planes
 from app.spatial import create_index
 from app.spatial.aabbtree import CHILDREN
-from app.spatial.aabbtree import kernels as kn
-from app.spatial.aabbtree.kernels import GUARD_OBJECTS, near_view, split_limit
+from app.spatial.aabbtree.pool import META_NFREE, allocate_node, free_node
+from app.spatial.aabbtree.split import split_limit
+from app.spatial.aabbtree.upkeep import GUARD_OBJECTS, near_view
 from tests.oracle import Oracle
 
 HEURISTICS = list(CHILDREN)
@@ -329,12 +330,12 @@ def test_a_batch_that_runs_out_of_nodes_grows_the_pool_and_goes_on(name):  # bot
     idx.query_frustum(planes)
     nd = idx._nodes
     cap = nd.parent.shape[0]
-    assert int(nd.meta[kn.META_NFREE]) < 3000
+    assert int(nd.meta[META_NFREE]) < 3000
     idx.update(ids, c + 0.01)
     oracle.update(ids, c + 0.01)
     assert idx._nodes.parent.shape[0] == cap
     nd = idx._nodes
-    held = [kn.allocate_node(nd, -1) for _ in range(int(nd.meta[kn.META_NFREE]))]  # none free
+    held = [allocate_node(nd, -1) for _ in range(int(nd.meta[META_NFREE]))]  # none free
     new = np.arange(3000, 4000, dtype=np.int64)
     cn = rng.uniform(-300, 300, (1000, 3))  # far out too: new leaves under the split nodes
     idx.insert(new, cn, np.full(1000, 0.5))
@@ -344,7 +345,7 @@ def test_a_batch_that_runs_out_of_nodes_grows_the_pool_and_goes_on(name):  # bot
     oracle.update(ids, moved)
     assert idx._nodes.parent.shape[0] > cap
     for n in held:  # (given back: they were never linked into the tree)
-        kn.free_node(idx._nodes, n)
+        free_node(idx._nodes, n)
     idx.validate()
     got = np.sort(idx.query_frustum(planes).visible)
     assert np.array_equal(got, oracle.frustum(planes))

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from app.culling.frustum import camera_planes, look_at, perspective
 from app.geom.zpyramid import OCCLUSION_OFF, ZPyramid
 from app.spatial import create_index
-from app.spatial.aabbtree import kernels as kn
 from app.spatial.aabbtree import queries as qu
+from app.spatial.aabbtree.pool import Pending
 
 NEVER = np.iinfo(np.int64).max
 
@@ -37,7 +37,7 @@ def _tree(name: str, leafy: bool, seed: int, n: int = 3000):
 
 
 def _run(idx, kernel, planes, eye, use_vd, occ):
-    pend = kn.Pending(idx._pend.noted.copy(), idx._pend.pending.copy(),
+    pend = Pending(idx._pend.noted.copy(), idx._pend.pending.copy(),
                       idx._pend.count.copy(), idx._pend.waited.copy())
     nd = idx._nodes
     out = kernel(nd, idx._objs, idx._spheres(), planes, eye, use_vd, occ, idx._rules, NEVER,

@@ -11,7 +11,8 @@ import numpy as np
 from numba import njit
 
 from app.spatial.aabbtree.blocks import META_TOP, MIN_CLASS
-from app.spatial.aabbtree.kernels import META_NFREE, ROOT, slack_of
+from app.spatial.aabbtree.bounds import slack_of
+from app.spatial.aabbtree.pool import META_NFREE, ROOT
 from app.spatial.scan import to32
 
 MESSAGES = {

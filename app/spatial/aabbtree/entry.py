@@ -13,36 +13,37 @@ from __future__ import annotations
 
 from numba import njit
 
-from app.spatial.aabbtree import kernels as kn
+from app.spatial.aabbtree import batches as ba
 from app.spatial.aabbtree import queries as qu
+from app.spatial.aabbtree import upkeep as up
 from app.spatial.aabbtree.blocks import Objects
-from app.spatial.aabbtree.kernels import Nodes, Pending, Spheres
+from app.spatial.aabbtree.pool import Nodes, Pending, Spheres
 
 
 @njit(cache=True)
 def update_objects(nd, ob, sp, slots, new_c, new_r, new_v, keep: int) -> tuple[int, int]:
-    """:func:`.kernels.update_objects`."""
-    return kn.update_objects(Nodes(*nd), Objects(*ob), Spheres(*sp), slots, new_c, new_r,
+    """:func:`.batches.update_objects`."""
+    return ba.update_objects(Nodes(*nd), Objects(*ob), Spheres(*sp), slots, new_c, new_r,
                              new_v, keep)
 
 
 @njit(cache=True)
 def maintain(nd, ob, sp, rules, budget: int, planes, pd, patience: int) -> int:
-    """:func:`.kernels.maintain`."""
-    return kn.maintain(Nodes(*nd), Objects(*ob), Spheres(*sp), rules, budget, planes,
+    """:func:`.upkeep.maintain`."""
+    return up.maintain(Nodes(*nd), Objects(*ob), Spheres(*sp), rules, budget, planes,
                        Pending(*pd), patience)
 
 
 @njit(cache=True)
 def insert_objects(nd, ob, sp, slots, ids, keep: int) -> int:
-    """:func:`.kernels.insert_objects`."""
-    return kn.insert_objects(Nodes(*nd), Objects(*ob), Spheres(*sp), slots, ids, keep)
+    """:func:`.batches.insert_objects`."""
+    return ba.insert_objects(Nodes(*nd), Objects(*ob), Spheres(*sp), slots, ids, keep)
 
 
 @njit(cache=True)
 def remove_objects(nd, ob, sp, slots, rules) -> None:
-    """:func:`.kernels.remove_objects`."""
-    kn.remove_objects(Nodes(*nd), Objects(*ob), Spheres(*sp), slots, rules)
+    """:func:`.batches.remove_objects`."""
+    ba.remove_objects(Nodes(*nd), Objects(*ob), Spheres(*sp), slots, rules)
 
 
 @njit(cache=True)

@@ -24,18 +24,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from app.spatial.aabbtree.kernels import (
-    ROOT,
-    add_sphere,
-    empty_box,
-    needs_split,
-    reach_rules,
-    refit_block,
-    refit_node,
-    slot_sphere,
-    split_node,
-)
+from app.spatial.aabbtree.bounds import add_sphere, empty_box, refit_block, refit_node, slot_sphere
 from app.spatial.aabbtree.paper import paper_get_extents
+from app.spatial.aabbtree.pool import ROOT
+from app.spatial.aabbtree.split import needs_split, reach_rules, split_node
 from app.spatial.pairs import new_pairs
 from app.spatial.tree_pairs import (
     REFINE_ABOVE,

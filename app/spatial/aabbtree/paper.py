@@ -21,7 +21,7 @@ lazily, ``dirty`` = may be too large). The listing differs in what a node *decid
   round, which invalidates a node whenever its extreme object moves outward).
 * ``RemoveChild`` does not invalidate the parent (ours marks it dirty).
 
-``ShrinkExtents`` walks to the root; :func:`~.kernels.invalidate_up` stops at the first box
+``ShrinkExtents`` walks to the root; :func:`~.bounds.invalidate_up` stops at the first box
 the old sphere is strictly inside. Both mark the same nodes (this mode's boxes are exact,
 not widened from the records as our mode's are): every clean box is exact and
 contains its children's, so an ancestor of a box the sphere is strictly inside cannot be
@@ -48,24 +48,23 @@ from app.spatial.aabbtree.blocks import (
     grow_block,
     write_record,
 )
-from app.spatial.aabbtree.heuristics import PAPER_THRESHOLD
-from app.spatial.aabbtree.kernels import (
-    ROOT,
-    LazyRules,
-    attach_child,
-    climb_to_cover,
-    collect_garbage,
+from app.spatial.aabbtree.bounds import (
     copy_box,
     covers,
-    find_place,
     grow_node,
     invalidate_up,
-    is_empty_node,
-    needs_split,
     refit_node,
-    room_to_place,
     slot_sphere,
     sphere_box,
+)
+from app.spatial.aabbtree.heuristics import PAPER_THRESHOLD
+from app.spatial.aabbtree.pool import ROOT, LazyRules, attach_child, room_to_place
+from app.spatial.aabbtree.split import (
+    climb_to_cover,
+    collect_garbage,
+    find_place,
+    is_empty_node,
+    needs_split,
     split_node,
 )
 
@@ -101,7 +100,7 @@ def paper_new_leaf(nd, n: int, c: int) -> int:
 def paper_insert_objects(nd, ob, sp, slots, ids, keep: int) -> int:
     """``AddNode``: ``FindNode`` from the root (the non-leafy rule on the paper's boxes), add
     to the node's block (with its id from the store's ``ids``), ``GrowExtents``. Returns how
-    many were inserted (as :func:`~.kernels.insert_objects`: fewer when the heap ran out of
+    many were inserted (as :func:`~.batches.insert_objects`: fewer when the heap ran out of
     room)."""
     # The arrays out of their tuples once: numba counts references at every use in the loop.
     centers, radii, vdist = sp
@@ -127,7 +126,7 @@ def paper_insert_objects(nd, ob, sp, slots, ids, keep: int) -> int:
 @njit(cache=True)
 def paper_update_objects(nd, ob, sp, slots, old, keep: int) -> tuple[int, int]:
     """``UpdateNode`` for slots whose previous spheres are ``old``; returns (how many were
-    done, how many changed node), as :func:`~.kernels.update_objects`.
+    done, how many changed node), as :func:`~.batches.update_objects`.
 
     Walk up from the object's node while its stored (paper) box does not contain the new
     bounds (stopping at the root), ``FindNode`` down from there; another node: ``AddNode``
@@ -215,7 +214,7 @@ def paper_get_extents(nd, ob, sp, n: int, rules) -> None:
 
 def reach_node(nd, ob, sp, n: int, rules, limit: int) -> None:
     """What a traversal does first at every node it reaches: in the paper mode (PAPER_LAZY,
-    :class:`~.kernels.LazyRules`) the listing's ``GetExtents`` when the node is invalid or
+    :class:`~.pool.LazyRules`) the listing's ``GetExtents`` when the node is invalid or
     overfull; in our mode nothing. Chosen by the rules' type when a traversal is compiled,
     so that our mode's kernels do not compile the listing's bookkeeping."""
     raise NotImplementedError("only callable from compiled code")

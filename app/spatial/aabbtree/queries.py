@@ -4,7 +4,7 @@ box, sphere and ray queries (Shagam, section 2.2.1).
 In our mode the traversals are read-only on the tree's shape: a node they do not reject
 that is dirty (its stored box may be loose, 2.1.5) or an overfull leaf (2.1.1) is answered
 from as it is (its stored box is conservative, its list complete) and noted on the pending
-list; the upkeep (:func:`~.kernels.maintain`, run by the tree outside queries) refits and
+list; the upkeep (:func:`~.upkeep.maintain`, run by the tree outside queries) refits and
 splits it. The paper's laziness stays: only nodes a query reached are ever split.
 Splitting never changes an answer: the decisions are the shared ones, per node
 (:func:`~app.geom.decide.node_verdict_masked`, against the planes the parent's box straddles) and
@@ -48,21 +48,11 @@ from app.geom.predicates import (
     ray_box_hits,
 )
 from app.geom.zpyramid import OCCLUSION_OFF, box_hidden6
-from app.spatial.aabbtree.kernels import (
-    CATCHUP_ASKED,
-    GUARD_OBJECTS,
-    META_CATCHUP,
-    META_WANT_GROW,
-    ROOT,
-    LazyRules,
-    near_view,
-    needs_split,
-    note_node,
-    reach_rules,
-    record_sphere,
-    split_node,
-)
+from app.spatial.aabbtree.bounds import record_sphere
 from app.spatial.aabbtree.paper import reach_node
+from app.spatial.aabbtree.pool import CATCHUP_ASKED, META_CATCHUP, META_WANT_GROW, ROOT, LazyRules
+from app.spatial.aabbtree.split import needs_split, reach_rules, split_node
+from app.spatial.aabbtree.upkeep import GUARD_OBJECTS, near_view, note_node
 from app.spatial.scan import (
     FAST,
     OUT,

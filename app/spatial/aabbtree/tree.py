@@ -1,7 +1,9 @@
 """``AABBTree``: Shagam's dynamic AABB tree behind the spatial index contract.
 
 The Python class only orchestrates whole batches; each operation is one call into the
-compiled kernels of :mod:`.kernels` and :mod:`.queries`.
+compiled kernels: the node pool (:mod:`.pool`), the object blocks (:mod:`.blocks`), boxes
+and refits (:mod:`.bounds`), splits (:mod:`.split`), a frame's batches (:mod:`.batches`),
+the upkeep (:mod:`.upkeep`) and the queries (:mod:`.queries`).
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from app.spatial import rows
 from app.spatial.aabbtree import blocks as bl
 from app.spatial.aabbtree import check as ck
 from app.spatial.aabbtree import entry as en
-from app.spatial.aabbtree import kernels as kn
 from app.spatial.aabbtree import pairs as pr
 from app.spatial.aabbtree import paper as pp
+from app.spatial.aabbtree import pool as po
 from app.spatial.aabbtree import queries as qu
+from app.spatial.aabbtree.bounds import box_slack
 from app.spatial.aabbtree.heuristics import (
     CHILDREN,
     DEFAULT_THRESHOLDS,
@@ -143,7 +146,7 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
         self.flags = flags
         self.mode = mode_name(flags)
         self._lazy = bool(flags & PAPER_LAZY)
-        self._rules = kn.make_rules(self.leafy, self.split_threshold, flags)
+        self._rules = po.make_rules(self.leafy, self.split_threshold, flags)
         self._keep = int(self._rules.keep)
         # Flat while everything moves: our mode only (the paper's keeps appendix A's tree).
         self._init_flat(bool(flat) and not self._lazy)
@@ -154,10 +157,10 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
     def _empty_structure(self) -> None:
         """A tree of one empty root, and an empty heap for the store's slots (also
         flat_form's hook: the objects go to the flat copy)."""
-        self._nodes = kn.new_nodes(64, CHILDREN[self.heuristic])
-        root = kn.allocate_node(self._nodes, np.int64(-1))
-        assert root == kn.ROOT
-        self._pend = kn.new_pending(self._nodes.parent.shape[0])
+        self._nodes = po.new_nodes(64, CHILDREN[self.heuristic])
+        root = po.allocate_node(self._nodes, np.int64(-1))
+        assert root == po.ROOT
+        self._pend = po.new_pending(self._nodes.parent.shape[0])
         self._objs = bl.new_objects(self.capacity)
         self._codes = np.zeros(0, np.uint8)  # the frustum scan's verdict bytes, by position
         self.last_moved = 0  # objects that changed node in the last update
@@ -176,12 +179,12 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
     def _reserve_nodes(self, n: int) -> None:
         """Make sure at least ``n`` nodes are free (amortised doubling)."""
         nd = self._nodes
-        if int(nd.meta[kn.META_NFREE]) >= n:
+        if int(nd.meta[po.META_NFREE]) >= n:
             return
         cap = nd.parent.shape[0]
-        need = cap - int(nd.meta[kn.META_NFREE]) + n
-        self._nodes = kn.grow_nodes(nd, max(2 * cap, need))
-        self._pend = kn.grow_pending(self._pend, self._nodes.parent.shape[0])
+        need = cap - int(nd.meta[po.META_NFREE]) + n
+        self._nodes = po.grow_nodes(nd, max(2 * cap, need))
+        self._pend = po.grow_pending(self._pend, self._nodes.parent.shape[0])
 
     def _make_room(self) -> None:
         """Repack the heap with room for what a stopped kernel asked for (and its size again)."""
@@ -207,10 +210,10 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
     def _room_for(self, want: int) -> bool:
         """At least ``want`` free nodes, and the room a stopped kernel asked for: the heap
         repacked if it lacked positions (``bl.META_NEED``), else the node pool doubled if it
-        lacked nodes (``kn.META_WANT_GROW``). Returns whether a kernel had asked."""
+        lacked nodes (``po.META_WANT_GROW``). Returns whether a kernel had asked."""
         nd = self._nodes
-        asked = bool(nd.meta[kn.META_WANT_GROW] or self._objs.meta[bl.META_NEED])
-        nd.meta[kn.META_WANT_GROW] = 0
+        asked = bool(nd.meta[po.META_WANT_GROW] or self._objs.meta[bl.META_NEED])
+        nd.meta[po.META_WANT_GROW] = 0
         if self._objs.meta[bl.META_NEED]:
             self._make_room()
         elif asked:
@@ -222,9 +225,9 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
         """Room for the splits a query may make (a query that runs out asks for more)."""
         self._room_for(64 * self._nodes.child.shape[1])
 
-    def _spheres(self) -> kn.Spheres:
+    def _spheres(self) -> po.Spheres:
         """The store's arrays as the kernels take them (rebuilt per call: growth replaces them)."""
-        return kn.Spheres(self._centers, self._radii, self._vdist)
+        return po.Spheres(self._centers, self._radii, self._vdist)
 
     def _plain(self) -> tuple[tuple, tuple, tuple]:
         """The pool, the objects and the store's arrays as plain tuples, as the entries of
@@ -256,15 +259,15 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
             pools = self._plain() if plain else (self._nodes, self._objs, self._spheres())
             out = kernel(*pools, *args, *extra)
             meta = self._nodes.meta
-            if meta[kn.META_CATCHUP] == kn.CATCHUP_ASKED:
+            if meta[po.META_CATCHUP] == po.CATCHUP_ASKED:
                 # One bigger upkeep step, then the query again, which asks no more this time;
                 # a tree never split yet (just built or switched to) is built at once.
-                fresh = not self._nodes.is_split[kn.ROOT]
+                fresh = not self._nodes.is_split[po.ROOT]
                 self.maintain(self.first_budget if fresh else self.catchup_budget)
-                self._nodes.meta[kn.META_CATCHUP] = kn.CATCHUP_DONE
+                self._nodes.meta[po.META_CATCHUP] = po.CATCHUP_DONE
                 continue
-            if not meta[kn.META_WANT_GROW]:
-                meta[kn.META_CATCHUP] = 0
+            if not meta[po.META_WANT_GROW]:
+                meta[po.META_CATCHUP] = 0
                 return out
 
     def maintain(self, budget: int | None = None, patience: int = 1) -> int:
@@ -285,7 +288,7 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
             self._room_for(self._nodes.child.shape[1] + 1)
             spent += int(en.maintain(*self._plain(), self._rules, limit - spent, self._seen,
                                      tuple(self._pend), min(max(int(patience), 1), 255)))
-            if not self._nodes.meta[kn.META_WANT_GROW]:
+            if not self._nodes.meta[po.META_WANT_GROW]:
                 break
         return spent
 
@@ -311,10 +314,10 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
 
     def _insert_in_structure(self, slots: np.ndarray) -> None:
         nd = self._nodes
-        if not nd.is_split[kn.ROOT] and slots.shape[0] > 1:
+        if not nd.is_split[po.ROOT] and slots.shape[0] > 1:
             # Every object lands at the root (a build): its block takes them all at once.
-            total = int(nd.count[kn.ROOT]) + slots.shape[0]
-            while not bl.reserve_block(nd, self._objs, kn.ROOT, total):
+            total = int(nd.count[po.ROOT]) + slots.shape[0]
+            while not bl.reserve_block(nd, self._objs, po.ROOT, total):
                 self._make_room()
         if self._lazy:
             def insert(done: int) -> tuple[int, int]:
@@ -354,7 +357,7 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
         old_centers = np.ascontiguousarray(old_centers)
 
         def run(done: int) -> tuple[int, int]:
-            old = kn.Spheres(old_centers[done:], old_radii[done:], old_vdist[done:])
+            old = po.Spheres(old_centers[done:], old_radii[done:], old_vdist[done:])
             did, moved = pp.paper_update_objects(self._nodes, self._objs, self._spheres(),
                                                  slots[done:], old, self._keep)
             return int(did), int(moved)
@@ -385,7 +388,7 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
             return QueryResult(visible=np.zeros(0, np.int64), working_set=0, nodes_visited=0)
         self._seen = planes.copy()
         # Only a tree never split catches up inside a query (see catchup_objects).
-        fresh = not self._nodes.is_split[kn.ROOT]
+        fresh = not self._nodes.is_split[po.ROOT]
         share = self.catchup_share if fresh else 1.0
         catch = self.catchup_objects if fresh else NEVER
         if occlusion is None:
@@ -458,7 +461,7 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
         """The live nodes that node_boxes and node_outcomes report (empty root excluded)."""
         live = self._live_nodes()
         if self._count == 0 or self._flat is not None:
-            live = live[live != kn.ROOT]
+            live = live[live != po.ROOT]
         return live
 
     def node_boxes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -505,7 +508,7 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
     def _validate(self) -> None:
         if self._flat is not None:
             nd = self._nodes
-            self._validate_flat(not (int(nd.count[kn.ROOT]) or nd.is_split[kn.ROOT]
+            self._validate_flat(not (int(nd.count[po.ROOT]) or nd.is_split[po.ROOT]
                                      or int(self._objs.meta[bl.META_TOP])),
                                 "its tree holds objects")
             return
@@ -519,7 +522,7 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
             lambda: ck.check_root(nd),
             lambda: ck.check_links(nd),
             lambda: ck.check_blocks(nd, ob, sp, self._alive, self._ids),
-            lambda: ck.check_boxes(nd, ob, sp, kn.box_slack(self.flags)),
+            lambda: ck.check_boxes(nd, ob, sp, box_slack(self.flags)),
             lambda: ck.check_view_distances(nd, ob, sp),
         )
         if self._lazy:
