@@ -220,7 +220,7 @@ def test_a_move_in_place_rewrites_its_record():
 @pytest.mark.parametrize("offset,scale", [(1e6, 1e-4), (-3e7, 1e-3), (1e12, 1.0), (0.0, 1e-9)])
 @pytest.mark.parametrize("name,leafy", [("kd", True), ("ternary", False), ("octree", True)])
 def test_boxes_from_float32_records_hold_the_exact_spheres(name, leafy, offset, scale):
-    """Our mode builds boxes from the float32 records, widened (kernels.record_bounds): far
+    """Our mode builds boxes from the float32 records, widened (bounds.record_bounds): far
     from the origin, with radii far below a float32 step there, every box still holds its
     objects' exact spheres (validate: codes 18 and 21), after splits, moves, radius changes
     and removals, and queries stay exact."""
@@ -267,7 +267,7 @@ def test_a_move_rounds_the_record_radius_up():
 @pytest.mark.parametrize("with_vd", [False, True])
 def test_moves_of_radii_beyond_float32_read_the_store(with_vd):
     """A move that leaves the radius alone takes it from the record, rounded up
-    (kernels.record_radius_up); a radius past float32's range is clamped there, so such a
+    (bounds.record_radius_up); a radius past float32's range is clamped there, so such a
     mover takes the slow path, which reads the store: boxes hold the exact spheres and
     queries stay exact, with and without view distances in the batch."""
     rng = np.random.default_rng(11)
@@ -304,7 +304,7 @@ def test_moves_of_radii_beyond_float32_read_the_store(with_vd):
 
 def test_records_beyond_float32_read_the_store():
     """Coordinates past float32's range are clamped in the records; boxes of such objects come
-    from the store's exact spheres (kernels.record_bounds), so they still hold them."""
+    from the store's exact spheres (bounds.record_bounds), so they still hold them."""
     rng = np.random.default_rng(5)
     c = rng.uniform(-10, 10, (300, 3))
     c[:40] *= 1e300

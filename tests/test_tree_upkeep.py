@@ -149,7 +149,7 @@ def _big_leaves_near(idx, planes) -> list[int]:
 @pytest.mark.parametrize("name", HEURISTICS)
 def test_big_leaves_beside_the_view_are_split_with_it(name):
     """A fresh tree's first query splits the big leaves beside the view as well as those in
-    it (``kernels.near_view``), so a mover that stretches one into the view adds a small leaf
+    it (``upkeep.near_view``), so a mover that stretches one into the view adds a small leaf
     to the working set, not 10^5 objects; on a split tree, a query notes them and the upkeep
     splits them. The eye sits where the root's children meet, each with a corner at it."""
     rng = np.random.default_rng(11)

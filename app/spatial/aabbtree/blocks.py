@@ -42,7 +42,7 @@ NO_ROOM = -2  # take_blocks' answer when the heap lacks room
 
 Objects = namedtuple("AABBObjects", ["node", "pos", "slot", "ident", "rec", "vd", "free",
                                      "meta"])
-AABBObjects = Objects  # (numba's cache pickles the class by name: see kernels.Nodes)
+AABBObjects = Objects  # (numba's cache pickles the class by name: see pool.Nodes)
 
 
 # ---------------------------------------------------------------------- arrays (numpy)
@@ -214,7 +214,7 @@ def move_record(slot, ident, rec, vd, pos, dst: int, src: int) -> None:
 @njit(cache=True, _nrt=False)
 def copy_record(slot, ident, rec, vd, dst: int, src: int) -> None:
     """:func:`move_record` without the slot's position: for a caller that writes every
-    moved slot's place once at the end (a split's back-pointers, see kernels.place_later)."""
+    moved slot's place once at the end (a split's back-pointers, see split.place_later)."""
     slot[dst] = slot[src]
     ident[dst] = ident[src]
     for a in range(4):

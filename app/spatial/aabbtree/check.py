@@ -180,7 +180,7 @@ def check_blocks(nd, ob, sp, alive, ids):
 @njit(cache=True)
 def check_boxes(nd, ob, sp, slack: float):
     """Boxes contain their children's boxes and their objects' bounds; clean ones are their
-    union, exactly when ``slack`` is 0, else within ``kernels.slack_of`` of it."""
+    union, exactly when ``slack`` is 0, else within ``bounds.slack_of`` of it."""
     for n in range(nd.parent.shape[0]):
         if nd.depth[n] < 0:
             continue

@@ -343,7 +343,7 @@ def _frustum_lazy(nd, ob, sp, planes, eye, use_vd: bool, occ, rules, catchup: in
                     and near_view(planes, lo[n, 0], lo[n, 1], lo[n, 2], hi[n, 0], hi[n, 1],
                                   hi[n, 2])):
                 # A big leaf beside the view is split before a mover stretches it into the
-                # view (kernels.near_view); not in the working set, so not in noted_objects.
+                # view (upkeep.near_view); not in the working set, so not in noted_objects.
                 note_node(noted, pending, npend, n)
             if v == NODE_REJECT_OCCLUSION:
                 occ_nodes += 1

@@ -57,11 +57,11 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
     Upkeep (our mode): queries do not change the tree's shape. They note the dirty nodes and
     overfull leaves they reach, and :meth:`maintain` refits and splits those, at most
     ``upkeep_objects`` objects' worth per call; a node larger than that is split over several
-    calls (``kernels.split_step``), so no call stalls a frame. It runs at the end of
+    calls (``split.split_step``), so no call stalls a frame. It runs at the end of
     every ``update``, and at the start of a query once ``frame_queries`` queries have followed
     the last update: a moving scene's frames of up to that many queries (two-pass occlusion,
     a shadow view) run it once, in the update, and a scene that stopped moving still gets its
-    tree, one budget per query. A big leaf beside the view (``kernels.near_view``) counts as
+    tree, one budget per query. A big leaf beside the view (``upkeep.near_view``) counts as
     seen, so that no mover stretches one into the view unsplit. On a tree never split yet
     (just built or switched to), a frustum query whose noted overfull leaves hold more than
     ``catchup_objects`` objects (a big scene's first view) or more than ``catchup_share`` of
@@ -332,7 +332,7 @@ class AABBTree(FlatWhileMoving, SpatialIndex):
     def _move_in_structure(self, slots: np.ndarray, centers: np.ndarray,
                            radii: np.ndarray | None, vd: np.ndarray | None) -> None:
         """Our mode's tree moves a checked batch and writes the store in one pass
-        (``kernels.update_objects``); the paper mode swaps the store's rows first and then
+        (``batches.update_objects``); the paper mode swaps the store's rows first and then
         moves from the old spheres (:meth:`_on_update`), as appendix A's ``UpdateNode``."""
         if self._lazy:
             ObjectStore._apply_update(self, slots, centers, radii, vd)
