@@ -266,10 +266,16 @@ MOVED_MAIN = textwrap.dedent("""\
     """)
 
 
-def _moved_run(tmp: Path, pkg: Path, home: str) -> tuple[int, int, str]:
+#: Lines that put numba's own index load back after the mends are installed.
+NUMBA_ALONE = ("import app.kernel_locator, numba.core.caching as c, app.kernel_cache_moved as m\n"
+               "c.IndexDataCacheFile._load_index = m.ORIGINAL['_load_index']\n")
+
+
+def _moved_run(tmp: Path, pkg: Path, home: str, numba_alone: bool = False
+               ) -> tuple[int, int, str]:
     """(the kernel's answer, kernels compiled, stderr's tail) for the version whose named
     tuple lives in ``kpkg/<home>.py``: a module the kernel's own does not import, so the
-    kernel's stamp is the same in both versions."""
+    kernel's stamp is the same in both versions. ``numba_alone``: without the mend."""
     for name in ("shapes", "forms"):
         (pkg / f"{name}.py").unlink(missing_ok=True)
     _rewrite(pkg / "main.py", MOVED_MAIN)
@@ -277,7 +283,9 @@ def _moved_run(tmp: Path, pkg: Path, home: str) -> tuple[int, int, str]:
     call = f"from kpkg.{home} import Pair; r = total(Pair(2, 3))"
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CACHE")}
     env["NUMBA_CACHE_DIR"] = str(tmp / "closure-cache")
-    code = TYPED_RUN.format(root=str(ROOT), tmp=str(tmp), pkg=str(pkg), call=call)
+    run = TYPED_RUN.replace("from kpkg.main", NUMBA_ALONE + "from kpkg.main") if numba_alone \
+        else TYPED_RUN
+    code = run.format(root=str(ROOT), tmp=str(tmp), pkg=str(pkg), call=call)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, timeout=300)
     if out.returncode != 0:
@@ -300,17 +308,12 @@ def test_an_argument_class_that_moved_module_is_compiled_again_not_an_error(
     assert _moved_run(tmp_path, pkg, "forms") == (5, 0, "")
 
 
-def test_numba_alone_fails_on_the_moved_class(tmp_path: Path, monkeypatch) -> None:
+def test_numba_alone_fails_on_the_moved_class(tmp_path: Path) -> None:
     """The case above without the mend: numba's own index load raises (so the test above
     can fail)."""
     pkg = _package(tmp_path)
     assert _moved_run(tmp_path, pkg, "shapes") == (5, 1, "")
-    monkeypatch.setattr(sys.modules[__name__], "TYPED_RUN", TYPED_RUN.replace(
-        "from app.kernel_cache import configure\n",
-        "from app.kernel_cache import configure\n"
-        "import app.kernel_locator, numba.core.caching as c, app.kernel_cache_moved as m\n"
-        "c.IndexDataCacheFile._load_index = m.ORIGINAL['_load_index']\n"))
-    value, compiled, err = _moved_run(tmp_path, pkg, "forms")
+    value, _, err = _moved_run(tmp_path, pkg, "forms", numba_alone=True)
     assert value == -1 and "No module named 'kpkg.shapes'" in err, err
 
 
