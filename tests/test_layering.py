@@ -122,13 +122,18 @@ def test_no_import_cycles():
 
 
 SPATIAL = APP / "spatial"
+#: Folders of ``spatial/`` that are shared code, not an index: the pair descent of a tree
+#: snapshot, which the AABB trees and the view distance tree both build and call.
+SHARED_PACKAGES = {"tree_pairs"}
 
 
 def _index_package(module: str) -> str | None:
     """The index package of ``app.spatial`` a module belongs to (``aabbtree``, ``nested``
-    ...), or None for the package itself and its shared modules (storage, scans, pairs)."""
+    ...), or None for the package itself and its shared modules and packages (storage,
+    scans, pairs, :data:`SHARED_PACKAGES`)."""
     parts = module.split(".")
-    if len(parts) > 2 and parts[1] == "spatial" and (SPATIAL / parts[2]).is_dir():
+    if (len(parts) > 2 and parts[1] == "spatial" and (SPATIAL / parts[2]).is_dir()
+            and parts[2] not in SHARED_PACKAGES):
         return parts[2]
     return None
 

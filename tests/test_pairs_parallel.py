@@ -1,4 +1,4 @@
-"""The trees' pair descent on both cores (app/spatial/tree_pairs.py, ``_descend_parallel``).
+"""The trees' pair descent on both cores (``tree_pairs/parallel.py``, ``_descend_parallel``).
 
 A snapshot of at least ``PARALLEL_PAIRS_MIN`` objects is expanded breadth first into seed tasks
 that the threads descend independently; here the threshold is lowered so that small inputs
@@ -17,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.spatial import create_index
-from app.spatial import tree_pairs as tp
 from app.spatial.pairs import selection, slot_pairs_to_ids
+from app.spatial.tree_pairs import descent, parallel
+from app.spatial.tree_pairs.snapshot import TreePairSnapshot
 from tests.oracle import Oracle
 from tests.test_pairs import assert_pairs, sorted_rows
 
@@ -28,21 +29,21 @@ KINDS = ["kd", "kd-leafy", "octree", "octree-leafy", "icoseptree", "viewdist"]
 @contextmanager
 def parallel_from(n: int):
     """Snapshots of at least n objects take the parallel descent inside (counted calls)."""
-    saved_min = tp.PARALLEL_PAIRS_MIN
-    real = tp._descend_parallel
+    saved_min = parallel.PARALLEL_PAIRS_MIN
+    real = parallel._descend_parallel
     calls = [0]
 
     def counted(*args):
         calls[0] += 1
         return real(*args)
 
-    tp.PARALLEL_PAIRS_MIN = n
-    tp._descend_parallel = counted
+    parallel.PARALLEL_PAIRS_MIN = n
+    parallel._descend_parallel = counted
     try:
         yield calls
     finally:
-        tp.PARALLEL_PAIRS_MIN = saved_min
-        tp._descend_parallel = real
+        parallel.PARALLEL_PAIRS_MIN = saved_min
+        parallel._descend_parallel = real
 
 
 def make(kind: str, rng: np.random.Generator, n: int, oracle: Oracle):
@@ -63,7 +64,7 @@ def make(kind: str, rng: np.random.Generator, n: int, oracle: Oracle):
     return idx, ids, c
 
 
-def snapshot(idx, kind: str, sel: np.ndarray) -> tp.TreePairSnapshot:
+def snapshot(idx, kind: str, sel: np.ndarray) -> TreePairSnapshot:
     return idx._snapshot(sel)
 
 
@@ -108,10 +109,10 @@ def test_parallel_descent_equals_serial(seed, n, kind, nt, want, out_rows, stack
     sn = snapshot(idx, kind, sel)
     margin = float(rng.uniform(0, 2))
     args = (sn, margin, sel)
-    serial = tp._descend(*args)
+    serial = descent.descend(*args)
     # joined as ids (the contract's answer): the serial pairs through the same id map
     ids_of = rng.permutation(idx.capacity).astype(np.int64) * 3 + 1
-    got = tp.descend_parallel(*args, nt, want, out_rows, stack_rows, ids_of)
+    got = parallel.descend_parallel(*args, nt, want, out_rows, stack_rows, ids_of)
     assert got.dtype == np.int64 and got.shape == serial.shape, (got.shape, serial.shape)
     assert (got[:, 0] < got[:, 1]).all()
     assert np.array_equal(sorted_rows(got), sorted_rows(slot_pairs_to_ids(serial, ids_of)))
@@ -142,8 +143,8 @@ def test_seed_weights_count_a_pair_by_its_overlap(kind):
     idx, _ids, _c = make(kind, rng, 1500, Oracle())
     sel = selection(idx.capacity, None)
     sn = snapshot(idx, kind, sel)
-    seeds, _first = tp._seed_tasks(sn, 0.5, sel, 64)
-    weight = tp._seed_weights(sn, seeds)
+    seeds, _first = parallel._seed_tasks(sn, 0.5, sel, 64)
+    weight = parallel._seed_weights(sn, seeds)
     pairs_seen = 0
     below_counts = 0
     for (a, b), w in zip(seeds, weight, strict=True):

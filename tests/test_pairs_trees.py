@@ -19,8 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.spatial import TREE_HEURISTICS, create_index
-from app.spatial import tree_pairs as tp
 from app.spatial.pairs import selection
+from app.spatial.tree_pairs import refine
+from app.spatial.tree_pairs.snapshot import REFINE_ABOVE, TreePairSnapshot, snapshot_memory
 from tests.oracle import Oracle
 from tests.test_pairs import assert_pairs
 
@@ -135,7 +136,7 @@ def test_aabb_pass_splits_refits_and_answers(heuristic, leafy):
     both_id_paths(idx, oracle, ids[::7], 0.5)
 
 
-def check_snapshot(sn: tp.TreePairSnapshot, centers: np.ndarray, radii: np.ndarray,
+def check_snapshot(sn: TreePairSnapshot, centers: np.ndarray, radii: np.ndarray,
                    live: np.ndarray) -> None:
     """Depth-first ranges nest, every object is packed once, boxes contain what they bound,
     and no own list is longer than the refinement bound."""
@@ -143,7 +144,7 @@ def check_snapshot(sn: tp.TreePairSnapshot, centers: np.ndarray, radii: np.ndarr
     assert np.array_equal(np.sort(sn.slot), np.sort(live))
     assert np.array_equal(sn.pts[:, :3], centers[sn.slot])
     assert np.array_equal(sn.pts[:, 3], radii[sn.slot])
-    assert (sn.ocnt <= tp.REFINE_ABOVE).all()
+    assert (sn.ocnt <= REFINE_ABOVE).all()
     lo = sn.pts[:, :3] - sn.pts[:, 3:]
     hi = sn.pts[:, :3] + sn.pts[:, 3:]
     for i in range(m):
@@ -187,7 +188,7 @@ def test_snapshot_layout(which):
     idx.validate()
 
 
-@pytest.mark.parametrize("n", [1, 2, 31, 5000, tp.SORT_PARALLEL_MIN + 7])
+@pytest.mark.parametrize("n", [1, 2, 31, 5000, refine.SORT_PARALLEL_MIN + 7])
 def test_morton_sort_orders_rows_stably_and_keeps_every_row(n):
     """The Morton sort of a range: the same rows (sphere and slot together), codes not
     decreasing, rows of equal codes in their first order; rows outside the range untouched
@@ -200,7 +201,7 @@ def test_morton_sort_orders_rows_stably_and_keeps_every_row(n):
     slot = rng.permutation(total).astype(np.int64)
     before_pts, before_slot = pts.copy(), slot.copy()
     r0, r1 = 3, 3 + n
-    code = tp._morton_sort(pts, slot, r0, r1, tp.snapshot_memory(total, total))[:n].copy()
+    code = refine._morton_sort(pts, slot, r0, r1, snapshot_memory(total, total))[:n].copy()
     assert np.all(np.diff(code) >= 0)
     assert np.array_equal(pts[:r0], before_pts[:r0]) and np.array_equal(pts[r1:], before_pts[r1:])
     assert np.array_equal(slot[r1:], before_slot[r1:])

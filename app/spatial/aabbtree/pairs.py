@@ -29,7 +29,8 @@ from app.spatial.aabbtree.paper import paper_get_extents
 from app.spatial.aabbtree.pool import ROOT
 from app.spatial.aabbtree.split import needs_split, reach_rules, split_node
 from app.spatial.pairs import new_pairs
-from app.spatial.tree_pairs import (
+from app.spatial.tree_pairs.refine import refine_own_list
+from app.spatial.tree_pairs.snapshot import (
     REFINE_ABOVE,
     SnapshotMemory,
     TreePairSnapshot,
@@ -39,7 +40,6 @@ from app.spatial.tree_pairs import (
     out_of_reach,
     pack_row,
     push_hits,
-    refine_own_list,
     refine_room,
     set_mag,
     snapshot_head,
@@ -57,7 +57,7 @@ def build_snapshot(nd, ob, sp, rules, sel, total: int, mem: SnapshotMemory) -> T
     exact. ``sel`` (the ids filter, or empty) is counted per node. A split skipped for lack of
     free nodes leaves an overfull leaf (the answer is still exact; the caller grows the pool
     and runs again for the tree's sake). ``mem``: the index's arrays to build in
-    (:meth:`~app.spatial.tree_pairs.SnapshotArena.memory`).
+    (:meth:`~app.spatial.tree_pairs.snapshot.SnapshotArena.memory`).
     """
     cap = nd.parent.shape[0]
     sn = new_snapshot(cap + refine_room(total), total, mem)

@@ -5,9 +5,9 @@ Matthews' tree files each object by its *view* sphere (a node of size S holds vi
 what bounds a subtree's own spheres is its grow-only sphere box (``slo``/``shi``). Every pair is
 therefore the same node-against-node descent as the AABB tree's: the octree's nodes, each with
 its own object list (a radius class of view distances) and up to eight children, are taken in
-one depth-first pass into a :class:`~app.spatial.tree_pairs.TreePairSnapshot` with exact
+one depth-first pass into a :class:`~app.spatial.tree_pairs.snapshot.TreePairSnapshot` with exact
 boxes (the stored bounds may be loose: a move grows them, a refit shrinks them later) and
-handed to :func:`~app.spatial.tree_pairs.snapshot_pairs`. The objects come from the packed
+handed to :func:`~app.spatial.tree_pairs.parallel.snapshot_pairs`. The objects come from the packed
 copy (each node's block, sequential rows). The objects of
 unbounded view distance (the infinite list, which holds *every* object when none has a view
 distance) form the own list of a virtual root above the real one: the descent sweeps that list
@@ -24,7 +24,8 @@ import numpy as np
 from numba import njit
 
 from app.spatial.pairs import new_pairs
-from app.spatial.tree_pairs import (
+from app.spatial.tree_pairs.refine import refine_own_list
+from app.spatial.tree_pairs.snapshot import (
     REFINE_ABOVE,
     SnapshotMemory,
     TreePairSnapshot,
@@ -34,7 +35,6 @@ from app.spatial.tree_pairs import (
     out_of_reach,
     pack_row,
     push_hits,
-    refine_own_list,
     refine_room,
     rows_box,
     set_mag,
@@ -65,9 +65,10 @@ def _pack_linked(nxt, centers, radii, s: int, pts, slot, op: int, sel):
 @njit(cache=True, inline="always")
 def _linked_hits(nxt, spheres, s: int, q: int, sel, query, margin: float, hits,
                  c: int) -> int:
-    """:func:`~app.spatial.tree_pairs.hit_if_partner` of object q (``query``: its centre and
-    radius, scalars by value) over the unbounded list from slot s; ``spheres`` (centers,
-    radii) is a tuple the caller builds once outside its loops. Returns the new hit count."""
+    """:func:`~app.spatial.tree_pairs.snapshot.hit_if_partner` of object q (``query``: its
+    centre and radius, scalars by value) over the unbounded list from slot s; ``spheres``
+    (centers, radii) is a tuple the caller builds once outside its loops. Returns the new hit
+    count."""
     centers, radii = spheres
     qx, qy, qz, qr = query
     while s != -1:
@@ -83,7 +84,7 @@ def build_snapshot(nd, ob, pk, tree, sp, sel, mem: SnapshotMemory) -> TreePairSn
 
     Node 0 is a virtual root holding the infinite list when that list is not empty. ``sel``
     (the ids filter, or empty) is counted per node; ``mem``: the index's arrays to build in
-    (:meth:`~app.spatial.tree_pairs.SnapshotArena.memory`).
+    (:meth:`~app.spatial.tree_pairs.snapshot.SnapshotArena.memory`).
     """
     t = tree[0]
     total = t.in_nodes + t.inf_count
