@@ -228,6 +228,18 @@ TYPED_RUN = textwrap.dedent("""\
     """)
 
 
+def _call_total(tmp: Path, pkg: Path, call: str, prelude: str = ""
+                ) -> subprocess.CompletedProcess:
+    """A fresh process that configures the closure cache for ``pkg``, runs ``prelude``, then
+    ``call`` on ``kpkg.main.total``, and prints its answer and the kernels it compiled."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CACHE")}
+    env["NUMBA_CACHE_DIR"] = str(tmp / "closure-cache")
+    run = TYPED_RUN.replace("from kpkg.main", prelude + "from kpkg.main")
+    code = run.format(root=str(ROOT), tmp=str(tmp), pkg=str(pkg), call=call)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
 def _typed_run(tmp: Path, pkg: Path, with_pair: bool) -> tuple[int, int]:
     """(the kernel's answer, kernels compiled) for the version that passes a NamedTuple
     (``with_pair``) or the older one, which has no such class, a plain tuple instead."""
@@ -235,11 +247,7 @@ def _typed_run(tmp: Path, pkg: Path, with_pair: bool) -> tuple[int, int]:
     _rewrite(pkg / "main.py", main)
     _rewrite(pkg / "lib.py", TYPED_LIB if with_pair else "")
     call = "from kpkg.lib import Pair; r = total(Pair(2, 3))" if with_pair else "r = total((2, 3))"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CACHE")}
-    env["NUMBA_CACHE_DIR"] = str(tmp / "closure-cache")
-    code = TYPED_RUN.format(root=str(ROOT), tmp=str(tmp), pkg=str(pkg), call=call)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=300)
+    out = _call_total(tmp, pkg, call)
     assert out.returncode == 0, out.stderr[-2000:]
     value, compiled = out.stdout.split()
     return int(value), int(compiled)
@@ -280,14 +288,8 @@ def _moved_run(tmp: Path, pkg: Path, home: str, numba_alone: bool = False
         (pkg / f"{name}.py").unlink(missing_ok=True)
     _rewrite(pkg / "main.py", MOVED_MAIN)
     (pkg / f"{home}.py").write_text(TYPED_LIB)
-    call = f"from kpkg.{home} import Pair; r = total(Pair(2, 3))"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CACHE")}
-    env["NUMBA_CACHE_DIR"] = str(tmp / "closure-cache")
-    run = TYPED_RUN.replace("from kpkg.main", NUMBA_ALONE + "from kpkg.main") if numba_alone \
-        else TYPED_RUN
-    code = run.format(root=str(ROOT), tmp=str(tmp), pkg=str(pkg), call=call)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=300)
+    out = _call_total(tmp, pkg, f"from kpkg.{home} import Pair; r = total(Pair(2, 3))",
+                      NUMBA_ALONE if numba_alone else "")
     if out.returncode != 0:
         return -1, -1, out.stderr[-300:]
     value, compiled = out.stdout.split()
