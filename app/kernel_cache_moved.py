@@ -14,31 +14,31 @@ and its entry written anew.
 
 from __future__ import annotations
 
+import functools
 import pickle
 
 #: What unpickling an entry raises when it names code that is gone or renamed.
 GONE = (ImportError, AttributeError, pickle.UnpicklingError, EOFError)
 
-#: numba's own index and data loads, once :func:`install` has replaced them.
-ORIGINAL: dict[str, object] = {}
-
 
 def install() -> None:
     """Make numba's index and data loads treat an entry that does not unpickle as absent
-    (once; idempotent)."""
+    (once; idempotent). numba's own loads stay reachable as ``__wrapped__``."""
     from numba.core.caching import IndexDataCacheFile
 
     if getattr(IndexDataCacheFile._load_index, "moved_mend", False):
         return
-    load_index = ORIGINAL["_load_index"] = IndexDataCacheFile._load_index
-    load_data = ORIGINAL["_load_data"] = IndexDataCacheFile._load_data
+    load_index = IndexDataCacheFile._load_index
+    load_data = IndexDataCacheFile._load_data
 
+    @functools.wraps(load_index)
     def _load_index(self):
         try:
             return load_index(self)
         except GONE:
             return {}
 
+    @functools.wraps(load_data)
     def _load_data(self, name):
         try:
             return load_data(self, name)

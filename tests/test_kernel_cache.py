@@ -275,8 +275,8 @@ MOVED_MAIN = textwrap.dedent("""\
 
 
 #: Lines that put numba's own index load back after the mends are installed.
-NUMBA_ALONE = ("import app.kernel_locator, numba.core.caching as c, app.kernel_cache_moved as m\n"
-               "c.IndexDataCacheFile._load_index = m.ORIGINAL['_load_index']\n")
+NUMBA_ALONE = ("import app.kernel_locator, numba.core.caching as c\n"
+               "c.IndexDataCacheFile._load_index = c.IndexDataCacheFile._load_index.__wrapped__\n")
 
 
 def _moved_run(tmp: Path, pkg: Path, home: str, numba_alone: bool = False
